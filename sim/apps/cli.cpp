@@ -1,0 +1,218 @@
+#include "sim/apps/cli.hpp"
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "sim/simulate.hpp"
+#include "traces/error.hpp"
+#include "traces/output.hpp"
+#include "traces/units.hpp"
+
+namespace po = boost::program_options;
+
+namespace dtsim::cli {
+namespace {
+
+const char* kUsage =
+    "usage: dtsim <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  simulate   simulate one training iteration of a model, cluster and parallel plan\n"
+    "  presets    list model, GPU and cluster presets\n"
+    "  version    print versions\n"
+    "\n"
+    "'dtsim <command> --help' describes a command's options.\n";
+
+std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0') throw ConfigError(what + " '" + s + "' is not a comma-separated list of integers");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+po::variables_map parse(const po::options_description& desc, int argc, char** argv) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(e.what());
+  }
+  return vm;
+}
+
+int cmd_presets(int argc, char** argv, std::ostream& out) {
+  po::options_description desc("dtsim presets: list the built-in models, GPUs and clusters");
+  desc.add_options()("help,h", "this help");
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  out << "models (--model NAME, or a JSON file):\n";
+  for (const auto& n : model_preset_names()) {
+    auto m = model_preset(n);
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-15s %7.1fB params  layers %3d  hidden %5d  heads %3d  kv %3d  ffn %6d  seq %5d  vocab %6d\n",
+                  n.c_str(), static_cast<double>(m.total_params()) / 1e9, m.num_layers, m.hidden, m.heads, m.kv_heads,
+                  m.ffn_hidden, m.seq_len, m.vocab);
+    out << line;
+  }
+  out << "gpus:\n";
+  for (const auto& n : gpu_preset_names()) {
+    auto g = gpu_preset(n);
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-15s %6.1f TFLOP/s fp16  %6.0f GB/s HBM  %5.1f GB\n", n.c_str(),
+                  g.peak_fp16_flops / 1e12, g.hbm_Bps / 1e9, g.memory_bytes / 1e9);
+    out << line;
+  }
+  out << "clusters (--cluster NAME:GPUS, or a JSON file):\n";
+  for (const auto& n : cluster_preset_names()) {
+    auto c = load_cluster(n);
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "  %-15s %d x %s per node, NVSwitch %.0f GB/s per GPU per direction, %d NICs x %.0f Gb/s\n",
+                  (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.intra.bandwidth_Bps / 1e9,
+                  c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
+    out << line;
+  }
+  return 0;
+}
+
+int cmd_simulate(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim simulate: simulate one training iteration on SimGrid\n"
+      "example: dtsim simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --mbs 1 --gbs 1536 "
+      "--schedule 1f1b --out out/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("model", po::value<std::string>(), "model preset (see 'dtsim presets') or model JSON file")
+    ("cluster", po::value<std::string>(), "cluster preset NAME:GPUS (e.g. dgx-a100:64) or cluster JSON file")
+    ("plan", po::value<std::string>(), "plan JSON file (the plan flags below are then not allowed)")
+    ("tp", po::value<int>(), "tensor-parallel degree (default 1)")
+    ("pp", po::value<int>(), "pipeline-parallel degree (default 1)")
+    ("dp", po::value<int>(), "data-parallel degree (default: GPUs / (tp * pp))")
+    ("mbs", po::value<int>(), "micro-batch size (default 1)")
+    ("gbs", po::value<int>(), "global batch size in samples (required without --plan)")
+    ("schedule", po::value<std::string>(), "pipeline schedule: gpipe | 1f1b (default 1f1b)")
+    ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
+    ("zero", po::value<int>(), "ZeRO stage: 0 | 1 (default 0)")
+    ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
+    ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
+    ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")
+    ("no-dp-overlap", "start the gradient all-reduce only after the whole backward pass")
+    ("dp-bucket-mb", po::value<double>(), "gradient bucket size in MiB (default 25)")
+    ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
+    ("collectives", po::value<std::string>()->default_value("flow"), "collective lowering: flow | steps")
+    ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")
+    ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
+    ("no-trace", "with --out, skip trace.json")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
+  if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
+  const auto wall0 = std::chrono::steady_clock::now();
+  TransformerSpec model = load_model(vm["model"].as<std::string>());
+  ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
+  ParallelPlan plan;
+  if (vm.count("plan")) {
+    for (const char* flag : {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
+                             "layers-per-stage", "rank-order", "no-dp-overlap", "dp-bucket-mb"})
+      if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");
+    plan = load_plan(vm["plan"].as<std::string>());
+  } else {
+    plan.tp = vm.count("tp") ? vm["tp"].as<int>() : 1;
+    plan.pp = vm.count("pp") ? vm["pp"].as<int>() : 1;
+    if (vm.count("dp")) {
+      plan.dp = vm["dp"].as<int>();
+    } else {
+      if (plan.tp <= 0 || plan.pp <= 0 || cluster.total_gpus() % (plan.tp * plan.pp) != 0)
+        throw ConfigError("simulate: tp*pp = " + std::to_string(plan.tp * plan.pp) + " does not divide the " +
+                          std::to_string(cluster.total_gpus()) + " GPUs; give --dp explicitly");
+      plan.dp = cluster.total_gpus() / (plan.tp * plan.pp);
+    }
+    plan.micro_batch_size = vm.count("mbs") ? vm["mbs"].as<int>() : 1;
+    if (!vm.count("gbs")) throw ConfigError("simulate: --gbs (global batch size) is required without --plan");
+    plan.global_batch_size = vm["gbs"].as<int>();
+    if (vm.count("schedule")) plan.schedule = schedule_from_string(vm["schedule"].as<std::string>(), "--schedule");
+    if (vm.count("recompute")) plan.recompute = recompute_from_string(vm["recompute"].as<std::string>(), "--recompute");
+    if (vm.count("zero")) plan.zero_stage = vm["zero"].as<int>();
+    plan.sequence_parallel = vm.count("sequence-parallel") > 0;
+    if (vm.count("layers-per-stage"))
+      plan.layers_per_stage = parse_int_list(vm["layers-per-stage"].as<std::string>(), "--layers-per-stage");
+    if (vm.count("rank-order")) plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
+    plan.dp_overlap = vm.count("no-dp-overlap") == 0;
+    if (vm.count("dp-bucket-mb")) plan.dp_bucket_bytes = vm["dp-bucket-mb"].as<double>() * units::kMiB;
+  }
+  Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                            : default_calibration(cluster.gpu.name);
+  sim::SimOptions opt;
+  const std::string coll = vm["collectives"].as<std::string>();
+  if (coll == "flow") opt.collective_mode = sim::CollectiveMode::FLOW;
+  else if (coll == "steps") opt.collective_mode = sim::CollectiveMode::STEPS;
+  else throw ConfigError("simulate: --collectives '" + coll + "' is not known (known: flow, steps)");
+  const std::string fold = vm["fold"].as<std::string>();
+  if (fold == "auto") opt.fold = sim::FoldMode::AUTO;
+  else if (fold == "none") opt.fold = sim::FoldMode::NONE;
+  else throw ConfigError("simulate: --fold '" + fold + "' is not known (known: auto, none)");
+
+  sim::Inputs in{&model, &cluster, &plan, &cal, &opt};
+  sim::Simulation s = sim::simulate(in);
+
+  std::vector<std::pair<std::string, std::string>> files;
+  if (vm.count("out")) {
+    files.emplace_back("summary.json", sim::summary_json(in, s.lowered, s.engine, s.report).dump(2) + "\n");
+    if (!vm.count("no-trace")) files.emplace_back("trace.json", sim::trace_json(in, s.lowered, s.engine, s.report));
+    write_outputs(vm["out"].as<std::string>(), files);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (!vm.count("quiet")) {
+    out << sim::human_summary(in, s.lowered, s.engine, s.report);
+    char line[200];
+    std::snprintf(line, sizeof line, "\nsimulated in %.2f s wall (%.0f SimGrid activities/s)\n", wall,
+                  static_cast<double>(s.engine.activities) / wall);
+    out << line;
+    if (vm.count("out")) {
+      out << "wrote " << vm["out"].as<std::string>() << "/summary.json";
+      if (files.size() > 1) out << " and trace.json (open in https://ui.perfetto.dev)";
+      out << "\n";
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+int run(int argc, char** argv, std::ostream& out) {
+  if (argc < 2) {
+    out << kUsage;
+    return 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    out << kUsage;
+    return 0;
+  }
+  if (cmd == "simulate") return cmd_simulate(argc - 1, argv + 1, out);
+  if (cmd == "presets") return cmd_presets(argc - 1, argv + 1, out);
+  if (cmd == "version" || cmd == "--version") {
+    out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
+    return 0;
+  }
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, presets, version)");
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,199 @@
+#include "sim/engine/simgrid_runtime.hpp"
+
+#include <simgrid/s4u.hpp>
+#include <simgrid/version.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+
+#include "traces/error.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace dtsim::sim {
+
+std::string simgrid_version() {
+  return std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) + "." +
+         std::to_string(SIMGRID_VERSION_PATCH);
+}
+
+namespace {
+// Compute and delay tasks run as Execs on dedicated hosts of this speed: amount = duration * speed.
+constexpr double kHostSpeed = 1e9;
+
+struct Endpoints {
+  sg4::Host* compute = nullptr;
+  sg4::Host* timer[kNumStreams] = {nullptr, nullptr, nullptr, nullptr};
+  sg4::Host* nvl = nullptr;         // NVSwitch port
+  sg4::Host* nvl_mirror = nullptr;  // sink sharing the port's links (folded axes)
+  sg4::Host* net = nullptr;         // NIC
+  sg4::Host* net_mirror = nullptr;
+};
+
+class Runner {
+public:
+  Runner(const TaskGraph& g, EngineResult& res) : g_(g), res_(res) {}
+
+  void build_platform(const ClusterSpec& c, const Calibration& cal, const std::vector<int>& gpu_of_rank) {
+    auto* zone = sg4::create_star_zone("cluster");
+    auto route = [&](sg4::Host* h, sg4::Link* up, sg4::Link* down) {
+      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(up)}, false);
+      zone->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(down)}, false);
+    };
+    auto link = [&](const std::string& name, double bw, double lat) {
+      ++res_.links;
+      return zone->create_link(name, bw)->set_latency(lat)->seal();
+    };
+    std::map<std::pair<int, int>, std::pair<sg4::Link*, sg4::Link*>> nics;
+    ep_.resize(gpu_of_rank.size());
+    for (std::size_t i = 0; i < gpu_of_rank.size(); ++i) {
+      const int gpu = gpu_of_rank[i];
+      const std::string id = std::to_string(i);
+      Endpoints& e = ep_[i];
+      e.compute = zone->create_host("gpu" + id, kHostSpeed);
+      for (int s = 1; s < kNumStreams; ++s)
+        e.timer[s] = zone->create_host("timer" + id + "." + stream_name(static_cast<Stream>(s)), kHostSpeed);
+      sg4::Link* up = link("nvl-up" + std::to_string(gpu), c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency,
+                           c.intra.latency_s / 2);
+      sg4::Link* dn = link("nvl-down" + std::to_string(gpu), c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency,
+                           c.intra.latency_s / 2);
+      e.nvl = zone->create_host("nvl" + id, kHostSpeed);
+      e.nvl_mirror = zone->create_host("nvl-mirror" + id, kHostSpeed);
+      route(e.nvl, up, dn);
+      route(e.nvl_mirror, up, dn);
+      if (c.inter.nics_per_node > 0) {
+        auto key = std::make_pair(c.node_of(gpu), c.nic_of(gpu));
+        auto it = nics.find(key);
+        if (it == nics.end()) {
+          const std::string nic = std::to_string(key.first) + "." + std::to_string(key.second);
+          const double bw = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
+          it = nics.emplace(key, std::make_pair(link("nic-up" + nic, bw, c.inter.latency_s / 2),
+                                                link("nic-down" + nic, bw, c.inter.latency_s / 2)))
+                   .first;
+        }
+        e.net = zone->create_host("net" + id, kHostSpeed);
+        e.net_mirror = zone->create_host("net-mirror" + id, kHostSpeed);
+        route(e.net, it->second.first, it->second.second);
+        route(e.net_mirror, it->second.first, it->second.second);
+      }
+    }
+    zone->seal();
+    res_.hosts = zone->get_host_count();
+  }
+
+  void run() {
+    const std::size_t n = g_.size();
+    res_.start_s.assign(n, -1);
+    res_.end_s.assign(n, -1);
+    pending_ = g_.pred_count();
+    acts_.resize(n);
+    sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
+      auto id = static_cast<std::int32_t>(reinterpret_cast<std::intptr_t>(a.get_data<void>()) - 1);
+      if (id < 0 || static_cast<std::size_t>(id) >= res_.end_s.size()) return;
+      finish(id, sg4::Engine::get_clock());
+      drain();
+    });
+    for (std::size_t i = 0; i < n; ++i)
+      if (pending_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
+    drain();
+    sg4::Engine::get_instance()->run();
+    for (std::size_t i = 0; i < n; ++i)
+      DTSIM_ASSERT(res_.end_s[i] >= 0, "task " << i << " (" << g_.names()[g_.tasks()[i].name]
+                                                << ") never ran: the task graph deadlocked");
+  }
+
+private:
+  void finish(std::int32_t id, double now) {
+    res_.end_s[id] = now;
+    for (auto* s = g_.succ_begin(id); s != g_.succ_end(id); ++s)
+      if (--pending_[*s] == 0) ready_.push_back(*s);
+  }
+
+  // Starts every ready task; zero-time tasks complete at once and may make more tasks ready.
+  void drain() {
+    const double now = sg4::Engine::get_clock();
+    while (!ready_.empty()) {
+      std::int32_t id = ready_.front();
+      ready_.pop_front();
+      const Task& t = g_.tasks()[id];
+      res_.start_s[id] = now;
+      void* data = reinterpret_cast<void*>(static_cast<std::intptr_t>(id) + 1);
+      switch (t.kind) {
+        case TaskKind::JOIN:
+          finish(id, now);
+          break;
+        case TaskKind::COMPUTE:
+        case TaskKind::DELAY: {
+          if (t.duration_s <= 0) {
+            finish(id, now);
+            break;
+          }
+          sg4::Host* host = t.kind == TaskKind::COMPUTE ? ep_[t.rank].compute : ep_[t.rank].timer[static_cast<int>(t.stream)];
+          DTSIM_ASSERT(host != nullptr, "no host for task " << id);
+          auto exec = sg4::Exec::init();
+          exec->set_host(host);
+          exec->set_flops_amount(t.duration_s * kHostSpeed);
+          exec->set_data(data);
+          exec->start();
+          acts_[id] = exec;
+          ++res_.activities;
+          break;
+        }
+        case TaskKind::FLOW: {
+          const Endpoints& src = ep_[t.rank];
+          const bool intra = t.path == Path::INTRA_NODE;
+          sg4::Host* from = intra ? src.nvl : src.net;
+          sg4::Host* to = nullptr;
+          if (t.mirror)
+            to = intra ? src.nvl_mirror : src.net_mirror;
+          else
+            to = intra ? ep_[t.peer].nvl : ep_[t.peer].net;
+          DTSIM_ASSERT(from != nullptr && to != nullptr, "no network endpoint for flow task " << id);
+          auto comm = sg4::Comm::sendto_init(from, to);
+          comm->set_payload_size(static_cast<std::uint64_t>(t.bytes + 0.5));
+          comm->set_data(data);
+          comm->start();
+          acts_[id] = comm;
+          ++res_.activities;
+          break;
+        }
+      }
+    }
+  }
+
+  const TaskGraph& g_;
+  EngineResult& res_;
+  std::vector<Endpoints> ep_;
+  std::vector<std::int32_t> pending_;
+  std::deque<std::int32_t> ready_;
+  std::vector<sg4::ActivityPtr> acts_;  // activities must stay referenced until they complete
+};
+}  // namespace
+
+EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
+                            const std::vector<int>& gpu_of_rank) {
+  static bool used = false;
+  DTSIM_ASSERT(!used, "run_on_simgrid called twice in one process (SimGrid's engine is a singleton)");
+  used = true;
+  // Exact flow-level model: CM02 max-min sharing, no latency/bandwidth correction, no TCP window, no cross
+  // traffic. Calibration enters through link bandwidths and latencies instead.
+  std::vector<std::string> args = {"dtsim",
+                                   "--log=root.thresh:critical",
+                                   "--cfg=network/model:CM02",
+                                   "--cfg=network/latency-factor:1",
+                                   "--cfg=network/bandwidth-factor:1",
+                                   "--cfg=network/TCP-gamma:0",
+                                   "--cfg=network/crosstraffic:0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  sg4::Engine engine(&argc, argv.data());
+  EngineResult res;
+  Runner runner(g, res);
+  runner.build_platform(cluster, cal, gpu_of_rank);
+  runner.run();
+  return res;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,34 @@
+// The SimGrid adapter: the only code in dtsim that includes <simgrid/...>.
+// Builds the platform of the simulated ranks from the cluster spec and runs a TaskGraph on it with
+// dependency tracking of our own (SimGrid's vetoed-activity dependencies do not scale; see
+// ../shared/docs/simgrid-3.32-notes.md §3).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/model/task_graph.hpp"
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+
+namespace dtsim::sim {
+
+struct EngineResult {
+  std::vector<double> start_s;  ///< per task: simulated start time, seconds
+  std::vector<double> end_s;    ///< per task: simulated end time, seconds
+  std::uint64_t activities = 0; ///< SimGrid activities (execs and comms) run
+  std::uint64_t links = 0;      ///< links in the platform
+  std::uint64_t hosts = 0;      ///< hosts in the platform (compute, timers, endpoints, mirrors)
+};
+
+/// Runs `g` on a platform made of the GPUs in `gpu_of_rank` (simulated rank -> global GPU id).
+/// Flows use CM02 max-min sharing with latency/bandwidth factors 1 and no TCP window, so link bandwidths
+/// (nominal x calibrated efficiency) and latencies are what the cluster and calibration files say.
+/// May be called once per process (SimGrid's engine is a process-wide singleton).
+EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
+                            const std::vector<int>& gpu_of_rank);
+
+/// "3.32.0" for the SimGrid this binary was built with.
+std::string simgrid_version();
+
+}  // namespace dtsim::sim

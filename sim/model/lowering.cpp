@@ -1,0 +1,558 @@
+#include "sim/model/lowering.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <tuple>
+
+#include "strategies/schedule.hpp"
+#include "strategies/transformer_costs.hpp"
+
+namespace dtsim::sim {
+
+std::string to_string(CollectiveMode m) { return m == CollectiveMode::FLOW ? "flow" : "steps"; }
+std::string to_string(FoldMode m) { return m == FoldMode::AUTO ? "auto" : "none"; }
+
+Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b) {
+  return c.node_of(gpu_a) == c.node_of(gpu_b) ? Path::INTRA_NODE : Path::INTER_NODE;
+}
+
+namespace {
+
+using cost::CollectiveKind;
+
+// Groups of the three axes plus the tied-embedding pair {first stage, last stage}.
+enum class GroupAxis { TP, DP, PP, EMB };
+
+struct FoldDecision {
+  bool tp = false, dp = false;
+  std::string reason;
+};
+
+class Lowerer {
+public:
+  Lowerer(const TransformerSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Calibration& cal,
+          const SimOptions& opt)
+      : m_(m), c_(c), p_(p), cal_(cal), opt_(opt) {}
+
+  Lowered run();
+
+private:
+  // --- topology helpers
+  int next_on_axis(int rank, Axis a) const {
+    RankCoord c = p_.coord_of(rank);
+    c.set(a, (c.get(a) + 1) % p_.degree(a));
+    return p_.rank_of(c);
+  }
+  std::vector<int> group_members(int rank, GroupAxis ax) const;
+  double hop_latency(Path path) const { return path == Path::INTRA_NODE ? c_.intra.latency_s : c_.inter.latency_s; }
+  FoldDecision decide_folding() const;
+  bool fold_ok(bool tp, bool dp) const;
+
+  // --- task creation
+  std::int32_t add_free(Task t) { return g_.add(t); }
+  std::int32_t add_on_stream(int si, Task t) {
+    t.rank = si;
+    auto id = g_.add(t);
+    chain(si, t.stream, id, id);
+    return id;
+  }
+  void chain(int si, Stream s, std::int32_t first, std::int32_t last) {
+    auto& prev = last_[si][static_cast<int>(s)];
+    if (prev >= 0) g_.depend(prev, first);
+    prev = last;
+  }
+  std::int32_t collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
+                          const std::string& name, int layer, int mb, std::int32_t pred);
+  std::int32_t p2p(int si_from, int si_to, double bytes, Phase phase, const std::string& name, int mb,
+                   std::int32_t pred);
+  std::int32_t run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
+                         std::int32_t pred, std::int32_t* first_task, const std::string& prefix);
+  void lower_rank(int si);
+
+  const TransformerSpec& m_;
+  const ClusterSpec& c_;
+  const ParallelPlan& p_;
+  const Calibration& cal_;
+  const SimOptions& opt_;
+
+  TaskGraph g_;
+  Lowered out_;
+  std::vector<std::array<std::int32_t, kNumStreams>> last_;
+  std::vector<std::array<int, 4>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
+
+  struct Instance {
+    std::int32_t join = -1;
+    std::vector<std::int32_t> first, done;  // per member (ring order)
+    std::vector<int> members_si;
+  };
+  std::map<std::tuple<int, int, int>, Instance> instances_;  // (group leader, axis, sequence)
+
+  // Pipeline transfers: (receiving simulated rank, micro-batch, 0 = activation / 1 = gradient) -> flow.
+  std::map<std::tuple<int, int, int>, std::int32_t> sent_;
+  std::vector<std::tuple<std::int32_t, int, int, int>> waiting_;  // (task, receiver si, mb, dir)
+
+  cost::LayerPasses layer_, emb_, head_;
+  cost::ActivationBytes layer_act_{}, emb_act_{}, head_act_{};
+};
+
+std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
+  RankCoord c = p_.coord_of(rank);
+  std::vector<int> out;
+  if (ax == GroupAxis::EMB) {
+    RankCoord a = c, b = c;
+    a.pp = 0;
+    b.pp = p_.pp - 1;
+    return {p_.rank_of(a), p_.rank_of(b)};
+  }
+  Axis a = ax == GroupAxis::TP ? Axis::TP : ax == GroupAxis::DP ? Axis::DP : Axis::PP;
+  for (int i = 0; i < p_.degree(a); ++i) {
+    RankCoord x = c;
+    x.set(a, i);
+    out.push_back(p_.rank_of(x));
+  }
+  return out;
+}
+
+bool Lowerer::fold_ok(bool tp, bool dp) const {
+  const int world = p_.world_size();
+  auto rep = [&](int r) {
+    RankCoord c = p_.coord_of(r);
+    if (tp) c.tp = 0;
+    if (dp) c.dp = 0;
+    return p_.rank_of(c);
+  };
+  auto signature = [&](int r) {
+    RankCoord c = p_.coord_of(r);
+    std::array<int, 4> sig{};
+    sig[0] = static_cast<int>(path_between(c_, r, next_on_axis(r, Axis::TP)));
+    sig[1] = static_cast<int>(path_between(c_, r, next_on_axis(r, Axis::DP)));
+    sig[2] = c.pp + 1 < p_.pp ? static_cast<int>(path_between(c_, r, next_on_axis(r, Axis::PP))) : -1;
+    RankCoord first = c, lastc = c;
+    first.pp = 0;
+    lastc.pp = p_.pp - 1;
+    sig[3] = static_cast<int>(path_between(c_, p_.rank_of(first), p_.rank_of(lastc)));
+    return sig;
+  };
+  for (int r = 0; r < world; ++r)
+    if (signature(r) != signature(rep(r))) return false;
+  return true;
+}
+
+FoldDecision Lowerer::decide_folding() const {
+  FoldDecision d;
+  if (opt_.fold == FoldMode::NONE) {
+    d.reason = "folding disabled (--fold none): every rank simulated";
+    return d;
+  }
+  if (c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node) {
+    d.reason = "not folded: NICs are shared by several GPUs, so symmetric ranks contend on them";
+    return d;
+  }
+  const bool want_tp = p_.tp > 1, want_dp = p_.dp > 1;
+  for (auto [tp, dp] : {std::pair{want_tp, want_dp}, std::pair{want_tp, false}, std::pair{false, want_dp}}) {
+    if (!tp && !dp) continue;
+    if (fold_ok(tp, dp)) {
+      d.tp = tp;
+      d.dp = dp;
+      d.reason = std::string("folded ") + (tp && dp ? "tp and dp" : tp ? "tp" : "dp") +
+                 ": symmetric ranks on GPU-private links (exact)";
+      if (want_tp != tp || want_dp != dp)
+        d.reason += std::string("; ") + (tp ? "dp" : "tp") + " not folded: its ring mixes intra- and inter-node hops";
+      return d;
+    }
+  }
+  d.reason = (want_tp || want_dp) ? "not folded: rings mix intra- and inter-node hops" : "nothing to fold (tp = dp = 1)";
+  return d;
+}
+
+std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, const std::string& name, int mb,
+                          std::int32_t pred) {
+  const int ga = out_.ranks[si_from].global_rank, gb = out_.ranks[si_to].global_rank;
+  Task d;
+  d.kind = TaskKind::DELAY;
+  d.stream = Stream::PP;
+  d.phase = phase;
+  d.name = g_.intern(name);
+  d.microbatch = mb;
+  d.duration_s = cal_.p2p_overhead_s;
+  auto delay = add_on_stream(si_from, d);
+  g_.depend(pred, delay);
+  Task f = d;
+  f.kind = TaskKind::FLOW;
+  f.duration_s = 0;
+  f.path = path_between(c_, ga, gb);
+  f.peer = si_to;
+  f.bytes = bytes;
+  auto flow = add_on_stream(si_from, f);
+  return flow;
+}
+
+std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
+                                 const std::string& name, int layer, int mb, std::int32_t pred) {
+  const int grank = out_.ranks[si].global_rank;
+  std::vector<int> members = group_members(grank, ax);
+  const int n = static_cast<int>(members.size());
+  if (n <= 1) return pred;
+  const int steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (n - 1) : n - 1;
+  const double chunk = bytes / n;
+  const bool folded = (ax == GroupAxis::TP && out_.fold_tp) || (ax == GroupAxis::DP && out_.fold_dp);
+  const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
+
+  Task base;
+  base.stream = stream;
+  base.phase = phase;
+  base.name = name_id;
+  base.layer = layer;
+  base.microbatch = mb;
+
+  // Builds the tasks of one member; returns (first, done). `succ_si` < 0 means the mirror.
+  auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global,
+                          std::vector<std::int32_t>* step_flows) -> std::pair<std::int32_t, std::int32_t> {
+    const Path path = path_between(c_, member_global, succ_global);
+    const double alpha = hop_latency(path);
+    Task t = base;
+    t.rank = member_si;
+    if (opt_.collective_mode == CollectiveMode::FLOW) {
+      t.kind = TaskKind::DELAY;
+      t.duration_s = (steps - 1) * alpha + steps * cal_.collective_step_overhead_s;
+      t.bytes = bytes;
+      auto delay = add_free(t);
+      Task f = base;
+      f.rank = member_si;
+      f.kind = TaskKind::FLOW;
+      f.path = path;
+      f.peer = succ_si;
+      f.mirror = succ_si < 0;
+      f.bytes = steps * chunk;
+      auto flow = add_free(f);
+      g_.depend(delay, flow);
+      if (step_flows) step_flows->push_back(flow);
+      return {delay, flow};
+    }
+    std::int32_t first = -1, prev = -1;
+    for (int k = 0; k < steps; ++k) {
+      std::int32_t head = -1;
+      if (cal_.collective_step_overhead_s > 0) {
+        t.kind = TaskKind::DELAY;
+        t.duration_s = cal_.collective_step_overhead_s;
+        head = add_free(t);
+        if (prev >= 0) g_.depend(prev, head);
+      }
+      Task f = base;
+      f.rank = member_si;
+      f.kind = TaskKind::FLOW;
+      f.path = path;
+      f.peer = succ_si;
+      f.mirror = succ_si < 0;
+      f.bytes = chunk;
+      auto flow = add_free(f);
+      if (head >= 0) g_.depend(head, flow);
+      else if (prev >= 0) g_.depend(prev, flow);
+      if (first < 0) first = head >= 0 ? head : flow;
+      if (step_flows) step_flows->push_back(flow);
+      prev = flow;
+    }
+    return {first, prev};
+  };
+
+  if (folded) {
+    // One simulated member: flows to its mirror over the path to its ring successor.
+    const Axis a = ax == GroupAxis::TP ? Axis::TP : Axis::DP;
+    auto [first, done] = member_tasks(si, grank, -1, next_on_axis(grank, a), nullptr);
+    g_.depend(pred, first);
+    chain(si, stream, first, done);
+    return done;
+  }
+
+  const int axis_code = static_cast<int>(ax);
+  const int seq = seq_[si][axis_code]++;
+  auto key = std::make_tuple(members[0], axis_code, seq);
+  auto it = instances_.find(key);
+  if (it == instances_.end()) {
+    Instance inst;
+    Task j = base;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    inst.join = add_free(j);
+    std::vector<std::vector<std::int32_t>> flows(n);
+    for (int i = 0; i < n; ++i) {
+      int msi = out_.sim_index_of[members[i]];
+      DTSIM_ASSERT(out_.ranks[msi].global_rank == members[i], "member " << members[i] << " of a " << name
+                                                                         << " collective is not simulated");
+      int succ = members[(i + 1) % n];
+      auto [first, done] = member_tasks(msi, members[i], out_.sim_index_of[succ], succ, &flows[i]);
+      g_.depend(inst.join, first);
+      inst.first.push_back(first);
+      inst.done.push_back(done);
+      inst.members_si.push_back(msi);
+    }
+    // Data dependencies around the ring: step k of member i needs step k-1 of member i-1 (STEPS), and a member
+    // is done when its own last flow and its predecessor's last flow have arrived.
+    for (int i = 0; i < n; ++i) {
+      const auto& mine = flows[i];
+      const auto& pred_flows = flows[(i + n - 1) % n];
+      for (std::size_t k = 1; k < mine.size(); ++k) g_.depend(pred_flows[k - 1], mine[k]);
+      Task e = base;
+      e.kind = TaskKind::JOIN;
+      e.rank = inst.members_si[i];
+      auto end = add_free(e);
+      g_.depend(inst.done[i], end);
+      g_.depend(pred_flows.back(), end);
+      inst.done[i] = end;
+    }
+    it = instances_.emplace(key, std::move(inst)).first;
+  }
+  Instance& inst = it->second;
+  auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
+  DTSIM_ASSERT(pos < n, "rank not in its own collective");
+  g_.depend(pred, inst.join);
+  chain(si, stream, inst.first[pos], inst.done[pos]);
+  return inst.done[pos];
+}
+
+std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
+                                std::int32_t pred, std::int32_t* first_task, const std::string& prefix) {
+  std::int32_t last = pred;
+  for (const auto& st : steps) {
+    std::int32_t id;
+    if (st.kind == cost::Step::Kind::COMPUTE) {
+      Task t;
+      t.kind = TaskKind::COMPUTE;
+      t.stream = Stream::COMPUTE;
+      t.phase = phase;
+      t.name = g_.intern(prefix + st.name);
+      t.layer = layer;
+      t.microbatch = mb;
+      t.duration_s = cost::step_time_s(st, c_.gpu, m_.dtype, cal_);
+      t.flops = st.flops();
+      id = add_on_stream(si, t);
+      if (last >= 0) g_.depend(last, id);
+    } else {
+      id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name,
+                      layer, mb, last);
+      if (id == last) continue;  // tp == 1
+    }
+    if (first_task && *first_task < 0) *first_task = id;
+    last = id;
+  }
+  return last;
+}
+
+void Lowerer::lower_rank(int si) {
+  const SimRank& r = out_.ranks[si];
+  const int s = r.coord.pp, p = p_.pp, m = p_.num_microbatches();
+  const auto layers = p_.stage_layers(m_.num_layers);
+  int l0 = 0;
+  for (int i = 0; i < s; ++i) l0 += layers[i];
+  const int nl = layers[s];
+  const double e = dtype_bytes(m_.dtype);
+  const double act_msg = static_cast<double>(p_.micro_batch_size) * m_.seq_len * m_.hidden * e;
+  // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
+  const bool scatter_gather = p_.tp > 1;
+  const double pp_bytes = scatter_gather ? act_msg / p_.tp : act_msg;
+  auto neighbour = [&](int stage) {
+    RankCoord c = r.coord;
+    c.pp = stage;
+    return out_.sim_index_of[p_.rank_of(c)];
+  };
+
+  const auto order = sched::stage_order(p_.schedule, p, m, s);
+  int last_b_index = -1;
+  for (int i = 0; i < static_cast<int>(order.size()); ++i)
+    if (order[i].kind == sched::PipeOp::Kind::B) last_b_index = i;
+
+  // Gradient buckets of the last backward pass (PyTorch DDP style), in the order gradients become ready.
+  const double grad_e = e;
+  double bucket_bytes = 0;
+  std::vector<std::int32_t> dp_done;
+  auto close_bucket = [&](std::int32_t ready_task) {
+    if (bucket_bytes <= 0) return;
+    auto kind = p_.zero_stage >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
+    dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC,
+                                 "grad-bucket", -1, -1, ready_task));
+    bucket_bytes = 0;
+  };
+  std::vector<std::pair<std::int32_t, double>> pending_grads;  // (task after which grads are ready, bytes)
+
+  std::int32_t last_compute = -1;
+  for (int oi = 0; oi < static_cast<int>(order.size()); ++oi) {
+    const auto& op = order[oi];
+    const int mb = op.microbatch;
+    const bool last_b = oi == last_b_index;
+    if (op.kind == sched::PipeOp::Kind::F) {
+      std::int32_t first = -1, cur = -1;
+      if (s > 0 && scatter_gather) {
+        // Receive 1/t of the activation from the previous stage, then all-gather it in the TP group.
+        Task j;
+        j.kind = TaskKind::JOIN;
+        j.rank = si;
+        j.phase = Phase::FORWARD;
+        j.microbatch = mb;
+        j.name = g_.intern("recv-activation");
+        cur = add_free(j);
+        first = cur;
+        cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
+                         "pp-gather", -1, mb, cur);
+      }
+      if (s == 0) {
+        std::int32_t f = -1;
+        cur = run_steps(si, emb_.forward, Phase::FORWARD, -1, mb, cur, &f, "");
+        if (first < 0) first = f;
+        g_.tasks()[f].mem_on_start_bytes += emb_act_.stored;
+      }
+      for (int l = l0; l < l0 + nl; ++l) {
+        std::int32_t f = -1;
+        cur = run_steps(si, layer_.forward, Phase::FORWARD, l, mb, cur, &f, "");
+        if (first < 0) first = f;
+        g_.tasks()[f].mem_on_start_bytes += layer_act_.stored;
+      }
+      if (s == p - 1) {
+        std::int32_t f = -1;
+        cur = run_steps(si, head_.forward, Phase::FORWARD, -1, mb, cur, &f, "");
+        g_.tasks()[f].mem_on_start_bytes += head_act_.stored;
+      }
+      if (s > 0) waiting_.emplace_back(first, si, mb, 0);
+      if (s < p - 1) sent_[{neighbour(s + 1), mb, 0}] = p2p(si, neighbour(s + 1), pp_bytes, Phase::FORWARD, "send-activation", mb, cur);
+      last_compute = cur;
+    } else {
+      std::int32_t first = -1, cur = -1;
+      if (s < p - 1) {
+        Task j;
+        j.kind = TaskKind::JOIN;
+        j.rank = si;
+        j.phase = Phase::BACKWARD;
+        j.microbatch = mb;
+        j.name = g_.intern("recv-gradient");
+        cur = add_free(j);
+        first = cur;
+      }
+      if (s == p - 1) {
+        std::int32_t f = -1;
+        cur = run_steps(si, head_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
+        if (first < 0) first = f;
+        g_.tasks()[cur].mem_on_end_bytes -= head_act_.stored;
+        if (last_b) pending_grads.emplace_back(cur, memory::static_memory(m_, p_, s).params > 0
+                                                        ? cost::last_stage_extra_params(m_, p_.tp, p_.pp) * grad_e
+                                                        : 0);
+      }
+      for (int l = l0 + nl - 1; l >= l0; --l) {
+        std::int32_t f = -1;
+        if (!layer_.recompute.empty()) {
+          cur = run_steps(si, layer_.recompute, Phase::RECOMPUTE, l, mb, cur, &f, "");
+          g_.tasks()[f].mem_on_start_bytes += layer_act_.transient;
+          if (first < 0) first = f;
+          f = -1;
+        }
+        cur = run_steps(si, layer_.backward, Phase::BACKWARD, l, mb, cur, &f, "");
+        if (first < 0) first = f;
+        g_.tasks()[cur].mem_on_end_bytes -= layer_act_.stored + (layer_.recompute.empty() ? 0 : layer_act_.transient);
+        if (last_b) pending_grads.emplace_back(cur, cost::layer_params_per_rank(m_, p_.tp) * grad_e);
+      }
+      if (s == 0) {
+        std::int32_t f = -1;
+        cur = run_steps(si, emb_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
+        g_.tasks()[cur].mem_on_end_bytes -= emb_act_.stored;
+        if (last_b) pending_grads.emplace_back(cur, cost::first_stage_extra_params(m_, p_.tp) * grad_e);
+      }
+      if (s < p - 1) waiting_.emplace_back(first, si, mb, 1);
+      if (s > 0) sent_[{neighbour(s - 1), mb, 1}] = p2p(si, neighbour(s - 1), pp_bytes, Phase::BACKWARD, "send-gradient", mb, cur);
+      last_compute = cur;
+      if (last_b) {
+        for (const auto& [task, bytes] : pending_grads) {
+          bucket_bytes += bytes;
+          if (bucket_bytes >= p_.dp_bucket_bytes) close_bucket(p_.dp_overlap ? task : cur);
+        }
+        close_bucket(cur);
+      }
+    }
+  }
+
+  // Tied embeddings split over the first and last stages: their gradients are summed before the step.
+  if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1)) {
+    double bytes = static_cast<double>(m_.vocab) * m_.hidden / p_.tp * grad_e;
+    dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
+                                 "embedding-grad", -1, -1, last_compute));
+  }
+
+  // Optimizer step (memory bound), after every gradient collective of this rank.
+  Task opt;
+  opt.kind = TaskKind::COMPUTE;
+  opt.stream = Stream::COMPUTE;
+  opt.phase = Phase::OPTIMIZER;
+  opt.name = g_.intern("adam-step");
+  const double shard = r.static_mem.params / (p_.zero_stage >= 1 ? p_.dp : 1);
+  opt.duration_s =
+      shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
+  auto opt_id = add_on_stream(si, opt);
+  g_.depend(last_compute, opt_id);
+  for (auto d : dp_done) g_.depend(d, opt_id);
+  if (p_.zero_stage >= 1)
+    collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, r.static_mem.params * e, Phase::OPTIMIZER,
+               "param-gather", -1, -1, opt_id);
+}
+
+Lowered Lowerer::run() {
+  const cost::Shape sh{p_.micro_batch_size, p_.tp, p_.sequence_parallel, p_.recompute};
+  layer_ = cost::layer_passes(m_, sh);
+  emb_ = cost::embedding_passes(m_, sh);
+  head_ = cost::head_passes(m_, sh);
+  layer_act_ = cost::layer_activation_bytes(m_, sh);
+  emb_act_ = cost::embedding_activation_bytes(m_, sh);
+  head_act_ = cost::head_activation_bytes(m_, sh);
+
+  FoldDecision fd = decide_folding();
+  out_.fold_tp = fd.tp;
+  out_.fold_dp = fd.dp;
+  out_.fold_reason = fd.reason;
+  const int world = p_.world_size();
+  out_.sim_index_of.assign(world, -1);
+  for (int r = 0; r < world; ++r) {
+    RankCoord c = p_.coord_of(r);
+    if ((fd.tp && c.tp != 0) || (fd.dp && c.dp != 0)) continue;
+    SimRank sr;
+    sr.global_rank = r;
+    sr.coord = c;
+    sr.class_size = (fd.tp ? p_.tp : 1) * (fd.dp ? p_.dp : 1);
+    sr.static_mem = memory::static_memory(m_, p_, c.pp);
+    sr.reserved_bytes = cal_.reserved_memory_bytes;
+    out_.sim_index_of[r] = static_cast<int>(out_.ranks.size());
+    out_.ranks.push_back(sr);
+  }
+  for (int r = 0; r < world; ++r) {
+    RankCoord c = p_.coord_of(r);
+    if (fd.tp) c.tp = 0;
+    if (fd.dp) c.dp = 0;
+    out_.sim_index_of[r] = out_.sim_index_of[p_.rank_of(c)];
+  }
+  last_.assign(out_.ranks.size(), {-1, -1, -1, -1});
+  seq_.assign(out_.ranks.size(), {0, 0, 0, 0});
+  for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) lower_rank(si);
+
+  for (const auto& [task, si, mb, dir] : waiting_) {
+    auto it = sent_.find({si, mb, dir});
+    DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << si << " micro-batch " << mb);
+    g_.depend(it->second, task);
+  }
+
+  // FLOP accounting (whole iteration, all GPUs).
+  const double samples = p_.global_batch_size;
+  out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * samples;
+  double hw = 0;
+  for (const auto& t : g_.tasks())
+    if (t.kind == TaskKind::COMPUTE) hw += t.flops * out_.ranks[t.rank].class_size;
+  out_.hardware_flops_per_iteration = hw;
+
+  g_.finalize();
+  out_.graph = std::move(g_);
+  return std::move(out_);
+}
+
+}  // namespace
+
+Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+              const Calibration& cal, const SimOptions& opt) {
+  return Lowerer(model, cluster, plan, cal, opt).run();
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,71 @@
+// Lowering of (model, cluster, plan, calibration) to a per-rank task graph.
+//
+// Ranks and streams. Global rank r runs on GPU r (rank order from the plan). Every simulated rank has four
+// FIFO streams: compute, TP communication, PP communication and DP communication.
+//
+// Collectives are rings (NCCL's default for large messages). Two forms, selected by SimOptions:
+//  - STEPS: the 2(n-1) (all-reduce) or n-1 (reduce-scatter, all-gather) ring steps, each a flow of S/n bytes
+//    from a member to its ring successor that waits for the member's previous step and for the data of the
+//    predecessor's previous step;
+//  - FLOW (default): per member one start-up delay of (steps-1) hop latencies plus the per-step software
+//    cost, then one flow of steps*S/n bytes to the successor. Without contention both forms take exactly
+//    steps*(alpha + S/(n*B)) = 2(n-1)alpha + 2(n-1)/n*S/B for an all-reduce; the FLOW form has ~2(n-1) times
+//    fewer events and shares bandwidth with concurrent traffic as one aggregate flow instead of a sequence.
+//
+// Symmetry folding. Ranks that differ only in their TP (or DP) coordinate run identical work. When every link
+// a rank uses is private to that GPU (one NIC per GPU, one NVSwitch port per GPU) and every rank's ring and
+// pipeline neighbours are reached over the same kind of path as its representative's, the folded-away ranks
+// load their own links exactly as the representative loads its own. Then only the representatives (TP and/or
+// DP coordinate 0) are simulated, and a collective over a folded axis becomes flows from the representative
+// to its "mirror", a sink that shares the representative's own links: its up-link carries what it sends to
+// its ring successor, its down-link what its predecessor sends it. This is exact under the conditions above
+// (tests compare folded and unfolded runs); `fold = NONE` simulates every rank.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/model/task_graph.hpp"
+#include "strategies/memory_model.hpp"
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+#include "traces/model.hpp"
+#include "traces/plan.hpp"
+
+namespace dtsim::sim {
+
+enum class CollectiveMode { FLOW, STEPS };
+enum class FoldMode { AUTO, NONE };
+std::string to_string(CollectiveMode m);
+std::string to_string(FoldMode m);
+
+struct SimOptions {
+  CollectiveMode collective_mode = CollectiveMode::FLOW;
+  FoldMode fold = FoldMode::AUTO;
+};
+
+struct SimRank {
+  int global_rank = 0;
+  RankCoord coord;
+  int class_size = 1;                 ///< how many global ranks this simulated rank stands for
+  memory::StaticMemory static_mem;    ///< weights, gradients, optimizer states
+  double reserved_bytes = 0;          ///< context and workspaces (calibration)
+};
+
+struct Lowered {
+  TaskGraph graph;
+  std::vector<SimRank> ranks;         ///< simulated ranks, ordered by global rank
+  std::vector<int> sim_index_of;      ///< for every global rank: index of the simulated rank standing for it
+  bool fold_tp = false, fold_dp = false;
+  std::string fold_reason;            ///< why folding is (not) applied, for the summary
+  double model_flops_per_iteration = 0;     ///< 3 x forward FLOPs of the global batch (no recompute)
+  double hardware_flops_per_iteration = 0;  ///< FLOPs actually executed by all GPUs (recompute included)
+};
+
+/// Which network path connects GPUs a and b.
+Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b);
+
+/// Lowers the plan. The inputs must already be validated.
+Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+              const Calibration& cal, const SimOptions& opt);
+
+}  // namespace dtsim::sim

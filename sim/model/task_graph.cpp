@@ -1,0 +1,78 @@
+#include "sim/model/task_graph.hpp"
+
+#include <algorithm>
+
+namespace dtsim::sim {
+
+const char* stream_name(Stream s) {
+  switch (s) {
+    case Stream::COMPUTE: return "compute";
+    case Stream::TP: return "tp-comm";
+    case Stream::PP: return "pp-comm";
+    case Stream::DP: return "dp-comm";
+  }
+  return "?";
+}
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::FORWARD: return "forward";
+    case Phase::BACKWARD: return "backward";
+    case Phase::RECOMPUTE: return "recompute";
+    case Phase::GRAD_SYNC: return "grad-sync";
+    case Phase::OPTIMIZER: return "optimizer";
+    case Phase::OTHER: return "other";
+  }
+  return "?";
+}
+
+std::int32_t TaskGraph::add(const Task& t) {
+  DTSIM_ASSERT(!finalized_, "add after finalize");
+  tasks_.push_back(t);
+  return static_cast<std::int32_t>(tasks_.size() - 1);
+}
+
+void TaskGraph::depend(std::int32_t before, std::int32_t after) {
+  DTSIM_ASSERT(before >= 0 && after >= 0 && before != after && static_cast<std::size_t>(before) < tasks_.size() &&
+                   static_cast<std::size_t>(after) < tasks_.size(),
+               "bad dependency " << before << " -> " << after);
+  edges_.emplace_back(before, after);
+}
+
+std::int32_t TaskGraph::intern(const std::string& name) {
+  auto [it, inserted] = name_ids_.emplace(name, static_cast<std::int32_t>(names_.size()));
+  if (inserted) names_.push_back(name);
+  return it->second;
+}
+
+void TaskGraph::finalize() {
+  DTSIM_ASSERT(!finalized_, "finalize called twice");
+  finalized_ = true;
+  const std::size_t n = tasks_.size();
+  std::sort(edges_.begin(), edges_.end());
+  edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
+  succ_begin_.assign(n + 1, 0);
+  npred_.assign(n, 0);
+  for (const auto& [a, b] : edges_) {
+    succ_begin_[a + 1]++;
+    npred_[b]++;
+  }
+  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
+  succ_.resize(edges_.size());
+  for (std::size_t i = 0; i < edges_.size(); ++i) succ_[i] = edges_[i].second;  // edges sorted by source
+  // Acyclicity (Kahn): every task must become ready.
+  std::vector<std::int32_t> indeg = npred_, queue;
+  for (std::size_t i = 0; i < n; ++i)
+    if (indeg[i] == 0) queue.push_back(static_cast<std::int32_t>(i));
+  std::size_t seen = 0;
+  while (!queue.empty()) {
+    auto v = queue.back();
+    queue.pop_back();
+    ++seen;
+    for (auto* s = succ_begin(v); s != succ_end(v); ++s)
+      if (--indeg[*s] == 0) queue.push_back(*s);
+  }
+  DTSIM_ASSERT(seen == n, "task graph has a cycle (" << n - seen << " tasks never become ready)");
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,76 @@
+// Per-rank task graph: compute kernels, delays, network flows and joins with explicit dependencies.
+// The backend-neutral form of a lowered plan; the SimGrid engine runs it, the report reads it back.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "traces/error.hpp"
+
+namespace dtsim::sim {
+
+enum class Stream : std::uint8_t { COMPUTE = 0, TP = 1, PP = 2, DP = 3 };
+inline constexpr int kNumStreams = 4;
+const char* stream_name(Stream s);
+
+enum class TaskKind : std::uint8_t {
+  COMPUTE,  ///< kernels on the rank's compute stream, duration_s
+  DELAY,    ///< fixed latency on a communication stream (collective start-up, per-step software cost)
+  FLOW,     ///< a transfer of `bytes` from `rank` to `peer` (or to the rank's mirror) over the network
+  JOIN      ///< zero-time synchronisation point (collective rendezvous, completion of a group)
+};
+
+enum class Phase : std::uint8_t { FORWARD, BACKWARD, RECOMPUTE, GRAD_SYNC, OPTIMIZER, OTHER };
+const char* phase_name(Phase p);
+
+/// Which part of the network a flow crosses.
+enum class Path : std::uint8_t { INTRA_NODE = 0, INTER_NODE = 1 };
+
+struct Task {
+  TaskKind kind = TaskKind::JOIN;
+  Stream stream = Stream::COMPUTE;
+  Phase phase = Phase::OTHER;
+  Path path = Path::INTRA_NODE;
+  bool mirror = false;         ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
+  std::int32_t rank = -1;      ///< simulated rank owning the task (the sender of a flow)
+  std::int32_t peer = -1;      ///< FLOW: receiving simulated rank (-1 with mirror)
+  std::int32_t name = -1;      ///< index into TaskGraph::names
+  std::int32_t layer = -1;     ///< global layer index, -1 for none
+  std::int32_t microbatch = -1;
+  double duration_s = 0;       ///< COMPUTE, DELAY
+  double flops = 0;            ///< COMPUTE: FLOPs (trace annotation)
+  double bytes = 0;            ///< FLOW: payload; COLLECTIVE pieces: for annotation
+  double mem_on_start_bytes = 0;  ///< memory allocated on `rank` when the task starts (activation category)
+  double mem_on_end_bytes = 0;    ///< memory change on `rank` when the task ends (negative = free)
+};
+
+/// A DAG of tasks. Dependencies are kept as an edge list while building and as CSR after finalize().
+class TaskGraph {
+public:
+  std::int32_t add(const Task& t);
+  void depend(std::int32_t before, std::int32_t after);
+  std::int32_t intern(const std::string& name);
+  /// Builds successor lists and predecessor counts; checks acyclicity. Call once, after the last add.
+  void finalize();
+
+  const std::vector<Task>& tasks() const { return tasks_; }
+  std::vector<Task>& tasks() { return tasks_; }
+  std::size_t size() const { return tasks_.size(); }
+  const std::vector<std::int32_t>& pred_count() const { return npred_; }
+  /// Successors of task i: succ_[succ_begin_[i] .. succ_begin_[i+1]).
+  const std::int32_t* succ_begin(std::int32_t i) const { return succ_.data() + succ_begin_[i]; }
+  const std::int32_t* succ_end(std::int32_t i) const { return succ_.data() + succ_begin_[i + 1]; }
+  const std::vector<std::string>& names() const { return names_; }
+  std::size_t edge_count() const { return edges_.size(); }
+
+private:
+  std::vector<Task> tasks_;
+  std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
+  std::vector<std::int32_t> succ_begin_, succ_, npred_;
+  std::vector<std::string> names_;
+  std::map<std::string, std::int32_t> name_ids_;
+  bool finalized_ = false;
+};
+
+}  // namespace dtsim::sim

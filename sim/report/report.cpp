@@ -1,0 +1,329 @@
+#include "sim/report/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "traces/chrome_trace.hpp"
+#include "traces/units.hpp"
+
+namespace dtsim::sim {
+
+namespace {
+using Interval = std::pair<double, double>;
+
+std::vector<Interval> merge(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+// Length of the intersection of [a, b) with a merged, sorted interval list.
+double overlap(const std::vector<Interval>& merged, double a, double b) {
+  double total = 0;
+  auto it = std::lower_bound(merged.begin(), merged.end(), Interval{a, a},
+                             [](const Interval& x, const Interval& y) { return x.second < y.first; });
+  for (; it != merged.end() && it->first < b; ++it) total += std::max(0.0, std::min(b, it->second) - std::max(a, it->first));
+  return total;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+std::string gb(double bytes) { return fmt("%.2f", bytes / units::kGB) + " GB"; }
+}  // namespace
+
+Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
+  const auto& tasks = low.graph.tasks();
+  const std::size_t nr = low.ranks.size();
+  Report rep;
+  rep.tasks = tasks.size();
+  rep.activities = res.activities;
+  double T = 0;
+  for (double e : res.end_s) T = std::max(T, e);
+  rep.iteration_time_s = T;
+
+  std::vector<std::vector<Interval>> compute(nr), comm(nr);
+  struct MemEvent {
+    double t;
+    int order;  // frees (0) before allocations (1) at the same instant
+    std::size_t task;
+    double delta;
+  };
+  std::vector<std::vector<MemEvent>> mem(nr);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    const double s = res.start_s[i], e = res.end_s[i];
+    if (t.kind == TaskKind::COMPUTE) compute[t.rank].emplace_back(s, e);
+    if (t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) {
+      comm[t.rank].emplace_back(s, e);
+      if (t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank) comm[t.peer].emplace_back(s, e);
+    }
+    if (t.mem_on_start_bytes != 0) mem[t.rank].push_back({s, t.mem_on_start_bytes < 0 ? 0 : 1, i, t.mem_on_start_bytes});
+    if (t.mem_on_end_bytes != 0) mem[t.rank].push_back({e, t.mem_on_end_bytes < 0 ? 0 : 1, i, t.mem_on_end_bytes});
+  }
+
+  const double capacity = in.cluster->gpu.memory_bytes;
+  for (std::size_t r = 0; r < nr; ++r) {
+    RankReport rr;
+    rr.sim_index = static_cast<int>(r);
+    rr.global_rank = low.ranks[r].global_rank;
+    rr.coord = low.ranks[r].coord;
+    auto busy = merge(compute[r]);
+    auto inflight = merge(comm[r]);
+    double cursor = 0;
+    for (const auto& [a, b] : busy) {
+      rr.compute_s += b - a;
+      if (a > cursor) {
+        double ex = overlap(inflight, cursor, a);
+        rr.exposed_comm_s += ex;
+        rr.bubble_s += (a - cursor) - ex;
+      }
+      cursor = std::max(cursor, b);
+    }
+    if (T > cursor) {
+      double ex = overlap(inflight, cursor, T);
+      rr.exposed_comm_s += ex;
+      rr.bubble_s += (T - cursor) - ex;
+    }
+    // Memory timeline: static parts at t = 0, then activation events in time order.
+    const auto& sm = low.ranks[r].static_mem;
+    double base = low.ranks[r].reserved_bytes + sm.total();
+    double act = 0, peak = base, peak_act = 0, peak_t = 0;
+    rr.memory_timeline.emplace_back(0.0, base);
+    auto& ev = mem[r];
+    std::sort(ev.begin(), ev.end(), [](const MemEvent& x, const MemEvent& y) {
+      return std::tie(x.t, x.order, x.task) < std::tie(y.t, y.order, y.task);
+    });
+    for (const auto& e : ev) {
+      act += e.delta;
+      DTSIM_ASSERT(act > -1.0, "activation memory of rank " << rr.global_rank << " went negative (" << act << ")");
+      if (base + act > peak) {
+        peak = base + act;
+        peak_act = act;
+        peak_t = e.t;
+      }
+      if (!rr.memory_timeline.empty() && rr.memory_timeline.back().first == e.t)
+        rr.memory_timeline.back().second = base + act;
+      else
+        rr.memory_timeline.emplace_back(e.t, base + act);
+    }
+    rr.peak_bytes = peak;
+    rr.peak_activation_bytes = peak_act;
+    rr.peak_time_s = peak_t;
+    rep.ranks.push_back(std::move(rr));
+  }
+  for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
+    const auto& rr = rep.ranks[low.sim_index_of[g]];
+    if (rr.peak_bytes > capacity) rep.oom.push_back({g, rr.peak_bytes, capacity, rr.peak_time_s});
+  }
+
+  const auto& plan = *in.plan;
+  const int gpus = plan.world_size();
+  rep.samples_per_s = plan.global_batch_size / T;
+  rep.tokens_per_s = rep.samples_per_s * in.model->seq_len;
+  rep.model_tflops_per_gpu = low.model_flops_per_iteration / T / gpus / units::kTera;
+  rep.hardware_tflops_per_gpu = low.hardware_flops_per_iteration / T / gpus / units::kTera;
+  const double peak_flops = in.cluster->gpu.peak_flops(in.model->dtype);
+  rep.mfu = low.model_flops_per_iteration / T / gpus / peak_flops;
+  const double k = plan.recompute == Recompute::FULL ? 8.0 : 6.0;
+  const double tokens = static_cast<double>(plan.global_batch_size) * in.model->seq_len;
+  rep.hand_estimate_s = k * static_cast<double>(in.model->total_params()) * tokens /
+                        (gpus * peak_flops * in.calibration->gemm_efficiency_max);
+  return rep;
+}
+
+nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
+  using nlohmann::json;
+  json ranks = json::array();
+  for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
+    const auto& rr = rep.ranks[low.sim_index_of[g]];
+    RankCoord c = in.plan->coord_of(g);
+    ranks.push_back({{"rank", g},
+                     {"tp", c.tp},
+                     {"dp", c.dp},
+                     {"pp", c.pp},
+                     {"simulated_as", rr.global_rank},
+                     {"compute_s", rr.compute_s},
+                     {"exposed_comm_s", rr.exposed_comm_s},
+                     {"bubble_s", rr.bubble_s},
+                     {"peak_memory_bytes", rr.peak_bytes},
+                     {"peak_memory_time_s", rr.peak_time_s},
+                     {"peak_activation_bytes", rr.peak_activation_bytes}});
+  }
+  json stages = json::array();
+  for (int s = 0; s < in.plan->pp; ++s) {
+    RankCoord c;
+    c.pp = s;
+    const auto& rr = rep.ranks[low.sim_index_of[in.plan->rank_of(c)]];
+    const auto& sm = low.ranks[rr.sim_index].static_mem;
+    stages.push_back({{"stage", s},
+                      {"layers", in.plan->stage_layers(in.model->num_layers)[s]},
+                      {"params_per_rank", sm.params},
+                      {"weight_bytes", sm.weight_bytes},
+                      {"gradient_bytes", sm.gradient_bytes},
+                      {"optimizer_bytes", sm.optimizer_bytes},
+                      {"reserved_bytes", low.ranks[rr.sim_index].reserved_bytes},
+                      {"peak_activation_bytes", rr.peak_activation_bytes},
+                      {"peak_memory_bytes", rr.peak_bytes},
+                      {"compute_s", rr.compute_s},
+                      {"exposed_comm_s", rr.exposed_comm_s},
+                      {"bubble_s", rr.bubble_s}});
+  }
+  json oom = json::array();
+  for (const auto& o : rep.oom)
+    oom.push_back({{"rank", o.global_rank},
+                   {"peak_memory_bytes", o.peak_bytes},
+                   {"capacity_bytes", o.capacity_bytes},
+                   {"excess_bytes", o.peak_bytes - o.capacity_bytes},
+                   {"time_s", o.peak_time_s}});
+  return {{"schema", "dtsim.summary"},
+          {"schema_version", 1},
+          {"dtsim_version", DTSIM_VERSION},
+          {"simgrid_version", simgrid_version()},
+          {"config",
+           {{"model", to_json(*in.model)},
+            {"cluster", to_json(*in.cluster)},
+            {"plan", to_json(*in.plan, in.model->num_layers)},
+            {"calibration", to_json(*in.calibration)},
+            {"simulation",
+             {{"collective_mode", to_string(in.options->collective_mode)},
+              {"fold", to_string(in.options->fold)},
+              {"folded_tp", low.fold_tp},
+              {"folded_dp", low.fold_dp},
+              {"fold_reason", low.fold_reason},
+              {"simulated_ranks", low.ranks.size()},
+              {"network_model", "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"}}}}},
+          {"results",
+           {{"iteration_time_s", rep.iteration_time_s},
+            {"samples_per_s", rep.samples_per_s},
+            {"tokens_per_s", rep.tokens_per_s},
+            {"model_tflops_per_gpu", rep.model_tflops_per_gpu},
+            {"hardware_tflops_per_gpu", rep.hardware_tflops_per_gpu},
+            {"mfu", rep.mfu},
+            {"model_flops_per_iteration", low.model_flops_per_iteration},
+            {"hardware_flops_per_iteration", low.hardware_flops_per_iteration},
+            {"hand_estimate_s", rep.hand_estimate_s},
+            {"fits_in_memory", rep.oom.empty()},
+            {"oom", oom}}},
+          {"stages", stages},
+          {"ranks", ranks},
+          {"simulation_stats",
+           {{"tasks", rep.tasks},
+            {"edges", low.graph.edge_count()},
+            {"simgrid_activities", res.activities},
+            {"platform_hosts", res.hosts},
+            {"platform_links", res.links}}}};
+}
+
+std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
+  ChromeTraceWriter w;
+  for (const auto& rr : rep.ranks) {
+    const int pid = rr.global_rank;
+    const auto& sr = low.ranks[rr.sim_index];
+    std::string pname = "rank " + std::to_string(pid) + " (tp " + std::to_string(sr.coord.tp) + ", dp " +
+                        std::to_string(sr.coord.dp) + ", pp " + std::to_string(sr.coord.pp) + ")";
+    if (sr.class_size > 1) pname += " x" + std::to_string(sr.class_size);
+    w.process_name(pid, pname, pid);
+    for (int s = 0; s < kNumStreams; ++s) w.thread_name(pid, s, stream_name(static_cast<Stream>(s)));
+  }
+  const auto& tasks = low.graph.tasks();
+  const auto& names = low.graph.names();
+  std::vector<TraceArg> args;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    if (t.kind == TaskKind::JOIN) continue;
+    const int pid = low.ranks[t.rank].global_rank;
+    std::string name = names[t.name];
+    if (t.kind == TaskKind::DELAY) name += " (latency)";
+    args.clear();
+    args.push_back(TraceArg::text("phase", phase_name(t.phase)));
+    if (t.layer >= 0) args.push_back(TraceArg::integer("layer", t.layer));
+    if (t.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", t.microbatch));
+    if (t.kind == TaskKind::COMPUTE) args.push_back(TraceArg::real("flops", t.flops));
+    if (t.kind == TaskKind::FLOW) {
+      args.push_back(TraceArg::real("bytes", t.bytes));
+      args.push_back(TraceArg::text("path", t.path == Path::INTRA_NODE ? "nvswitch" : "nic"));
+      args.push_back(TraceArg::integer("to_rank", t.mirror ? -1 : low.ranks[t.peer].global_rank));
+    }
+    const auto s_ns = units::s_to_ns(res.start_s[i]);
+    w.complete(pid, static_cast<int>(t.stream), name, stream_name(t.stream), s_ns, units::s_to_ns(res.end_s[i]) - s_ns,
+               args);
+  }
+  for (const auto& rr : rep.ranks)
+    for (const auto& [t, bytes] : rr.memory_timeline)
+      w.counter(rr.global_rank, "memory", units::s_to_ns(t), "bytes", bytes);
+  nlohmann::json meta = {{"schema", "dtsim.trace"},
+                         {"schema_version", 1},
+                         {"dtsim_version", DTSIM_VERSION},
+                         {"model", in.model->name},
+                         {"cluster", in.cluster->name},
+                         {"iteration_time_s", rep.iteration_time_s},
+                         {"note", "one process per simulated rank; 'xN' = stands for N symmetric ranks"}};
+  w.set_metadata_json(meta.dump());
+  return w.finish();
+}
+
+std::string human_summary(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
+  (void)res;
+  const auto& plan = *in.plan;
+  std::ostringstream o;
+  o << "dtsim " << DTSIM_VERSION << " | " << in.model->name << " ("
+    << fmt("%.1f", static_cast<double>(in.model->total_params()) / 1e9) << "B params) on " << in.cluster->name << " ("
+    << in.cluster->total_gpus() << " x " << in.cluster->gpu.name << ")\n";
+  o << "plan: tp " << plan.tp << " pp " << plan.pp << " dp " << plan.dp << " | micro-batch " << plan.micro_batch_size
+    << " global batch " << plan.global_batch_size << " (" << plan.num_microbatches() << " micro-batches) | "
+    << to_string(plan.schedule) << " | recompute " << to_string(plan.recompute) << " | zero " << plan.zero_stage
+    << (plan.sequence_parallel ? " | sequence parallel" : "") << "\n";
+  o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks
+    << " tasks, " << rep.activities << " SimGrid activities, collectives as " << to_string(in.options->collective_mode)
+    << "\n\n";
+  o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s\n";
+  o << "throughput          " << fmt("%.0f", rep.tokens_per_s) << " tokens/s, " << fmt("%.2f", rep.samples_per_s)
+    << " samples/s\n";
+  o << "per GPU             " << fmt("%.1f", rep.model_tflops_per_gpu) << " TFLOP/s model ("
+    << fmt("%.1f", rep.hardware_tflops_per_gpu) << " executed), MFU " << fmt("%.1f", 100 * rep.mfu) << "%\n";
+  o << "hand estimate       " << fmt("%.3f", rep.hand_estimate_s) << " s  ("
+    << (plan.recompute == Recompute::FULL ? 8 : 6) << " x params x tokens / (GPUs x peak x "
+    << fmt("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
+  o << "stage  layers  compute s  exposed comm s  bubble s  peak memory (static + activations)\n";
+  for (int s = 0; s < plan.pp; ++s) {
+    RankCoord c;
+    c.pp = s;
+    const auto& rr = rep.ranks[low.sim_index_of[plan.rank_of(c)]];
+    const auto& sr = low.ranks[rr.sim_index];
+    char line[200];
+    std::snprintf(line, sizeof line, "%5d  %6d  %9.3f  %14.3f  %8.3f  %s (%s + %s)\n", s,
+                  plan.stage_layers(in.model->num_layers)[s], rr.compute_s, rr.exposed_comm_s, rr.bubble_s,
+                  gb(rr.peak_bytes).c_str(), gb(sr.static_mem.total() + sr.reserved_bytes).c_str(),
+                  gb(rr.peak_activation_bytes).c_str());
+    o << line;
+  }
+  o << "\n";
+  if (rep.oom.empty()) {
+    o << "memory: fits (" << gb(in.cluster->gpu.memory_bytes) << " per GPU)\n";
+  } else {
+    double worst = 0;
+    int worst_rank = 0;
+    for (const auto& e : rep.oom)
+      if (e.peak_bytes - e.capacity_bytes > worst) {
+        worst = e.peak_bytes - e.capacity_bytes;
+        worst_rank = e.global_rank;
+      }
+    o << "memory: OUT OF MEMORY on " << rep.oom.size() << " of " << plan.world_size() << " ranks (worst: rank "
+      << worst_rank << " over by " << gb(worst) << " of " << gb(in.cluster->gpu.memory_bytes) << ")\n";
+  }
+  return o.str();
+}
+
+}  // namespace dtsim::sim

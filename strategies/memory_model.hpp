@@ -1,0 +1,32 @@
+// Static memory per rank (weights, gradients, optimizer states; mixed-precision Adam, ZeRO-1) and the analytic
+// activation peak per stage. The simulator produces the time-resolved version of the same quantities.
+#pragma once
+#include <vector>
+
+#include "traces/model.hpp"
+#include "traces/plan.hpp"
+
+namespace dtsim::memory {
+
+struct StaticMemory {
+  double params = 0;            ///< parameters held by the rank
+  double weight_bytes = 0;      ///< model-precision weights
+  double gradient_bytes = 0;    ///< model-precision gradients
+  double optimizer_bytes = 0;   ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO-1)
+  double total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
+};
+
+/// Optimizer bytes per parameter before sharding: fp32 master copy (when the model is not fp32) + m + v.
+double optimizer_bytes_per_param(DType dtype);
+
+/// Parameters held by one rank of pipeline stage `stage`.
+double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+
+/// Stored activation bytes of one micro-batch on stage `stage` (its layers plus embedding/head).
+double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+
+/// Analytic peak: static + in-flight micro-batches x activations + the largest per-layer transient.
+double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes);
+
+}  // namespace dtsim::memory

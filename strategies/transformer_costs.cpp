@@ -1,0 +1,304 @@
+#include "strategies/transformer_costs.hpp"
+
+#include <algorithm>
+
+#include "traces/error.hpp"
+
+namespace dtsim::cost {
+
+std::string to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::ALL_REDUCE: return "all-reduce";
+    case CollectiveKind::REDUCE_SCATTER: return "reduce-scatter";
+    case CollectiveKind::ALL_GATHER: return "all-gather";
+  }
+  return "?";
+}
+
+double Step::flops() const {
+  double f = 0;
+  for (const auto& op : ops) f += op.flops;
+  return f;
+}
+
+namespace {
+struct Dims {
+  double b, s, h, kv, f, a, t, e, T, Tsp, v;
+};
+Dims dims(const TransformerSpec& m, const Shape& sh) {
+  Dims d{};
+  d.b = sh.micro_batch;
+  d.s = m.seq_len;
+  d.h = m.hidden;
+  d.kv = m.kv_dim();
+  d.f = m.ffn_hidden;
+  d.a = m.heads;
+  d.t = sh.tp;
+  d.e = dtype_bytes(m.dtype);
+  d.T = d.b * d.s;                                     // tokens of the micro-batch
+  d.Tsp = sh.sequence_parallel ? d.T / d.t : d.T;      // tokens seen by replicated (non-TP) kernels
+  d.v = m.vocab;
+  return d;
+}
+
+Op gemm(const std::string& name, double M, double K, double N, double e) {
+  return {name, true, 2 * M * K * N, (M * K + K * N + M * N) * e};
+}
+Op mem(const std::string& name, double bytes) { return {name, false, 0, bytes}; }
+Step compute(const std::string& name, std::vector<Op> ops) {
+  Step s;
+  s.kind = Step::Kind::COMPUTE;
+  s.name = name;
+  s.ops = std::move(ops);
+  return s;
+}
+Step coll(const std::string& name, CollectiveKind k, double bytes) {
+  Step s;
+  s.kind = Step::Kind::TP_COLLECTIVE;
+  s.name = name;
+  s.collective = k;
+  s.collective_bytes = bytes;
+  return s;
+}
+// Backward of a GEMM: input gradient and weight gradient, each as many FLOPs as the forward.
+std::vector<Op> gemm_bwd(const Op& fwd) {
+  return {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes}, {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes}};
+}
+void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
+
+// Attention core (QK^T, scale-mask-softmax, dropout, AV) per TP rank, unfused as in Megatron-LM.
+std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim) {
+  double bh = d.b * heads_per_rank;
+  double scores = bh * d.s * d.s;  // elements of the score matrix
+  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e},
+          mem("softmax", 2 * scores * d.e),
+          mem("attn-dropout", scores * (2 * d.e + 1)),
+          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e}};
+}
+}  // namespace
+
+LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const int heads_rank = m.heads / sh.tp;
+  const double hd = m.head_dim();
+  const bool sp = sh.sequence_parallel;
+  const bool tp = sh.tp > 1;
+  const double act_bytes = d.T * d.h * d.e;  // one full hidden-state tensor of the micro-batch
+  const double ffn_rank = d.f / d.t * (m.mlp == MlpKind::SWIGLU ? 2 : 1);
+
+  Op ln1 = mem("ln1", 2 * d.Tsp * d.h * d.e);
+  Op qkv = gemm("qkv", d.T, d.h, (d.h + 2 * d.kv) / d.t, d.e);
+  std::vector<Op> core = attention_core(d, heads_rank, hd);
+  Op proj = gemm("proj", d.T, d.h / d.t, d.h, d.e);
+  Op dropres1 = mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1));
+  Op ln2 = mem("ln2", 2 * d.Tsp * d.h * d.e);
+  Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
+  Op act = mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e);
+  Op fc2 = gemm("fc2", d.T, d.f / d.t, d.h, d.e);
+  Op dropres2 = mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1));
+
+  LayerPasses p;
+  // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
+  // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
+  std::vector<Op> attn_ops = {qkv};
+  append(attn_ops, core);
+  attn_ops.push_back(proj);
+  if (sp) {
+    p.forward.push_back(compute("ln1", {ln1}));
+    p.forward.push_back(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes));
+    p.forward.push_back(compute("attention", attn_ops));
+    p.forward.push_back(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    p.forward.push_back(compute("ln2", {dropres1, ln2}));
+    p.forward.push_back(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes));
+    p.forward.push_back(compute("mlp", {fc1, act, fc2}));
+    p.forward.push_back(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    p.forward.push_back(compute("residual", {dropres2}));
+  } else {
+    std::vector<Op> a = {ln1};
+    append(a, attn_ops);
+    p.forward.push_back(compute("attention", a));
+    if (tp) p.forward.push_back(coll("attn-ar", CollectiveKind::ALL_REDUCE, act_bytes));
+    p.forward.push_back(compute("mlp", {dropres1, ln2, fc1, act, fc2, dropres2}));
+    if (tp) p.forward.push_back(coll("mlp-ar", CollectiveKind::ALL_REDUCE, act_bytes));
+  }
+
+  // Backward: the conjugate collectives (all-reduce of input gradients; AG <-> RS with SP).
+  std::vector<Op> mlp_b;
+  append(mlp_b, gemm_bwd(fc2));
+  mlp_b.push_back(mem(act.name + "-bwd", 1.5 * act.bytes));
+  append(mlp_b, gemm_bwd(fc1));
+  std::vector<Op> attn_b;
+  append(attn_b, gemm_bwd(proj));
+  for (auto it = core.rbegin(); it != core.rend(); ++it) {
+    if (it->gemm)
+      append(attn_b, gemm_bwd(*it));
+    else
+      attn_b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+  }
+  append(attn_b, gemm_bwd(qkv));
+  Op dropres2_b = mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1));
+  Op ln2_b = mem("ln2-bwd", 1.5 * ln2.bytes);
+  Op dropres1_b = mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1));
+  Op ln1_b = mem("ln1-bwd", 1.5 * ln1.bytes);
+  if (sp) {
+    p.backward.push_back(compute("residual-bwd", {dropres2_b}));
+    p.backward.push_back(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+    p.backward.push_back(compute("mlp-bwd", mlp_b));
+    p.backward.push_back(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    p.backward.push_back(compute("ln2-bwd", {ln2_b, dropres1_b}));
+    p.backward.push_back(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+    p.backward.push_back(compute("attention-bwd", attn_b));
+    p.backward.push_back(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    p.backward.push_back(compute("ln1-bwd", {ln1_b}));
+  } else {
+    std::vector<Op> mb = {dropres2_b};
+    append(mb, mlp_b);
+    p.backward.push_back(compute("mlp-bwd", mb));
+    if (tp) p.backward.push_back(coll("mlp-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
+    std::vector<Op> ab = {ln2_b, dropres1_b};
+    append(ab, attn_b);
+    ab.push_back(ln1_b);
+    p.backward.push_back(compute("attention-bwd", ab));
+    if (tp) p.backward.push_back(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
+  }
+
+  if (sh.recompute == Recompute::FULL) {
+    p.recompute = p.forward;
+    for (auto& s : p.recompute) s.name = "recompute-" + s.name;
+  } else if (sh.recompute == Recompute::SELECTIVE) {
+    p.recompute.push_back(compute("recompute-attention-core", core));
+  }
+  return p;
+}
+
+LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const double act_bytes = d.T * d.h * d.e;
+  LayerPasses p;
+  // Vocabulary-parallel lookup, then a sum over TP ranks (reduce-scatter with SP), then dropout.
+  p.forward.push_back(compute("embedding", {mem("embedding-gather", 2 * d.T * d.h * d.e)}));
+  if (sh.tp > 1)
+    p.forward.push_back(coll(sh.sequence_parallel ? "embedding-rs" : "embedding-ar",
+                             sh.sequence_parallel ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE,
+                             act_bytes));
+  p.forward.push_back(compute("embedding-dropout", {mem("embedding-dropout", d.Tsp * d.h * (2 * d.e + 1))}));
+  p.backward.push_back(compute("embedding-bwd", {mem("embedding-dropout-bwd", d.Tsp * d.h * (2 * d.e + 1)),
+                                                 mem("embedding-scatter-add", 3 * d.T * d.h * d.e)}));
+  if (sh.tp > 1 && sh.sequence_parallel)
+    p.backward.insert(p.backward.begin() + 1, coll("embedding-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+  return p;
+}
+
+LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const double act_bytes = d.T * d.h * d.e;
+  const double v_rank = d.v / d.t;
+  LayerPasses p;
+  Op ln = mem("final-ln", 2 * d.Tsp * d.h * d.e);
+  Op logits = gemm("logits", d.T, d.h, v_rank, d.e);
+  // Vocabulary-parallel cross entropy in fp32: read logits, write fp32 copy, softmax, loss.
+  Op ce = mem("cross-entropy", d.T * v_rank * (d.e + 3 * 4));
+  p.forward.push_back(compute("final-ln", {ln}));
+  if (sh.tp > 1 && sh.sequence_parallel) p.forward.push_back(coll("head-ag", CollectiveKind::ALL_GATHER, act_bytes));
+  p.forward.push_back(compute("logits", {logits, ce}));
+  // Max and sum of the softmax over the vocabulary shards: two small fp32 all-reduces of T values.
+  if (sh.tp > 1) p.forward.push_back(coll("loss-ar", CollectiveKind::ALL_REDUCE, 2 * d.T * 4));
+  std::vector<Op> b = {mem("cross-entropy-bwd", d.T * v_rank * (4 + d.e))};
+  append(b, gemm_bwd(logits));
+  p.backward.push_back(compute("logits-bwd", b));
+  if (sh.tp > 1)
+    p.backward.push_back(coll(sh.sequence_parallel ? "head-rs-bwd" : "head-ar-bwd",
+                              sh.sequence_parallel ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE,
+                              act_bytes));
+  p.backward.push_back(compute("final-ln-bwd", {mem("final-ln-bwd", 1.5 * ln.bytes)}));
+  return p;
+}
+
+ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const double sbh = d.T * d.h;
+  const double t = d.t;
+  // Replicated across TP ranks unless sequence parallel (Korthikanti's "10 sbh" with e = 2):
+  // two LayerNorm inputs, QKV input, FC1 input (e bytes each) and two dropout masks (1 byte each).
+  double replicated = sbh * (4 * d.e + 2);
+  // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input and FC2 input.
+  double mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2);
+  double sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * d.e + mlp_inner) / t;
+  // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2.
+  double scores = d.a * d.s * d.s * d.b * (2 * d.e + 1) / t;
+  if (sh.sequence_parallel) replicated /= t;
+  ActivationBytes out;
+  double full = replicated + sharded + scores;
+  switch (sh.recompute) {
+    case Recompute::NONE: out.stored = full; break;
+    case Recompute::SELECTIVE:
+      out.stored = replicated + sharded;
+      out.transient = scores;
+      break;
+    case Recompute::FULL:
+      out.stored = sbh * d.e / (sh.sequence_parallel ? t : 1);  // the layer input only
+      out.transient = full;
+      break;
+  }
+  return out;
+}
+
+ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  return {d.Tsp * d.h, 0};  // dropout mask of the embedding output
+}
+
+ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  // Final LN input (e), logits (e) and their fp32 softmax copy (4) per vocabulary shard (Korthikanti's 4sbv/t).
+  return {d.Tsp * d.h * d.e + d.T * d.v / d.t * (d.e + 4), 0};
+}
+
+double layer_params_per_rank(const TransformerSpec& m, int tp) {
+  const double h = m.hidden;
+  double replicated = 4 * h + (m.mlp == MlpKind::SWIGLU ? 0 : 2 * h);  // norms; row-parallel biases
+  return (static_cast<double>(m.layer_params()) - replicated) / tp + replicated;
+}
+
+double first_stage_extra_params(const TransformerSpec& m, int tp) {
+  double pos = m.learned_pos_embedding ? static_cast<double>(m.seq_len) * m.hidden : 0;
+  return static_cast<double>(m.vocab) * m.hidden / tp + pos;
+}
+
+double last_stage_extra_params(const TransformerSpec& m, int tp, int pp) {
+  double head = static_cast<double>(m.vocab) * m.hidden / tp;
+  double extra = 2.0 * m.hidden;  // final layer norm
+  // Untied: the output projection. Tied with pp > 1: Megatron keeps a copy of the word embedding on the last
+  // stage (gradients summed with the first stage). Tied with pp == 1: already counted on the first stage.
+  if (!m.tied_embeddings || pp > 1) extra += head;
+  return extra;
+}
+
+double gemm_efficiency(double flops, const Calibration& cal) {
+  if (flops <= 0) return cal.gemm_efficiency_max;
+  return cal.gemm_efficiency_max * flops / (flops + cal.gemm_half_efficiency_flops);
+}
+
+double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
+  double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
+  double t_flop = op.gemm ? op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal)) : 0;
+  return std::max(t_mem, t_flop) + cal.kernel_launch_s;
+}
+
+double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
+  DTSIM_ASSERT(step.kind == Step::Kind::COMPUTE, "step_time_s on a collective step '" << step.name << "'");
+  double t = 0;
+  for (const auto& op : step.ops) t += op_time_s(op, gpu, dtype, cal);
+  return t;
+}
+
+double model_forward_flops_per_sample(const TransformerSpec& m) {
+  Shape sh;  // b = 1, t = 1
+  double f = 0;
+  for (const auto& s : layer_passes(m, sh).forward) f += s.flops();
+  f *= m.num_layers;
+  for (const auto& s : head_passes(m, sh).forward) f += s.flops();
+  return f;
+}
+
+}  // namespace dtsim::cost

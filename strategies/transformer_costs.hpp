@@ -1,0 +1,81 @@
+// Per-layer cost model of a transformer under tensor/sequence parallelism and recompute: the operations
+// (FLOPs, HBM bytes), the tensor-parallel collectives between them, parameters and stored activations.
+// Activation formulas: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
+// (MLSys 2023), Table 2, generalised to ffn_hidden != 4h, GQA and SwiGLU (see seed-algorithms.md §6.6).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+#include "traces/model.hpp"
+#include "traces/plan.hpp"
+
+namespace dtsim::cost {
+
+enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
+std::string to_string(CollectiveKind k);
+
+/// One GPU kernel: a GEMM (tensor cores) or a memory-bound kernel.
+struct Op {
+  std::string name;
+  bool gemm = false;
+  double flops = 0;  ///< FLOPs per TP rank
+  double bytes = 0;  ///< HBM bytes moved per TP rank
+};
+
+/// A step of a layer pass: a run of kernels on the compute stream, or one collective on the TP group.
+struct Step {
+  enum class Kind { COMPUTE, TP_COLLECTIVE } kind = Kind::COMPUTE;
+  std::string name;
+  std::vector<Op> ops;            ///< COMPUTE
+  CollectiveKind collective = CollectiveKind::ALL_REDUCE;
+  double collective_bytes = 0;    ///< TP_COLLECTIVE: size of the full (unsharded) buffer S, bytes
+  double flops() const;
+};
+
+/// Shape of the per-rank work: micro-batch b, tensor-parallel degree t, sequence parallel, recompute.
+struct Shape {
+  int micro_batch = 1;
+  int tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::NONE;
+};
+
+struct LayerPasses {
+  std::vector<Step> forward;
+  std::vector<Step> recompute;  ///< run before backward (full: the whole forward; selective: attention core)
+  std::vector<Step> backward;
+};
+
+/// Forward, recompute and backward passes of one transformer layer on one TP rank.
+LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh);
+/// Input embedding (first stage) and output head + loss (last stage).
+LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh);
+LayerPasses head_passes(const TransformerSpec& m, const Shape& sh);
+
+/// Activation bytes of one layer for one micro-batch that stay stored between forward and backward.
+struct ActivationBytes {
+  double stored = 0;     ///< kept from forward to backward
+  double transient = 0;  ///< extra bytes alive while the layer's backward runs (recomputed activations)
+};
+ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh);
+/// Embedding output/dropout mask (first stage) and logits + fp32 loss buffers (last stage), per micro-batch.
+ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh);
+ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh);
+
+/// Parameters held by one TP rank: one layer, and the extra parameters of the first and last stages.
+double layer_params_per_rank(const TransformerSpec& m, int tp);
+double first_stage_extra_params(const TransformerSpec& m, int tp);
+double last_stage_extra_params(const TransformerSpec& m, int tp, int pp);
+
+/// Roofline time of one kernel with calibrated efficiencies, launch overhead included.
+double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal);
+double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);
+/// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).
+double gemm_efficiency(double flops, const Calibration& cal);
+
+/// Model FLOPs of one forward pass of one sample (all layers, embedding and head, no parallelism).
+double model_forward_flops_per_sample(const TransformerSpec& m);
+
+}  // namespace dtsim::cost

@@ -1,0 +1,205 @@
+#include "traces/cluster.hpp"
+
+#include <cmath>
+
+#include "traces/error.hpp"
+#include "traces/json_util.hpp"
+#include "traces/units.hpp"
+
+namespace dtsim {
+using json_util::get;
+using json_util::get_or;
+
+double GpuSpec::peak_flops(DType d) const {
+  switch (d) {
+    case DType::FP16: return peak_fp16_flops;
+    case DType::BF16: return peak_bf16_flops;
+    case DType::FP32: return peak_fp32_flops;
+  }
+  return 0;
+}
+
+void ClusterSpec::validate() const {
+  const std::string ctx = "cluster '" + name + "'";
+  if (num_nodes <= 0) throw ConfigError(ctx + ": num_nodes must be positive");
+  if (gpus_per_node <= 0) throw ConfigError(ctx + ": gpus_per_node must be positive");
+  if (gpu.peak_fp16_flops <= 0 || gpu.peak_bf16_flops <= 0 || gpu.peak_fp32_flops <= 0)
+    throw ConfigError(ctx + ": gpu '" + gpu.name + "' needs positive peak_fp16_flops, peak_bf16_flops, peak_fp32_flops");
+  if (gpu.hbm_Bps <= 0) throw ConfigError(ctx + ": gpu.hbm_Bps must be positive");
+  if (gpu.memory_bytes <= 0) throw ConfigError(ctx + ": gpu.memory_bytes must be positive");
+  if (intra.bandwidth_Bps <= 0) throw ConfigError(ctx + ": intra_node.bandwidth_Bps must be positive");
+  if (intra.latency_s < 0) throw ConfigError(ctx + ": intra_node.latency_s must not be negative");
+  if (intra.kind != "nvswitch")
+    throw ConfigError(ctx + ": intra_node.kind '" + intra.kind + "' is not supported (known: nvswitch)");
+  if (num_nodes > 1 || inter.nics_per_node > 0) {
+    if (inter.nics_per_node <= 0) throw ConfigError(ctx + ": inter_node.nics_per_node must be positive");
+    if (inter.nic_bandwidth_Bps <= 0) throw ConfigError(ctx + ": inter_node.nic_bandwidth_Bps must be positive");
+    if (inter.latency_s < 0) throw ConfigError(ctx + ": inter_node.latency_s must not be negative");
+    if (inter.nics_per_node > gpus_per_node || gpus_per_node % inter.nics_per_node != 0)
+      throw ConfigError(ctx + ": gpus_per_node " + std::to_string(gpus_per_node) +
+                        " must be a multiple of inter_node.nics_per_node " + std::to_string(inter.nics_per_node));
+  }
+}
+
+namespace {
+// Vendor datasheet peaks (dense, no sparsity). A100 SXM4 80GB: 312 TFLOP/s FP16/BF16 tensor, 19.5 FP32,
+// 2,039 GB/s HBM2e, 80 GiB. H100 SXM5 80GB: 989 TFLOP/s FP16/BF16 tensor, 67 FP32, 3,350 GB/s HBM3, 80 GiB.
+const std::vector<GpuSpec>& gpus() {
+  static const std::vector<GpuSpec> list = {
+      {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 2039e9, 80 * units::kGiB},
+      {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 3350e9, 80 * units::kGiB},
+  };
+  return list;
+}
+
+struct ClusterPreset {
+  const char* name;
+  const char* gpu;
+  int gpus_per_node;
+  double nvlink_Bps;  // per GPU per direction
+  double nvlink_latency_s;
+  int nics;
+  double nic_Bps;
+  double ib_latency_s;
+};
+// DGX A100: NVLink3 600 GB/s bidirectional per GPU through NVSwitch (300 GB/s each way), 8 x HDR 200 Gb/s.
+// DGX H100: NVLink4 900 GB/s bidirectional (450 GB/s each way), 8 x NDR 400 Gb/s.
+// Latencies are one-way wire+switch estimates (NVLink ~1 us, InfiniBand ~2 us through one switch); software
+// overheads of collectives come from the calibration file, not from here.
+const std::vector<ClusterPreset>& cluster_presets() {
+  static const std::vector<ClusterPreset> list = {
+      {"dgx-a100", "a100-sxm4-80gb", 8, 300e9, 1e-6, 8, 200 * units::kGbit_Bps, 2e-6},
+      {"dgx-h100", "h100-sxm5-80gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
+  };
+  return list;
+}
+
+template <typename List, typename Fn>
+std::string names_of(const List& list, Fn fn) {
+  std::string s;
+  for (const auto& e : list) s += (s.empty() ? "" : ", ") + std::string(fn(e));
+  return s;
+}
+}  // namespace
+
+std::vector<std::string> gpu_preset_names() {
+  std::vector<std::string> v;
+  for (const auto& g : gpus()) v.push_back(g.name);
+  return v;
+}
+
+GpuSpec gpu_preset(const std::string& name) {
+  for (const auto& g : gpus())
+    if (g.name == name) return g;
+  throw ConfigError("unknown gpu preset '" + name + "' (known: " +
+                    names_of(gpus(), [](const GpuSpec& g) { return g.name; }) + ")");
+}
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> v;
+  for (const auto& c : cluster_presets()) v.emplace_back(c.name);
+  return v;
+}
+
+ClusterSpec load_cluster(const std::string& spec) {
+  bool is_file = spec.find('/') != std::string::npos ||
+                 (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json");
+  ClusterSpec c;
+  if (is_file) {
+    c = cluster_from_json(json_util::read_file(spec), "cluster file '" + spec + "'");
+  } else {
+    std::string base = spec;
+    long n_gpus = -1;
+    auto colon = spec.find(':');
+    if (colon != std::string::npos) {
+      base = spec.substr(0, colon);
+      std::string count = spec.substr(colon + 1);
+      char* end = nullptr;
+      n_gpus = std::strtol(count.c_str(), &end, 10);
+      if (count.empty() || *end != '\0' || n_gpus <= 0)
+        throw ConfigError("cluster '" + spec + "': GPU count '" + count + "' is not a positive integer");
+    }
+    const ClusterPreset* p = nullptr;
+    for (const auto& cp : cluster_presets())
+      if (base == cp.name) p = &cp;
+    if (!p)
+      throw ConfigError("unknown cluster preset '" + base + "' (known: " +
+                        names_of(cluster_presets(), [](const ClusterPreset& x) { return x.name; }) +
+                        "; use NAME:GPUS, e.g. dgx-a100:64)");
+    if (n_gpus < 0) n_gpus = p->gpus_per_node;
+    c.name = spec;
+    c.gpu = gpu_preset(p->gpu);
+    if (n_gpus <= p->gpus_per_node) {
+      c.num_nodes = 1;
+      c.gpus_per_node = static_cast<int>(n_gpus);
+    } else {
+      if (n_gpus % p->gpus_per_node != 0)
+        throw ConfigError("cluster '" + spec + "': " + std::to_string(n_gpus) + " GPUs is not a whole number of " +
+                          std::to_string(p->gpus_per_node) + "-GPU nodes");
+      c.num_nodes = static_cast<int>(n_gpus / p->gpus_per_node);
+      c.gpus_per_node = p->gpus_per_node;
+    }
+    c.intra = {"nvswitch", p->nvlink_Bps, p->nvlink_latency_s};
+    int nics = p->nics * c.gpus_per_node / p->gpus_per_node;
+    c.inter = {nics > 0 ? nics : 1, p->nic_Bps, p->ib_latency_s};
+  }
+  c.validate();
+  return c;
+}
+
+nlohmann::json to_json(const ClusterSpec& c) {
+  return {{"schema_version", 1},
+          {"name", c.name},
+          {"gpu",
+           {{"name", c.gpu.name},
+            {"peak_fp16_flops", c.gpu.peak_fp16_flops},
+            {"peak_bf16_flops", c.gpu.peak_bf16_flops},
+            {"peak_fp32_flops", c.gpu.peak_fp32_flops},
+            {"hbm_Bps", c.gpu.hbm_Bps},
+            {"memory_bytes", c.gpu.memory_bytes}}},
+          {"num_nodes", c.num_nodes},
+          {"gpus_per_node", c.gpus_per_node},
+          {"intra_node", {{"kind", c.intra.kind}, {"bandwidth_Bps", c.intra.bandwidth_Bps}, {"latency_s", c.intra.latency_s}}},
+          {"inter_node",
+           {{"nics_per_node", c.inter.nics_per_node},
+            {"nic_bandwidth_Bps", c.inter.nic_bandwidth_Bps},
+            {"latency_s", c.inter.latency_s}}}};
+}
+
+ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
+  json_util::check_schema_version(j, ctx, 1);
+  json_util::reject_unknown(j, ctx, {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node"});
+  ClusterSpec c;
+  c.name = get_or<std::string>(j, ctx, "name", "custom");
+  auto gj = get<nlohmann::json>(j, ctx, "gpu");
+  if (gj.is_string()) {
+    c.gpu = gpu_preset(gj.get<std::string>());
+  } else {
+    const std::string gctx = ctx + ".gpu";
+    json_util::reject_unknown(gj, gctx, {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "hbm_Bps", "memory_bytes"});
+    if (gj.contains("preset")) c.gpu = gpu_preset(get<std::string>(gj, gctx, "preset"));
+    c.gpu.name = get_or<std::string>(gj, gctx, "name", c.gpu.name.empty() ? "custom" : c.gpu.name);
+    c.gpu.peak_fp16_flops = get_or<double>(gj, gctx, "peak_fp16_flops", c.gpu.peak_fp16_flops);
+    c.gpu.peak_bf16_flops = get_or<double>(gj, gctx, "peak_bf16_flops", c.gpu.peak_bf16_flops);
+    c.gpu.peak_fp32_flops = get_or<double>(gj, gctx, "peak_fp32_flops", c.gpu.peak_fp32_flops);
+    c.gpu.hbm_Bps = get_or<double>(gj, gctx, "hbm_Bps", c.gpu.hbm_Bps);
+    c.gpu.memory_bytes = get_or<double>(gj, gctx, "memory_bytes", c.gpu.memory_bytes);
+  }
+  c.num_nodes = get<int>(j, ctx, "num_nodes");
+  c.gpus_per_node = get<int>(j, ctx, "gpus_per_node");
+  auto ij = get<nlohmann::json>(j, ctx, "intra_node");
+  json_util::reject_unknown(ij, ctx + ".intra_node", {"kind", "bandwidth_Bps", "latency_s"});
+  c.intra.kind = get_or<std::string>(ij, ctx + ".intra_node", "kind", "nvswitch");
+  c.intra.bandwidth_Bps = get<double>(ij, ctx + ".intra_node", "bandwidth_Bps");
+  c.intra.latency_s = get<double>(ij, ctx + ".intra_node", "latency_s");
+  if (c.num_nodes > 1 || j.contains("inter_node")) {
+    auto nj = get<nlohmann::json>(j, ctx, "inter_node");
+    json_util::reject_unknown(nj, ctx + ".inter_node", {"nics_per_node", "nic_bandwidth_Bps", "latency_s"});
+    c.inter.nics_per_node = get<int>(nj, ctx + ".inter_node", "nics_per_node");
+    c.inter.nic_bandwidth_Bps = get<double>(nj, ctx + ".inter_node", "nic_bandwidth_Bps");
+    c.inter.latency_s = get<double>(nj, ctx + ".inter_node", "latency_s");
+  }
+  return c;
+}
+
+}  // namespace dtsim

@@ -1,0 +1,37 @@
+#include "traces/json_util.hpp"
+
+#include <fstream>
+#include <sstream>
+
+namespace dtsim::json_util {
+
+json read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    auto pos = what.find("parse error");
+    throw FormatError("'" + path + "' is not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  }
+}
+
+void reject_unknown(const json& j, const std::string& ctx, const std::set<std::string>& allowed) {
+  if (!j.is_object()) throw ConfigError(ctx + ": expected a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    (void)value;
+    if (!allowed.count(key)) throw ConfigError(ctx + ": unknown field '" + key + "'");
+  }
+}
+
+void check_schema_version(const json& j, const std::string& ctx, int supported) {
+  int v = get_or<int>(j, ctx, "schema_version", supported);
+  if (v != supported)
+    throw ConfigError(ctx + ": schema_version " + std::to_string(v) + " is not supported (this dtsim reads " +
+                      std::to_string(supported) + ")");
+}
+}  // namespace dtsim::json_util
