@@ -32,10 +32,11 @@ struct FoldDecision {
 class Lowerer {
 public:
   Lowerer(const TransformerSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Calibration& cal,
-          const SimOptions& opt)
-      : m_(m), c_(c), p_(p), cal_(cal), opt_(opt) {}
+          const SimOptions& opt, const PassCosts& costs)
+      : m_(m), c_(c), p_(p), cal_(cal), opt_(opt), costs_(costs) {}
 
   Lowered run();
+  Lowered run_collective(CollectiveKind kind, double bytes);
 
 private:
   // --- topology helpers
@@ -69,12 +70,15 @@ private:
   std::int32_t run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
                          std::int32_t pred, std::int32_t* first_task, const std::string& prefix);
   void lower_rank(int si);
+  void setup_ranks();
+  Lowered finish();
 
   const TransformerSpec& m_;
   const ClusterSpec& c_;
   const ParallelPlan& p_;
   const Calibration& cal_;
   const SimOptions& opt_;
+  const PassCosts& costs_;
 
   TaskGraph g_;
   Lowered out_;
@@ -92,8 +96,12 @@ private:
   std::map<std::tuple<int, int, int>, std::int32_t> sent_;
   std::vector<std::tuple<std::int32_t, int, int, int>> waiting_;  // (task, receiver si, mb, dir)
 
-  cost::LayerPasses layer_, emb_, head_;
-  cost::ActivationBytes layer_act_{}, emb_act_{}, head_act_{};
+  const cost::LayerPasses& layer_ = costs_.layer;
+  const cost::LayerPasses& emb_ = costs_.embedding;
+  const cost::LayerPasses& head_ = costs_.head;
+  const cost::ActivationBytes& layer_act_ = costs_.layer_act;
+  const cost::ActivationBytes& emb_act_ = costs_.embedding_act;
+  const cost::ActivationBytes& head_act_ = costs_.head_act;
 };
 
 std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
@@ -177,7 +185,7 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
   d.microbatch = mb;
   d.duration_s = cal_.p2p_overhead_s;
   auto delay = add_on_stream(si_from, d);
-  g_.depend(pred, delay);
+  if (pred >= 0) g_.depend(pred, delay);
   Task f = d;
   f.kind = TaskKind::FLOW;
   f.duration_s = 0;
@@ -260,7 +268,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
     // One simulated member: flows to its mirror over the path to its ring successor.
     const Axis a = ax == GroupAxis::TP ? Axis::TP : Axis::DP;
     auto [first, done] = member_tasks(si, grank, -1, next_on_axis(grank, a), nullptr);
-    g_.depend(pred, first);
+    if (pred >= 0) g_.depend(pred, first);
     chain(si, stream, first, done);
     return done;
   }
@@ -306,7 +314,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   Instance& inst = it->second;
   auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
   DTSIM_ASSERT(pos < n, "rank not in its own collective");
-  g_.depend(pred, inst.join);
+  if (pred >= 0) g_.depend(pred, inst.join);
   chain(si, stream, inst.first[pos], inst.done[pos]);
   return inst.done[pos];
 }
@@ -375,6 +383,18 @@ void Lowerer::lower_rank(int si) {
   };
   std::vector<std::pair<std::int32_t, double>> pending_grads;  // (task after which grads are ready, bytes)
 
+  // Activation memory is charged to the first task of a pass and released by its last one.
+  auto add_mem_start = [&](std::int32_t task, double bytes) {
+    if (bytes == 0) return;
+    DTSIM_ASSERT(task >= 0, "activation bytes on an empty pass");
+    g_.tasks()[task].mem_on_start_bytes += bytes;
+  };
+  auto add_mem_end = [&](std::int32_t task, double bytes) {
+    if (bytes == 0) return;
+    DTSIM_ASSERT(task >= 0, "activation bytes on an empty pass");
+    g_.tasks()[task].mem_on_end_bytes += bytes;
+  };
+
   std::int32_t last_compute = -1;
   for (int oi = 0; oi < static_cast<int>(order.size()); ++oi) {
     const auto& op = order[oi];
@@ -399,18 +419,18 @@ void Lowerer::lower_rank(int si) {
         std::int32_t f = -1;
         cur = run_steps(si, emb_.forward, Phase::FORWARD, -1, mb, cur, &f, "");
         if (first < 0) first = f;
-        g_.tasks()[f].mem_on_start_bytes += emb_act_.stored;
+        add_mem_start(f, emb_act_.stored);
       }
       for (int l = l0; l < l0 + nl; ++l) {
         std::int32_t f = -1;
         cur = run_steps(si, layer_.forward, Phase::FORWARD, l, mb, cur, &f, "");
         if (first < 0) first = f;
-        g_.tasks()[f].mem_on_start_bytes += layer_act_.stored;
+        add_mem_start(f, layer_act_.stored);
       }
       if (s == p - 1) {
         std::int32_t f = -1;
         cur = run_steps(si, head_.forward, Phase::FORWARD, -1, mb, cur, &f, "");
-        g_.tasks()[f].mem_on_start_bytes += head_act_.stored;
+        add_mem_start(f, head_act_.stored);
       }
       if (s > 0) waiting_.emplace_back(first, si, mb, 0);
       if (s < p - 1) sent_[{neighbour(s + 1), mb, 0}] = p2p(si, neighbour(s + 1), pp_bytes, Phase::FORWARD, "send-activation", mb, cur);
@@ -431,28 +451,26 @@ void Lowerer::lower_rank(int si) {
         std::int32_t f = -1;
         cur = run_steps(si, head_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
         if (first < 0) first = f;
-        g_.tasks()[cur].mem_on_end_bytes -= head_act_.stored;
-        if (last_b) pending_grads.emplace_back(cur, memory::static_memory(m_, p_, s).params > 0
-                                                        ? cost::last_stage_extra_params(m_, p_.tp, p_.pp) * grad_e
-                                                        : 0);
+        add_mem_end(cur, -head_act_.stored);
+        if (last_b) pending_grads.emplace_back(cur, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * grad_e);
       }
       for (int l = l0 + nl - 1; l >= l0; --l) {
         std::int32_t f = -1;
         if (!layer_.recompute.empty()) {
           cur = run_steps(si, layer_.recompute, Phase::RECOMPUTE, l, mb, cur, &f, "");
-          g_.tasks()[f].mem_on_start_bytes += layer_act_.transient;
+          add_mem_start(f, layer_act_.transient);
           if (first < 0) first = f;
           f = -1;
         }
         cur = run_steps(si, layer_.backward, Phase::BACKWARD, l, mb, cur, &f, "");
         if (first < 0) first = f;
-        g_.tasks()[cur].mem_on_end_bytes -= layer_act_.stored + (layer_.recompute.empty() ? 0 : layer_act_.transient);
+        add_mem_end(cur, -(layer_act_.stored + (layer_.recompute.empty() ? 0 : layer_act_.transient)));
         if (last_b) pending_grads.emplace_back(cur, cost::layer_params_per_rank(m_, p_.tp) * grad_e);
       }
       if (s == 0) {
         std::int32_t f = -1;
         cur = run_steps(si, emb_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
-        g_.tasks()[cur].mem_on_end_bytes -= emb_act_.stored;
+        add_mem_end(cur, -emb_act_.stored);
         if (last_b) pending_grads.emplace_back(cur, cost::first_stage_extra_params(m_, p_.tp) * grad_e);
       }
       if (s < p - 1) waiting_.emplace_back(first, si, mb, 1);
@@ -485,22 +503,14 @@ void Lowerer::lower_rank(int si) {
   opt.duration_s =
       shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
-  g_.depend(last_compute, opt_id);
+  if (last_compute >= 0) g_.depend(last_compute, opt_id);
   for (auto d : dp_done) g_.depend(d, opt_id);
   if (p_.zero_stage >= 1)
     collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, r.static_mem.params * e, Phase::OPTIMIZER,
                "param-gather", -1, -1, opt_id);
 }
 
-Lowered Lowerer::run() {
-  const cost::Shape sh{p_.micro_batch_size, p_.tp, p_.sequence_parallel, p_.recompute};
-  layer_ = cost::layer_passes(m_, sh);
-  emb_ = cost::embedding_passes(m_, sh);
-  head_ = cost::head_passes(m_, sh);
-  layer_act_ = cost::layer_activation_bytes(m_, sh);
-  emb_act_ = cost::embedding_activation_bytes(m_, sh);
-  head_act_ = cost::head_activation_bytes(m_, sh);
-
+void Lowerer::setup_ranks() {
   FoldDecision fd = decide_folding();
   out_.fold_tp = fd.tp;
   out_.fold_dp = fd.dp;
@@ -527,32 +537,69 @@ Lowered Lowerer::run() {
   }
   last_.assign(out_.ranks.size(), {-1, -1, -1, -1});
   seq_.assign(out_.ranks.size(), {0, 0, 0, 0});
-  for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) lower_rank(si);
+}
 
-  for (const auto& [task, si, mb, dir] : waiting_) {
-    auto it = sent_.find({si, mb, dir});
-    DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << si << " micro-batch " << mb);
-    g_.depend(it->second, task);
-  }
-
-  // FLOP accounting (whole iteration, all GPUs).
-  const double samples = p_.global_batch_size;
-  out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * samples;
+Lowered Lowerer::finish() {
   double hw = 0;
   for (const auto& t : g_.tasks())
     if (t.kind == TaskKind::COMPUTE) hw += t.flops * out_.ranks[t.rank].class_size;
   out_.hardware_flops_per_iteration = hw;
-
   g_.finalize();
   out_.graph = std::move(g_);
   return std::move(out_);
 }
 
+Lowered Lowerer::run() {
+  setup_ranks();
+  for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) lower_rank(si);
+  for (const auto& [task, si, mb, dir] : waiting_) {
+    auto it = sent_.find({si, mb, dir});
+    DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << si << " micro-batch " << mb);
+    g_.depend(it->second, task);
+  }
+  out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * p_.global_batch_size;
+  return finish();
+}
+
+Lowered Lowerer::run_collective(CollectiveKind kind, double bytes) {
+  setup_ranks();
+  for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) {
+    Task start;
+    start.kind = TaskKind::JOIN;
+    start.rank = si;
+    start.name = g_.intern("start");
+    auto s = add_free(start);
+    collective(si, GroupAxis::TP, Stream::TP, kind, bytes, Phase::OTHER, "benchmark", -1, -1, s);
+  }
+  return finish();
+}
+
 }  // namespace
+
+PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan) {
+  const cost::Shape sh{plan.micro_batch_size, plan.tp, plan.sequence_parallel, plan.recompute};
+  return {cost::layer_passes(model, sh),
+          cost::embedding_passes(model, sh),
+          cost::head_passes(model, sh),
+          cost::layer_activation_bytes(model, sh),
+          cost::embedding_activation_bytes(model, sh),
+          cost::head_activation_bytes(model, sh)};
+}
+
+Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+              const Calibration& cal, const SimOptions& opt, const PassCosts& costs) {
+  return Lowerer(model, cluster, plan, cal, opt, costs).run();
+}
 
 Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
               const Calibration& cal, const SimOptions& opt) {
-  return Lowerer(model, cluster, plan, cal, opt).run();
+  return lower(model, cluster, plan, cal, opt, default_pass_costs(model, plan));
+}
+
+Lowered lower_collective(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+                         const Calibration& cal, const SimOptions& opt, cost::CollectiveKind kind, double bytes) {
+  const PassCosts none{};
+  return Lowerer(model, cluster, plan, cal, opt, none).run_collective(kind, bytes);
 }
 
 }  // namespace dtsim::sim

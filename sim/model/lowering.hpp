@@ -26,6 +26,7 @@
 
 #include "sim/model/task_graph.hpp"
 #include "strategies/memory_model.hpp"
+#include "strategies/transformer_costs.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
 #include "traces/model.hpp"
@@ -61,11 +62,26 @@ struct Lowered {
   double hardware_flops_per_iteration = 0;  ///< FLOPs actually executed by all GPUs (recompute included)
 };
 
+/// The per-layer costs the lowering uses. By default they come from strategies/transformer_costs; tests and
+/// trace-driven runs may supply their own.
+struct PassCosts {
+  cost::LayerPasses layer, embedding, head;
+  cost::ActivationBytes layer_act, embedding_act, head_act;
+};
+PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan);
+
 /// Which network path connects GPUs a and b.
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b);
 
 /// Lowers the plan. The inputs must already be validated.
 Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
               const Calibration& cal, const SimOptions& opt);
+Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+              const Calibration& cal, const SimOptions& opt, const PassCosts& costs);
+
+/// One collective alone over `plan`'s TP groups (every TP group issues it at t = 0), for collective
+/// benchmarks and oracle tests. `model` only provides the dtype; no compute is generated.
+Lowered lower_collective(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+                         const Calibration& cal, const SimOptions& opt, cost::CollectiveKind kind, double bytes);
 
 }  // namespace dtsim::sim
