@@ -452,7 +452,7 @@ void Lowerer::lower_rank(int si) {
         cur = run_steps(si, head_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
         if (first < 0) first = f;
         add_mem_end(cur, -head_act_.stored);
-        if (last_b) pending_grads.emplace_back(cur, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * grad_e);
+        if (last_b && cur >= 0) pending_grads.emplace_back(cur, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * grad_e);
       }
       for (int l = l0 + nl - 1; l >= l0; --l) {
         std::int32_t f = -1;
@@ -471,7 +471,7 @@ void Lowerer::lower_rank(int si) {
         std::int32_t f = -1;
         cur = run_steps(si, emb_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
         add_mem_end(cur, -emb_act_.stored);
-        if (last_b) pending_grads.emplace_back(cur, cost::first_stage_extra_params(m_, p_.tp) * grad_e);
+        if (last_b && cur >= 0) pending_grads.emplace_back(cur, cost::first_stage_extra_params(m_, p_.tp) * grad_e);
       }
       if (s < p - 1) waiting_.emplace_back(first, si, mb, 1);
       if (s > 0) sent_[{neighbour(s - 1), mb, 1}] = p2p(si, neighbour(s - 1), pp_bytes, Phase::BACKWARD, "send-gradient", mb, cur);
@@ -504,7 +504,8 @@ void Lowerer::lower_rank(int si) {
       shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
   if (last_compute >= 0) g_.depend(last_compute, opt_id);
-  for (auto d : dp_done) g_.depend(d, opt_id);
+  for (auto d : dp_done)
+    if (d >= 0) g_.depend(d, opt_id);
   if (p_.zero_stage >= 1)
     collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, r.static_mem.params * e, Phase::OPTIMIZER,
                "param-gather", -1, -1, opt_id);

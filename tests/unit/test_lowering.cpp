@@ -1,0 +1,156 @@
+// Lowering unit tests: folding decisions, task-graph invariants and FLOP/memory conservation (no SimGrid run).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/model/lowering.hpp"
+#include "strategies/schedule.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+struct Scenario {
+  TransformerSpec model;
+  ClusterSpec cluster;
+  ParallelPlan plan;
+  Calibration cal;
+  SimOptions opt;
+  Lowered lower() const { return sim::lower(model, cluster, plan, cal, opt); }
+};
+
+Scenario gpt3_1024() {
+  Scenario s{model_preset("gpt3-175b"), load_cluster("dgx-a100:1024"), {}, default_calibration("a100-sxm4-80gb"), {}};
+  s.plan.tp = 8;
+  s.plan.pp = 8;
+  s.plan.dp = 16;
+  s.plan.micro_batch_size = 1;
+  s.plan.global_batch_size = 1536;
+  return s;
+}
+
+Scenario small(int tp, int pp, int dp, const std::string& cluster) {
+  Scenario s{model_preset("gpt3-1.3b"), load_cluster(cluster), {}, default_calibration("a100-sxm4-80gb"), {}};
+  s.plan.tp = tp;
+  s.plan.pp = pp;
+  s.plan.dp = dp;
+  s.plan.micro_batch_size = 2;
+  s.plan.global_batch_size = 16 * dp;
+  return s;
+}
+}  // namespace
+
+TEST(Folding, Gpt3On1024FoldsTpAndDpToOneRankPerStage) {
+  Lowered low = gpt3_1024().lower();
+  EXPECT_TRUE(low.fold_tp);
+  EXPECT_TRUE(low.fold_dp);
+  ASSERT_EQ(low.ranks.size(), 8u);
+  for (std::size_t s = 0; s < 8; ++s) {
+    EXPECT_EQ(low.ranks[s].coord.pp, static_cast<int>(s));
+    EXPECT_EQ(low.ranks[s].class_size, 128);
+  }
+  // Every global rank maps to the simulated rank of its stage.
+  for (int r = 0; r < 1024; ++r) EXPECT_EQ(low.ranks[low.sim_index_of[r]].coord.pp, r / 128);
+}
+
+TEST(Folding, TpSpanningNodesIsNotFolded) {
+  Scenario s = gpt3_1024();
+  s.plan.tp = 16;  // TP ring mixes NVSwitch and NIC hops
+  s.plan.dp = 8;
+  s.plan.global_batch_size = 768;
+  Lowered low = s.lower();
+  EXPECT_FALSE(low.fold_tp);
+  EXPECT_TRUE(low.fold_dp);
+  EXPECT_EQ(low.ranks.size(), 16u * 8u);
+}
+
+TEST(Folding, SharedNicsDisableFolding) {
+  Scenario s = small(2, 2, 4, "dgx-a100:16");
+  s.cluster.inter.nics_per_node = 4;  // two GPUs per NIC
+  Lowered low = s.lower();
+  EXPECT_FALSE(low.fold_tp);
+  EXPECT_FALSE(low.fold_dp);
+  EXPECT_EQ(low.ranks.size(), 16u);
+}
+
+TEST(Folding, NoneSimulatesEveryRank) {
+  Scenario s = small(2, 2, 4, "dgx-a100:16");
+  s.opt.fold = FoldMode::NONE;
+  Lowered low = s.lower();
+  EXPECT_EQ(low.ranks.size(), 16u);
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(low.ranks[low.sim_index_of[r]].global_rank, r);
+}
+
+TEST(TaskGraph, ActivationMemoryIsReleasedOnEveryRank) {
+  for (Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}) {
+    Scenario s = small(2, 4, 2, "dgx-a100:16");
+    s.plan.recompute = rc;
+    s.opt.fold = FoldMode::NONE;
+    Lowered low = s.lower();
+    std::map<int, double> net;
+    for (const auto& t : low.graph.tasks()) net[t.rank] += t.mem_on_start_bytes + t.mem_on_end_bytes;
+    for (const auto& [rank, bytes] : net) EXPECT_NEAR(bytes, 0.0, 1.0) << "rank " << rank << " " << to_string(rc);
+  }
+}
+
+TEST(TaskGraph, ComputeTasksPerRankMatchScheduleAndLayers) {
+  Scenario s = small(1, 4, 1, "dgx-a100:4");
+  s.plan.global_batch_size = 12;  // m = 6
+  Lowered low = s.lower();
+  const int m = s.plan.num_microbatches();
+  auto passes = default_pass_costs(s.model, s.plan);
+  auto count_compute = [](const std::vector<cost::Step>& v) {
+    int n = 0;
+    for (const auto& st : v) n += st.kind == cost::Step::Kind::COMPUTE;
+    return n;
+  };
+  const int per_layer = count_compute(passes.layer.forward) + count_compute(passes.layer.backward);
+  std::map<int, int> forward_tasks, total;
+  for (const auto& t : low.graph.tasks())
+    if (t.kind == TaskKind::COMPUTE) {
+      total[t.rank]++;
+      if (t.phase == Phase::FORWARD && t.layer >= 0) forward_tasks[t.rank]++;
+    }
+  const auto layers = s.plan.stage_layers(s.model.num_layers);
+  for (int si = 0; si < 4; ++si) {
+    int expected = m * layers[si] * per_layer + 1;  // + optimizer step
+    if (si == 0) expected += m * (count_compute(passes.embedding.forward) + count_compute(passes.embedding.backward));
+    if (si == 3) expected += m * (count_compute(passes.head.forward) + count_compute(passes.head.backward));
+    EXPECT_EQ(total[si], expected) << "stage " << si;
+    EXPECT_EQ(forward_tasks[si], m * layers[si] * count_compute(passes.layer.forward));
+  }
+}
+
+TEST(TaskGraph, HardwareFlopsEqualModelFlopsWithoutRecompute) {
+  Scenario s = small(2, 2, 2, "dgx-a100:8");
+  Lowered low = s.lower();
+  EXPECT_NEAR(low.hardware_flops_per_iteration, low.model_flops_per_iteration, low.model_flops_per_iteration * 1e-9);
+}
+
+TEST(TaskGraph, FullRecomputeAddsOneForwardOfTheLayers) {
+  Scenario s = small(2, 2, 2, "dgx-a100:8");
+  s.plan.recompute = Recompute::FULL;
+  Lowered low = s.lower();
+  const double layer_fwd = [&] {
+    double f = 0;
+    for (const auto& st : cost::layer_passes(s.model, {1, 1, false, Recompute::NONE}).forward) f += st.flops();
+    return f;
+  }();
+  const double extra = layer_fwd * s.model.num_layers * s.plan.global_batch_size;
+  EXPECT_NEAR(low.hardware_flops_per_iteration, low.model_flops_per_iteration + extra,
+              low.model_flops_per_iteration * 1e-9);
+}
+
+TEST(TaskGraph, TensorParallelCollectivesPerLayer) {
+  Scenario s = small(2, 1, 1, "dgx-a100:2");
+  s.plan.global_batch_size = 2;  // one micro-batch
+  s.opt.fold = FoldMode::NONE;
+  s.opt.collective_mode = CollectiveMode::FLOW;
+  Lowered low = s.lower();
+  // Per rank: 2 all-reduces forward + 2 backward per layer, 1 for the embedding, 2 in the head
+  // (loss statistics forward, input gradient backward); each is one flow per member in FLOW mode.
+  int flows = 0;
+  for (const auto& t : low.graph.tasks())
+    if (t.kind == TaskKind::FLOW && t.rank == 0 && t.stream == Stream::TP) ++flows;
+  EXPECT_EQ(flows, 4 * s.model.num_layers + 1 + 2);
+}
