@@ -89,8 +89,12 @@ public:
     pending_ = g_.pred_count();
     acts_.resize(n);
     sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
+      // Activities completed in earlier callbacks are fully handled by the engine now: drop our references
+      // so their memory is reclaimed (the one completing now must stay referenced until we return).
+      graveyard_.clear();
       auto id = static_cast<std::int32_t>(reinterpret_cast<std::intptr_t>(a.get_data<void>()) - 1);
       if (id < 0 || static_cast<std::size_t>(id) >= res_.end_s.size()) return;
+      graveyard_.push_back(std::move(acts_[id]));
       finish(id, sg4::Engine::get_clock());
       drain();
     });
@@ -168,6 +172,7 @@ private:
   std::vector<std::int32_t> pending_;
   std::deque<std::int32_t> ready_;
   std::vector<sg4::ActivityPtr> acts_;  // activities must stay referenced until they complete
+  std::vector<sg4::ActivityPtr> graveyard_;
 };
 }  // namespace
 
