@@ -10,6 +10,10 @@ namespace dtsim {
 using json_util::get;
 using json_util::get_or;
 
+namespace {
+constexpr long kMaxGpus = 1L << 20;  // far beyond any cluster; keeps every GPU index an int
+}  // namespace
+
 double GpuSpec::peak_flops(DType d) const {
   switch (d) {
     case DType::FP16: return peak_fp16_flops;
@@ -23,6 +27,9 @@ void ClusterSpec::validate() const {
   const std::string ctx = "cluster '" + name + "'";
   if (num_nodes <= 0) throw ConfigError(ctx + ": num_nodes must be positive");
   if (gpus_per_node <= 0) throw ConfigError(ctx + ": gpus_per_node must be positive");
+  if (static_cast<long long>(num_nodes) * gpus_per_node > kMaxGpus)
+    throw ConfigError(ctx + ": " + std::to_string(num_nodes) + " x " + std::to_string(gpus_per_node) +
+                      " GPUs is more than the supported " + std::to_string(kMaxGpus));
   if (gpu.peak_fp16_flops <= 0 || gpu.peak_bf16_flops <= 0 || gpu.peak_fp32_flops <= 0)
     throw ConfigError(ctx + ": gpu '" + gpu.name + "' needs positive peak_fp16_flops, peak_bf16_flops, peak_fp32_flops");
   if (gpu.hbm_Bps <= 0) throw ConfigError(ctx + ": gpu.hbm_Bps must be positive");
@@ -116,8 +123,9 @@ ClusterSpec load_cluster(const std::string& spec) {
       std::string count = spec.substr(colon + 1);
       char* end = nullptr;
       n_gpus = std::strtol(count.c_str(), &end, 10);
-      if (count.empty() || *end != '\0' || n_gpus <= 0)
-        throw ConfigError("cluster '" + spec + "': GPU count '" + count + "' is not a positive integer");
+      if (count.empty() || *end != '\0' || n_gpus <= 0 || n_gpus > kMaxGpus)
+        throw ConfigError("cluster '" + spec + "': GPU count '" + count + "' is not an integer from 1 to " +
+                          std::to_string(kMaxGpus));
     }
     const ClusterPreset* p = nullptr;
     for (const auto& cp : cluster_presets())

@@ -1,5 +1,6 @@
 #include "traces/plan.hpp"
 
+#include <cmath>
 #include <numeric>
 #include <sstream>
 
@@ -127,7 +128,8 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   }
   if (zero_stage != 0 && zero_stage != 1)
     throw ConfigError(ctx + ": zero stage " + std::to_string(zero_stage) + " is not supported (known: 0, 1)");
-  if (dp_bucket_bytes <= 0) throw ConfigError(ctx + ": dp bucket size must be positive");
+  if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
+    throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
 }
 
 nlohmann::json to_json(const ParallelPlan& p, int num_layers) {

@@ -41,10 +41,19 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
 po::variables_map parse(const po::options_description& desc, int argc, char** argv) {
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    // argv[0] is the subcommand; every other word must belong to an option ("--sequence-parallel false"
+    // would otherwise switch the flag on and drop "false" silently).
+    auto parsed = po::command_line_parser(argc, argv).options(desc).allow_unregistered().run();
+    for (const auto& o : parsed.options)
+      if (o.unregistered || o.position_key >= 0) {
+        const std::string word = o.original_tokens.empty() ? o.string_key : o.original_tokens.front();
+        if (o.unregistered) throw ConfigError(std::string(argv[0]) + ": unrecognised option '" + word + "'");
+        throw ConfigError(std::string(argv[0]) + ": unexpected argument '" + word + "'");
+      }
+    po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    throw ConfigError(e.what());
+    throw ConfigError(std::string(argv[0]) + ": " + e.what());
   }
   return vm;
 }
@@ -209,6 +218,9 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "simulate") return cmd_simulate(argc - 1, argv + 1, out);
   if (cmd == "presets") return cmd_presets(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
+    po::options_description desc("dtsim version: print versions");
+    desc.add_options()("help,h", "this help");
+    parse(desc, argc - 1, argv + 1);
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }

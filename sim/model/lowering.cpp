@@ -314,8 +314,12 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   Instance& inst = it->second;
   auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
   DTSIM_ASSERT(pos < n, "rank not in its own collective");
+  // Rendezvous (as NCCL): the collective starts on every member once each member's data is ready and each
+  // member's stream has reached it, so no member moves data before its peers have joined.
   if (pred >= 0) g_.depend(pred, inst.join);
-  chain(si, stream, inst.first[pos], inst.done[pos]);
+  auto& prev = last_[si][static_cast<int>(stream)];
+  if (prev >= 0) g_.depend(prev, inst.join);
+  prev = inst.done[pos];
   return inst.done[pos];
 }
 

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# cli/bad_input.sh DTSIM -- the error contract for bad input.
+#
+# Every user mistake must end in exactly one line on stderr, "dtsim: error: <what is wrong>", exit code 2,
+# nothing on stdout, and no output written: the --out directory is not created, and an existing --out
+# directory keeps its previous contents untouched. Each row of the table below is one bad input with a
+# substring the message must contain (so the message names the offending field or value). The printed
+# "ok  <case>: <stderr>" lines double as documentation of the messages.
+set -euo pipefail
+
+DTSIM=${1:?usage: bad_input.sh /path/to/dtsim}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# ---- input files used by some cases ------------------------------------------------------------------
+# A valid tiny model: the file cases below differ from it in one way each.
+cat >"$TMP/model_ok.json" <<'EOF'
+{"schema_version": 1, "name": "tiny", "num_layers": 2, "hidden": 1024, "heads": 16,
+ "seq_len": 1024, "vocab": 32000, "dtype": "fp16"}
+EOF
+cat >"$TMP/model_missing_hidden.json" <<'EOF'
+{"schema_version": 1, "name": "tiny", "num_layers": 2, "heads": 16, "seq_len": 1024, "vocab": 32000}
+EOF
+cat >"$TMP/model_typo.json" <<'EOF'
+{"schema_version": 1, "name": "tiny", "num_layers": 2, "hiden": 1024, "hidden": 1024, "heads": 16,
+ "seq_len": 1024, "vocab": 32000}
+EOF
+# Truncated in the middle of an object.
+printf '{"schema_version": 1, "name": "tiny", "num_layers": 2, "hidden": 10' >"$TMP/model_truncated.json"
+cat >"$TMP/model_bad_dtype.json" <<'EOF'
+{"num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000, "dtype": "fp8"}
+EOF
+cat >"$TMP/model_wrong_type.json" <<'EOF'
+{"num_layers": "two", "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
+EOF
+cat >"$TMP/model_schema2.json" <<'EOF'
+{"schema_version": 2, "num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
+EOF
+# gbs 16 / (mbs 2 * dp 2) = 4 micro-batches, the file claims 3.
+cat >"$TMP/plan_bad_nmb.json" <<'EOF'
+{"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "global_batch_size": 16,
+ "num_microbatches": 3}
+EOF
+cat >"$TMP/plan_ok.json" <<'EOF'
+{"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "global_batch_size": 16}
+EOF
+cat >"$TMP/calib_eff15.json" <<'EOF'
+{"schema_version": 1, "name": "bad", "gpu": "a100-sxm4-80gb",
+ "compute": {"gemm_efficiency_max": 1.5, "gemm_half_efficiency_flops": 1e9, "memory_bandwidth_efficiency": 0.8,
+             "kernel_launch_s": 4e-6, "optimizer_bytes_per_param": 28},
+ "network": {"intra_bandwidth_efficiency": 0.8, "inter_bandwidth_efficiency": 0.9,
+             "collective_step_overhead_s": 2e-6, "p2p_overhead_s": 5e-6},
+ "memory": {"reserved_memory_bytes": 2e9}}
+EOF
+echo "not a directory" >"$TMP/plainfile"
+
+# Common valid arguments; each case changes one thing.
+M=(--model gpt3-1.3b)
+C=(--cluster dgx-a100:8)
+P=(--tp 2 --pp 2 --dp 2 --mbs 2 --gbs 16)
+T=(--model "$TMP/model_ok.json" --cluster dgx-a100:8)
+
+failures=0
+n=0
+
+fail() {
+  echo "FAIL $1"
+  shift
+  for line in "$@"; do echo "     $line"; done
+  failures=$((failures + 1))
+}
+
+# expect_error_at OUTDIR NAME SUBSTRING ARGS... -- runs "dtsim ARGS... --out OUTDIR" and checks the contract
+# (OUTDIR must not exist before and must not exist after).
+expect_error_at() {
+  local out=$1 name=$2 want=$3
+  shift 3
+  n=$((n + 1))
+  local rc=0
+  "$DTSIM" "$@" --out "$out" >"$TMP/stdout" 2>"$TMP/stderr" || rc=$?
+  local err lines
+  err=$(cat "$TMP/stderr")
+  lines=$(wc -l <"$TMP/stderr")
+  if [[ $rc -ne 2 ]]; then
+    fail "$name: exit code $rc, expected 2" "stderr: $err"
+  elif [[ $lines -ne 1 ]]; then
+    fail "$name: stderr has $lines lines, expected exactly 1" "$err"
+  elif [[ $err != "dtsim: error: "* ]]; then
+    fail "$name: stderr does not start with 'dtsim: error: '" "$err"
+  elif [[ $err != *"$want"* ]]; then
+    fail "$name: stderr does not mention '$want'" "$err"
+  elif [[ -s $TMP/stdout ]]; then
+    fail "$name: stdout is not empty" "$(head -c 300 "$TMP/stdout")"
+  elif [[ -e $out ]]; then
+    fail "$name: --out directory $out was created" "$(ls -la "$out")"
+  else
+    echo "ok  $name: ${err//"$TMP"/\$TMP}"
+  fi
+}
+
+# expect_error NAME SUBSTRING ARGS... -- as above with a fresh OUTDIR $TMP/outN.
+expect_error() {
+  expect_error_at "$TMP/out$((n + 1))" "$@"
+}
+
+# ---- presets and degrees -----------------------------------------------------------------------------
+expect_error "unknown model preset"          "'gpt4'"              simulate --model gpt4 "${C[@]}" "${P[@]}"
+expect_error "unknown cluster preset"        "'dgx-z100'"          simulate "${M[@]}" --cluster dgx-z100:8 "${P[@]}"
+expect_error "cluster GPUs not whole nodes"  "12 GPUs"             simulate "${M[@]}" --cluster dgx-a100:12 --tp 2 --pp 2 --dp 3 --gbs 12
+expect_error "cluster GPU count not integer" "'eight'"             simulate "${M[@]}" --cluster dgx-a100:eight "${P[@]}"
+expect_error "cluster GPU count zero"        "'0'"                 simulate "${M[@]}" --cluster dgx-a100:0 "${P[@]}"
+expect_error "tp*pp*dp != GPUs"              "tp*pp*dp"            simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 16
+expect_error "tp*pp does not divide GPUs"    "tp*pp = 3"           simulate "${M[@]}" "${C[@]}" --tp 3 --gbs 16
+expect_error "gbs not divisible by mbs*dp"   "global batch 18"     simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 2 --mbs 2 --gbs 18
+expect_error "tp does not divide heads"      "attention heads"     simulate "${M[@]}" --cluster dgx-a100:6 --tp 6 --pp 1 --dp 1 --gbs 6
+expect_error "pp exceeds layers"             "pp 4 exceeds"        simulate "${T[@]}" --tp 2 --pp 4 --dp 1 --gbs 4
+expect_error "negative tp"                   "tp must be positive" simulate "${M[@]}" "${C[@]}" --tp -2 --pp 2 --dp -2 --gbs 16
+expect_error "non-numeric tp"                "'--tp'"              simulate "${M[@]}" "${C[@]}" --tp two --gbs 16
+# ---- plan options ------------------------------------------------------------------------------------
+expect_error "unknown schedule"              "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zigzag
+expect_error "unknown recompute"             "'partial'"           simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute partial
+expect_error "zero stage 2"                  "zero stage 2"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 2
+expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${M[@]}" "${C[@]}" --tp 1 --pp 2 --dp 4 --gbs 16 --sequence-parallel
+expect_error "layers-per-stage wrong count"  "3 entries but pp is 2" simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 8,8,8
+expect_error "layers-per-stage wrong sum"    "sums to 20"          simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 10,10
+expect_error "layers-per-stage non-integer"  "'12,x'"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 12,x
+expect_error "layers-per-stage zero entry"   "must be positive"    simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 24,0
+expect_error "rank order unknown axis"       "'ep'"                simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,ep,pp
+expect_error "rank order axis twice"         "'tp' twice"          simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,tp,pp
+expect_error "rank order too short"          "'tp,dp'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,dp
+expect_error "dp bucket size zero"           "bucket"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --dp-bucket-mb 0
+# ---- command line ------------------------------------------------------------------------------------
+expect_error "missing --model"               "--model"             simulate "${C[@]}" "${P[@]}"
+expect_error "missing --cluster"             "--cluster"           simulate "${M[@]}" "${P[@]}"
+expect_error "missing --gbs"                 "--gbs"               simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 2 --mbs 2
+expect_error "unknown option"                "--frobnicate"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --frobnicate
+expect_error "unknown command"               "'simulte'"           simulte "${M[@]}" "${C[@]}" "${P[@]}"
+expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
+expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
+# ---- input files -------------------------------------------------------------------------------------
+expect_error "model file missing field"      "missing field 'hidden'" simulate --model "$TMP/model_missing_hidden.json" "${C[@]}" "${P[@]}"
+expect_error "model file typo'd field"       "unknown field 'hiden'" simulate --model "$TMP/model_typo.json" "${C[@]}" "${P[@]}"
+expect_error "model file truncated JSON"     "not valid JSON"      simulate --model "$TMP/model_truncated.json" "${C[@]}" "${P[@]}"
+expect_error "model file nonexistent"        "no_such_model.json"  simulate --model "$TMP/no_such_model.json" "${C[@]}" "${P[@]}"
+expect_error "model file unknown dtype"      "'fp8'"               simulate --model "$TMP/model_bad_dtype.json" "${C[@]}" "${P[@]}"
+expect_error "model file wrong field type"   "'num_layers'"        simulate --model "$TMP/model_wrong_type.json" "${C[@]}" "${P[@]}"
+expect_error "model file schema_version 2"   "schema_version 2"    simulate --model "$TMP/model_schema2.json" "${C[@]}" "${P[@]}"
+expect_error "plan file num_microbatches"    "num_microbatches 3"  simulate "${T[@]}" --plan "$TMP/plan_bad_nmb.json"
+expect_error "--plan combined with --tp"     "--tp"                simulate "${T[@]}" --plan "$TMP/plan_ok.json" --tp 2
+expect_error "calibration efficiency 1.5"    "gemm_efficiency_max" simulate "${T[@]}" "${P[@]}" --calibration "$TMP/calib_eff15.json"
+# An output directory that cannot be created is found only after the simulation ran: still exit 2, no output.
+expect_error_at "$TMP/plainfile/sub" "--out under a regular file" "cannot create output directory" simulate "${T[@]}" "${P[@]}"
+if [[ $(cat "$TMP/plainfile") != "not a directory" ]]; then fail "--out under a regular file: the file was modified"; fi
+
+# Regressions: NaN/inf bucket sizes were accepted, and stray words were ignored ("--sequence-parallel false"
+# switched sequence parallelism on).
+expect_error "dp bucket size NaN"            "bucket"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --dp-bucket-mb nan
+expect_error "dp bucket size infinite"       "bucket"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --dp-bucket-mb inf
+expect_error "stray positional argument"     "false"               simulate "${M[@]}" "${C[@]}" "${P[@]}" --sequence-parallel false
+
+# ---- an existing --out directory is left untouched by a bad input ------------------------------------
+# expect_untouched NAME ARGS... -- --out points at a directory holding keep.txt (content and mtime fixed);
+# after the failing run it must hold exactly keep.txt, unchanged.
+expect_untouched() {
+  local name=$1
+  shift
+  n=$((n + 1))
+  local keep="$TMP/keep$n"
+  mkdir "$keep"
+  echo "previous results" >"$keep/keep.txt"
+  cp "$keep/keep.txt" "$TMP/keep.txt.orig"
+  touch -d '2001-01-01 00:00:00' "$keep/keep.txt"
+  local rc=0 listing
+  "$DTSIM" "$@" --out "$keep" >"$TMP/stdout" 2>"$TMP/stderr" || rc=$?
+  listing=$(find "$keep" -mindepth 1 -printf '%f ')
+  if [[ $rc -ne 2 ]]; then
+    fail "$name: exit code $rc, expected 2" "$(cat "$TMP/stderr")"
+  elif [[ $(wc -l <"$TMP/stderr") -ne 1 || -s $TMP/stdout ]]; then
+    fail "$name: expected one stderr line and empty stdout" "$(cat "$TMP/stderr" "$TMP/stdout")"
+  elif [[ $listing != "keep.txt " ]]; then
+    fail "$name: directory now holds: $listing"
+  elif ! cmp -s "$keep/keep.txt" "$TMP/keep.txt.orig"; then
+    fail "$name: keep.txt content changed"
+  elif [[ $(date -r "$keep/keep.txt" +%Y) != 2001 ]]; then
+    fail "$name: keep.txt modification time changed"
+  else
+    local err
+    err=$(cat "$TMP/stderr")
+    echo "ok  $name: ${err//"$TMP"/\$TMP}"
+  fi
+}
+# Rejected while reading the command line / presets ...
+expect_untouched "existing --out dir untouched (unknown preset)" simulate --model gpt4 "${C[@]}" "${P[@]}"
+# ... and rejected only when the simulation validates its inputs.
+expect_untouched "existing --out dir untouched (bad calibration)" \
+  simulate "${T[@]}" "${P[@]}" --calibration "$TMP/calib_eff15.json"
+
+echo
+if [[ $failures -ne 0 ]]; then
+  echo "bad_input: $failures of $n cases FAILED"
+  exit 1
+fi
+echo "bad_input: all $n cases passed"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# cli/determinism.sh DTSIM -- the same inputs give the same outputs, byte for byte.
+#
+# Golden tests and result comparisons rely on dtsim being deterministic: two runs of one configuration must
+# write byte-identical summary.json and trace.json (no timestamps, no hash-order or thread-order effects),
+# with the default lowering and with the un-folded, step-by-step collective lowering. The human report on
+# stdout must also be identical apart from the "simulated in ... wall" line, which reports wall time, and the
+# "wrote DIR/..." line, which names the (different) output directory.
+set -euo pipefail
+
+DTSIM=${1:?usage: determinism.sh /path/to/dtsim}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+failures=0
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+
+BASE=(simulate --model gpt3-1.3b --cluster dgx-a100:16 --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 64)
+
+# check_twice NAME EXTRA_ARGS... -- runs the base configuration twice and compares outputs.
+check_twice() {
+  local name=$1
+  shift
+  local a="$TMP/$name.a" b="$TMP/$name.b"
+  "$DTSIM" "${BASE[@]}" "$@" --out "$a" >"$a.stdout"
+  "$DTSIM" "${BASE[@]}" "$@" --out "$b" >"$b.stdout"
+  local f
+  for f in summary.json trace.json; do
+    if [[ ! -s $a/$f || ! -s $b/$f ]]; then
+      fail "$name: $f missing or empty"
+    elif cmp "$a/$f" "$b/$f"; then
+      echo "ok  $name: $f byte-identical ($(wc -c <"$a/$f") bytes)"
+    else
+      fail "$name: $f differs between two runs"
+    fi
+  done
+  # stdout: drop the wall-time line, and the "wrote" line whose directory differs by construction.
+  if diff -u <(grep -v -e '^simulated in ' -e '^wrote ' "$a.stdout") \
+             <(grep -v -e '^simulated in ' -e '^wrote ' "$b.stdout"); then
+    echo "ok  $name: stdout identical apart from the wall-time line"
+  else
+    fail "$name: stdout differs between two runs (see diff above)"
+  fi
+  # The filter must have removed exactly one wall-time line each, and the "wrote" line must be as expected.
+  if [[ $(grep -c '^simulated in .* s wall' "$a.stdout") -ne 1 ]]; then
+    fail "$name: stdout has no single 'simulated in ... s wall' line"
+  fi
+  if ! grep -qxF "wrote $a/summary.json and trace.json (open in https://ui.perfetto.dev)" "$a.stdout"; then
+    fail "$name: stdout lacks the expected 'wrote $a/summary.json and trace.json' line"
+  fi
+}
+
+check_twice default
+check_twice unfolded_steps --fold none --collectives steps
+
+if [[ $failures -ne 0 ]]; then
+  echo "determinism: $failures checks FAILED"
+  exit 1
+fi
+echo "determinism: all checks passed"

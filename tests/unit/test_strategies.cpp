@@ -1,0 +1,608 @@
+// Unit tests of dtsim::strategies: per-layer costs (FLOPs, collectives, activations, parameters), the roofline,
+// pipeline schedules and the static/analytic memory model. Expected values are closed forms derived in comments.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "strategies/memory_model.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/transformer_costs.hpp"
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+#include "traces/error.hpp"
+#include "traces/model.hpp"
+#include "traces/plan.hpp"
+
+using dtsim::Recompute;
+using dtsim::Schedule;
+using dtsim::cost::CollectiveKind;
+using dtsim::cost::Shape;
+using dtsim::cost::Step;
+using dtsim::sched::PipeOp;
+
+// Relative-tolerance comparison for doubles (1e-9 of the expected magnitude).
+#define EXPECT_REL(actual, expected)                                                         \
+  do {                                                                                       \
+    const double dtsim_e_ = static_cast<double>(expected);                                   \
+    EXPECT_NEAR(static_cast<double>(actual), dtsim_e_, std::abs(dtsim_e_) * 1e-9 + 1e-300); \
+  } while (false)
+
+namespace {
+
+// The GPT-3 175B layer of Korthikanti et al. (Table 3/4): s = 2048, b = 1, h = 12288, a = 96, fp16.
+dtsim::TransformerSpec gpt3_layer_spec() {
+  dtsim::TransformerSpec m;
+  m.name = "gpt3-korthikanti";
+  m.num_layers = 96;
+  m.hidden = 12288;
+  m.heads = 96;
+  m.kv_heads = 96;
+  m.ffn_hidden = 4 * 12288;
+  m.seq_len = 2048;
+  m.vocab = 51200;
+  m.dtype = dtsim::DType::FP16;
+  m.tied_embeddings = true;
+  m.learned_pos_embedding = true;
+  m.mlp = dtsim::MlpKind::GELU;
+  return m;
+}
+
+Shape shape(int b, int tp, bool sp, Recompute r) {
+  Shape sh;
+  sh.micro_batch = b;
+  sh.tp = tp;
+  sh.sequence_parallel = sp;
+  sh.recompute = r;
+  return sh;
+}
+
+double flops_of(const std::vector<Step>& steps) {
+  double f = 0;
+  for (const auto& s : steps) f += s.flops();
+  return f;
+}
+
+std::vector<const Step*> collectives(const std::vector<Step>& steps) {
+  std::vector<const Step*> out;
+  for (const auto& s : steps)
+    if (s.kind == Step::Kind::TP_COLLECTIVE) out.push_back(&s);
+  return out;
+}
+
+// Korthikanti constants for the GPT-3 layer: sbh = 2048*12288 = 25,165,824; 5as^2b = 5*96*2048^2 = 2,013,265,920.
+constexpr double kSbh = 2048.0 * 12288.0;
+constexpr double k5as2b = 5.0 * 96.0 * 2048.0 * 2048.0;
+
+PipeOp F(int i) { return {PipeOp::Kind::F, i}; }
+PipeOp B(int i) { return {PipeOp::Kind::B, i}; }
+
+std::string order_string(const std::vector<PipeOp>& ops) {
+  std::string s;
+  for (const auto& o : ops) {
+    s += o.kind == PipeOp::Kind::F ? 'F' : 'B';
+    s += std::to_string(o.microbatch);
+    s += ' ';
+  }
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Activation memory: Korthikanti et al. 2023, Table 2 (bytes, fp16)
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(Activations, NoParallelismIs34sbhPlus5as2b) {
+  const auto m = gpt3_layer_spec();
+  const auto a = dtsim::cost::layer_activation_bytes(m, shape(1, 1, false, Recompute::NONE));
+  // 34*25,165,824 + 2,013,265,920 = 855,638,016 + 2,013,265,920 = 2,868,903,936 bytes (~2.87 GB)
+  EXPECT_EQ(34 * kSbh + k5as2b, 2868903936.0);
+  EXPECT_REL(a.stored, 2868903936.0);
+  EXPECT_EQ(a.transient, 0.0);
+}
+
+TEST(Activations, TensorParallel8WithSequenceParallelIsOneEighth) {
+  const auto m = gpt3_layer_spec();
+  const auto a = dtsim::cost::layer_activation_bytes(m, shape(1, 8, true, Recompute::NONE));
+  // (34sbh + 5as^2b)/8 = 2,868,903,936/8 = 358,612,992 bytes (~0.36 GB)
+  EXPECT_REL(a.stored, 358612992.0);
+  EXPECT_EQ(a.transient, 0.0);
+}
+
+TEST(Activations, TensorParallel8WithoutSequenceParallel) {
+  const auto m = gpt3_layer_spec();
+  const auto a = dtsim::cost::layer_activation_bytes(m, shape(1, 8, false, Recompute::NONE));
+  // sbh(10 + 24/8) + 5as^2b/8 = 13*25,165,824 + 251,658,240 = 327,155,712 + 251,658,240 = 578,813,952
+  EXPECT_REL(a.stored, kSbh * (10 + 24.0 / 8) + k5as2b / 8);
+  EXPECT_REL(a.stored, 578813952.0);
+}
+
+TEST(Activations, SelectiveRecomputeStores34sbhOverT) {
+  const auto m = gpt3_layer_spec();
+  const auto a = dtsim::cost::layer_activation_bytes(m, shape(1, 8, true, Recompute::SELECTIVE));
+  // stored = 34sbh/8 = 106,954,752 (~0.107 GB); transient (recomputed attention scores) = 5as^2b/8 = 251,658,240
+  EXPECT_REL(a.stored, 34 * kSbh / 8);
+  EXPECT_REL(a.stored, 106954752.0);
+  EXPECT_REL(a.transient, 251658240.0);
+}
+
+TEST(Activations, FullRecomputeStoresLayerInputOnly) {
+  const auto m = gpt3_layer_spec();
+  const auto tp1 = dtsim::cost::layer_activation_bytes(m, shape(1, 1, false, Recompute::FULL));
+  EXPECT_REL(tp1.stored, 2 * kSbh);          // 2sbh = 50,331,648
+  EXPECT_REL(tp1.transient, 2868903936.0);   // the whole layer is rebuilt during backward
+  const auto tp8sp = dtsim::cost::layer_activation_bytes(m, shape(1, 8, true, Recompute::FULL));
+  EXPECT_REL(tp8sp.stored, 2 * kSbh / 8);    // 6,291,456
+  EXPECT_REL(tp8sp.transient, 358612992.0);
+  // Without SP the layer input is replicated on every TP rank: still 2sbh.
+  const auto tp8 = dtsim::cost::layer_activation_bytes(m, shape(1, 8, false, Recompute::FULL));
+  EXPECT_REL(tp8.stored, 2 * kSbh);
+}
+
+TEST(Activations, ScaleLinearlyWithMicroBatch) {
+  const auto m = gpt3_layer_spec();
+  const auto a = dtsim::cost::layer_activation_bytes(m, shape(4, 2, false, Recompute::NONE));
+  // b = 4, t = 2: 4 * (sbh(10 + 24/2) + 5as^2/2)
+  EXPECT_REL(a.stored, 4 * (kSbh * 22 + k5as2b / 2));
+}
+
+TEST(Activations, EmbeddingAndHead) {
+  const auto m = gpt3_layer_spec();
+  const auto sh = shape(1, 8, true, Recompute::NONE);
+  // Embedding: one 1-byte dropout mask of the (sequence-sharded) output: sbh/8 = 3,145,728.
+  EXPECT_REL(dtsim::cost::embedding_activation_bytes(m, sh).stored, kSbh / 8);
+  // Head: final LN input 2*sbh/8 + logits and fp32 copy s*V/8*(2+4) = 6,291,456 + 78,643,200 = 84,934,656.
+  EXPECT_REL(dtsim::cost::head_activation_bytes(m, sh).stored, 84934656.0);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parameters and static memory
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(StaticMemory, SixteenBytesPerParamForMixedPrecisionAdam) {
+  EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::FP16), 12.0);  // fp32 master 4 + m 4 + v 4
+  EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::BF16), 12.0);
+  EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::FP32), 8.0);   // no separate master copy
+  const auto m = dtsim::model_preset("gpt3-175b");
+  dtsim::ParallelPlan plan;
+  plan.tp = 8;
+  plan.pp = 8;
+  plan.dp = 16;
+  for (int stage : {0, 3, 7}) {
+    SCOPED_TRACE(stage);
+    const auto s = dtsim::memory::static_memory(m, plan, stage);
+    const double p = dtsim::memory::stage_params_per_rank(m, plan, stage);
+    EXPECT_EQ(s.params, p);
+    EXPECT_REL(s.weight_bytes, 2 * p);
+    EXPECT_REL(s.gradient_bytes, 2 * p);
+    EXPECT_REL(s.optimizer_bytes, 12 * p);
+    EXPECT_REL(s.total(), 16 * p);
+  }
+}
+
+TEST(StaticMemory, Zero1DividesOnlyOptimizerBytesByDp) {
+  const auto m = dtsim::model_preset("gpt3-175b");
+  dtsim::ParallelPlan plan;
+  plan.tp = 8;
+  plan.pp = 8;
+  plan.dp = 16;
+  const auto z0 = dtsim::memory::static_memory(m, plan, 0);
+  plan.zero_stage = 1;
+  const auto z1 = dtsim::memory::static_memory(m, plan, 0);
+  EXPECT_EQ(z1.params, z0.params);
+  EXPECT_EQ(z1.weight_bytes, z0.weight_bytes);
+  EXPECT_EQ(z1.gradient_bytes, z0.gradient_bytes);
+  EXPECT_REL(z1.optimizer_bytes, z0.optimizer_bytes / 16);
+  // Stage 0 params 2,822,731,776: 16 B/param without ZeRO, 2 + 2 + 12/16 = 4.75 B/param with ZeRO-1 over dp 16.
+  EXPECT_REL(z0.total(), 16 * 2822731776.0);
+  EXPECT_REL(z1.total(), 4.75 * 2822731776.0);
+}
+
+TEST(Params, LayerParamsPerRankGeluReplicates6h) {
+  const auto m = dtsim::model_preset("gpt3-175b");
+  const double h = 12288;
+  // (layer - 6h)/t + 6h: two norms (4h) and the two row-parallel biases (2h) are replicated.
+  // t = 8: (1,812,099,072 - 73,728)/8 + 73,728 = 226,503,168 + 73,728 = 226,576,896
+  EXPECT_REL(dtsim::cost::layer_params_per_rank(m, 8), 226576896.0);
+  for (int t : {1, 2, 4, 8, 16}) {
+    SCOPED_TRACE(t);
+    EXPECT_REL(dtsim::cost::layer_params_per_rank(m, t), (1812099072.0 - 6 * h) / t + 6 * h);
+  }
+  EXPECT_REL(dtsim::cost::layer_params_per_rank(m, 1), 1812099072.0);
+}
+
+TEST(Params, LayerParamsPerRankSwigluReplicates4h) {
+  const auto m = dtsim::model_preset("llama2-70b");
+  // SwiGLU has no biases: only the norms (4h = 32,768) are replicated.
+  // (855,689,216 - 32,768)/8 + 32,768 = 106,957,056 + 32,768 = 106,989,824
+  EXPECT_REL(dtsim::cost::layer_params_per_rank(m, 8), 106989824.0);
+}
+
+TEST(Params, StageParamsGpt3_175bTp8Pp8) {
+  const auto m = dtsim::model_preset("gpt3-175b");
+  dtsim::ParallelPlan plan;
+  plan.tp = 8;
+  plan.pp = 8;
+  const double h = 12288, V = 51200, s = 2048;
+  const double lppr = 226576896.0;  // see LayerParamsPerRankGeluReplicates6h; 96/8 = 12 layers per stage
+  // Stage 0: 12 layers + vocabulary-parallel embedding V*h/8 + position table s*h (replicated)
+  //   = 2,718,922,752 + 78,643,200 + 25,165,824 = 2,822,731,776
+  EXPECT_REL(dtsim::memory::stage_params_per_rank(m, plan, 0), 12 * lppr + V * h / 8 + s * h);
+  EXPECT_REL(dtsim::memory::stage_params_per_rank(m, plan, 0), 2822731776.0);
+  // Middle stages: layers only = 2,718,922,752
+  for (int st = 1; st < 7; ++st) EXPECT_REL(dtsim::memory::stage_params_per_rank(m, plan, st), 12 * lppr);
+  // Last stage (tied, pp > 1): layers + the copy of the word embedding V*h/8 + final norm 2h = 2,797,590,528
+  EXPECT_REL(dtsim::memory::stage_params_per_rank(m, plan, 7), 12 * lppr + V * h / 8 + 2 * h);
+  EXPECT_REL(dtsim::memory::stage_params_per_rank(m, plan, 7), 2797590528.0);
+}
+
+TEST(Params, SingleRankHoldsExactlyTotalParams) {
+  // tp = pp = 1: the only stage holds every parameter once (tied: no second copy of the embedding).
+  for (const char* name : {"gpt3-1.3b", "gpt3-175b", "llama2-7b", "llama2-70b"}) {
+    SCOPED_TRACE(name);
+    const auto m = dtsim::model_preset(name);
+    dtsim::ParallelPlan plan;
+    EXPECT_REL(dtsim::memory::stage_params_per_rank(m, plan, 0), static_cast<double>(m.total_params()));
+  }
+}
+
+TEST(Params, PipelineWithTiedEmbeddingsAddsOneEmbeddingCopy) {
+  // tp 1, pp 4, tied: the stages sum to total + V*h (the last stage's copy of the word embedding).
+  const auto m = dtsim::model_preset("gpt3-1.3b");
+  dtsim::ParallelPlan plan;
+  plan.pp = 4;
+  double sum = 0;
+  for (int st = 0; st < 4; ++st) sum += dtsim::memory::stage_params_per_rank(m, plan, st);
+  EXPECT_REL(sum, static_cast<double>(m.total_params()) + 51200.0 * 2048.0);
+  // Untied (llama2-7b): the output projection is counted once, on the last stage, so the sum is the total.
+  const auto l = dtsim::model_preset("llama2-7b");
+  sum = 0;
+  for (int st = 0; st < 4; ++st) sum += dtsim::memory::stage_params_per_rank(l, plan, st);
+  EXPECT_REL(sum, static_cast<double>(l.total_params()));
+}
+
+TEST(Params, LastStageExtraPerTieAndPp) {
+  const auto gpt = dtsim::model_preset("gpt3-175b");
+  const double h = 12288, V = 51200;
+  EXPECT_REL(dtsim::cost::last_stage_extra_params(gpt, 8, 1), 2 * h);              // tied, pp 1: norm only
+  EXPECT_REL(dtsim::cost::last_stage_extra_params(gpt, 8, 8), 2 * h + V * h / 8);  // tied, pp > 1: copy
+  EXPECT_REL(dtsim::cost::first_stage_extra_params(gpt, 8), V * h / 8 + 2048 * h);
+  const auto llama = dtsim::model_preset("llama2-7b");  // untied, rotary: no position table
+  EXPECT_REL(dtsim::cost::last_stage_extra_params(llama, 4, 1), 2 * 4096.0 + 32000.0 * 4096 / 4);
+  EXPECT_REL(dtsim::cost::first_stage_extra_params(llama, 4), 32000.0 * 4096 / 4);
+}
+
+TEST(AnalyticPeak, Gpt3_175bStage0SelectiveSp) {
+  const auto m = dtsim::model_preset("gpt3-175b");
+  dtsim::ParallelPlan plan;
+  plan.tp = 8;
+  plan.pp = 8;
+  plan.dp = 16;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = 1536;  // m = 1536/16 = 96 micro-batches
+  plan.sequence_parallel = true;
+  plan.recompute = Recompute::SELECTIVE;
+  // Activations of one micro-batch on stage 0: 12 layers * 34sbh/8 + embedding mask sbh/8
+  //   = 12 * 106,954,752 + 3,145,728 = 1,286,602,752
+  EXPECT_REL(dtsim::memory::stage_activation_bytes_per_microbatch(m, plan, 0), 1286602752.0);
+  // Peak = reserved 2e9 + static 16 * 2,822,731,776 + min(p - 0, m) = 8 in flight * 1,286,602,752
+  //      + transient 5as^2b/8 = 251,658,240  ->  57,708,188,672
+  EXPECT_REL(dtsim::memory::analytic_peak_bytes(m, plan, 0, 2e9), 57708188672.0);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pipeline schedules
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(Schedule, GpipeAllForwardsThenAllBackwards) {
+  const auto o = dtsim::sched::stage_order(Schedule::GPIPE, 4, 3, 1);
+  EXPECT_EQ(o, (std::vector<PipeOp>{F(0), F(1), F(2), B(0), B(1), B(2)})) << order_string(o);
+  // The same on every stage.
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(dtsim::sched::stage_order(Schedule::GPIPE, 4, 3, s), o);
+}
+
+TEST(Schedule, OneFOneBStage0P4M8) {
+  // Warm-up p - s - 1 = 3 forwards, then (F, B) pairs for the remaining 5 forwards, then 3 backwards.
+  const auto o = dtsim::sched::stage_order(Schedule::ONE_F_ONE_B, 4, 8, 0);
+  const std::vector<PipeOp> expected = {F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2),
+                                        F(6), B(3), F(7), B(4), B(5), B(6), B(7)};
+  EXPECT_EQ(o, expected) << order_string(o);
+}
+
+TEST(Schedule, OneFOneBLastStageP4M8Alternates) {
+  // Last stage: no warm-up; strict F(i), B(i) alternation.
+  const auto o = dtsim::sched::stage_order(Schedule::ONE_F_ONE_B, 4, 8, 3);
+  const std::vector<PipeOp> expected = {F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3),
+                                        F(4), B(4), F(5), B(5), F(6), B(6), F(7), B(7)};
+  EXPECT_EQ(o, expected) << order_string(o);
+}
+
+TEST(Schedule, OneFOneBFewerMicrobatchesThanWarmup) {
+  // p = 8, m = 2, stage 0: warm-up min(7, 2) = 2 forwards, no steady state, then 2 backwards.
+  const auto o = dtsim::sched::stage_order(Schedule::ONE_F_ONE_B, 8, 2, 0);
+  EXPECT_EQ(o, (std::vector<PipeOp>{F(0), F(1), B(0), B(1)})) << order_string(o);
+}
+
+TEST(Schedule, EveryOrderRunsEachPassOnceForwardBeforeBackward) {
+  for (Schedule sc : {Schedule::GPIPE, Schedule::ONE_F_ONE_B})
+    for (int p : {1, 2, 3, 4, 8})
+      for (int m : {1, 2, 3, 8, 32})
+        for (int s = 0; s < p; ++s) {
+          SCOPED_TRACE(dtsim::to_string(sc) + " p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                       " s=" + std::to_string(s));
+          const auto o = dtsim::sched::stage_order(sc, p, m, s);
+          ASSERT_EQ(o.size(), static_cast<size_t>(2 * m));
+          std::vector<int> f_pos(m, -1), b_pos(m, -1);
+          for (int i = 0; i < static_cast<int>(o.size()); ++i) {
+            ASSERT_GE(o[i].microbatch, 0);
+            ASSERT_LT(o[i].microbatch, m);
+            auto& pos = o[i].kind == PipeOp::Kind::F ? f_pos : b_pos;
+            EXPECT_EQ(pos[o[i].microbatch], -1) << "pass repeated";
+            pos[o[i].microbatch] = i;
+          }
+          for (int i = 0; i < m; ++i) {
+            EXPECT_GE(f_pos[i], 0);
+            EXPECT_GE(b_pos[i], 0);
+            EXPECT_LT(f_pos[i], b_pos[i]) << "B" << i << " before F" << i;
+            // Forwards and backwards each run in micro-batch order.
+            if (i > 0) {
+              EXPECT_LT(f_pos[i - 1], f_pos[i]);
+              EXPECT_LT(b_pos[i - 1], b_pos[i]);
+            }
+          }
+        }
+}
+
+TEST(Schedule, MaxInFlightGpipeIsMAndOneFOneBIsMinPMinusSM) {
+  for (int p : {1, 2, 4, 8})
+    for (int m : {1, 3, 8, 32})
+      for (int s = 0; s < p; ++s) {
+        SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) + " s=" + std::to_string(s));
+        EXPECT_EQ(dtsim::sched::max_in_flight(Schedule::GPIPE, p, m, s), m);
+        EXPECT_EQ(dtsim::sched::max_in_flight(Schedule::ONE_F_ONE_B, p, m, s), std::min(p - s, m));
+      }
+}
+
+TEST(Schedule, BadShapeIsInternalError) {
+  EXPECT_THROW(dtsim::sched::stage_order(Schedule::GPIPE, 4, 8, 4), dtsim::InternalError);
+  EXPECT_THROW(dtsim::sched::stage_order(Schedule::ONE_F_ONE_B, 4, 0, 0), dtsim::InternalError);
+  EXPECT_THROW(dtsim::sched::stage_order(Schedule::ONE_F_ONE_B, 0, 1, 0), dtsim::InternalError);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// FLOP counts
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(Flops, ForwardLayerIsMegatronCount) {
+  const auto m = gpt3_layer_spec();
+  const double s = 2048, h = 12288;
+  // QKV 2*s*h*3h + QK^T and AV 2*s*s*h*2 + projection 2*s*h*h + MLP 2*2*s*h*4h = 24sh^2 + 4s^2h
+  //   = 7,421,703,487,488 + 206,158,430,208 = 7,627,861,917,696
+  const double expected = 24 * s * h * h + 4 * s * s * h;
+  EXPECT_EQ(expected, 7627861917696.0);
+  const auto p = dtsim::cost::layer_passes(m, shape(1, 1, false, Recompute::NONE));
+  EXPECT_REL(flops_of(p.forward), expected);
+}
+
+TEST(Flops, TensorParallelRankDoesOneTthOfLayer) {
+  const auto m = gpt3_layer_spec();
+  const double full = 7627861917696.0;
+  for (int t : {2, 4, 8})
+    for (bool sp : {false, true}) {
+      SCOPED_TRACE("t=" + std::to_string(t) + (sp ? " sp" : ""));
+      const auto p = dtsim::cost::layer_passes(m, shape(1, t, sp, Recompute::NONE));
+      EXPECT_REL(flops_of(p.forward), full / t);
+    }
+  // And micro-batch b multiplies every term by b.
+  EXPECT_REL(flops_of(dtsim::cost::layer_passes(m, shape(3, 4, false, Recompute::NONE)).forward), 3 * full / 4);
+}
+
+TEST(Flops, BackwardIsTwiceForward) {
+  const auto m = gpt3_layer_spec();
+  for (int t : {1, 8})
+    for (bool sp : {false, true}) {
+      if (sp && t == 1) continue;
+      SCOPED_TRACE("t=" + std::to_string(t) + (sp ? " sp" : ""));
+      const auto p = dtsim::cost::layer_passes(m, shape(1, t, sp, Recompute::NONE));
+      EXPECT_REL(flops_of(p.backward), 2 * flops_of(p.forward));
+      EXPECT_REL(flops_of(p.backward), 2 * 7627861917696.0 / t);
+      EXPECT_TRUE(p.recompute.empty());
+    }
+}
+
+TEST(Flops, FullRecomputeRepeatsTheForward) {
+  const auto m = gpt3_layer_spec();
+  const auto p = dtsim::cost::layer_passes(m, shape(1, 8, true, Recompute::FULL));
+  EXPECT_REL(flops_of(p.recompute), flops_of(p.forward));
+  EXPECT_REL(flops_of(p.recompute), 7627861917696.0 / 8);
+  // Same steps (collectives included), renamed.
+  ASSERT_EQ(p.recompute.size(), p.forward.size());
+  for (size_t i = 0; i < p.forward.size(); ++i) {
+    EXPECT_EQ(p.recompute[i].kind, p.forward[i].kind);
+    EXPECT_EQ(p.recompute[i].name, "recompute-" + p.forward[i].name);
+  }
+}
+
+TEST(Flops, SelectiveRecomputeIsAttentionCoreOnly) {
+  const auto m = gpt3_layer_spec();
+  const double s = 2048, h = 12288;
+  for (int t : {1, 8}) {
+    SCOPED_TRACE(t);
+    const auto p = dtsim::cost::layer_passes(m, shape(1, t, t > 1, Recompute::SELECTIVE));
+    // QK^T and AV only: 4 s^2 h / t (t = 8: 25,769,803,776)
+    EXPECT_REL(flops_of(p.recompute), 4 * s * s * h / t);
+    EXPECT_TRUE(collectives(p.recompute).empty());
+  }
+}
+
+TEST(Flops, Megatron96FormulaWithFullRecompute) {
+  // Narayanan et al. SC'21: with full recompute one iteration of B samples costs
+  //   96 B s L h^2 (1 + s/(6h) + V/(16 L h)):
+  // layers run forward + recompute + backward = 4 x (24sh^2 + 4s^2h), the logit GEMM forward + backward
+  // = 3 x 2shV, and 96 s L h^2 * V/(16 L h) = 6 s h V. Check per sample (B = 1) for gpt3-175b, tp 1.
+  const auto m = dtsim::model_preset("gpt3-175b");
+  const double s = 2048, h = 12288, L = 96, V = 51200;
+  const auto layer = dtsim::cost::layer_passes(m, shape(1, 1, false, Recompute::FULL));
+  const auto head = dtsim::cost::head_passes(m, shape(1, 1, false, Recompute::FULL));
+  const double total = L * (flops_of(layer.forward) + flops_of(layer.recompute) + flops_of(layer.backward)) +
+                       flops_of(head.forward) + flops_of(head.backward);
+  EXPECT_REL(total, 96 * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)));
+}
+
+TEST(Flops, ModelForwardPerSampleExactIdentity) {
+  // Forward per sample = L(24sh^2 + 4s^2h) + 2shV (logit GEMM; the embedding lookup has no FLOPs)
+  //                    = 24 L s h^2 (1 + s/(6h) + V/(12 L h))   -- one third of Megatron's 72 (no recompute).
+  // (Megatron's V/(16Lh) term belongs to the 96 formula with recompute, see Megatron96FormulaWithFullRecompute.)
+  // gpt3-175b: 96 * 7,627,861,917,696 + 2*2048*12288*51200 = 732,274,744,098,816 + 2,576,980,377,600
+  //          = 734,851,724,476,416
+  const auto m = dtsim::model_preset("gpt3-175b");
+  const double s = 2048, h = 12288, L = 96, V = 51200;
+  const double f = dtsim::cost::model_forward_flops_per_sample(m);
+  EXPECT_REL(f, 734851724476416.0);
+  EXPECT_REL(f, 24 * L * s * h * h * (1 + s / (6 * h) + V / (12 * L * h)));
+}
+
+TEST(Flops, SwigluMlpCountsThreeGemms) {
+  // llama2-7b, tp 1, b 1: QKV 2*s*h*(h+2kv) + attention 4s^2h + proj 2sh^2 + gate/up 2*s*h*2f + down 2*s*f*h
+  //   with kv = h: 8sh^2 + 4s^2h + 6shf
+  const auto m = dtsim::model_preset("llama2-7b");
+  const double s = 4096, h = 4096, f = 11008;
+  const auto p = dtsim::cost::layer_passes(m, shape(1, 1, false, Recompute::NONE));
+  EXPECT_REL(flops_of(p.forward), 8 * s * h * h + 4 * s * s * h + 6 * s * h * f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Layer pass structure: tensor-parallel collectives
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(LayerPasses, TensorParallelWithoutSpHasTwoAllReduces) {
+  const auto m = gpt3_layer_spec();
+  const auto p = dtsim::cost::layer_passes(m, shape(2, 8, false, Recompute::NONE));
+  // Megatron's g operator after attention and after the MLP: all-reduce of the b*s*h fp16 hidden state
+  //   = 2 * 2048 * 12288 * 2 = 100,663,296 bytes.
+  for (const auto* pass : {&p.forward, &p.backward}) {
+    const auto c = collectives(*pass);
+    ASSERT_EQ(c.size(), 2u);
+    for (const auto* s : c) {
+      EXPECT_EQ(s->collective, CollectiveKind::ALL_REDUCE) << s->name;
+      EXPECT_REL(s->collective_bytes, 2.0 * 2048 * 12288 * 2);
+      EXPECT_TRUE(s->ops.empty());
+      EXPECT_EQ(s->flops(), 0.0);
+    }
+  }
+}
+
+TEST(LayerPasses, SequenceParallelHasTwoAllGathersAndTwoReduceScatters) {
+  const auto m = gpt3_layer_spec();
+  const auto p = dtsim::cost::layer_passes(m, shape(1, 8, true, Recompute::NONE));
+  for (const auto* pass : {&p.forward, &p.backward}) {
+    const auto c = collectives(*pass);
+    ASSERT_EQ(c.size(), 4u);
+    int ag = 0, rs = 0;
+    for (const auto* s : c) {
+      ag += s->collective == CollectiveKind::ALL_GATHER;
+      rs += s->collective == CollectiveKind::REDUCE_SCATTER;
+      EXPECT_REL(s->collective_bytes, 2048.0 * 12288 * 2);  // full (unsharded) buffer b*s*h*e
+    }
+    EXPECT_EQ(ag, 2);
+    EXPECT_EQ(rs, 2);
+  }
+  // Forward order: AG before attention, RS after it, AG before the MLP, RS after it.
+  const auto fc = collectives(p.forward);
+  EXPECT_EQ(fc[0]->collective, CollectiveKind::ALL_GATHER);
+  EXPECT_EQ(fc[1]->collective, CollectiveKind::REDUCE_SCATTER);
+  EXPECT_EQ(fc[2]->collective, CollectiveKind::ALL_GATHER);
+  EXPECT_EQ(fc[3]->collective, CollectiveKind::REDUCE_SCATTER);
+}
+
+TEST(LayerPasses, NoTensorParallelNoCollectives) {
+  const auto m = gpt3_layer_spec();
+  for (Recompute r : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}) {
+    const auto p = dtsim::cost::layer_passes(m, shape(1, 1, false, r));
+    EXPECT_TRUE(collectives(p.forward).empty());
+    EXPECT_TRUE(collectives(p.backward).empty());
+    EXPECT_TRUE(collectives(p.recompute).empty());
+  }
+}
+
+TEST(LayerPasses, HeadLossAllReduceAndEmbeddingCollectives) {
+  const auto m = gpt3_layer_spec();
+  const auto head = dtsim::cost::head_passes(m, shape(1, 8, false, Recompute::NONE));
+  const auto hc = collectives(head.forward);
+  ASSERT_EQ(hc.size(), 1u);
+  EXPECT_EQ(hc[0]->collective, CollectiveKind::ALL_REDUCE);
+  EXPECT_REL(hc[0]->collective_bytes, 2.0 * 2048 * 4);  // max and sum: two fp32 values per token
+  // Logit GEMM forward on one rank: 2 * s * h * V/8.
+  EXPECT_REL(flops_of(head.forward), 2.0 * 2048 * 12288 * 51200 / 8);
+  const auto emb = dtsim::cost::embedding_passes(m, shape(1, 8, true, Recompute::NONE));
+  const auto ec = collectives(emb.forward);
+  ASSERT_EQ(ec.size(), 1u);
+  EXPECT_EQ(ec[0]->collective, CollectiveKind::REDUCE_SCATTER);
+  EXPECT_EQ(flops_of(emb.forward), 0.0);
+  EXPECT_TRUE(collectives(dtsim::cost::embedding_passes(m, shape(1, 1, false, Recompute::NONE)).forward).empty());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Roofline
+// ---------------------------------------------------------------------------------------------------------------
+
+namespace {
+struct Roofline {
+  dtsim::GpuSpec gpu = dtsim::gpu_preset("a100-sxm4-80gb");  // 312e12 FLOP/s fp16, 2039e9 B/s
+  dtsim::Calibration cal = dtsim::default_calibration("a100-sxm4-80gb");  // eff 0.75, half 1e9, mem 0.8, 4 us
+};
+}  // namespace
+
+TEST(Roofline, GemmEfficiencyCurve) {
+  Roofline r;
+  // eff(f) = 0.75 f / (f + 1e9)
+  EXPECT_REL(dtsim::cost::gemm_efficiency(1e9, r.cal), 0.375);   // half of the maximum at f_half
+  EXPECT_REL(dtsim::cost::gemm_efficiency(3e9, r.cal), 0.5625);  // 0.75 * 3/4
+  EXPECT_REL(dtsim::cost::gemm_efficiency(1e12, r.cal), 0.75 * 1e12 / (1e12 + 1e9));
+  EXPECT_EQ(dtsim::cost::gemm_efficiency(0, r.cal), 0.75);
+}
+
+TEST(Roofline, ComputeBoundGemm) {
+  Roofline r;
+  const dtsim::cost::Op op{"g", true, 1e12, 1e3};
+  // 1e12 / (312e12 * 0.75e12/(1e12 + 1e9)) + 4e-6 = (1e12 + 1e9) / (312e12 * 0.75) + 4e-6
+  const double expected = 1.001e12 / (312e12 * 0.75) + 4e-6;
+  EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP16, r.cal), expected);
+  // FP32 uses the FP32 peak, 19.5e12.
+  EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP32, r.cal), 1.001e12 / (19.5e12 * 0.75) + 4e-6);
+}
+
+TEST(Roofline, MemoryOpAndMemoryBoundGemm) {
+  Roofline r;
+  const dtsim::cost::Op mem{"m", false, 0, 1e9};
+  // 1e9 / (2039e9 * 0.8) + 4e-6
+  EXPECT_REL(dtsim::cost::op_time_s(mem, r.gpu, dtsim::DType::FP16, r.cal), 1e9 / (2039e9 * 0.8) + 4e-6);
+  // A non-GEMM op's FLOPs are ignored.
+  const dtsim::cost::Op mem_with_flops{"m", false, 1e15, 1e9};
+  EXPECT_REL(dtsim::cost::op_time_s(mem_with_flops, r.gpu, dtsim::DType::FP16, r.cal), 1e9 / (2039e9 * 0.8) + 4e-6);
+  // A GEMM with tiny FLOPs and many bytes is bound by HBM: max(t_mem, t_flop).
+  const dtsim::cost::Op thin{"g", true, 1e6, 1e9};
+  EXPECT_REL(dtsim::cost::op_time_s(thin, r.gpu, dtsim::DType::FP16, r.cal), 1e9 / (2039e9 * 0.8) + 4e-6);
+}
+
+TEST(Roofline, StepTimeSumsOpsAndRejectsCollectives) {
+  Roofline r;
+  Step st;
+  st.kind = Step::Kind::COMPUTE;
+  st.ops = {{"a", false, 0, 1e9}, {"b", true, 1e12, 1e3}};
+  EXPECT_REL(dtsim::cost::step_time_s(st, r.gpu, dtsim::DType::FP16, r.cal),
+             1e9 / (2039e9 * 0.8) + 1.001e12 / (312e12 * 0.75) + 2 * 4e-6);
+  Step c;
+  c.kind = Step::Kind::TP_COLLECTIVE;
+  c.name = "ar";
+  EXPECT_THROW(dtsim::cost::step_time_s(c, r.gpu, dtsim::DType::FP16, r.cal), dtsim::InternalError);
+}
+
+TEST(Roofline, CollectiveKindNames) {
+  EXPECT_EQ(dtsim::cost::to_string(CollectiveKind::ALL_REDUCE), "all-reduce");
+  EXPECT_EQ(dtsim::cost::to_string(CollectiveKind::REDUCE_SCATTER), "reduce-scatter");
+  EXPECT_EQ(dtsim::cost::to_string(CollectiveKind::ALL_GATHER), "all-gather");
+}
