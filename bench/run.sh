@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# dtsim benchmark (Foundation issue): times `dtsim simulate` on GPT-3 175B, dgx-a100:1024, TP8 PP8 DP16,
+# mbs 1, gbs 1536, 1F1B, and reports wall seconds (best and median of N runs), SimGrid activities per second
+# and peak RSS. Usage: bench/run.sh [path/to/dtsim] [runs]. Writes bench/results.txt-style lines to stdout.
+set -euo pipefail
+DTSIM=${1:-build/sim/dtsim}
+RUNS=${2:-5}
+ARGS=(simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --mbs 1 --gbs 1536 --schedule 1f1b)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+run_case() {  # name, extra args...
+  local name=$1; shift
+  local walls=() rss=0 acts=""
+  for ((i = 0; i < RUNS; i++)); do
+    local t0 t1
+    t0=$EPOCHREALTIME
+    if [ -x /usr/bin/time ]; then
+      /usr/bin/time -f "%M" -o "$tmp/rss" "$DTSIM" "${ARGS[@]}" "$@" --out "$tmp/out" > "$tmp/stdout"
+      local r; r=$(cat "$tmp/rss"); (( r > rss )) && rss=$r
+    else
+      "$DTSIM" "${ARGS[@]}" "$@" --out "$tmp/out" > "$tmp/stdout"
+    fi
+    t1=$EPOCHREALTIME
+    walls+=("$(python3 -c "print($t1 - $t0)")")
+  done
+  acts=$(python3 -c "import json;print(json.load(open('$tmp/out/summary.json'))['simulation_stats']['simgrid_activities'])")
+  iter=$(python3 -c "import json;print('%.3f' % json.load(open('$tmp/out/summary.json'))['results']['iteration_time_s'])")
+  python3 - "$name" "$acts" "$rss" "$iter" "${walls[@]}" <<'PY'
+import statistics, sys
+name, acts, rss, it = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+w = sorted(float(x) for x in sys.argv[5:])
+med = statistics.median(w)
+rss_txt = f"{rss/1024:.0f} MiB" if rss else "n/a (no /usr/bin/time)"
+print(f"{name:28s} wall best {w[0]:.2f} s, median {med:.2f} s over {len(w)} runs | "
+      f"{acts} SimGrid activities, {acts/med:,.0f} activities/s | peak RSS {rss_txt} | iteration {it} s")
+PY
+}
+
+echo "dtsim benchmark on $(nproc) cores: ${ARGS[*]}"
+run_case "1f1b (default: flow, fold)"
+run_case "1f1b, collectives as steps" --collectives steps
+run_case "1f1b, full recompute" --recompute full

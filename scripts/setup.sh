@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs dtsim's build dependencies (Debian 12 packages) and builds it into build/.
+# Usage: scripts/setup.sh            (as root, or with sudo available)
+# Environment: DTSIM_BUILD_DIR (default build), DTSIM_WERROR=ON to treat warnings as errors (CI),
+#              DTSIM_SKIP_APT=1 to skip the package installation.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${DTSIM_BUILD_DIR:-build}
+PACKAGES=(build-essential cmake ninja-build pkg-config python3 time
+          libsimgrid-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev libgtest-dev)
+
+if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON \
+      -DDTSIM_WERROR="${DTSIM_WERROR:-OFF}" >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+echo "setup: built $BUILD_DIR/sim/dtsim"
