@@ -399,6 +399,17 @@ void Lowerer::lower_rank(int si) {
     g_.tasks()[task].mem_on_end_bytes += bytes;
   };
 
+  // Where a pipeline transfer from a neighbour stage lands; connected to the sending flow after all ranks are lowered.
+  auto receive_point = [&](Phase phase, int mb, const char* name) {
+    Task j;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    j.phase = phase;
+    j.microbatch = mb;
+    j.name = g_.intern(name);
+    return add_free(j);
+  };
+
   std::int32_t last_compute = -1;
   for (int oi = 0; oi < static_cast<int>(order.size()); ++oi) {
     const auto& op = order[oi];
@@ -406,18 +417,12 @@ void Lowerer::lower_rank(int si) {
     const bool last_b = oi == last_b_index;
     if (op.kind == sched::PipeOp::Kind::F) {
       std::int32_t first = -1, cur = -1;
-      if (s > 0 && scatter_gather) {
-        // Receive 1/t of the activation from the previous stage, then all-gather it in the TP group.
-        Task j;
-        j.kind = TaskKind::JOIN;
-        j.rank = si;
-        j.phase = Phase::FORWARD;
-        j.microbatch = mb;
-        j.name = g_.intern("recv-activation");
-        cur = add_free(j);
-        first = cur;
-        cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
-                         "pp-gather", -1, mb, cur);
+      if (s > 0) {
+        first = cur = receive_point(Phase::FORWARD, mb, "recv-activation");
+        // Megatron's scatter/gather: 1/t of the activation arrives per TP rank and is all-gathered over NVLink.
+        if (scatter_gather)
+          cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
+                           "pp-gather", -1, mb, cur);
       }
       if (s == 0) {
         std::int32_t f = -1;
@@ -441,16 +446,7 @@ void Lowerer::lower_rank(int si) {
       last_compute = cur;
     } else {
       std::int32_t first = -1, cur = -1;
-      if (s < p - 1) {
-        Task j;
-        j.kind = TaskKind::JOIN;
-        j.rank = si;
-        j.phase = Phase::BACKWARD;
-        j.microbatch = mb;
-        j.name = g_.intern("recv-gradient");
-        cur = add_free(j);
-        first = cur;
-      }
+      if (s < p - 1) first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
       if (s == p - 1) {
         std::int32_t f = -1;
         cur = run_steps(si, head_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
