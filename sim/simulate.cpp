@@ -1,5 +1,7 @@
 #include "sim/simulate.hpp"
 
+#include "strategies/schedule.hpp"
+
 namespace dtsim::sim {
 
 Simulation simulate(const Inputs& in) {
@@ -7,6 +9,11 @@ Simulation simulate(const Inputs& in) {
   in.cluster->validate();
   in.plan->validate(*in.model, *in.cluster);
   in.calibration->validate("calibration '" + in.calibration->name + "'");
+  // Custom orders are checked before anything runs: complete, no duplicates, no deadlock (ConfigError).
+  sched::validate_orders(sched::plan_orders(*in.plan), in.plan->pp, in.plan->num_microbatches(),
+                         in.plan->virtual_stages, in.plan->split_backward(),
+                         in.plan->schedule == Schedule::CUSTOM ? "custom schedule '" + in.plan->custom_source + "'"
+                                                               : "schedule " + in.plan->schedule_name());
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   std::vector<int> gpus;

@@ -17,14 +17,19 @@ double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan,
   return p;
 }
 
-StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
+StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage, int dp) {
   StaticMemory s;
-  s.params = stage_params_per_rank(m, plan, stage);
-  const double e = dtype_bytes(m.dtype);
-  s.weight_bytes = s.params * e;
-  s.gradient_bytes = s.params * e;
-  s.optimizer_bytes = s.params * optimizer_bytes_per_param(m.dtype) / (plan.zero_stage >= 1 ? plan.dp : 1);
+  s.params = params;
+  const double e = dtype_bytes(dtype);
+  // ZeRO: stage 1 shards optimizer states, 2 also gradients, 3 also parameters.
+  s.weight_bytes = params * e / (zero_stage >= 3 ? dp : 1);
+  s.gradient_bytes = params * e / (zero_stage >= 2 ? dp : 1);
+  s.optimizer_bytes = params * optimizer_bytes_per_param(dtype) / (zero_stage >= 1 ? dp : 1);
   return s;
+}
+
+StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
+  return static_memory_for_params(stage_params_per_rank(m, plan, stage), m.dtype, plan.zero_stage, plan.dp);
 }
 
 namespace {
@@ -42,9 +47,11 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
 }
 
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
-  const int in_flight = sched::max_in_flight(plan.schedule, plan.pp, plan.num_microbatches(), stage);
+  const auto orders = sched::plan_orders(plan);
+  // In-flight (micro-batch, chunk) pairs, each holding 1/v of the stage's activations (uniform chunks).
+  const int in_flight = sched::max_in_flight(orders[stage], plan.split_backward());
   return reserved_bytes + static_memory(m, plan, stage).total() +
-         in_flight * stage_activation_bytes_per_microbatch(m, plan, stage) +
+         in_flight * stage_activation_bytes_per_microbatch(m, plan, stage) / plan.virtual_stages +
          cost::layer_activation_bytes(m, shape_of(plan)).transient;
 }
 

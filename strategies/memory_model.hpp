@@ -11,13 +11,17 @@ namespace dtsim::memory {
 struct StaticMemory {
   double params = 0;            ///< parameters held by the rank
   double weight_bytes = 0;      ///< model-precision weights
-  double gradient_bytes = 0;    ///< model-precision gradients
-  double optimizer_bytes = 0;   ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO-1)
+  double gradient_bytes = 0;    ///< model-precision gradients (sharded over DP with ZeRO-2 and 3)
+  double optimizer_bytes = 0;   ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO >= 1)
   double total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
 };
 
 /// Optimizer bytes per parameter before sharding: fp32 master copy (when the model is not fp32) + m + v.
 double optimizer_bytes_per_param(DType dtype);
+
+/// Static memory of `params` parameters under ZeRO stage `zero_stage` over `dp` data-parallel ranks
+/// (Rajbhandari et al. 2020: (2 + 2 + K) bytes per parameter, K = 12 for mixed-precision Adam).
+StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage, int dp);
 
 /// Parameters held by one rank of pipeline stage `stage`.
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);
@@ -26,7 +30,8 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
 /// Stored activation bytes of one micro-batch on stage `stage` (its layers plus embedding/head).
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage);
 
-/// Analytic peak: static + in-flight micro-batches x activations + the largest per-layer transient.
+/// Analytic peak: static + in-flight micro-batches x activations + the largest per-layer transient
+/// (ZeRO-3's gathered parameters and communication buffers are not included; the simulator tracks them).
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes);
 
 }  // namespace dtsim::memory

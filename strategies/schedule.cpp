@@ -1,37 +1,235 @@
 #include "strategies/schedule.hpp"
 
 #include <algorithm>
+#include <map>
+#include <sstream>
+#include <tuple>
 
 #include "traces/error.hpp"
 
 namespace dtsim::sched {
+namespace {
+using Kind = PipeOp::Kind;
 
-std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage) {
-  DTSIM_ASSERT(p > 0 && m > 0 && stage >= 0 && stage < p, "bad pipeline shape p=" << p << " m=" << m << " s=" << stage);
-  std::vector<PipeOp> order;
-  order.reserve(2 * m);
-  if (schedule == Schedule::GPIPE) {
-    for (int i = 0; i < m; ++i) order.push_back({PipeOp::Kind::F, i});
-    for (int i = 0; i < m; ++i) order.push_back({PipeOp::Kind::B, i});
-    return order;
-  }
-  const int warmup = std::min(p - stage - 1, m);
-  for (int i = 0; i < warmup; ++i) order.push_back({PipeOp::Kind::F, i});
-  for (int i = 0; i < m - warmup; ++i) {
-    order.push_back({PipeOp::Kind::F, warmup + i});
-    order.push_back({PipeOp::Kind::B, i});
-  }
-  for (int i = m - warmup; i < m; ++i) order.push_back({PipeOp::Kind::B, i});
-  return order;
+std::vector<PipeOp> gpipe(int m) {
+  std::vector<PipeOp> o;
+  for (int i = 0; i < m; ++i) o.push_back({Kind::F, i});
+  for (int i = 0; i < m; ++i) o.push_back({Kind::B, i});
+  return o;
 }
 
-int max_in_flight(Schedule schedule, int p, int m, int stage) {
+std::vector<PipeOp> one_f_one_b(int p, int m, int s, bool dapple) {
+  std::vector<PipeOp> o;
+  const int warmup = std::min(dapple ? p - s : p - s - 1, m);
+  for (int i = 0; i < warmup; ++i) o.push_back({Kind::F, i});
+  if (dapple) {  // early backward: B(j) as soon as possible, then the next forward
+    for (int j = 0; j < m; ++j) {
+      o.push_back({Kind::B, j});
+      if (warmup + j < m) o.push_back({Kind::F, warmup + j});
+    }
+    return o;
+  }
+  for (int j = 0; j < m - warmup; ++j) {
+    o.push_back({Kind::F, warmup + j});
+    o.push_back({Kind::B, j});
+  }
+  for (int j = m - warmup; j < m; ++j) o.push_back({Kind::B, j});
+  return o;
+}
+
+std::vector<PipeOp> interleaved(int p, int m, int v, int s) {
+  const int total = m * v;
+  auto fwd = [&](int k) { return PipeOp{Kind::F, (k / (p * v)) * p + k % p, (k % (p * v)) / p}; };
+  auto bwd = [&](int k) { return PipeOp{Kind::B, (k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p}; };
+  int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  std::vector<PipeOp> o;
+  for (int k = 0; k < warmup; ++k) o.push_back(fwd(k));
+  const int steady = total - warmup;
+  for (int k = 0; k < steady; ++k) {
+    o.push_back(fwd(warmup + k));
+    o.push_back(bwd(k));
+  }
+  for (int k = steady; k < total; ++k) o.push_back(bwd(k));
+  return o;
+}
+
+std::vector<PipeOp> zb_h1(int p, int m, int s) {
+  const int warmup = std::min(p - s - 1, m), delay = s;
+  std::vector<PipeOp> o;
+  int w = 0;
+  for (int i = 0; i < warmup; ++i) o.push_back({Kind::F, i});
+  for (int j = 0; j < m; ++j) {
+    if (warmup + j < m) o.push_back({Kind::F, warmup + j});
+    o.push_back({Kind::B, j});
+    if (j >= delay) o.push_back({Kind::W, w++});
+  }
+  while (w < m) o.push_back({Kind::W, w++});
+  return o;
+}
+
+// List scheduling of all stages together with unit pass times: each stage, when it can start something,
+// takes B before F before W; F only while fewer than lim_b[s] micro-batches wait for B and fewer than
+// lim_w[s] wait for W. Ties between stages go to the lower stage. Deterministic.
+std::vector<std::vector<PipeOp>> list_schedule(int p, int m, const std::vector<int>& lim_b, const std::vector<int>& lim_w) {
+  std::map<std::tuple<int, int, int>, double> done;  // (kind, mb, stage) -> end time
+  std::vector<double> t(p, 0.0);
+  std::vector<int> nf(p, 0), nb(p, 0), nw(p, 0);
+  std::vector<std::vector<PipeOp>> orders(p);
+  auto end_of = [&](Kind k, int i, int s) -> const double* {
+    auto it = done.find({static_cast<int>(k), i, s});
+    return it == done.end() ? nullptr : &it->second;
+  };
+  for (int count = 0; count < 3 * m * p; ++count) {
+    int best_s = -1;
+    PipeOp best_op;
+    double best_t = 0;
+    for (int s = 0; s < p; ++s) {
+      struct Cand {
+        Kind k;
+        int i;
+        double start;
+      };
+      std::vector<Cand> cands;
+      if (nf[s] < m && nf[s] - nb[s] < lim_b[s] && nf[s] - nw[s] < lim_w[s]) {
+        const double* r = s > 0 ? end_of(Kind::F, nf[s], s - 1) : nullptr;
+        if (s == 0 || r) cands.push_back({Kind::F, nf[s], std::max(t[s], r ? *r : 0.0)});
+      }
+      if (nb[s] < nf[s]) {
+        const double* r = s < p - 1 ? end_of(Kind::B, nb[s], s + 1) : end_of(Kind::F, nb[s], s);
+        if (r) cands.push_back({Kind::B, nb[s], std::max({t[s], *r, *end_of(Kind::F, nb[s], s)})});
+      }
+      if (nw[s] < nb[s]) cands.push_back({Kind::W, nw[s], t[s]});
+      if (cands.empty()) continue;
+      double st = cands.front().start;
+      for (const auto& c : cands) st = std::min(st, c.start);
+      const Cand* pick = nullptr;
+      for (Kind k : {Kind::B, Kind::F, Kind::W})
+        for (const auto& c : cands)
+          if (!pick && c.k == k && c.start <= st) pick = &c;
+      if (best_s < 0 || pick->start < best_t) {
+        best_s = s;
+        best_op = {pick->k, pick->i, 0};
+        best_t = pick->start;
+      }
+    }
+    DTSIM_ASSERT(best_s >= 0, "list scheduling stalled (p=" << p << ", m=" << m << ")");
+    t[best_s] = best_t + 1.0;
+    done[{static_cast<int>(best_op.kind), best_op.microbatch, best_s}] = t[best_s];
+    orders[best_s].push_back(best_op);
+    (best_op.kind == Kind::F ? nf : best_op.kind == Kind::B ? nb : nw)[best_s]++;
+  }
+  return orders;
+}
+
+std::vector<std::vector<PipeOp>> zb_h2(int p, int m) {
+  std::vector<int> lim_b(p), lim_w(p, 2 * p - 1);
+  for (int s = 0; s < p; ++s) lim_b[s] = 2 * (p - s) - 1;
+  return list_schedule(p, m, lim_b, lim_w);
+}
+}  // namespace
+
+std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool dapple_warmup) {
+  DTSIM_ASSERT(p > 0 && m > 0 && stage >= 0 && stage < p, "bad pipeline shape p=" << p << " m=" << m << " s=" << stage);
+  switch (schedule) {
+    case Schedule::GPIPE: return gpipe(m);
+    case Schedule::ONE_F_ONE_B: return one_f_one_b(p, m, stage, dapple_warmup);
+    case Schedule::ZB_H1: return zb_h1(p, m, stage);
+    case Schedule::ZB_H2: return zb_h2(p, m)[stage];
+    case Schedule::INTERLEAVED:
+    case Schedule::CUSTOM: break;
+  }
+  DTSIM_ASSERT(false, "stage_order(" << to_string(schedule) << ") needs the plan");
+  return {};
+}
+
+std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan) {
+  const int p = plan.pp, m = plan.num_microbatches();
+  std::vector<std::vector<PipeOp>> orders;
+  switch (plan.schedule) {
+    case Schedule::CUSTOM:
+      orders = plan.custom_order;
+      break;
+    case Schedule::ZB_H2:
+      orders = zb_h2(p, m);
+      break;
+    case Schedule::INTERLEAVED:
+      for (int s = 0; s < p; ++s) orders.push_back(interleaved(p, m, plan.virtual_stages, s));
+      break;
+    default:
+      for (int s = 0; s < p; ++s) orders.push_back(stage_order(plan.schedule, p, m, s, plan.dapple_warmup));
+  }
+  return orders;
+}
+
+void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
+                     const std::string& ctx) {
+  if (static_cast<int>(orders.size()) != p)
+    throw ConfigError(ctx + ": " + std::to_string(orders.size()) + " stages listed but pp is " + std::to_string(p));
+  // Completeness: every pass once.
+  for (int s = 0; s < p; ++s) {
+    std::map<std::tuple<int, int, int>, int> seen;
+    for (const auto& op : orders[s]) {
+      const std::string where = ctx + ": stage " + std::to_string(s) + " pass " + to_string(op);
+      if (op.microbatch >= m) throw ConfigError(where + " names micro-batch " + std::to_string(op.microbatch) + " but there are " + std::to_string(m));
+      if (op.chunk >= v) throw ConfigError(where + " names chunk " + std::to_string(op.chunk) + " but there are " + std::to_string(v));
+      if (op.kind == Kind::W && !split) throw ConfigError(where + ": W passes need every stage to list them");
+      if (seen[{static_cast<int>(op.kind), op.microbatch, op.chunk}]++)
+        throw ConfigError(where + " appears twice");
+    }
+    for (int c = 0; c < v; ++c)
+      for (int i = 0; i < m; ++i)
+        for (Kind k : {Kind::F, Kind::B, Kind::W}) {
+          if (k == Kind::W && !split) continue;
+          if (!seen.count({static_cast<int>(k), i, c}))
+            throw ConfigError(ctx + ": stage " + std::to_string(s) + " lacks pass " + to_string(PipeOp{k, i, c}));
+        }
+  }
+  // Deadlock: run the orders with the pipeline dependencies until nothing can advance.
+  std::map<std::tuple<int, int, int>, bool> done;  // (kind, mb, model chunk k = c*p + s)
+  auto is_done = [&](Kind k, int i, int chunk) { return done.count({static_cast<int>(k), i, chunk}) > 0; };
+  std::vector<std::size_t> pos(p, 0);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      while (pos[s] < orders[s].size()) {
+        const PipeOp& op = orders[s][pos[s]];
+        const int k = op.chunk * p + s, last = v * p - 1;
+        bool ready = true;
+        if (op.kind == Kind::F) ready = k == 0 || is_done(Kind::F, op.microbatch, k - 1);
+        if (op.kind == Kind::B) ready = is_done(Kind::F, op.microbatch, k) && (k == last || is_done(Kind::B, op.microbatch, k + 1));
+        if (op.kind == Kind::W) ready = is_done(Kind::B, op.microbatch, k);
+        if (!ready) break;
+        done[{static_cast<int>(op.kind), op.microbatch, k}] = true;
+        ++pos[s];
+        progress = true;
+      }
+    }
+  }
+  std::ostringstream blocked;
+  bool stuck = false;
+  for (int s = 0; s < p; ++s)
+    if (pos[s] < orders[s].size()) {
+      blocked << (stuck ? ", " : "") << "stage " << s << " at " << to_string(orders[s][pos[s]]) << " (pass "
+              << pos[s] + 1 << ")";
+      stuck = true;
+    }
+  if (stuck) throw ConfigError(ctx + ": the order deadlocks; blocked: " + blocked.str());
+}
+
+int max_in_flight(const std::vector<PipeOp>& order, bool split) {
   int held = 0, peak = 0;
-  for (const auto& op : stage_order(schedule, p, m, stage)) {
-    held += op.kind == PipeOp::Kind::F ? 1 : -1;
+  for (const auto& op : order) {
+    if (op.kind == Kind::F) held++;
+    if ((op.kind == Kind::B && !split) || (op.kind == Kind::W && split)) held--;
     peak = std::max(peak, held);
   }
   return peak;
+}
+
+int max_in_flight(Schedule schedule, int p, int m, int stage) {
+  const bool split = schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2;
+  return max_in_flight(stage_order(schedule, p, m, stage), split);
 }
 
 }  // namespace dtsim::sched

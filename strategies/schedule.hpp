@@ -1,24 +1,43 @@
-// Pipeline schedules as per-stage orders of forward (F) and backward (B) micro-batch passes.
+// Pipeline schedules as per-stage orders of forward (F), backward (B) and weight-gradient (W) passes.
+//
+//  gpipe        all forwards, then all backwards (fill-drain; Huang et al. 2019)
+//  1f1b         PipeDream-Flush / Megatron-LM (Narayanan et al. 2021): min(p-s-1, m) warm-up forwards, then
+//               one forward and one backward in turn, then the remaining backwards; with DAPPLE's warm-up
+//               (Fan et al. 2021, "early backward") K_s = p-s and the steady state backward-then-forward
+//  interleaved  Megatron-LM's interleaved 1F1B with v model chunks per stage (chunk c of stage s is model
+//               chunk c*p+s); warm-up 2(p-s-1) + (v-1)p passes; needs m to be a multiple of p
+//  zb-h1        Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024), ZB-H1: 1F1B with the backward split
+//               into B and W; stage s delays its W passes by s places so that every stage keeps at most p
+//               micro-batches in flight and W passes fill the cool-down: bubble (p-1)(T_F + T_B - T_W)
+//  zb-h2        ZB-H2: up to 2p-1 micro-batches in flight; the order is produced by list scheduling with unit
+//               pass times under the limits F-B <= 2(p-s)-1 and F-W <= 2p-1 per stage, which gives zero
+//               bubble when T_F = T_B = T_W
+//  custom       any order given per stage (validated here: complete, no duplicates, no deadlock)
 #pragma once
+#include <string>
 #include <vector>
 
 #include "traces/plan.hpp"
 
 namespace dtsim::sched {
 
-struct PipeOp {
-  enum class Kind { F, B } kind = Kind::F;
-  int microbatch = 0;
-  bool operator==(const PipeOp&) const = default;
-};
+using PipeOp = dtsim::PipeOp;
 
-/// Order of passes on stage `stage` (0-based) of `p` stages with `m` micro-batches.
-/// GPipe: all forwards, then all backwards (fill-drain, Huang et al. 2019).
-/// 1F1B (PipeDream-Flush, Narayanan et al. 2021; DAPPLE's early backward): min(p-s-1, m) warm-up forwards,
-/// then alternate one forward and one backward, then drain the remaining backwards.
-std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage);
+/// Order of passes on stage `stage` for the schedules without chunks (gpipe, 1f1b, zb-h1, zb-h2).
+std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool dapple_warmup = false);
+/// Order of passes on every stage of `plan` (any schedule, custom included).
+std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan);
 
-/// Largest number of micro-batches whose activations stage `stage` holds at once under `schedule`.
+/// Checks that `orders` (one list per stage) has every pass exactly once -- F and B (and W when `split`) of
+/// every micro-batch < m on every chunk < v -- and can run without deadlock given the pipeline dependencies
+/// F(i, k-1) -> F(i, k), F(i, k) -> B(i, k), B(i, k+1) -> B(i, k), B(i, k) -> W(i, k) over model chunks k.
+/// Throws ConfigError naming the stage and pass at fault.
+void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
+                     const std::string& ctx);
+
+/// Largest number of (micro-batch, chunk) activations a stage order holds at once: + at F, - at B (or at W
+/// when the backward is split, since W still needs the layer inputs).
+int max_in_flight(const std::vector<PipeOp>& order, bool split);
 int max_in_flight(Schedule schedule, int p, int m, int stage);
 
 }  // namespace dtsim::sched

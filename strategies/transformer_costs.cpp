@@ -42,9 +42,9 @@ Dims dims(const TransformerSpec& m, const Shape& sh) {
 }
 
 Op gemm(const std::string& name, double M, double K, double N, double e) {
-  return {name, true, 2 * M * K * N, (M * K + K * N + M * N) * e};
+  return {name, true, 2 * M * K * N, (M * K + K * N + M * N) * e, false};
 }
-Op mem(const std::string& name, double bytes) { return {name, false, 0, bytes}; }
+Op mem(const std::string& name, double bytes) { return {name, false, 0, bytes, false}; }
 Step compute(const std::string& name, std::vector<Op> ops) {
   Step s;
   s.kind = Step::Kind::COMPUTE;
@@ -62,7 +62,7 @@ Step coll(const std::string& name, CollectiveKind k, double bytes) {
 }
 // Backward of a GEMM: input gradient and weight gradient, each as many FLOPs as the forward.
 std::vector<Op> gemm_bwd(const Op& fwd) {
-  return {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes}, {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes}};
+  return {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes, false}, {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true}};
 }
 void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
@@ -70,10 +70,11 @@ void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.e
 std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim) {
   double bh = d.b * heads_per_rank;
   double scores = bh * d.s * d.s;  // elements of the score matrix
-  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e},
+  // QK^T and AV multiply two activations: their backward has no weight gradient.
+  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false},
           mem("softmax", 2 * scores * d.e),
           mem("attn-dropout", scores * (2 * d.e + 1)),
-          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e}};
+          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false}};
 }
 }  // namespace
 
@@ -130,9 +131,12 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
   std::vector<Op> attn_b;
   append(attn_b, gemm_bwd(proj));
   for (auto it = core.rbegin(); it != core.rend(); ++it) {
-    if (it->gemm)
-      append(attn_b, gemm_bwd(*it));
-    else
+    if (it->gemm) {
+      auto b = gemm_bwd(*it);
+      b[1].name = it->name + "-dgrad2";
+      b[1].weight_grad = false;
+      append(attn_b, b);
+    } else
       attn_b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
   }
   append(attn_b, gemm_bwd(qkv));
@@ -162,6 +166,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
     if (tp) p.backward.push_back(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
   }
 
+  split_backward(p);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
@@ -186,6 +191,7 @@ LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh) {
                                                  mem("embedding-scatter-add", 3 * d.T * d.h * d.e)}));
   if (sh.tp > 1 && sh.sequence_parallel)
     p.backward.insert(p.backward.begin() + 1, coll("embedding-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+  split_backward(p);
   return p;
 }
 
@@ -211,7 +217,25 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
                               sh.sequence_parallel ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE,
                               act_bytes));
   p.backward.push_back(compute("final-ln-bwd", {mem("final-ln-bwd", 1.5 * ln.bytes)}));
+  split_backward(p);
   return p;
+}
+
+void split_backward(LayerPasses& p) {
+  p.backward_input.clear();
+  p.backward_weight.clear();
+  Step w = compute("weight-grad", {});
+  for (const auto& st : p.backward) {
+    if (st.kind != Step::Kind::COMPUTE) {
+      p.backward_input.push_back(st);
+      continue;
+    }
+    Step in = st;
+    in.ops.clear();
+    for (const auto& op : st.ops) (op.weight_grad ? w.ops : in.ops).push_back(op);
+    if (!in.ops.empty()) p.backward_input.push_back(in);
+  }
+  if (!w.ops.empty()) p.backward_weight.push_back(w);
 }
 
 ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh) {

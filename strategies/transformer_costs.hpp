@@ -22,6 +22,7 @@ struct Op {
   bool gemm = false;
   double flops = 0;  ///< FLOPs per TP rank
   double bytes = 0;  ///< HBM bytes moved per TP rank
+  bool weight_grad = false;  ///< a weight-gradient GEMM (the W pass when the backward is split)
 };
 
 /// A step of a layer pass: a run of kernels on the compute stream, or one collective on the TP group.
@@ -45,8 +46,14 @@ struct Shape {
 struct LayerPasses {
   std::vector<Step> forward;
   std::vector<Step> recompute;  ///< run before backward (full: the whole forward; selective: attention core)
-  std::vector<Step> backward;
+  std::vector<Step> backward;   ///< the whole backward
+  /// The backward split for zero-bubble schedules (Qi et al. 2024): B = `backward` without the weight-gradient
+  /// GEMMs (same collectives), W = the weight-gradient GEMMs as one compute step (no communication).
+  std::vector<Step> backward_input, backward_weight;
 };
+
+/// Fills `backward_input` and `backward_weight` of `p` from `p.backward`.
+void split_backward(LayerPasses& p);
 
 /// Forward, recompute and backward passes of one transformer layer on one TP rank.
 LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh);

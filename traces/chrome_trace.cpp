@@ -144,6 +144,25 @@ void ChromeTraceWriter::counter(int pid, const std::string& name, std::int64_t t
   out_ += "}}";
 }
 
+void ChromeTraceWriter::counter(int pid, const std::string& name, std::int64_t ts_ns,
+                                const std::vector<std::pair<std::string, double>>& series) {
+  begin_event();
+  out_ += "{\"ph\":\"C\",\"pid\":";
+  append_int(out_, pid);
+  out_ += ",\"ts\":";
+  append_us(out_, ts_ns);
+  out_ += ",\"name\":";
+  append_json_string(out_, name);
+  out_ += ",\"args\":{";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    if (i) out_ += ',';
+    append_json_string(out_, series[i].first);
+    out_ += ':';
+    append_json_number(out_, series[i].second);
+  }
+  out_ += "}}";
+}
+
 std::string ChromeTraceWriter::finish() {
   std::string result = std::move(out_);
   result += "\n],\"otherData\":";

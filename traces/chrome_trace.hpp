@@ -32,6 +32,9 @@ public:
                 std::int64_t dur_ns, const std::vector<TraceArg>& args);
   /// A counter sample ("ph":"C"), e.g. memory in bytes.
   void counter(int pid, const std::string& name, std::int64_t ts_ns, const std::string& series, double value);
+  /// A counter sample with several series (Perfetto draws one track per series).
+  void counter(int pid, const std::string& name, std::int64_t ts_ns,
+               const std::vector<std::pair<std::string, double>>& series);
   /// Finishes the document and returns it.
   std::string finish();
   std::size_t event_count() const { return events_; }

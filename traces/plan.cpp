@@ -11,16 +11,154 @@ namespace dtsim {
 using json_util::get;
 using json_util::get_or;
 
-std::string to_string(Schedule s) { return s == Schedule::GPIPE ? "gpipe" : "1f1b"; }
+std::string to_string(Schedule s) {
+  switch (s) {
+    case Schedule::GPIPE: return "gpipe";
+    case Schedule::ONE_F_ONE_B: return "1f1b";
+    case Schedule::INTERLEAVED: return "interleaved";
+    case Schedule::ZB_H1: return "zb-h1";
+    case Schedule::ZB_H2: return "zb-h2";
+    case Schedule::CUSTOM: return "custom";
+  }
+  return "?";
+}
+
+std::string to_string(const PipeOp& op) {
+  std::string s(1, op.kind == PipeOp::Kind::F ? 'F' : op.kind == PipeOp::Kind::B ? 'B' : 'W');
+  s += std::to_string(op.microbatch);
+  if (op.chunk != 0) {
+    s += '.';
+    s += std::to_string(op.chunk);
+  }
+  return s;
+}
+
+PipeOp pipe_op_from_string(const std::string& s, const std::string& ctx) {
+  auto bad = [&] {
+    return ConfigError(ctx + ": pass '" + s + "' is not of the form F3, B3, W3 or F3.1 (micro-batch 3, chunk 1)");
+  };
+  if (s.size() < 2) throw bad();
+  PipeOp op;
+  switch (s[0]) {
+    case 'F': op.kind = PipeOp::Kind::F; break;
+    case 'B': op.kind = PipeOp::Kind::B; break;
+    case 'W': op.kind = PipeOp::Kind::W; break;
+    default: throw bad();
+  }
+  std::string rest = s.substr(1);
+  auto dot = rest.find('.');
+  auto parse_nonneg = [&](const std::string& t) {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    return std::stoi(t);
+  };
+  op.microbatch = parse_nonneg(rest.substr(0, dot));
+  if (dot != std::string::npos) op.chunk = parse_nonneg(rest.substr(dot + 1));
+  return op;
+}
+
+bool ParallelPlan::split_backward() const {
+  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2) return true;
+  if (schedule == Schedule::CUSTOM)
+    for (const auto& stage : custom_order)
+      for (const auto& op : stage)
+        if (op.kind == PipeOp::Kind::W) return true;
+  return false;
+}
+
+std::string ParallelPlan::schedule_name() const {
+  switch (schedule) {
+    case Schedule::ONE_F_ONE_B: return dapple_warmup ? "1f1b:dapple" : "1f1b";
+    case Schedule::INTERLEAVED: return "interleaved:" + std::to_string(virtual_stages);
+    case Schedule::CUSTOM: return "custom:" + (custom_source.empty() ? std::string("inline") : custom_source);
+    default: return to_string(schedule);
+  }
+}
+
+void set_schedule(ParallelPlan& plan, const std::string& spec, const std::string& ctx) {
+  plan.virtual_stages = 1;
+  plan.dapple_warmup = false;
+  plan.custom_order.clear();
+  plan.custom_source.clear();
+  const auto colon = spec.find(':');
+  const std::string name = spec.substr(0, colon), arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  auto no_arg = [&] {
+    if (colon != std::string::npos) throw ConfigError(ctx + ": schedule '" + name + "' takes no ':' argument");
+  };
+  if (name == "gpipe") {
+    no_arg();
+    plan.schedule = Schedule::GPIPE;
+  } else if (name == "1f1b") {
+    plan.schedule = Schedule::ONE_F_ONE_B;
+    if (arg == "dapple") plan.dapple_warmup = true;
+    else if (!arg.empty() && arg != "megatron")
+      throw ConfigError(ctx + ": 1f1b warm-up '" + arg + "' is not known (known: 1f1b, 1f1b:megatron, 1f1b:dapple)");
+  } else if (name == "interleaved") {
+    plan.schedule = Schedule::INTERLEAVED;
+    if (arg.empty() || arg.size() > 4 || arg.find_first_not_of("0123456789") != std::string::npos || std::stoi(arg) < 1)
+      throw ConfigError(ctx + ": interleaved needs the number of chunks per stage, e.g. interleaved:2");
+    plan.virtual_stages = std::stoi(arg);
+  } else if (name == "zb-h1") {
+    no_arg();
+    plan.schedule = Schedule::ZB_H1;
+  } else if (name == "zb-h2") {
+    no_arg();
+    plan.schedule = Schedule::ZB_H2;
+  } else if (name == "custom") {
+    if (arg.empty()) throw ConfigError(ctx + ": custom schedule needs a file, e.g. custom:order.json");
+    load_custom_schedule(plan, arg);
+  } else {
+    throw ConfigError(ctx + ": unknown schedule '" + spec +
+                      "' (known: gpipe, 1f1b, 1f1b:dapple, interleaved:V, zb-h1, zb-h2, custom:FILE)");
+  }
+}
+
+namespace {
+std::vector<std::vector<PipeOp>> custom_from_json(const nlohmann::json& stages, const std::string& ctx) {
+  if (!stages.is_array()) throw ConfigError(ctx + ": 'stages' must be a list of per-stage pass lists");
+  std::vector<std::vector<PipeOp>> out;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const std::string sctx = ctx + ": stage " + std::to_string(s);
+    if (!stages[s].is_array()) throw ConfigError(sctx + " must be a list of passes such as \"F0\"");
+    std::vector<PipeOp> ops;
+    for (const auto& e : stages[s]) {
+      if (!e.is_string()) throw ConfigError(sctx + " has a pass that is not a string");
+      ops.push_back(pipe_op_from_string(e.get<std::string>(), sctx));
+    }
+    out.push_back(std::move(ops));
+  }
+  return out;
+}
+nlohmann::json custom_to_json(const std::vector<std::vector<PipeOp>>& order) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& st : order) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& op : st) ops.push_back(to_string(op));
+    stages.push_back(ops);
+  }
+  return stages;
+}
+}  // namespace
+
+void load_custom_schedule(ParallelPlan& plan, const std::string& path) {
+  const std::string ctx = "custom schedule '" + path + "'";
+  auto j = json_util::read_file(path);
+  json_util::check_schema_version(j, ctx, 1);
+  json_util::reject_unknown(j, ctx, {"schema_version", "virtual_stages", "stages", "comment"});
+  plan.schedule = Schedule::CUSTOM;
+  plan.virtual_stages = get_or<int>(j, ctx, "virtual_stages", 1);
+  plan.custom_order = custom_from_json(get<nlohmann::json>(j, ctx, "stages"), ctx);
+  plan.custom_source = path;
+}
 std::string to_string(Recompute r) {
   return r == Recompute::NONE ? "none" : r == Recompute::SELECTIVE ? "selective" : "full";
 }
 std::string to_string(Axis a) { return a == Axis::TP ? "tp" : a == Axis::DP ? "dp" : "pp"; }
 
 Schedule schedule_from_string(const std::string& s, const std::string& ctx) {
-  if (s == "gpipe") return Schedule::GPIPE;
-  if (s == "1f1b") return Schedule::ONE_F_ONE_B;
-  throw ConfigError(ctx + ": unknown schedule '" + s + "' (known: gpipe, 1f1b)");
+  ParallelPlan p;
+  if (s.rfind("custom", 0) == 0) throw ConfigError(ctx + ": a custom schedule needs its order (use set_schedule)");
+  set_schedule(p, s, ctx);
+  return p.schedule;
 }
 
 Recompute recompute_from_string(const std::string& s, const std::string& ctx) {
@@ -73,10 +211,19 @@ RankCoord ParallelPlan::coord_of(int rank) const {
   return c;
 }
 
+std::vector<int> ParallelPlan::chunk_layers(int num_layers) const {
+  const int n = pp * virtual_stages;
+  if (!layers_per_stage.empty() && static_cast<int>(layers_per_stage.size()) == n) return layers_per_stage;
+  std::vector<int> out(n, num_layers / n);
+  for (int s = 0; s < num_layers % n; ++s) out[s] += 1;
+  return out;
+}
+
 std::vector<int> ParallelPlan::stage_layers(int num_layers) const {
-  if (!layers_per_stage.empty()) return layers_per_stage;
-  std::vector<int> out(pp, num_layers / pp);
-  for (int s = 0; s < num_layers % pp; ++s) out[s] += 1;
+  if (virtual_stages == 1 && !layers_per_stage.empty()) return layers_per_stage;
+  const auto chunks = chunk_layers(num_layers);
+  std::vector<int> out(pp, 0);
+  for (std::size_t i = 0; i < chunks.size(); ++i) out[i % pp] += chunks[i];
   return out;
 }
 
@@ -115,10 +262,31 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (pp > model.num_layers)
     throw ConfigError(ctx + ": pp " + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) +
                       " layers of '" + model.name + "'");
+  if (virtual_stages < 1) throw ConfigError(ctx + ": virtual stages must be positive");
+  if (schedule == Schedule::INTERLEAVED) {
+    if (pp < 2) throw ConfigError(ctx + ": the interleaved schedule needs pp >= 2");
+    if (num_microbatches() % pp != 0)
+      throw ConfigError(ctx + ": the interleaved schedule needs the number of micro-batches (" +
+                        std::to_string(num_microbatches()) + ") to be a multiple of pp (" + std::to_string(pp) + ")");
+  } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
+    throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
+  }
+  if (pp * virtual_stages > model.num_layers)
+    throw ConfigError(ctx + ": pp * virtual stages = " + std::to_string(pp * virtual_stages) + " exceeds the " +
+                      std::to_string(model.num_layers) + " layers of '" + model.name + "'");
+  if (schedule == Schedule::CUSTOM && static_cast<int>(custom_order.size()) != pp)
+    throw ConfigError(ctx + ": the custom schedule" + (custom_source.empty() ? "" : " '" + custom_source + "'") +
+                      " lists " + std::to_string(custom_order.size()) + " stages but pp is " + std::to_string(pp));
   if (!layers_per_stage.empty()) {
-    if (static_cast<int>(layers_per_stage.size()) != pp)
+    const int n = static_cast<int>(layers_per_stage.size());
+    if (n != pp && n != pp * virtual_stages)
       throw ConfigError(ctx + ": layers_per_stage has " + std::to_string(layers_per_stage.size()) +
-                        " entries but pp is " + std::to_string(pp));
+                        " entries but pp is " + std::to_string(pp) +
+                        (virtual_stages > 1 ? " (pp * virtual stages is " + std::to_string(pp * virtual_stages) + ")" : ""));
+    if (n != pp * virtual_stages)
+      throw ConfigError(ctx + ": with " + std::to_string(virtual_stages) +
+                        " virtual stages, layers_per_stage must give all " + std::to_string(pp * virtual_stages) +
+                        " model chunks");
     for (int l : layers_per_stage)
       if (l <= 0) throw ConfigError(ctx + ": layers_per_stage entries must be positive");
     int sum = std::accumulate(layers_per_stage.begin(), layers_per_stage.end(), 0);
@@ -126,36 +294,43 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
       throw ConfigError(ctx + ": layers_per_stage sums to " + std::to_string(sum) + " but the model has " +
                         std::to_string(model.num_layers) + " layers");
   }
-  if (zero_stage != 0 && zero_stage != 1)
-    throw ConfigError(ctx + ": zero stage " + std::to_string(zero_stage) + " is not supported (known: 0, 1)");
+  if (zero_stage < 0 || zero_stage > 3)
+    throw ConfigError(ctx + ": zero stage " + std::to_string(zero_stage) + " is not supported (known: 0, 1, 2, 3)");
   if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
     throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
 }
 
 nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
-  return {{"schema_version", 1},
+  nlohmann::json j = {{"schema_version", 1},
           {"tp", p.tp},
           {"pp", p.pp},
           {"dp", p.dp},
           {"micro_batch_size", p.micro_batch_size},
           {"global_batch_size", p.global_batch_size},
           {"num_microbatches", p.num_microbatches()},
-          {"layers_per_stage", p.stage_layers(num_layers)},
-          {"schedule", to_string(p.schedule)},
+          {"layers_per_stage", p.virtual_stages > 1 ? p.chunk_layers(num_layers) : p.stage_layers(num_layers)},
+          {"schedule", p.schedule == Schedule::CUSTOM ? std::string("custom") : p.schedule_name()},
+          {"virtual_stages", p.virtual_stages},
           {"zero_stage", p.zero_stage},
           {"recompute", to_string(p.recompute)},
           {"sequence_parallel", p.sequence_parallel},
           {"rank_order", rank_order_string(p.rank_order)},
           {"dp_overlap", p.dp_overlap},
           {"dp_bucket_bytes", p.dp_bucket_bytes}};
+  if (p.schedule == Schedule::CUSTOM) {
+    j["custom_order"] = custom_to_json(p.custom_order);
+    if (!p.custom_source.empty()) j["custom_source"] = p.custom_source;
+  }
+  return j;
 }
 
 ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
   json_util::reject_unknown(j, ctx,
                             {"schema_version", "tp", "pp", "dp", "micro_batch_size", "global_batch_size",
-                             "num_microbatches", "layers_per_stage", "schedule", "zero_stage", "recompute",
-                             "sequence_parallel", "rank_order", "dp_overlap", "dp_bucket_bytes"});
+                             "num_microbatches", "layers_per_stage", "schedule", "virtual_stages", "custom_order",
+                             "custom_source", "zero_stage", "recompute", "sequence_parallel", "rank_order",
+                             "dp_overlap", "dp_bucket_bytes"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -163,7 +338,18 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.micro_batch_size = get<int>(j, ctx, "micro_batch_size");
   p.global_batch_size = get<int>(j, ctx, "global_batch_size");
   p.layers_per_stage = get_or<std::vector<int>>(j, ctx, "layers_per_stage", {});
-  p.schedule = schedule_from_string(get_or<std::string>(j, ctx, "schedule", "1f1b"), ctx);
+  const std::string sched = get_or<std::string>(j, ctx, "schedule", "1f1b");
+  if (sched == "custom") {
+    p.schedule = Schedule::CUSTOM;
+    p.custom_order = custom_from_json(get<nlohmann::json>(j, ctx, "custom_order"), ctx + ": custom_order");
+    p.custom_source = get_or<std::string>(j, ctx, "custom_source", "");
+    p.virtual_stages = get_or<int>(j, ctx, "virtual_stages", 1);
+  } else {
+    set_schedule(p, sched, ctx);
+    if (j.contains("virtual_stages") && get<int>(j, ctx, "virtual_stages") != p.virtual_stages)
+      throw ConfigError(ctx + ": virtual_stages " + std::to_string(get<int>(j, ctx, "virtual_stages")) +
+                        " disagrees with schedule '" + sched + "'");
+  }
   p.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);

@@ -112,9 +112,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("dp", po::value<int>(), "data-parallel degree (default: GPUs / (tp * pp))")
     ("mbs", po::value<int>(), "micro-batch size (default 1)")
     ("gbs", po::value<int>(), "global batch size in samples (required without --plan)")
-    ("schedule", po::value<std::string>(), "pipeline schedule: gpipe | 1f1b (default 1f1b)")
+    ("schedule", po::value<std::string>(),
+     "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | custom:FILE (default 1f1b)")
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
-    ("zero", po::value<int>(), "ZeRO stage: 0 | 1 (default 0)")
+    ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
     ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
     ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
     ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")
@@ -157,7 +158,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     plan.micro_batch_size = vm.count("mbs") ? vm["mbs"].as<int>() : 1;
     if (!vm.count("gbs")) throw ConfigError("simulate: --gbs (global batch size) is required without --plan");
     plan.global_batch_size = vm["gbs"].as<int>();
-    if (vm.count("schedule")) plan.schedule = schedule_from_string(vm["schedule"].as<std::string>(), "--schedule");
+    if (vm.count("schedule")) set_schedule(plan, vm["schedule"].as<std::string>(), "--schedule");
     if (vm.count("recompute")) plan.recompute = recompute_from_string(vm["recompute"].as<std::string>(), "--recompute");
     if (vm.count("zero")) plan.zero_stage = vm["zero"].as<int>();
     plan.sequence_parallel = vm.count("sequence-parallel") > 0;

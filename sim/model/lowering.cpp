@@ -64,7 +64,8 @@ private:
     prev = last;
   }
   std::int32_t collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
-                          const std::string& name, int layer, int mb, std::int32_t pred);
+                          const std::string& name, int layer, int mb, std::int32_t pred,
+                          std::int32_t* first_out = nullptr);
   std::int32_t p2p(int si_from, int si_to, double bytes, Phase phase, const std::string& name, int mb,
                    std::int32_t pred);
   std::int32_t run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
@@ -92,9 +93,14 @@ private:
   };
   std::map<std::tuple<int, int, int>, Instance> instances_;  // (group leader, axis, sequence)
 
-  // Pipeline transfers: (receiving simulated rank, micro-batch, 0 = activation / 1 = gradient) -> flow.
-  std::map<std::tuple<int, int, int>, std::int32_t> sent_;
-  std::vector<std::tuple<std::int32_t, int, int, int>> waiting_;  // (task, receiver si, mb, dir)
+  // Pipeline transfers: (receiving simulated rank, micro-batch, model chunk, 0 = activation / 1 = gradient) -> flow.
+  std::map<std::tuple<int, int, int, int>, std::int32_t> sent_;
+  struct Waiting {
+    std::int32_t task;
+    int si, mb, chunk, dir;
+  };
+  std::vector<Waiting> waiting_;
+  std::vector<std::vector<PipeOp>> orders_;  // per stage
 
   const cost::LayerPasses& layer_ = costs_.layer;
   const cost::LayerPasses& emb_ = costs_.embedding;
@@ -197,10 +203,12 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
 }
 
 std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
-                                 const std::string& name, int layer, int mb, std::int32_t pred) {
+                                 const std::string& name, int layer, int mb, std::int32_t pred,
+                                 std::int32_t* first_out) {
   const int grank = out_.ranks[si].global_rank;
   std::vector<int> members = group_members(grank, ax);
   const int n = static_cast<int>(members.size());
+  if (first_out) *first_out = pred;
   if (n <= 1) return pred;
   const int steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const double chunk = bytes / n;
@@ -268,6 +276,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
     // One simulated member: flows to its mirror over the path to its ring successor.
     const Axis a = ax == GroupAxis::TP ? Axis::TP : Axis::DP;
     auto [first, done] = member_tasks(si, grank, -1, next_on_axis(grank, a), nullptr);
+    if (first_out) *first_out = first;
     if (pred >= 0) g_.depend(pred, first);
     chain(si, stream, first, done);
     return done;
@@ -316,6 +325,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   DTSIM_ASSERT(pos < n, "rank not in its own collective");
   // Rendezvous (as NCCL): the collective starts on every member once each member's data is ready and each
   // member's stream has reached it, so no member moves data before its peers have joined.
+  if (first_out) *first_out = inst.first[pos];
   if (pred >= 0) g_.depend(pred, inst.join);
   auto& prev = last_[si][static_cast<int>(stream)];
   if (prev >= 0) g_.depend(prev, inst.join);
@@ -353,50 +363,39 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
 
 void Lowerer::lower_rank(int si) {
   const SimRank& r = out_.ranks[si];
-  const int s = r.coord.pp, p = p_.pp, m = p_.num_microbatches();
-  const auto layers = p_.stage_layers(m_.num_layers);
-  int l0 = 0;
-  for (int i = 0; i < s; ++i) l0 += layers[i];
-  const int nl = layers[s];
+  const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages, last_chunk = p * v - 1;
+  const auto chunk_layers = p_.chunk_layers(m_.num_layers);
+  std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
+  for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_start[k + 1] = chunk_start[k] + chunk_layers[k];
   const double e = dtype_bytes(m_.dtype);
   const double act_msg = static_cast<double>(p_.micro_batch_size) * m_.seq_len * m_.hidden * e;
   // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
   const bool scatter_gather = p_.tp > 1;
   const double pp_bytes = scatter_gather ? act_msg / p_.tp : act_msg;
-  auto neighbour = [&](int stage) {
+  const bool split = p_.split_backward();
+  const int zero = p_.zero_stage;
+  auto device_of_chunk = [&](int k) {
     RankCoord c = r.coord;
-    c.pp = stage;
+    c.pp = k % p;
     return out_.sim_index_of[p_.rank_of(c)];
   };
 
-  const auto order = sched::stage_order(p_.schedule, p, m, s);
-  int last_b_index = -1;
-  for (int i = 0; i < static_cast<int>(order.size()); ++i)
-    if (order[i].kind == sched::PipeOp::Kind::B) last_b_index = i;
-
-  // Gradient buckets of the last backward pass (PyTorch DDP style), in the order gradients become ready.
-  const double grad_e = e;
-  double bucket_bytes = 0;
-  std::vector<std::int32_t> dp_done;
-  auto close_bucket = [&](std::int32_t ready_task) {
-    if (bucket_bytes <= 0) return;
-    auto kind = p_.zero_stage >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
-    dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC,
-                                 "grad-bucket", -1, -1, ready_task));
-    bucket_bytes = 0;
+  // The units of work of a model chunk: embedding (first chunk), its layers, head (last chunk).
+  struct Unit {
+    const cost::LayerPasses* passes;
+    double stored, transient;  // activation bytes per micro-batch
+    double param_bytes;        // full parameters of the unit on this TP rank
+    int layer;
   };
-  std::vector<std::pair<std::int32_t, double>> pending_grads;  // (task after which grads are ready, bytes)
-
-  // Activation memory is charged to the first task of a pass and released by its last one.
-  auto add_mem_start = [&](std::int32_t task, double bytes) {
-    if (bytes == 0) return;
-    DTSIM_ASSERT(task >= 0, "activation bytes on an empty pass");
-    g_.tasks()[task].mem_on_start_bytes += bytes;
-  };
-  auto add_mem_end = [&](std::int32_t task, double bytes) {
-    if (bytes == 0) return;
-    DTSIM_ASSERT(task >= 0, "activation bytes on an empty pass");
-    g_.tasks()[task].mem_on_end_bytes += bytes;
+  auto units_of = [&](int k) {
+    std::vector<Unit> u;
+    if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, p_.tp) * e, -1});
+    for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l)
+      u.push_back({&layer_, layer_act_.stored, layer_.recompute.empty() ? 0 : layer_act_.transient,
+                   cost::layer_params_per_rank(m_, p_.tp) * e, l});
+    if (k == last_chunk)
+      u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * e, -1});
+    return u;
   };
 
   // Where a pipeline transfer from a neighbour stage lands; connected to the sending flow after all ranks are lowered.
@@ -410,103 +409,159 @@ void Lowerer::lower_rank(int si) {
     return add_free(j);
   };
 
+  // ZeRO-3 / FSDP: all-gather a unit's parameters on the DP stream before it runs. The gather of the n-th unit
+  // pass waits for the end of pass n-2, so one gather is prefetched while a unit computes.
+  std::vector<std::int32_t> unit_pass_ends;
+  auto gather = [&](const Unit& u, Phase phase, int mb) -> std::int32_t {
+    if (zero < 3 || p_.dp == 1) return -1;
+    const std::int32_t pred = unit_pass_ends.size() >= 2 ? unit_pass_ends[unit_pass_ends.size() - 2] : -1;
+    std::int32_t first = -1;
+    auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes, phase,
+                           "param-gather", u.layer, mb, pred, &first);
+    g_.memory(first, false, MemCategory::GATHERED_PARAMS, u.param_bytes);
+    return done;
+  };
+
+  // Gradient buckets (PyTorch DDP style): filled as the final weight gradients of each unit become ready.
+  double bucket_bytes = 0;
+  std::vector<std::int32_t> dp_done;
+  std::vector<std::pair<std::int32_t, double>> ready_grads;  // (task after which gradients are ready, bytes)
+  auto close_bucket = [&](std::int32_t ready_task) {
+    if (bucket_bytes <= 0) return;
+    auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
+    dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC, "grad-bucket",
+                                 -1, -1, ready_task));
+    bucket_bytes = 0;
+  };
+  auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, bool final_pass) {
+    if (zero >= 3) {  // FSDP: reduce-scatter every micro-batch's gradients of the unit
+      if (p_.dp == 1) return;
+      g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes);
+      auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.param_bytes,
+                             Phase::GRAD_SYNC, "grad-reduce-scatter", u.layer, mb, task);
+      g_.memory(done, true, MemCategory::GRAD_BUFFERS, -u.param_bytes);
+      if (final_pass) dp_done.push_back(done);
+      return;
+    }
+    if (!final_pass) return;
+    if (!p_.dp_overlap) {
+      ready_grads.emplace_back(task, u.param_bytes);
+      return;
+    }
+    bucket_bytes += u.param_bytes;
+    if (bucket_bytes >= p_.dp_bucket_bytes) close_bucket(task);
+  };
+
+  const auto& order = orders_[s];
+  // Index of the last B and the last W pass of every chunk: gradients are final after them.
+  std::vector<int> final_b(v, -1), final_w(v, -1);
+  for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+    if (order[i].kind == PipeOp::Kind::B) final_b[order[i].chunk] = i;
+    if (order[i].kind == PipeOp::Kind::W) final_w[order[i].chunk] = i;
+  }
+  // Split backward: B-pass end of each unit, kept for the W pass of the same (micro-batch, chunk).
+  std::map<std::pair<int, int>, std::vector<std::int32_t>> b_ends;
+
   std::int32_t last_compute = -1;
   for (int oi = 0; oi < static_cast<int>(order.size()); ++oi) {
-    const auto& op = order[oi];
-    const int mb = op.microbatch;
-    const bool last_b = oi == last_b_index;
-    if (op.kind == sched::PipeOp::Kind::F) {
-      std::int32_t first = -1, cur = -1;
-      if (s > 0) {
+    const PipeOp& op = order[oi];
+    const int mb = op.microbatch, k = op.chunk * p + s;
+    const auto units = units_of(k);
+    std::int32_t first = -1, cur = -1;
+    if (op.kind == PipeOp::Kind::F) {
+      if (k > 0) {
         first = cur = receive_point(Phase::FORWARD, mb, "recv-activation");
-        // Megatron's scatter/gather: 1/t of the activation arrives per TP rank and is all-gathered over NVLink.
         if (scatter_gather)
           cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
                            "pp-gather", -1, mb, cur);
       }
-      if (s == 0) {
-        std::int32_t f = -1;
-        cur = run_steps(si, emb_.forward, Phase::FORWARD, -1, mb, cur, &f, "");
+      for (const auto& u : units) {
+        std::int32_t g = gather(u, Phase::FORWARD, mb), f = -1;
+        cur = run_steps(si, u.passes->forward, Phase::FORWARD, u.layer, mb, cur, &f, "");
+        if (g >= 0 && f >= 0) g_.depend(g, f);
         if (first < 0) first = f;
-        add_mem_start(f, emb_act_.stored);
+        if (f >= 0) g_.memory(f, false, MemCategory::ACTIVATIONS, u.stored);
+        if (g >= 0) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        unit_pass_ends.push_back(cur);
       }
-      for (int l = l0; l < l0 + nl; ++l) {
-        std::int32_t f = -1;
-        cur = run_steps(si, layer_.forward, Phase::FORWARD, l, mb, cur, &f, "");
-        if (first < 0) first = f;
-        add_mem_start(f, layer_act_.stored);
-      }
-      if (s == p - 1) {
-        std::int32_t f = -1;
-        cur = run_steps(si, head_.forward, Phase::FORWARD, -1, mb, cur, &f, "");
-        add_mem_start(f, head_act_.stored);
-      }
-      if (s > 0) waiting_.emplace_back(first, si, mb, 0);
-      if (s < p - 1) sent_[{neighbour(s + 1), mb, 0}] = p2p(si, neighbour(s + 1), pp_bytes, Phase::FORWARD, "send-activation", mb, cur);
-      last_compute = cur;
-    } else {
-      std::int32_t first = -1, cur = -1;
-      if (s < p - 1) first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
-      if (s == p - 1) {
-        std::int32_t f = -1;
-        cur = run_steps(si, head_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
-        if (first < 0) first = f;
-        add_mem_end(cur, -head_act_.stored);
-        if (last_b && cur >= 0) pending_grads.emplace_back(cur, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * grad_e);
-      }
-      for (int l = l0 + nl - 1; l >= l0; --l) {
-        std::int32_t f = -1;
-        if (!layer_.recompute.empty()) {
-          cur = run_steps(si, layer_.recompute, Phase::RECOMPUTE, l, mb, cur, &f, "");
-          add_mem_start(f, layer_act_.transient);
+      if (k > 0) waiting_.push_back({first, si, mb, k, 0});
+      if (k < last_chunk)
+        sent_[{device_of_chunk(k + 1), mb, k + 1, 0}] =
+            p2p(si, device_of_chunk(k + 1), pp_bytes, Phase::FORWARD, "send-activation", mb, cur);
+    } else if (op.kind == PipeOp::Kind::B) {
+      if (k < last_chunk) first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
+      auto& ends = b_ends[{mb, k}];
+      for (auto it = units.rbegin(); it != units.rend(); ++it) {
+        const Unit& u = *it;
+        std::int32_t g = gather(u, Phase::BACKWARD, mb), f = -1;
+        if (!u.passes->recompute.empty()) {
+          cur = run_steps(si, u.passes->recompute, Phase::RECOMPUTE, u.layer, mb, cur, &f, "");
           if (first < 0) first = f;
+          g_.memory(f, false, MemCategory::RECOMPUTE, u.transient);
+          if (g >= 0) g_.depend(g, f);
+          g = -1;
           f = -1;
         }
-        cur = run_steps(si, layer_.backward, Phase::BACKWARD, l, mb, cur, &f, "");
+        cur = run_steps(si, split ? u.passes->backward_input : u.passes->backward, Phase::BACKWARD, u.layer, mb, cur,
+                        &f, "");
+        if (g >= 0 && f >= 0) g_.depend(g, f);
         if (first < 0) first = f;
-        add_mem_end(cur, -(layer_act_.stored + (layer_.recompute.empty() ? 0 : layer_act_.transient)));
-        if (last_b) pending_grads.emplace_back(cur, cost::layer_params_per_rank(m_, p_.tp) * grad_e);
-      }
-      if (s == 0) {
-        std::int32_t f = -1;
-        cur = run_steps(si, emb_.backward, Phase::BACKWARD, -1, mb, cur, &f, "");
-        add_mem_end(cur, -emb_act_.stored);
-        if (last_b && cur >= 0) pending_grads.emplace_back(cur, cost::first_stage_extra_params(m_, p_.tp) * grad_e);
-      }
-      if (s < p - 1) waiting_.emplace_back(first, si, mb, 1);
-      if (s > 0) sent_[{neighbour(s - 1), mb, 1}] = p2p(si, neighbour(s - 1), pp_bytes, Phase::BACKWARD, "send-gradient", mb, cur);
-      last_compute = cur;
-      if (last_b) {
-        for (const auto& [task, bytes] : pending_grads) {
-          bucket_bytes += bytes;
-          if (bucket_bytes >= p_.dp_bucket_bytes) close_bucket(p_.dp_overlap ? task : cur);
+        if (zero >= 3 && p_.dp > 1) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        unit_pass_ends.push_back(cur);
+        const bool releases_here = !split || u.passes->backward_weight.empty();
+        if (releases_here) {
+          g_.memory(cur, true, MemCategory::ACTIVATIONS, -u.stored);
+          g_.memory(cur, true, MemCategory::RECOMPUTE, -u.transient);
+          grads_ready(u, cur, mb, oi == final_b[op.chunk]);
         }
-        close_bucket(cur);
+        ends.push_back(cur);
+      }
+      if (k < last_chunk) waiting_.push_back({first, si, mb, k, 1});
+      if (k > 0)
+        sent_[{device_of_chunk(k - 1), mb, k - 1, 1}] =
+            p2p(si, device_of_chunk(k - 1), pp_bytes, Phase::BACKWARD, "send-gradient", mb, cur);
+    } else {  // W: weight gradients of the (micro-batch, chunk), after its B pass on the same compute stream
+      for (auto it = units.rbegin(); it != units.rend(); ++it) {
+        const Unit& u = *it;
+        if (u.passes->backward_weight.empty()) continue;
+        std::int32_t f = -1;
+        cur = run_steps(si, u.passes->backward_weight, Phase::BACKWARD, u.layer, mb, cur, &f, "");
+        g_.memory(cur, true, MemCategory::ACTIVATIONS, -u.stored);
+        g_.memory(cur, true, MemCategory::RECOMPUTE, -u.transient);
+        grads_ready(u, cur, mb, oi == final_w[op.chunk]);
       }
     }
+    if (cur >= 0) last_compute = cur;
   }
+  if (!p_.dp_overlap)
+    for (const auto& [task, bytes] : ready_grads) {
+      (void)task;
+      bucket_bytes += bytes;
+      if (bucket_bytes >= p_.dp_bucket_bytes) close_bucket(last_compute);
+    }
+  close_bucket(last_compute);
 
   // Tied embeddings split over the first and last stages: their gradients are summed before the step.
   if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1)) {
-    double bytes = static_cast<double>(m_.vocab) * m_.hidden / p_.tp * grad_e;
+    double bytes = static_cast<double>(m_.vocab) * m_.hidden / p_.tp * e;
     dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
                                  "embedding-grad", -1, -1, last_compute));
   }
 
-  // Optimizer step (memory bound), after every gradient collective of this rank.
+  // Optimizer step (memory bound) on this rank's shard, after every gradient collective of this rank.
   Task opt;
   opt.kind = TaskKind::COMPUTE;
   opt.stream = Stream::COMPUTE;
   opt.phase = Phase::OPTIMIZER;
   opt.name = g_.intern("adam-step");
-  const double shard = r.static_mem.params / (p_.zero_stage >= 1 ? p_.dp : 1);
+  const double shard = r.static_mem.params / (zero >= 1 ? p_.dp : 1);
   opt.duration_s =
       shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
   if (last_compute >= 0) g_.depend(last_compute, opt_id);
   for (auto d : dp_done)
     if (d >= 0) g_.depend(d, opt_id);
-  if (p_.zero_stage >= 1)
+  if (zero == 1 || zero == 2)
     collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, r.static_mem.params * e, Phase::OPTIMIZER,
                "param-gather", -1, -1, opt_id);
 }
@@ -551,12 +606,17 @@ Lowered Lowerer::finish() {
 }
 
 Lowered Lowerer::run() {
+  orders_ = sched::plan_orders(p_);
+  sched::validate_orders(orders_, p_.pp, p_.num_microbatches(), p_.virtual_stages, p_.split_backward(),
+                         p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'"
+                                                         : "schedule " + p_.schedule_name());
   setup_ranks();
   for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) lower_rank(si);
-  for (const auto& [task, si, mb, dir] : waiting_) {
-    auto it = sent_.find({si, mb, dir});
-    DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << si << " micro-batch " << mb);
-    g_.depend(it->second, task);
+  for (const auto& w : waiting_) {
+    auto it = sent_.find({w.si, w.mb, w.chunk, w.dir});
+    DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << w.si << " micro-batch " << w.mb << " chunk "
+                                                                     << w.chunk);
+    g_.depend(it->second, w.task);
   }
   out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * p_.global_batch_size;
   return finish();

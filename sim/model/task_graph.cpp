@@ -26,6 +26,26 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
+const char* mem_category_name(MemCategory c) {
+  switch (c) {
+    case MemCategory::WEIGHTS: return "weights";
+    case MemCategory::GRADIENTS: return "gradients";
+    case MemCategory::OPTIMIZER: return "optimizer";
+    case MemCategory::RESERVED: return "reserved";
+    case MemCategory::ACTIVATIONS: return "activations";
+    case MemCategory::RECOMPUTE: return "recompute";
+    case MemCategory::GATHERED_PARAMS: return "gathered_params";
+    case MemCategory::GRAD_BUFFERS: return "grad_buffers";
+  }
+  return "?";
+}
+
+void TaskGraph::memory(std::int32_t task, bool at_end, MemCategory category, double bytes) {
+  if (bytes == 0) return;
+  DTSIM_ASSERT(task >= 0 && static_cast<std::size_t>(task) < tasks_.size(), "memory event on task " << task);
+  mem_.push_back({task, at_end, category, bytes});
+}
+
 std::int32_t TaskGraph::add(const Task& t) {
   DTSIM_ASSERT(!finalized_, "add after finalize");
   tasks_.push_back(t);

@@ -24,6 +24,25 @@ enum class TaskKind : std::uint8_t {
 enum class Phase : std::uint8_t { FORWARD, BACKWARD, RECOMPUTE, GRAD_SYNC, OPTIMIZER, OTHER };
 const char* phase_name(Phase p);
 
+/// What a memory allocation holds (summary.json and the trace's memory counters break memory down by these).
+enum class MemCategory : std::uint8_t {
+  WEIGHTS, GRADIENTS, OPTIMIZER, RESERVED,   // static, present from t = 0
+  ACTIVATIONS,      ///< stored activations of in-flight micro-batches
+  RECOMPUTE,        ///< activations re-created for a layer's backward (recompute) and freed after it
+  GATHERED_PARAMS,  ///< ZeRO-3 / FSDP: full parameters of a layer gathered for its forward or backward
+  GRAD_BUFFERS      ///< ZeRO-3 / FSDP: a layer's full gradient until its reduce-scatter completes
+};
+inline constexpr int kNumMemCategories = 8;
+const char* mem_category_name(MemCategory c);
+
+/// A memory change of one simulated rank when a task starts or ends.
+struct MemEvent {
+  std::int32_t task = -1;
+  bool at_end = false;
+  MemCategory category = MemCategory::ACTIVATIONS;
+  double bytes = 0;  ///< positive: allocation; negative: free
+};
+
 /// Which part of the network a flow crosses.
 enum class Path : std::uint8_t { INTRA_NODE = 0, INTER_NODE = 1 };
 
@@ -41,8 +60,6 @@ struct Task {
   double duration_s = 0;       ///< COMPUTE, DELAY
   double flops = 0;            ///< COMPUTE: FLOPs (trace annotation)
   double bytes = 0;            ///< FLOW: payload; COLLECTIVE pieces: for annotation
-  double mem_on_start_bytes = 0;  ///< memory allocated on `rank` when the task starts (activation category)
-  double mem_on_end_bytes = 0;    ///< memory change on `rank` when the task ends (negative = free)
 };
 
 /// A DAG of tasks. Dependencies are kept as an edge list while building and as CSR after finalize().
@@ -51,6 +68,9 @@ public:
   std::int32_t add(const Task& t);
   void depend(std::int32_t before, std::int32_t after);
   std::int32_t intern(const std::string& name);
+  /// Records a memory change of the task's rank when the task starts (at_end = false) or ends.
+  void memory(std::int32_t task, bool at_end, MemCategory category, double bytes);
+  const std::vector<MemEvent>& memory_events() const { return mem_; }
   /// Builds successor lists and predecessor counts; checks acyclicity. Call once, after the last add.
   void finalize();
 
@@ -69,6 +89,7 @@ private:
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<std::int32_t> succ_begin_, succ_, npred_;
   std::vector<std::string> names_;
+  std::vector<MemEvent> mem_;
   std::map<std::string, std::int32_t> name_ids_;
   bool finalized_ = false;
 };

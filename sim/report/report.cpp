@@ -54,13 +54,6 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   rep.iteration_time_s = T;
 
   std::vector<std::vector<Interval>> compute(nr), comm(nr);
-  struct MemEvent {
-    double t;
-    int order;  // frees (0) before allocations (1) at the same instant
-    std::size_t task;
-    double delta;
-  };
-  std::vector<std::vector<MemEvent>> mem(nr);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
     const double s = res.start_s[i], e = res.end_s[i];
@@ -69,9 +62,28 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       comm[t.rank].emplace_back(s, e);
       if (t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank) comm[t.peer].emplace_back(s, e);
     }
-    if (t.mem_on_start_bytes != 0) mem[t.rank].push_back({s, t.mem_on_start_bytes < 0 ? 0 : 1, i, t.mem_on_start_bytes});
-    if (t.mem_on_end_bytes != 0) mem[t.rank].push_back({e, t.mem_on_end_bytes < 0 ? 0 : 1, i, t.mem_on_end_bytes});
   }
+  struct TimedMem {
+    double t;
+    int order;  // frees (0) before allocations (1) at the same instant
+    std::size_t index;
+    const MemEvent* ev;
+  };
+  std::vector<std::vector<TimedMem>> mem(nr);
+  const auto& events = low.graph.memory_events();
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const MemEvent& ev = events[i];
+    const double t = ev.at_end ? res.end_s[ev.task] : res.start_s[ev.task];
+    mem[tasks[ev.task].rank].push_back({t, ev.bytes < 0 ? 0 : 1, i, &ev});
+  }
+  auto describe = [&](const MemEvent& ev) {
+    const Task& t = tasks[ev.task];
+    std::string d = low.graph.names()[t.name];
+    if (t.layer >= 0) d += " layer " + std::to_string(t.layer);
+    if (t.microbatch >= 0) d += " micro-batch " + std::to_string(t.microbatch);
+    return d + std::string(" (") + (ev.at_end ? "end" : "start") + ", " + mem_category_name(ev.category) + " " +
+           fmt("%+.3f", ev.bytes / units::kGB) + " GB)";
+  };
 
   const double capacity = in.cluster->gpu.memory_bytes;
   for (std::size_t r = 0; r < nr; ++r) {
@@ -96,38 +108,61 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       rr.exposed_comm_s += ex;
       rr.bubble_s += (T - cursor) - ex;
     }
-    // Memory timeline: static parts at t = 0, then activation events in time order.
+    rr.bubble_fraction = rr.compute_s > 0 ? rr.bubble_s / rr.compute_s : 0;
+    // Memory timeline: static parts at t = 0, then every event in time order.
     const auto& sm = low.ranks[r].static_mem;
-    double base = low.ranks[r].reserved_bytes + sm.total();
-    double act = 0, peak = base, peak_act = 0, peak_t = 0;
-    rr.memory_timeline.emplace_back(0.0, base);
+    std::array<double, kNumMemCategories> cur{};
+    cur[static_cast<int>(MemCategory::WEIGHTS)] = sm.weight_bytes;
+    cur[static_cast<int>(MemCategory::GRADIENTS)] = sm.gradient_bytes;
+    cur[static_cast<int>(MemCategory::OPTIMIZER)] = sm.optimizer_bytes;
+    cur[static_cast<int>(MemCategory::RESERVED)] = low.ranks[r].reserved_bytes;
+    auto total = [&] {
+      double x = 0;
+      for (double b : cur) x += b;
+      return x;
+    };
+    rr.peak_bytes = total();
+    rr.at_peak = cur;
+    rr.peak_event = "static memory at start";
+    if (rr.peak_bytes > capacity) rr.oom_event = "static memory at start (weights, gradients, optimizer, reserved)";
+    rr.memory_timeline.emplace_back(0.0, cur);
     auto& ev = mem[r];
-    std::sort(ev.begin(), ev.end(), [](const MemEvent& x, const MemEvent& y) {
-      return std::tie(x.t, x.order, x.task) < std::tie(y.t, y.order, y.task);
+    std::sort(ev.begin(), ev.end(), [](const TimedMem& x, const TimedMem& y) {
+      return std::tie(x.t, x.order, x.index) < std::tie(y.t, y.order, y.index);
     });
     for (const auto& e : ev) {
-      act += e.delta;
-      DTSIM_ASSERT(act > -1.0, "activation memory of rank " << rr.global_rank << " went negative (" << act << ")");
-      if (base + act > peak) {
-        peak = base + act;
-        peak_act = act;
-        peak_t = e.t;
+      double& slot = cur[static_cast<int>(e.ev->category)];
+      slot += e.ev->bytes;
+      DTSIM_ASSERT(slot > -1.0, "memory of rank " << rr.global_rank << " in category "
+                                                   << mem_category_name(e.ev->category) << " went negative (" << slot
+                                                   << " bytes) at " << describe(*e.ev));
+      const double now = total();
+      if (now > rr.peak_bytes) {
+        rr.peak_bytes = now;
+        rr.at_peak = cur;
+        rr.peak_time_s = e.t;
+        rr.peak_event = describe(*e.ev);
       }
-      if (!rr.memory_timeline.empty() && rr.memory_timeline.back().first == e.t)
-        rr.memory_timeline.back().second = base + act;
+      if (now > capacity && rr.oom_event.empty()) {
+        rr.oom_event = describe(*e.ev);
+        rr.oom_time_s = e.t;
+      }
+      if (rr.memory_timeline.back().first == e.t)
+        rr.memory_timeline.back().second = cur;
       else
-        rr.memory_timeline.emplace_back(e.t, base + act);
+        rr.memory_timeline.emplace_back(e.t, cur);
     }
-    rr.peak_bytes = peak;
-    rr.peak_activation_bytes = peak_act;
-    rr.peak_time_s = peak_t;
+    rr.peak_activation_bytes = rr.at_peak[static_cast<int>(MemCategory::ACTIVATIONS)] +
+                               rr.at_peak[static_cast<int>(MemCategory::RECOMPUTE)];
     rep.ranks.push_back(std::move(rr));
   }
   for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
     const auto& rr = rep.ranks[low.sim_index_of[g]];
-    if (rr.peak_bytes > capacity) rep.oom.push_back({g, rr.peak_bytes, capacity, rr.peak_time_s});
+    if (rr.peak_bytes > capacity)
+      rep.oom.push_back({g, rr.peak_bytes, capacity, rr.peak_time_s, rr.oom_event, rr.oom_time_s});
   }
 
+  for (const auto& rr : rep.ranks) rep.max_bubble_fraction = std::max(rep.max_bubble_fraction, rr.bubble_fraction);
   const auto& plan = *in.plan;
   const int gpus = plan.world_size();
   rep.samples_per_s = plan.global_batch_size / T;
@@ -157,6 +192,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                      {"compute_s", rr.compute_s},
                      {"exposed_comm_s", rr.exposed_comm_s},
                      {"bubble_s", rr.bubble_s},
+                     {"bubble_fraction", rr.bubble_fraction},
                      {"peak_memory_bytes", rr.peak_bytes},
                      {"peak_memory_time_s", rr.peak_time_s},
                      {"peak_activation_bytes", rr.peak_activation_bytes}});
@@ -167,6 +203,8 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
     c.pp = s;
     const auto& rr = rep.ranks[low.sim_index_of[in.plan->rank_of(c)]];
     const auto& sm = low.ranks[rr.sim_index].static_mem;
+    json at_peak = json::object();
+    for (int k = 0; k < kNumMemCategories; ++k) at_peak[mem_category_name(static_cast<MemCategory>(k))] = rr.at_peak[k];
     stages.push_back({{"stage", s},
                       {"layers", in.plan->stage_layers(in.model->num_layers)[s]},
                       {"params_per_rank", sm.params},
@@ -176,9 +214,13 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                       {"reserved_bytes", low.ranks[rr.sim_index].reserved_bytes},
                       {"peak_activation_bytes", rr.peak_activation_bytes},
                       {"peak_memory_bytes", rr.peak_bytes},
+                      {"peak_memory_time_s", rr.peak_time_s},
+                      {"peak_memory_event", rr.peak_event},
+                      {"memory_at_peak_bytes", at_peak},
                       {"compute_s", rr.compute_s},
                       {"exposed_comm_s", rr.exposed_comm_s},
-                      {"bubble_s", rr.bubble_s}});
+                      {"bubble_s", rr.bubble_s},
+                      {"bubble_fraction", rr.bubble_fraction}});
   }
   json oom = json::array();
   for (const auto& o : rep.oom)
@@ -186,7 +228,9 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                    {"peak_memory_bytes", o.peak_bytes},
                    {"capacity_bytes", o.capacity_bytes},
                    {"excess_bytes", o.peak_bytes - o.capacity_bytes},
-                   {"time_s", o.peak_time_s}});
+                   {"peak_time_s", o.peak_time_s},
+                   {"crossed_at_s", o.event_time_s},
+                   {"crossed_by", o.event}});
   return {{"schema", "dtsim.summary"},
           {"schema_version", 1},
           {"dtsim_version", DTSIM_VERSION},
@@ -195,6 +239,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
            {{"model", to_json(*in.model)},
             {"cluster", to_json(*in.cluster)},
             {"plan", to_json(*in.plan, in.model->num_layers)},
+            {"schedule", in.plan->schedule_name()},
             {"calibration", to_json(*in.calibration)},
             {"simulation",
              {{"collective_mode", to_string(in.options->collective_mode)},
@@ -214,6 +259,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
             {"model_flops_per_iteration", low.model_flops_per_iteration},
             {"hardware_flops_per_iteration", low.hardware_flops_per_iteration},
             {"hand_estimate_s", rep.hand_estimate_s},
+            {"max_bubble_fraction", rep.max_bubble_fraction},
             {"fits_in_memory", rep.oom.empty()},
             {"oom", oom}}},
           {"stages", stages},
@@ -260,9 +306,14 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
     w.complete(pid, static_cast<int>(t.stream), name, stream_name(t.stream), s_ns, units::s_to_ns(res.end_s[i]) - s_ns,
                args);
   }
+  std::vector<std::pair<std::string, double>> series;
   for (const auto& rr : rep.ranks)
-    for (const auto& [t, bytes] : rr.memory_timeline)
-      w.counter(rr.global_rank, "memory", units::s_to_ns(t), "bytes", bytes);
+    for (const auto& [t, cats] : rr.memory_timeline) {
+      series.clear();
+      for (int c = 0; c < kNumMemCategories; ++c)
+        series.emplace_back(mem_category_name(static_cast<MemCategory>(c)), cats[c] / units::kGB);
+      w.counter(rr.global_rank, "memory (GB)", units::s_to_ns(t), series);
+    }
   nlohmann::json meta = {{"schema", "dtsim.trace"},
                          {"schema_version", 1},
                          {"dtsim_version", DTSIM_VERSION},
@@ -283,7 +334,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     << in.cluster->total_gpus() << " x " << in.cluster->gpu.name << ")\n";
   o << "plan: tp " << plan.tp << " pp " << plan.pp << " dp " << plan.dp << " | micro-batch " << plan.micro_batch_size
     << " global batch " << plan.global_batch_size << " (" << plan.num_microbatches() << " micro-batches) | "
-    << to_string(plan.schedule) << " | recompute " << to_string(plan.recompute) << " | zero " << plan.zero_stage
+    << plan.schedule_name() << " | recompute " << to_string(plan.recompute) << " | zero " << plan.zero_stage
     << (plan.sequence_parallel ? " | sequence parallel" : "") << "\n";
   o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks
     << " tasks, " << rep.activities << " SimGrid activities, collectives as " << to_string(in.options->collective_mode)
@@ -296,17 +347,18 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << "hand estimate       " << fmt("%.3f", rep.hand_estimate_s) << " s  ("
     << (plan.recompute == Recompute::FULL ? 8 : 6) << " x params x tokens / (GPUs x peak x "
     << fmt("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
-  o << "stage  layers  compute s  exposed comm s  bubble s  peak memory (static + activations)\n";
+  o << "stage  layers  compute s  exposed comm s  bubble s (fraction)  peak memory (static + dynamic)\n";
   for (int s = 0; s < plan.pp; ++s) {
     RankCoord c;
     c.pp = s;
     const auto& rr = rep.ranks[low.sim_index_of[plan.rank_of(c)]];
     const auto& sr = low.ranks[rr.sim_index];
     char line[200];
-    std::snprintf(line, sizeof line, "%5d  %6d  %9.3f  %14.3f  %8.3f  %s (%s + %s)\n", s,
+    const double stat = sr.static_mem.total() + sr.reserved_bytes;
+    std::snprintf(line, sizeof line, "%5d  %6d  %9.3f  %14.3f  %8.3f (%5.1f%%)  %s (%s + %s)\n", s,
                   plan.stage_layers(in.model->num_layers)[s], rr.compute_s, rr.exposed_comm_s, rr.bubble_s,
-                  gb(rr.peak_bytes).c_str(), gb(sr.static_mem.total() + sr.reserved_bytes).c_str(),
-                  gb(rr.peak_activation_bytes).c_str());
+                  100 * rr.bubble_fraction, gb(rr.peak_bytes).c_str(), gb(stat).c_str(),
+                  gb(rr.peak_bytes - stat).c_str());
     o << line;
   }
   o << "\n";
@@ -322,6 +374,9 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
       }
     o << "memory: OUT OF MEMORY on " << rep.oom.size() << " of " << plan.world_size() << " ranks (worst: rank "
       << worst_rank << " over by " << gb(worst) << " of " << gb(in.cluster->gpu.memory_bytes) << ")\n";
+    for (const auto& e : rep.oom)
+      if (e.global_rank == worst_rank)
+        o << "        capacity first crossed at " << fmt("%.4f", e.event_time_s) << " s by " << e.event << "\n";
   }
   return o.str();
 }

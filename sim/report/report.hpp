@@ -2,6 +2,7 @@
 // (compute / exposed communication / bubble), per-rank memory timeline and peak, OOM list; and renders
 // summary.json, trace.json (Chrome trace) and the human summary.
 #pragma once
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,10 +19,16 @@ struct RankReport {
   double compute_s = 0;        ///< compute stream busy
   double exposed_comm_s = 0;   ///< compute stream idle while communication of this rank is in flight
   double bubble_s = 0;         ///< compute stream idle with no communication in flight
+  double bubble_fraction = 0;  ///< idle / compute time: (p-1)/m for balanced GPipe and 1F1B (Megatron's t_pb/t_id)
   double peak_bytes = 0;       ///< peak device memory
   double peak_time_s = 0;      ///< first time the peak is reached
-  double peak_activation_bytes = 0;  ///< activations (and recompute buffers) at the peak
-  std::vector<std::pair<double, double>> memory_timeline;  ///< (time s, bytes in use) after each change
+  double peak_activation_bytes = 0;  ///< activations and recompute buffers at the peak
+  std::array<double, kNumMemCategories> at_peak{};  ///< bytes per category at the peak
+  std::string peak_event;      ///< the task whose memory change reached the peak
+  std::string oom_event;       ///< the first task whose allocation crossed the device capacity ("" if none)
+  double oom_time_s = 0;
+  /// (time s, bytes per category) after each change.
+  std::vector<std::pair<double, std::array<double, kNumMemCategories>>> memory_timeline;
 };
 
 struct OomEntry {
@@ -29,6 +36,8 @@ struct OomEntry {
   double peak_bytes = 0;
   double capacity_bytes = 0;
   double peak_time_s = 0;
+  std::string event;   ///< the first allocation that crossed the capacity
+  double event_time_s = 0;
 };
 
 struct Inputs {
@@ -46,7 +55,8 @@ struct Report {
   double model_tflops_per_gpu = 0;     ///< model FLOPs (no recompute) per second per GPU, in TFLOP/s
   double hardware_tflops_per_gpu = 0;  ///< executed FLOPs (with recompute) per second per GPU
   double mfu = 0;                      ///< model FLOPs utilisation against the dtype's dense peak
-  double hand_estimate_s = 0;          ///< k*params*tokens / (GPUs * peak * gemm_efficiency_max), k = 6 or 8
+  double hand_estimate_s = 0;
+  double max_bubble_fraction = 0;      ///< largest bubble fraction over the stages          ///< k*params*tokens / (GPUs * peak * gemm_efficiency_max), k = 6 or 8
   std::vector<RankReport> ranks;       ///< one per simulated rank
   std::vector<OomEntry> oom;           ///< every global rank over capacity
   std::uint64_t tasks = 0, activities = 0;

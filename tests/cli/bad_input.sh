@@ -53,6 +53,19 @@ cat >"$TMP/calib_eff15.json" <<'EOF'
  "memory": {"reserved_memory_bytes": 2e9}}
 EOF
 echo "not a directory" >"$TMP/plainfile"
+# Custom schedules for pp 2 and 4 micro-batches (gbs 16 / (mbs 2 * dp 2)).
+cat >"$TMP/custom_cycle.json" <<'EOF'
+{"schema_version": 1, "stages": [["F0","B0","F1","B1","F2","B2","F3","B3"], ["F1","B1","F0","B0","F2","B2","F3","B3"]]}
+EOF
+cat >"$TMP/custom_missing.json" <<'EOF'
+{"schema_version": 1, "stages": [["F0","F1","F2","F3","B0","B1","B2","B3"], ["F0","B0","F1","B1","F2","B2","F3"]]}
+EOF
+cat >"$TMP/custom_bad_pass.json" <<'EOF'
+{"schema_version": 1, "stages": [["F0","X1"], ["F0"]]}
+EOF
+cat >"$TMP/custom_three_stages.json" <<'EOF'
+{"schema_version": 1, "stages": [["F0","B0"], ["F0","B0"], ["F0","B0"]]}
+EOF
 
 # Common valid arguments; each case changes one thing.
 M=(--model gpt3-1.3b)
@@ -118,8 +131,20 @@ expect_error "negative tp"                   "tp must be positive" simulate "${M
 expect_error "non-numeric tp"                "'--tp'"              simulate "${M[@]}" "${C[@]}" --tp two --gbs 16
 # ---- plan options ------------------------------------------------------------------------------------
 expect_error "unknown schedule"              "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zigzag
+expect_error "interleaved without chunks"    "interleaved:2"       simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule interleaved
+expect_error "interleaved zero chunks"       "interleaved:2"       simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule interleaved:0
+expect_error "interleaved m not multiple of p" "multiple of pp"    simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 2 --mbs 2 --gbs 12 --schedule interleaved:2
+expect_error "interleaved chunks exceed layers" "exceeds the"      simulate --model "$TMP/model_ok.json" "${C[@]}" "${P[@]}" --schedule interleaved:2
+expect_error "1f1b unknown warm-up"          "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule 1f1b:zigzag
+expect_error "zb-h1 with an argument"        "takes no"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zb-h1:2
+expect_error "custom schedule without file"  "needs a file"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule custom
+expect_error "custom schedule missing file"  "cannot open"         simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/nope.json"
+expect_error "custom schedule with a cycle"  "deadlocks"           simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_cycle.json"
+expect_error "custom schedule missing pass"  "lacks pass B3"       simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_missing.json"
+expect_error "custom schedule bad pass"      "'X1'"                simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_bad_pass.json"
+expect_error "custom schedule wrong stages"  "lists 3 stages"      simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_three_stages.json"
 expect_error "unknown recompute"             "'partial'"           simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute partial
-expect_error "zero stage 2"                  "zero stage 2"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 2
+expect_error "zero stage 4"                  "zero stage 4"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 4
 expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${M[@]}" "${C[@]}" --tp 1 --pp 2 --dp 4 --gbs 16 --sequence-parallel
 expect_error "layers-per-stage wrong count"  "3 entries but pp is 2" simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 8,8,8
 expect_error "layers-per-stage wrong sum"    "sums to 20"          simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 10,10

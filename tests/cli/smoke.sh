@@ -4,7 +4,7 @@
 # Checks: --help / simulate --help / presets / version exit 0 with the expected content; a simulation writes
 # a summary.json that parses as JSON with schema_version 1, a positive iteration time, one entry per GPU in
 # "ranks" and the plan echoed in config.plan; trace.json parses as a Chrome trace with complete ("X") events
-# carrying pid/tid/ts/dur and args.microbatch, and "memory" counter ("C") events; an out-of-memory plan is
+# carrying pid/tid/ts/dur and args.microbatch, and "memory (GB)" counter ("C") events by category; an out-of-memory plan is
 # a result, not an error (exit 0, "OUT OF MEMORY" on stdout, fits_in_memory false, a per-rank oom list);
 # --no-trace writes only summary.json; --quiet prints nothing.
 set -euo pipefail
@@ -113,9 +113,10 @@ check(not neg, "no X event has a negative ts or dur")
 mb = [e for e in xs if isinstance(e.get("args", {}).get("microbatch"), int)]
 check(len(mb) > 0, "X events carry args.microbatch (%d of %d)" % (len(mb), len(xs)))
 cs = [e for e in ev if e.get("ph") == "C"]
-mem = [e for e in cs if e.get("name") == "memory"]
-check(len(mem) > 0, "has counter (ph C) events named memory (%d)" % len(mem))
-check(all("bytes" in e.get("args", {}) for e in mem), "memory counters carry args.bytes")
+mem = [e for e in cs if e.get("name") == "memory (GB)"]
+check(len(mem) > 0, "has counter (ph C) events named memory (GB): %d" % len(mem))
+cats = {"weights", "gradients", "optimizer", "reserved", "activations", "recompute", "gathered_params", "grad_buffers"}
+check(all(set(e.get("args", {})) == cats for e in mem), "memory counters carry one series per memory category")
 ' "$OUT/trace.json"
 fi
 

@@ -2,56 +2,21 @@
 // Each TEST runs in its own process (gtest_discover_tests), as SimGrid allows one engine per process; tests that
 // compare several simulations run each one in a forked child.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <functional>
 #include <vector>
 
 #include "sim/simulate.hpp"
+#include "tests/support/sim_fixture.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
 
+using namespace dtsim::testing;
+
 namespace {
 
-// A calibration with no efficiency losses or software overheads: link speeds are the nominal ones.
-Calibration ideal_calibration() {
-  Calibration c = default_calibration("a100-sxm4-80gb");
-  c.gemm_efficiency_max = 1.0;
-  c.gemm_half_efficiency_flops = 0;
-  c.memory_bandwidth_efficiency = 1.0;
-  c.kernel_launch_s = 0;
-  c.optimizer_bytes_per_param = 0;
-  c.intra_bandwidth_efficiency = 1.0;
-  c.inter_bandwidth_efficiency = 1.0;
-  c.collective_step_overhead_s = 0;
-  c.p2p_overhead_s = 0;
-  c.reserved_memory_bytes = 0;
-  return c;
-}
-
-ClusterSpec uniform_cluster(int nodes, int gpus_per_node, double bw_Bps, double alpha_s) {
-  ClusterSpec c = load_cluster("dgx-a100:8");
-  c.name = "uniform";
-  c.num_nodes = nodes;
-  c.gpus_per_node = gpus_per_node;
-  c.intra.bandwidth_Bps = bw_Bps;
-  c.intra.latency_s = alpha_s;
-  c.inter.nics_per_node = gpus_per_node;
-  c.inter.nic_bandwidth_Bps = bw_Bps;
-  c.inter.latency_s = alpha_s;
-  return c;
-}
-
-TransformerSpec tiny_model() {
-  TransformerSpec m = model_preset("gpt3-1.3b");
-  m.name = "tiny";
-  m.num_layers = 8;
-  m.tied_embeddings = false;
-  return m;
-}
+TransformerSpec tiny_model() { return dtsim::testing::tiny_model(8); }
 
 // Runs the collective alone and returns the time at which every rank is done.
 double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, double bytes, CollectiveMode mode,
@@ -72,30 +37,6 @@ double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, d
   double t = 0;
   for (double e : res.end_s) t = std::max(t, e);
   return t;
-}
-
-// Runs fn in a child process and returns the double it produced (SimGrid: one engine per process).
-double in_child(const std::function<double()>& fn) {
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    double v = std::nan("");
-    try {
-      v = fn();
-    } catch (...) {
-    }
-    if (write(fds[1], &v, sizeof v) != sizeof v) _exit(1);
-    _exit(0);
-  }
-  close(fds[1]);
-  double v = std::nan("");
-  if (read(fds[0], &v, sizeof v) != sizeof v) v = std::nan("");
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return v;
 }
 
 constexpr double kRel = 1e-9;
@@ -188,53 +129,9 @@ TEST(LinkSharing, TwoFlowsOnOneLinkEachGetHalf) {
 // ---- Pipelines with equal stages and free communication: (m + p - 1)(t_f + t_b).
 
 namespace {
-struct PipelineRun {
-  Lowered low;
-  EngineResult res;
-  Report rep;
-};
-
-// One layer per stage whose forward takes tf seconds and backward 2*tf; activations of act_bytes per micro-batch.
-PassCosts fixed_costs(double tf, double peak_flops, double act_bytes) {
-  PassCosts pc;
-  cost::Step f;
-  f.kind = cost::Step::Kind::COMPUTE;
-  f.name = "layer";
-  f.ops.push_back({"gemm", true, tf * peak_flops, 0});
-  cost::Step b = f;
-  b.name = "layer-bwd";
-  b.ops[0].flops = 2 * tf * peak_flops;
-  pc.layer.forward = {f};
-  pc.layer.backward = {b};
-  pc.layer_act.stored = act_bytes;
-  return pc;
-}
-
 PipelineRun run_pipeline(Schedule sched, int p, int m, double tf, double act_bytes) {
-  PipelineRun out;
-  static TransformerSpec model;
-  model = tiny_model();
-  model.num_layers = p;
-  static ClusterSpec cluster;
-  cluster = uniform_cluster(1, p, 1e20, 0.0);  // communication is free
-  static ParallelPlan plan;
-  plan = ParallelPlan{};
-  plan.pp = p;
-  plan.micro_batch_size = 1;
-  plan.global_batch_size = m;
-  plan.schedule = sched;
-  static Calibration cal;
-  cal = ideal_calibration();
-  static SimOptions opt;
-  opt = SimOptions{};
-  PassCosts pc = fixed_costs(tf, cluster.gpu.peak_flops(model.dtype), act_bytes);
-  out.low = lower(model, cluster, plan, cal, opt, pc);
-  std::vector<int> gpus;
-  for (const auto& r : out.low.ranks) gpus.push_back(r.global_rank);
-  out.res = run_on_simgrid(out.low.graph, cluster, cal, gpus);
-  Inputs in{&model, &cluster, &plan, &cal, &opt};
-  out.rep = analyze(in, out.low, out.res);
-  return out;
+  // One layer per stage: forward tf, backward 2 tf (not split).
+  return run_fixed_pipeline(pipeline_plan(sched, p, m), p, tf, 2 * tf, 0, act_bytes);
 }
 }  // namespace
 

@@ -88,7 +88,7 @@ TEST(TaskGraph, ActivationMemoryIsReleasedOnEveryRank) {
     s.opt.fold = FoldMode::NONE;
     Lowered low = s.lower();
     std::map<int, double> net;
-    for (const auto& t : low.graph.tasks()) net[t.rank] += t.mem_on_start_bytes + t.mem_on_end_bytes;
+    for (const auto& ev : low.graph.memory_events()) net[low.graph.tasks()[ev.task].rank] += ev.bytes;
     for (const auto& [rank, bytes] : net) EXPECT_NEAR(bytes, 0.0, 1.0) << "rank " << rank << " " << to_string(rc);
   }
 }

@@ -527,9 +527,9 @@ TEST(PlanValidate, EachInconsistencyHasDistinctMessage) {
   }
   {
     PlanFixture f;
-    f.plan.zero_stage = 3;
+    f.plan.zero_stage = 4;
     messages.push_back(f.error());
-    EXPECT_TRUE(contains(messages.back(), "zero stage 3 is not supported")) << messages.back();
+    EXPECT_TRUE(contains(messages.back(), "zero stage 4 is not supported")) << messages.back();
   }
   {
     PlanFixture f;
@@ -635,8 +635,8 @@ TEST(PlanJson, InconsistentNumMicrobatchesRejected) {
 TEST(PlanJson, UnknownScheduleRecomputeAndFieldRejected) {
   json base = {{"micro_batch_size", 1}, {"global_batch_size", 8}};
   json j = base;
-  j["schedule"] = "interleaved";
-  EXPECT_TRUE(contains(error_of<dtsim::ConfigError>([&] { dtsim::plan_from_json(j, "c"); }), "'interleaved'"));
+  j["schedule"] = "zigzag";
+  EXPECT_TRUE(contains(error_of<dtsim::ConfigError>([&] { dtsim::plan_from_json(j, "c"); }), "'zigzag'"));
   j = base;
   j["recompute"] = "some";
   EXPECT_TRUE(contains(error_of<dtsim::ConfigError>([&] { dtsim::plan_from_json(j, "c"); }), "'some'"));

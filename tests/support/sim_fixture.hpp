@@ -1,0 +1,138 @@
+// Shared helpers for tests that run the simulator on idealised inputs: nominal link speeds, free or uniform
+// networks, and layers with fixed pass times injected through PassCosts.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/simulate.hpp"
+
+namespace dtsim::testing {
+using namespace dtsim::sim;
+
+// A calibration with no efficiency losses or software overheads: link speeds are the nominal ones.
+inline Calibration ideal_calibration() {
+  Calibration c = default_calibration("a100-sxm4-80gb");
+  c.gemm_efficiency_max = 1.0;
+  c.gemm_half_efficiency_flops = 0;
+  c.memory_bandwidth_efficiency = 1.0;
+  c.kernel_launch_s = 0;
+  c.optimizer_bytes_per_param = 0;
+  c.intra_bandwidth_efficiency = 1.0;
+  c.inter_bandwidth_efficiency = 1.0;
+  c.collective_step_overhead_s = 0;
+  c.p2p_overhead_s = 0;
+  c.reserved_memory_bytes = 0;
+  return c;
+}
+
+// nodes x gpus_per_node GPUs; every port (NVSwitch and NIC) has bandwidth bw_Bps and one-way latency alpha_s.
+inline ClusterSpec uniform_cluster(int nodes, int gpus_per_node, double bw_Bps, double alpha_s) {
+  ClusterSpec c = load_cluster("dgx-a100:8");
+  c.name = "uniform";
+  c.num_nodes = nodes;
+  c.gpus_per_node = gpus_per_node;
+  c.intra.bandwidth_Bps = bw_Bps;
+  c.intra.latency_s = alpha_s;
+  c.inter.nics_per_node = gpus_per_node;
+  c.inter.nic_bandwidth_Bps = bw_Bps;
+  c.inter.latency_s = alpha_s;
+  return c;
+}
+
+inline TransformerSpec tiny_model(int layers) {
+  TransformerSpec m = model_preset("gpt3-1.3b");
+  m.name = "tiny";
+  m.num_layers = layers;
+  m.tied_embeddings = false;
+  return m;
+}
+
+// Every layer: forward tf, backward = input gradient tb + weight gradient tw (split for zero-bubble schedules);
+// act_bytes of stored activations per micro-batch; no embedding or head work.
+inline PassCosts fixed_costs(double tf, double tb, double tw, double peak_flops, double act_bytes) {
+  PassCosts pc;
+  cost::Step f;
+  f.kind = cost::Step::Kind::COMPUTE;
+  f.name = "layer";
+  f.ops.push_back({"fwd", true, tf * peak_flops, 0, false});
+  cost::Step b;
+  b.kind = cost::Step::Kind::COMPUTE;
+  b.name = "layer-bwd";
+  b.ops.push_back({"dgrad", true, tb * peak_flops, 0, false});
+  if (tw > 0) b.ops.push_back({"wgrad", true, tw * peak_flops, 0, true});
+  pc.layer.forward = {f};
+  pc.layer.backward = {b};
+  cost::split_backward(pc.layer);
+  pc.layer_act.stored = act_bytes;
+  return pc;
+}
+
+struct PipelineRun {
+  TransformerSpec model;
+  ClusterSpec cluster;
+  ParallelPlan plan;
+  Calibration cal;
+  SimOptions opt;
+  Lowered low;
+  EngineResult res;
+  Report rep;
+};
+
+// A pipeline on one node of p GPUs with free communication; the plan's schedule and layers are the caller's.
+inline PipelineRun run_fixed_pipeline(const ParallelPlan& plan, int layers, double tf, double tb, double tw,
+                                      double act_bytes) {
+  PipelineRun r;
+  r.model = tiny_model(layers);
+  r.cluster = uniform_cluster(1, plan.pp, 1e20, 0.0);
+  r.plan = plan;
+  r.cal = ideal_calibration();
+  PassCosts pc = fixed_costs(tf, tb, tw, r.cluster.gpu.peak_flops(r.model.dtype), act_bytes);
+  r.low = lower(r.model, r.cluster, r.plan, r.cal, r.opt, pc);
+  std::vector<int> gpus;
+  for (const auto& rank : r.low.ranks) gpus.push_back(rank.global_rank);
+  r.res = run_on_simgrid(r.low.graph, r.cluster, r.cal, gpus);
+  Inputs in{&r.model, &r.cluster, &r.plan, &r.cal, &r.opt};
+  r.rep = analyze(in, r.low, r.res);
+  return r;
+}
+
+inline ParallelPlan pipeline_plan(Schedule sched, int p, int m, int v = 1) {
+  ParallelPlan plan;
+  plan.pp = p;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = m;
+  plan.schedule = sched;
+  plan.virtual_stages = v;
+  return plan;
+}
+
+// Runs fn in a child process and returns the double it produced (SimGrid: one engine per process).
+inline double in_child(const std::function<double()>& fn) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double v = std::nan("");
+    try {
+      v = fn();
+    } catch (...) {
+    }
+    if (write(fds[1], &v, sizeof v) != sizeof v) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  double v = std::nan("");
+  if (read(fds[0], &v, sizeof v) != sizeof v) v = std::nan("");
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return v;
+}
+
+}  // namespace dtsim::testing

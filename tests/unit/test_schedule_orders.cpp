@@ -1,0 +1,126 @@
+// Schedule orders without simulation: generated orders are complete and deadlock-free, custom orders are
+// checked, warm-up counts, ZeRO memory per the ZeRO paper's example.
+#include <gtest/gtest.h>
+
+#include "strategies/memory_model.hpp"
+#include "strategies/schedule.hpp"
+#include "traces/error.hpp"
+
+using namespace dtsim;
+using sched::PipeOp;
+using K = PipeOp::Kind;
+
+namespace {
+ParallelPlan plan_of(Schedule s, int p, int m, int v = 1) {
+  ParallelPlan plan;
+  plan.pp = p;
+  plan.global_batch_size = m;
+  plan.schedule = s;
+  plan.virtual_stages = v;
+  return plan;
+}
+std::string joined(const std::vector<PipeOp>& ops) {
+  std::string s;
+  for (const auto& op : ops) {
+    if (!s.empty()) s += ' ';
+    s += to_string(op);
+  }
+  return s;
+}
+}  // namespace
+
+TEST(ScheduleOrders, EveryGeneratedOrderIsCompleteAndDeadlockFree) {
+  for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B, Schedule::ZB_H1, Schedule::ZB_H2, Schedule::INTERLEAVED})
+    for (int p : {1, 2, 3, 4, 8})
+      for (int m : {1, 2, 3, 5, 8, 16, 24})
+        for (int v : {1, 2, 3}) {
+          if ((s == Schedule::INTERLEAVED) != (v > 1)) continue;
+          if (s == Schedule::INTERLEAVED && (m % p != 0 || p < 2)) continue;
+          for (bool dapple : {false, true}) {
+            if (dapple && s != Schedule::ONE_F_ONE_B) continue;
+            ParallelPlan plan = plan_of(s, p, m, v);
+            plan.dapple_warmup = dapple;
+            SCOPED_TRACE(plan.schedule_name() + " p=" + std::to_string(p) + " m=" + std::to_string(m));
+            EXPECT_NO_THROW(sched::validate_orders(sched::plan_orders(plan), p, m, v, plan.split_backward(), "t"));
+          }
+        }
+}
+
+TEST(ScheduleOrders, OneFOneBWarmupMegatronAndDapple) {
+  // Megatron: stage 0 of 4 warms up with p-s-1 = 3 forwards; DAPPLE: p-s = 4, then backward first.
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ONE_F_ONE_B, 4, 6, 0)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ONE_F_ONE_B, 4, 6, 0, true)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ONE_F_ONE_B, 4, 6, 2)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ONE_F_ONE_B, 4, 6, 2, true)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ONE_F_ONE_B, 4, 6, 3)), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+}
+
+TEST(ScheduleOrders, ZbH1DelaysWeightPassesByStageIndex) {
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ZB_H1, 4, 5, 0)), "F0 F1 F2 F3 B0 W0 F4 B1 W1 B2 W2 B3 W3 B4 W4");
+  EXPECT_EQ(joined(sched::stage_order(Schedule::ZB_H1, 4, 5, 3)), "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 W2 W3 W4");
+}
+
+TEST(ScheduleOrders, InterleavedStartsWithTheMegatronWarmup) {
+  // p = 2, v = 2, m = 4: stage 0 warms up with 2(p-s-1) + (v-1)p = 4 forwards over chunks 0 then 1.
+  auto orders = sched::plan_orders(plan_of(Schedule::INTERLEAVED, 2, 4, 2));
+  EXPECT_EQ(joined(orders[0]), "F0 F1 F0.1 F1.1 F2 B0.1 F3 B1.1 F2.1 B0 F3.1 B1 B2.1 B3.1 B2 B3");
+}
+
+TEST(ScheduleOrders, MaxInFlight) {
+  for (int p : {2, 4, 8})
+    for (int s = 0; s < p; ++s) {
+      EXPECT_EQ(sched::max_in_flight(Schedule::GPIPE, p, 16, s), 16);
+      EXPECT_EQ(sched::max_in_flight(Schedule::ONE_F_ONE_B, p, 16, s), p - s);
+      EXPECT_EQ(sched::max_in_flight(Schedule::ZB_H1, p, 16, s), p);
+    }
+  EXPECT_EQ(sched::max_in_flight(Schedule::ZB_H2, 4, 16, 0), 7);
+}
+
+TEST(CustomSchedule, CycleIsRejected) {
+  // Stage 0 waits for B0 (which needs F0 on stage 1), stage 1 starts with F1, which needs F1 of stage 0: deadlock.
+  std::vector<std::vector<PipeOp>> orders = {{{K::F, 0}, {K::B, 0}, {K::F, 1}, {K::B, 1}},
+                                             {{K::F, 1}, {K::B, 1}, {K::F, 0}, {K::B, 0}}};
+  try {
+    sched::validate_orders(orders, 2, 2, 1, false, "custom schedule 'x.json'");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlocks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("stage 1 at F1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CustomSchedule, MissingDuplicateAndOutOfRangePassesAreRejected) {
+  auto err = [](const std::vector<std::vector<PipeOp>>& o, int m, bool split) {
+    try {
+      sched::validate_orders(o, 1, m, 1, split, "c");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err({{{K::F, 0}}}, 1, false).find("lacks pass B0"), std::string::npos);
+  EXPECT_NE(err({{{K::F, 0}, {K::F, 0}, {K::B, 0}}}, 1, false).find("appears twice"), std::string::npos);
+  EXPECT_NE(err({{{K::F, 0}, {K::B, 0}, {K::F, 3}, {K::B, 3}}}, 1, false).find("micro-batch 3"), std::string::npos);
+  EXPECT_NE(err({{{K::F, 0}, {K::B, 0}}}, 1, true).find("lacks pass W0"), std::string::npos);
+  EXPECT_EQ(err({{{K::F, 0}, {K::B, 0}, {K::W, 0}}}, 1, true), "no error");
+}
+
+TEST(CustomSchedule, PassSyntax) {
+  EXPECT_EQ(pipe_op_from_string("F12", "c"), (PipeOp{K::F, 12, 0}));
+  EXPECT_EQ(pipe_op_from_string("W3.2", "c"), (PipeOp{K::W, 3, 2}));
+  for (const char* bad : {"", "F", "X1", "F-1", "F1.", "F1.x", "Fone"}) EXPECT_THROW(pipe_op_from_string(bad, "c"), ConfigError) << bad;
+}
+
+TEST(ZeroMemory, PaperExampleIs120_31_4_16_6_1_9GB) {
+  // Rajbhandari et al. 2020: Psi = 7.5e9 parameters, N_d = 64, mixed-precision Adam (K = 12).
+  const double psi = 7.5e9;
+  auto total = [&](int zero) { return memory::static_memory_for_params(psi, DType::FP16, zero, 64).total(); };
+  EXPECT_DOUBLE_EQ(total(0), 16 * psi);                        // 120 GB
+  EXPECT_DOUBLE_EQ(total(1), 4 * psi + 12 * psi / 64);         // 31.4 GB
+  EXPECT_DOUBLE_EQ(total(2), 2 * psi + 14 * psi / 64);         // 16.6 GB
+  EXPECT_DOUBLE_EQ(total(3), 16 * psi / 64);                   // 1.9 GB
+  EXPECT_NEAR(total(0) / 1e9, 120.0, 1e-9);
+  EXPECT_NEAR(total(1) / 1e9, 31.40625, 1e-9);
+  EXPECT_NEAR(total(2) / 1e9, 16.640625, 1e-9);
+  EXPECT_NEAR(total(3) / 1e9, 1.875, 1e-9);
+}
