@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # dtsim benchmark (Foundation issue): times `dtsim simulate` on GPT-3 175B, dgx-a100:1024, TP8 PP8 DP16,
-# mbs 1, gbs 1536, 1F1B, and reports wall seconds (best and median of N runs), SimGrid activities per second
+# mbs 1, gbs 1536 (1F1B and the variants below), and reports wall seconds (best and median of N runs), SimGrid activities per second
 # and peak RSS. Usage: bench/run.sh [path/to/dtsim] [runs]. Writes bench/results.txt-style lines to stdout.
 set -euo pipefail
 DTSIM=${1:-build/sim/dtsim}
 RUNS=${2:-5}
-ARGS=(simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --mbs 1 --gbs 1536 --schedule 1f1b)
+ARGS=(simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --mbs 1 --gbs 1536)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -38,6 +38,9 @@ PY
 }
 
 echo "dtsim benchmark on $(nproc) cores: ${ARGS[*]}"
-run_case "1f1b (default: flow, fold)"
+run_case "1f1b (default: flow, fold)" --schedule 1f1b
 run_case "1f1b, collectives as steps" --collectives steps
 run_case "1f1b, full recompute" --recompute full
+run_case "interleaved:3" --schedule interleaved:3
+run_case "zb-h2" --schedule zb-h2
+run_case "zero 3 (FSDP), tp8 pp8 dp16" --zero 3
