@@ -193,7 +193,18 @@ std::array<Axis, 3> rank_order_from_string(const std::string& s, const std::stri
   return out;
 }
 
+int ParallelPlan::devices_per_pipeline() const {
+  int n = 0;
+  for (int s = 0; s < pp; ++s) n += replicas(s);
+  return n;
+}
+
 int ParallelPlan::rank_of(const RankCoord& c) const {
+  if (has_stage_replicas()) {
+    int offset = 0;
+    for (int s = 0; s < c.pp; ++s) offset += replicas(s);
+    return ((c.dp * devices_per_pipeline() + offset + c.rep) * tp) + c.tp;
+  }
   int rank = 0, stride = 1;
   for (Axis a : rank_order) {
     rank += c.get(a) * stride;
@@ -204,6 +215,15 @@ int ParallelPlan::rank_of(const RankCoord& c) const {
 
 RankCoord ParallelPlan::coord_of(int rank) const {
   RankCoord c;
+  if (has_stage_replicas()) {
+    c.tp = rank % tp;
+    int device = rank / tp;
+    c.dp = device / devices_per_pipeline();
+    device %= devices_per_pipeline();
+    while (device >= replicas(c.pp)) device -= replicas(c.pp++);
+    c.rep = device;
+    return c;
+  }
   for (Axis a : rank_order) {
     c.set(a, rank % degree(a));
     rank /= degree(a);
@@ -237,10 +257,26 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(dp, "dp");
   positive(micro_batch_size, "micro batch size");
   positive(global_batch_size, "global batch size");
-  if (world_size() != cluster.total_gpus())
+  if (has_stage_replicas()) {
+    if (static_cast<int>(stage_replicas.size()) != pp)
+      throw ConfigError(ctx + ": stage_replicas has " + std::to_string(stage_replicas.size()) +
+                        " entries but pp is " + std::to_string(pp));
+    for (int s = 0; s < pp; ++s) {
+      if (stage_replicas[s] <= 0) throw ConfigError(ctx + ": stage_replicas entries must be positive");
+      if (micro_batch_size % stage_replicas[s] != 0)
+        throw ConfigError(ctx + ": stage " + std::to_string(s) + " has " + std::to_string(stage_replicas[s]) +
+                          " replicas, which do not divide the micro batch of " + std::to_string(micro_batch_size));
+    }
+    if (world_size() != cluster.total_gpus())
+      throw ConfigError(ctx + ": tp*dp*sum(stage_replicas) = " + std::to_string(tp) + "*" + std::to_string(dp) + "*" +
+                        std::to_string(devices_per_pipeline()) + " = " + std::to_string(world_size()) +
+                        " does not match the " + std::to_string(cluster.total_gpus()) + " GPUs of cluster '" +
+                        cluster.name + "'");
+  } else if (world_size() != cluster.total_gpus()) {
     throw ConfigError(ctx + ": tp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(pp) + "*" +
                       std::to_string(dp) + " = " + std::to_string(world_size()) + " does not match the " +
                       std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+  }
   if (global_batch_size % (micro_batch_size * dp) != 0)
     throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) +
                       " is not divisible by micro batch * dp = " + std::to_string(micro_batch_size * dp));
@@ -317,6 +353,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
           {"rank_order", rank_order_string(p.rank_order)},
           {"dp_overlap", p.dp_overlap},
           {"dp_bucket_bytes", p.dp_bucket_bytes}};
+  if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
   if (p.schedule == Schedule::CUSTOM) {
     j["custom_order"] = custom_to_json(p.custom_order);
     if (!p.custom_source.empty()) j["custom_source"] = p.custom_source;
@@ -330,7 +367,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                             {"schema_version", "tp", "pp", "dp", "micro_batch_size", "global_batch_size",
                              "num_microbatches", "layers_per_stage", "schedule", "virtual_stages", "custom_order",
                              "custom_source", "zero_stage", "recompute", "sequence_parallel", "rank_order",
-                             "dp_overlap", "dp_bucket_bytes"});
+                             "dp_overlap", "dp_bucket_bytes", "stage_replicas"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -338,6 +375,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.micro_batch_size = get<int>(j, ctx, "micro_batch_size");
   p.global_batch_size = get<int>(j, ctx, "global_batch_size");
   p.layers_per_stage = get_or<std::vector<int>>(j, ctx, "layers_per_stage", {});
+  p.stage_replicas = get_or<std::vector<int>>(j, ctx, "stage_replicas", {});
   const std::string sched = get_or<std::string>(j, ctx, "schedule", "1f1b");
   if (sched == "custom") {
     p.schedule = Schedule::CUSTOM;

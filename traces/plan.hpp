@@ -38,6 +38,7 @@ Recompute recompute_from_string(const std::string& s, const std::string& ctx);
 /// Coordinates of a rank on the three parallel axes.
 struct RankCoord {
   int tp = 0, dp = 0, pp = 0;
+  int rep = 0;  ///< replica of the stage inside one pipeline copy (stage replication); 0 without it
   int get(Axis a) const { return a == Axis::TP ? tp : a == Axis::DP ? dp : pp; }
   void set(Axis a, int v) { (a == Axis::TP ? tp : a == Axis::DP ? dp : pp) = v; }
 };
@@ -47,6 +48,11 @@ struct ParallelPlan {
   int micro_batch_size = 1;
   int global_batch_size = 1;
   std::vector<int> layers_per_stage;  ///< empty = uniform split
+  /// Stage replication (RaNNC, DAPPLE): stage s of every pipeline copy runs on stage_replicas[s] devices that
+  /// split each micro-batch between them (data parallel inside the stage, gradients summed over the stage's
+  /// replicas of all copies). Empty = one device per stage. With replicas the rank layout is fixed: TP
+  /// innermost, then the replicas of a stage, then the stages, then the dp pipeline copies.
+  std::vector<int> stage_replicas;
   Schedule schedule = Schedule::ONE_F_ONE_B;
   int virtual_stages = 1;             ///< model chunks per stage (interleaved 1F1B: v; 1 otherwise)
   bool dapple_warmup = false;         ///< 1F1B warm-up K_s = p-s (DAPPLE) instead of p-s-1 (Megatron)
@@ -60,7 +66,11 @@ struct ParallelPlan {
   bool dp_overlap = true;             ///< overlap gradient all-reduce buckets with the last backward
   double dp_bucket_bytes = 25.0 * 1048576.0;  ///< PyTorch DDP default bucket size (25 MiB)
 
-  int world_size() const { return tp * pp * dp; }
+  int world_size() const { return tp * dp * devices_per_pipeline(); }
+  /// Sum of the stage widths (pp without stage replication).
+  int devices_per_pipeline() const;
+  bool has_stage_replicas() const { return !stage_replicas.empty(); }
+  int replicas(int stage) const { return stage_replicas.empty() ? 1 : stage_replicas[stage]; }
   int num_microbatches() const { return global_batch_size / (micro_batch_size * dp); }
   /// True when the backward is split into B (input gradient) and W (weight gradient) passes.
   bool split_backward() const;

@@ -118,6 +118,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
     ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
     ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
+    ("stage-replicas", po::value<std::string>(),
+     "devices per stage inside one pipeline copy (stage replication), e.g. 2,1,1; GPUs = tp*dp*sum")
     ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")
     ("no-dp-overlap", "start the gradient all-reduce only after the whole backward pass")
     ("dp-bucket-mb", po::value<double>(), "gradient bucket size in MiB (default 25)")
@@ -141,19 +143,26 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   ParallelPlan plan;
   if (vm.count("plan")) {
     for (const char* flag : {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
-                             "layers-per-stage", "rank-order", "no-dp-overlap", "dp-bucket-mb"})
+                             "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb"})
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");
     plan = load_plan(vm["plan"].as<std::string>());
   } else {
     plan.tp = vm.count("tp") ? vm["tp"].as<int>() : 1;
     plan.pp = vm.count("pp") ? vm["pp"].as<int>() : 1;
+    if (vm.count("stage-replicas"))
+      plan.stage_replicas = parse_int_list(vm["stage-replicas"].as<std::string>(), "--stage-replicas");
+    if (plan.has_stage_replicas() && !vm.count("pp")) plan.pp = static_cast<int>(plan.stage_replicas.size());
     if (vm.count("dp")) {
       plan.dp = vm["dp"].as<int>();
     } else {
-      if (plan.tp <= 0 || plan.pp <= 0 || cluster.total_gpus() % (plan.tp * plan.pp) != 0)
-        throw ConfigError("simulate: tp*pp = " + std::to_string(plan.tp * plan.pp) + " does not divide the " +
-                          std::to_string(cluster.total_gpus()) + " GPUs; give --dp explicitly");
-      plan.dp = cluster.total_gpus() / (plan.tp * plan.pp);
+      int per_copy = plan.tp * (plan.has_stage_replicas() && static_cast<int>(plan.stage_replicas.size()) == plan.pp
+                                    ? plan.devices_per_pipeline()
+                                    : plan.pp);
+      if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
+        throw ConfigError("simulate: one pipeline copy needs " + std::to_string(per_copy) +
+                          " GPUs, which does not divide the " + std::to_string(cluster.total_gpus()) +
+                          " GPUs; give --dp explicitly");
+      plan.dp = cluster.total_gpus() / per_copy;
     }
     plan.micro_batch_size = vm.count("mbs") ? vm["mbs"].as<int>() : 1;
     if (!vm.count("gbs")) throw ConfigError("simulate: --gbs (global batch size) is required without --plan");

@@ -37,15 +37,24 @@ public:
 
   Lowered run();
   Lowered run_collective(CollectiveKind kind, double bytes);
+  void set_stage_costs(std::vector<PassCosts> c) { stage_costs_ = std::move(c); }
 
 private:
   // --- topology helpers
-  int next_on_axis(int rank, Axis a) const {
-    RankCoord c = p_.coord_of(rank);
-    c.set(a, (c.get(a) + 1) % p_.degree(a));
-    return p_.rank_of(c);
-  }
   std::vector<int> group_members(int rank, GroupAxis ax) const;
+  /// The member after `rank` in its ring over `ax` (itself when alone).
+  int ring_next(int rank, GroupAxis ax) const {
+    auto members = group_members(rank, ax);
+    auto it = std::find(members.begin(), members.end(), rank);
+    DTSIM_ASSERT(it != members.end(), "rank " << rank << " not in its own group");
+    return ++it == members.end() ? members.front() : *it;
+  }
+  bool uniform_replicas() const {
+    for (int s = 0; s < p_.pp; ++s)
+      if (p_.replicas(s) != p_.replicas(0)) return false;
+    return true;
+  }
+  const PassCosts& stage_costs(int stage) const { return stage_costs_.empty() ? costs_ : stage_costs_[stage]; }
   double hop_latency(Path path) const { return path == Path::INTRA_NODE ? c_.intra.latency_s : c_.inter.latency_s; }
   FoldDecision decide_folding() const;
   bool fold_ok(bool tp, bool dp) const;
@@ -80,6 +89,7 @@ private:
   const Calibration& cal_;
   const SimOptions& opt_;
   const PassCosts& costs_;
+  std::vector<PassCosts> stage_costs_;  ///< per stage when stage replicas change the micro-batch size
 
   TaskGraph g_;
   Lowered out_;
@@ -94,7 +104,7 @@ private:
   std::map<std::tuple<int, int, int>, Instance> instances_;  // (group leader, axis, sequence)
 
   // Pipeline transfers: (receiving simulated rank, micro-batch, model chunk, 0 = activation / 1 = gradient) -> flow.
-  std::map<std::tuple<int, int, int, int>, std::int32_t> sent_;
+  std::map<std::tuple<int, int, int, int>, std::vector<std::int32_t>> sent_;
   struct Waiting {
     std::int32_t task;
     int si, mb, chunk, dir;
@@ -102,50 +112,68 @@ private:
   std::vector<Waiting> waiting_;
   std::vector<std::vector<PipeOp>> orders_;  // per stage
 
-  const cost::LayerPasses& layer_ = costs_.layer;
-  const cost::LayerPasses& emb_ = costs_.embedding;
-  const cost::LayerPasses& head_ = costs_.head;
-  const cost::ActivationBytes& layer_act_ = costs_.layer_act;
-  const cost::ActivationBytes& emb_act_ = costs_.embedding_act;
-  const cost::ActivationBytes& head_act_ = costs_.head_act;
 };
 
 std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
-  RankCoord c = p_.coord_of(rank);
+  const RankCoord c = p_.coord_of(rank);
   std::vector<int> out;
-  if (ax == GroupAxis::EMB) {
-    RankCoord a = c, b = c;
-    a.pp = 0;
-    b.pp = p_.pp - 1;
-    return {p_.rank_of(a), p_.rank_of(b)};
+  auto add = [&](RankCoord x) { out.push_back(p_.rank_of(x)); };
+  switch (ax) {
+    case GroupAxis::TP:
+      for (int i = 0; i < p_.tp; ++i) {
+        RankCoord x = c;
+        x.tp = i;
+        add(x);
+      }
+      break;
+    case GroupAxis::DP:  // every replica of the stage in every pipeline copy
+      for (int d = 0; d < p_.dp; ++d)
+        for (int j = 0; j < p_.replicas(c.pp); ++j) {
+          RankCoord x = c;
+          x.dp = d;
+          x.rep = j;
+          add(x);
+        }
+      break;
+    case GroupAxis::PP:
+      for (int st = 0; st < p_.pp; ++st) {
+        RankCoord x = c;
+        x.pp = st;
+        x.rep = std::min(c.rep, p_.replicas(st) - 1);
+        add(x);
+      }
+      break;
+    case GroupAxis::EMB:  // every replica of the first and of the last stage of this pipeline copy
+      for (int st : {0, p_.pp - 1})
+        for (int j = 0; j < p_.replicas(st); ++j) {
+          RankCoord x = c;
+          x.pp = st;
+          x.rep = j;
+          add(x);
+        }
+      break;
   }
-  Axis a = ax == GroupAxis::TP ? Axis::TP : ax == GroupAxis::DP ? Axis::DP : Axis::PP;
-  for (int i = 0; i < p_.degree(a); ++i) {
-    RankCoord x = c;
-    x.set(a, i);
-    out.push_back(p_.rank_of(x));
-  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
 bool Lowerer::fold_ok(bool tp, bool dp) const {
   const int world = p_.world_size();
+  if (dp && !uniform_replicas()) return false;  // uneven stage widths: pipeline traffic is not symmetric
   auto rep = [&](int r) {
     RankCoord c = p_.coord_of(r);
     if (tp) c.tp = 0;
-    if (dp) c.dp = 0;
+    if (dp) c.dp = c.rep = 0;
     return p_.rank_of(c);
   };
   auto signature = [&](int r) {
-    RankCoord c = p_.coord_of(r);
     std::array<int, 4> sig{};
-    sig[0] = static_cast<int>(path_between(c_, r, next_on_axis(r, Axis::TP)));
-    sig[1] = static_cast<int>(path_between(c_, r, next_on_axis(r, Axis::DP)));
-    sig[2] = c.pp + 1 < p_.pp ? static_cast<int>(path_between(c_, r, next_on_axis(r, Axis::PP))) : -1;
-    RankCoord first = c, lastc = c;
-    first.pp = 0;
-    lastc.pp = p_.pp - 1;
-    sig[3] = static_cast<int>(path_between(c_, p_.rank_of(first), p_.rank_of(lastc)));
+    sig[0] = static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::TP)));
+    sig[1] = static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::DP)));
+    sig[2] = static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::PP)));
+    const int stage = p_.coord_of(r).pp;
+    sig[3] = stage == 0 || stage == p_.pp - 1 ? static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::EMB))) : -1;
     return sig;
   };
   for (int r = 0; r < world; ++r)
@@ -163,7 +191,9 @@ FoldDecision Lowerer::decide_folding() const {
     d.reason = "not folded: NICs are shared by several GPUs, so symmetric ranks contend on them";
     return d;
   }
-  const bool want_tp = p_.tp > 1, want_dp = p_.dp > 1;
+  int widest = 1;
+  for (int st = 0; st < p_.pp; ++st) widest = std::max(widest, p_.replicas(st));
+  const bool want_tp = p_.tp > 1, want_dp = p_.dp * widest > 1;
   for (auto [tp, dp] : {std::pair{want_tp, want_dp}, std::pair{want_tp, false}, std::pair{false, want_dp}}) {
     if (!tp && !dp) continue;
     if (fold_ok(tp, dp)) {
@@ -172,11 +202,14 @@ FoldDecision Lowerer::decide_folding() const {
       d.reason = std::string("folded ") + (tp && dp ? "tp and dp" : tp ? "tp" : "dp") +
                  ": symmetric ranks on GPU-private links (exact)";
       if (want_tp != tp || want_dp != dp)
-        d.reason += std::string("; ") + (tp ? "dp" : "tp") + " not folded: its ring mixes intra- and inter-node hops";
+        d.reason += std::string("; ") + (tp ? "dp" : "tp") + " not folded: " +
+                    (tp && !uniform_replicas() ? "stages have different widths" : "its ring mixes intra- and inter-node hops");
       return d;
     }
   }
-  d.reason = (want_tp || want_dp) ? "not folded: rings mix intra- and inter-node hops" : "nothing to fold (tp = dp = 1)";
+  d.reason = !(want_tp || want_dp)  ? "nothing to fold (tp = dp = 1)"
+             : !uniform_replicas()    ? "not folded: stages have different widths and rings mix hop kinds"
+                                      : "not folded: rings mix intra- and inter-node hops";
   return d;
 }
 
@@ -274,8 +307,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
 
   if (folded) {
     // One simulated member: flows to its mirror over the path to its ring successor.
-    const Axis a = ax == GroupAxis::TP ? Axis::TP : Axis::DP;
-    auto [first, done] = member_tasks(si, grank, -1, next_on_axis(grank, a), nullptr);
+    auto [first, done] = member_tasks(si, grank, -1, ring_next(grank, ax), nullptr);
     if (first_out) *first_out = first;
     if (pred >= 0) g_.depend(pred, first);
     chain(si, stream, first, done);
@@ -364,20 +396,36 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
 void Lowerer::lower_rank(int si) {
   const SimRank& r = out_.ranks[si];
   const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages, last_chunk = p * v - 1;
+  const PassCosts& pc = stage_costs(s);
+  const cost::LayerPasses &layer_ = pc.layer, &emb_ = pc.embedding, &head_ = pc.head;
+  const cost::ActivationBytes &layer_act_ = pc.layer_act, &emb_act_ = pc.embedding_act, &head_act_ = pc.head_act;
   const auto chunk_layers = p_.chunk_layers(m_.num_layers);
   std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
   for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_start[k + 1] = chunk_start[k] + chunk_layers[k];
   const double e = dtype_bytes(m_.dtype);
-  const double act_msg = static_cast<double>(p_.micro_batch_size) * m_.seq_len * m_.hidden * e;
+  const double sample_bytes = static_cast<double>(m_.seq_len) * m_.hidden * e;  // one sample's hidden states
+  const double act_msg = static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * sample_bytes;
   // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
   const bool scatter_gather = p_.tp > 1;
-  const double pp_bytes = scatter_gather ? act_msg / p_.tp : act_msg;
   const bool split = p_.split_backward();
   const int zero = p_.zero_stage;
-  auto device_of_chunk = [&](int k) {
-    RankCoord c = r.coord;
-    c.pp = k % p;
-    return out_.sim_index_of[p_.rank_of(c)];
+  // Pipeline transfers to model chunk k: this replica's share of the micro-batch goes to every replica of the
+  // receiving stage whose share overlaps it (split/concat between stages of different widths).
+  auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred) {
+    const int to_stage = k % p, my_r = p_.replicas(s), to_r = p_.replicas(to_stage);
+    const double b = p_.micro_batch_size, lo = r.coord.rep * b / my_r, hi = (r.coord.rep + 1) * b / my_r;
+    for (int j = 0; j < to_r; ++j) {
+      const double overlap = std::min(hi, (j + 1) * b / to_r) - std::max(lo, j * b / to_r);
+      if (overlap <= 0) continue;
+      RankCoord c = r.coord;
+      c.pp = to_stage;
+      c.rep = j;
+      const int to_si = out_.sim_index_of[p_.rank_of(c)];
+      if (out_.ranks[to_si].global_rank != p_.rank_of(c)) continue;  // folded away (uniform widths: same piece)
+      const double bytes = overlap * sample_bytes / (scatter_gather ? p_.tp : 1);
+      sent_[{to_si, mb, k, dir}].push_back(p2p(si, to_si, bytes, dir == 0 ? Phase::FORWARD : Phase::BACKWARD,
+                                               dir == 0 ? "send-activation" : "send-gradient", mb, pred));
+    }
   };
 
   // The units of work of a model chunk: embedding (first chunk), its layers, head (last chunk).
@@ -485,9 +533,7 @@ void Lowerer::lower_rank(int si) {
         unit_pass_ends.push_back(cur);
       }
       if (k > 0) waiting_.push_back({first, si, mb, k, 0});
-      if (k < last_chunk)
-        sent_[{device_of_chunk(k + 1), mb, k + 1, 0}] =
-            p2p(si, device_of_chunk(k + 1), pp_bytes, Phase::FORWARD, "send-activation", mb, cur);
+      if (k < last_chunk) send_pieces(k + 1, 0, mb, cur);
     } else if (op.kind == PipeOp::Kind::B) {
       if (k < last_chunk) first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
       auto& ends = b_ends[{mb, k}];
@@ -517,9 +563,7 @@ void Lowerer::lower_rank(int si) {
         ends.push_back(cur);
       }
       if (k < last_chunk) waiting_.push_back({first, si, mb, k, 1});
-      if (k > 0)
-        sent_[{device_of_chunk(k - 1), mb, k - 1, 1}] =
-            p2p(si, device_of_chunk(k - 1), pp_bytes, Phase::BACKWARD, "send-gradient", mb, cur);
+      if (k > 0) send_pieces(k - 1, 1, mb, cur);
     } else {  // W: weight gradients of the (micro-batch, chunk), after its B pass on the same compute stream
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const Unit& u = *it;
@@ -575,11 +619,11 @@ void Lowerer::setup_ranks() {
   out_.sim_index_of.assign(world, -1);
   for (int r = 0; r < world; ++r) {
     RankCoord c = p_.coord_of(r);
-    if ((fd.tp && c.tp != 0) || (fd.dp && c.dp != 0)) continue;
+    if ((fd.tp && c.tp != 0) || (fd.dp && (c.dp != 0 || c.rep != 0))) continue;
     SimRank sr;
     sr.global_rank = r;
     sr.coord = c;
-    sr.class_size = (fd.tp ? p_.tp : 1) * (fd.dp ? p_.dp : 1);
+    sr.class_size = (fd.tp ? p_.tp : 1) * (fd.dp ? p_.dp * p_.replicas(c.pp) : 1);
     sr.static_mem = memory::static_memory(m_, p_, c.pp);
     sr.reserved_bytes = cal_.reserved_memory_bytes;
     out_.sim_index_of[r] = static_cast<int>(out_.ranks.size());
@@ -588,7 +632,7 @@ void Lowerer::setup_ranks() {
   for (int r = 0; r < world; ++r) {
     RankCoord c = p_.coord_of(r);
     if (fd.tp) c.tp = 0;
-    if (fd.dp) c.dp = 0;
+    if (fd.dp) c.dp = c.rep = 0;
     out_.sim_index_of[r] = out_.sim_index_of[p_.rank_of(c)];
   }
   last_.assign(out_.ranks.size(), {-1, -1, -1, -1});
@@ -616,7 +660,7 @@ Lowered Lowerer::run() {
     auto it = sent_.find({w.si, w.mb, w.chunk, w.dir});
     DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << w.si << " micro-batch " << w.mb << " chunk "
                                                                      << w.chunk);
-    g_.depend(it->second, w.task);
+    for (auto flow : it->second) g_.depend(flow, w.task);
   }
   out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * p_.global_batch_size;
   return finish();
@@ -654,7 +698,19 @@ Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const Pa
 
 Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
               const Calibration& cal, const SimOptions& opt) {
-  return lower(model, cluster, plan, cal, opt, default_pass_costs(model, plan));
+  const PassCosts base = default_pass_costs(model, plan);
+  Lowerer lw(model, cluster, plan, cal, opt, base);
+  if (plan.has_stage_replicas()) {
+    // Each replica of stage s computes micro_batch_size / replicas(s) samples of every micro-batch.
+    std::vector<PassCosts> per_stage;
+    for (int s = 0; s < plan.pp; ++s) {
+      ParallelPlan share = plan;
+      share.micro_batch_size = plan.micro_batch_size / plan.replicas(s);
+      per_stage.push_back(default_pass_costs(model, share));
+    }
+    lw.set_stage_costs(std::move(per_stage));
+  }
+  return lw.run();
 }
 
 Lowered lower_collective(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,

@@ -188,6 +188,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                      {"tp", c.tp},
                      {"dp", c.dp},
                      {"pp", c.pp},
+                     {"stage_replica", c.rep},
                      {"simulated_as", rr.global_rank},
                      {"compute_s", rr.compute_s},
                      {"exposed_comm_s", rr.exposed_comm_s},
@@ -207,6 +208,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
     for (int k = 0; k < kNumMemCategories; ++k) at_peak[mem_category_name(static_cast<MemCategory>(k))] = rr.at_peak[k];
     stages.push_back({{"stage", s},
                       {"layers", in.plan->stage_layers(in.model->num_layers)[s]},
+                      {"replicas", in.plan->replicas(s)},
                       {"params_per_rank", sm.params},
                       {"weight_bytes", sm.weight_bytes},
                       {"gradient_bytes", sm.gradient_bytes},
@@ -335,7 +337,12 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << "plan: tp " << plan.tp << " pp " << plan.pp << " dp " << plan.dp << " | micro-batch " << plan.micro_batch_size
     << " global batch " << plan.global_batch_size << " (" << plan.num_microbatches() << " micro-batches) | "
     << plan.schedule_name() << " | recompute " << to_string(plan.recompute) << " | zero " << plan.zero_stage
-    << (plan.sequence_parallel ? " | sequence parallel" : "") << "\n";
+    << (plan.sequence_parallel ? " | sequence parallel" : "");
+  if (plan.has_stage_replicas()) {
+    o << " | stage replicas";
+    for (int s = 0; s < plan.pp; ++s) o << (s ? "," : " ") << plan.replicas(s);
+  }
+  o << "\n";
   o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks
     << " tasks, " << rep.activities << " SimGrid activities, collectives as " << to_string(in.options->collective_mode)
     << "\n\n";

@@ -123,7 +123,7 @@ expect_error "cluster GPUs not whole nodes"  "12 GPUs"             simulate "${M
 expect_error "cluster GPU count not integer" "'eight'"             simulate "${M[@]}" --cluster dgx-a100:eight "${P[@]}"
 expect_error "cluster GPU count zero"        "'0'"                 simulate "${M[@]}" --cluster dgx-a100:0 "${P[@]}"
 expect_error "tp*pp*dp != GPUs"              "tp*pp*dp"            simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 16
-expect_error "tp*pp does not divide GPUs"    "tp*pp = 3"           simulate "${M[@]}" "${C[@]}" --tp 3 --gbs 16
+expect_error "tp*pp does not divide GPUs"    "one pipeline copy needs 3"           simulate "${M[@]}" "${C[@]}" --tp 3 --gbs 16
 expect_error "gbs not divisible by mbs*dp"   "global batch 18"     simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 2 --mbs 2 --gbs 18
 expect_error "tp does not divide heads"      "attention heads"     simulate "${M[@]}" --cluster dgx-a100:6 --tp 6 --pp 1 --dp 1 --gbs 6
 expect_error "pp exceeds layers"             "pp 4 exceeds"        simulate "${T[@]}" --tp 2 --pp 4 --dp 1 --gbs 4
@@ -143,6 +143,10 @@ expect_error "custom schedule with a cycle"  "deadlocks"           simulate "${M
 expect_error "custom schedule missing pass"  "lacks pass B3"       simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_missing.json"
 expect_error "custom schedule bad pass"      "'X1'"                simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_bad_pass.json"
 expect_error "custom schedule wrong stages"  "lists 3 stages"      simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_three_stages.json"
+expect_error "stage replicas wrong count"    "stage_replicas has 3 entries" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 2,1,1
+expect_error "stage replicas not dividing mbs" "do not divide the micro batch" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 3,5
+expect_error "stage replicas vs GPUs"        "sum(stage_replicas)" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 2,2
+expect_error "stage replicas not integers"   "--stage-replicas"    simulate "${M[@]}" "${C[@]}" --stage-replicas 2,x --gbs 16
 expect_error "unknown recompute"             "'partial'"           simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute partial
 expect_error "zero stage 4"                  "zero stage 4"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 4
 expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${M[@]}" "${C[@]}" --tp 1 --pp 2 --dp 4 --gbs 16 --sequence-parallel

@@ -211,6 +211,29 @@ TEST(Fidelity, FoldedEqualsUnfoldedAndStepsEqualsFlow) {
   EXPECT_NEAR(steps, folded, folded * 1e-6);
 }
 
+TEST(Fidelity, FoldedEqualsUnfoldedWithUniformStageReplicas) {
+  auto run = [](FoldMode fold) {
+    static TransformerSpec model = model_preset("gpt3-1.3b");
+    static ClusterSpec cluster = load_cluster("dgx-a100:16");
+    static ParallelPlan plan;
+    plan.tp = 2;
+    plan.pp = 4;
+    plan.dp = 1;
+    plan.stage_replicas = {2, 2, 2, 2};
+    plan.micro_batch_size = 2;
+    plan.global_batch_size = 32;
+    static Calibration cal = default_calibration("a100-sxm4-80gb");
+    static SimOptions opt;
+    opt.fold = fold;
+    Inputs in{&model, &cluster, &plan, &cal, &opt};
+    return simulate(in).report.iteration_time_s;
+  };
+  double folded = in_child([&] { return run(FoldMode::AUTO); });
+  double unfolded = in_child([&] { return run(FoldMode::NONE); });
+  ASSERT_TRUE(std::isfinite(folded) && folded > 0);
+  EXPECT_NEAR(unfolded, folded, folded * 1e-9);
+}
+
 TEST(Fidelity, GradientOverlapNeverSlower) {
   double overlap = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, true); });
   double serial = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, false); });

@@ -154,3 +154,75 @@ TEST(TaskGraph, TensorParallelCollectivesPerLayer) {
     if (t.kind == TaskKind::FLOW && t.rank == 0 && t.stream == Stream::TP) ++flows;
   EXPECT_EQ(flows, 4 * s.model.num_layers + 1 + 2);
 }
+
+// ---- Stage replication (RaNNC, DAPPLE): stage s runs on stage_replicas[s] devices splitting each micro-batch.
+
+TEST(StageReplicas, RankLayoutIsTpThenReplicasThenStagesThenCopies) {
+  ParallelPlan p;
+  p.tp = 2;
+  p.pp = 3;
+  p.dp = 2;
+  p.stage_replicas = {3, 1, 2};
+  ASSERT_EQ(p.world_size(), 2 * 2 * 6);
+  for (int r = 0; r < p.world_size(); ++r) EXPECT_EQ(p.rank_of(p.coord_of(r)), r);
+  RankCoord c = p.coord_of(2 * (6 + 4) + 1);  // copy 1, device 4 of the copy = stage 2 replica 0, tp 1
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 2);
+  EXPECT_EQ(c.rep, 0);
+  EXPECT_EQ(c.tp, 1);
+}
+
+TEST(StageReplicas, ComputeIsSplitAcrossReplicas) {
+  // Every sample is computed once: executed FLOPs equal the model FLOPs whatever the stage widths.
+  Scenario s = small(1, 4, 1, "dgx-a100:8");
+  s.plan.stage_replicas = {3, 2, 2, 1};
+  s.plan.layers_per_stage = {9, 6, 6, 3};
+  s.plan.micro_batch_size = 6;
+  s.plan.global_batch_size = 24;
+  s.plan.validate(s.model, s.cluster);
+  Lowered low = s.lower();
+  EXPECT_EQ(low.ranks.size(), 8u);
+  EXPECT_NEAR(low.hardware_flops_per_iteration, low.model_flops_per_iteration, low.model_flops_per_iteration * 1e-9);
+}
+
+TEST(StageReplicas, SplitConcatTransfersCarryEachSampleOnce) {
+  Scenario s = small(1, 2, 1, "dgx-a100:5");
+  s.plan.stage_replicas = {3, 2};
+  s.plan.micro_batch_size = 6;
+  s.plan.global_batch_size = 6;  // one micro-batch
+  s.plan.validate(s.model, s.cluster);
+  Lowered low = s.lower();
+  const double sample = static_cast<double>(s.model.seq_len) * s.model.hidden * 2;
+  double fwd = 0, bwd = 0;
+  std::map<std::pair<int, int>, double> pieces;  // (sender replica, receiver replica) -> bytes, forward
+  for (const auto& t : low.graph.tasks()) {
+    if (t.kind != TaskKind::FLOW || t.stream != Stream::PP) continue;
+    (t.phase == Phase::FORWARD ? fwd : bwd) += t.bytes;
+    if (t.phase == Phase::FORWARD) pieces[{low.ranks[t.rank].coord.rep, low.ranks[t.peer].coord.rep}] += t.bytes;
+  }
+  EXPECT_DOUBLE_EQ(fwd, 6 * sample);
+  EXPECT_DOUBLE_EQ(bwd, 6 * sample);
+  // Samples 0-1 | 2-3 | 4-5 on stage 0, 0-2 | 3-5 on stage 1.
+  EXPECT_DOUBLE_EQ((pieces[{0, 0}]), 2 * sample);
+  EXPECT_DOUBLE_EQ((pieces[{1, 0}]), 1 * sample);
+  EXPECT_DOUBLE_EQ((pieces[{1, 1}]), 1 * sample);
+  EXPECT_DOUBLE_EQ((pieces[{2, 1}]), 2 * sample);
+  EXPECT_EQ(pieces.size(), 4u);
+}
+
+TEST(StageReplicas, GradientsAreSummedOverEachStagesReplicas) {
+  Scenario s = small(1, 2, 1, "dgx-a100:4");
+  s.plan.stage_replicas = {3, 1};
+  s.plan.micro_batch_size = 3;
+  s.plan.global_batch_size = 6;
+  s.opt.collective_mode = CollectiveMode::FLOW;
+  s.plan.validate(s.model, s.cluster);
+  Lowered low = s.lower();
+  std::map<int, int> grad_flows;  // stage -> gradient-bucket flows
+  for (const auto& t : low.graph.tasks())
+    if (t.kind == TaskKind::FLOW && t.phase == Phase::GRAD_SYNC && low.graph.names()[t.name].find("grad-bucket") == 0)
+      grad_flows[low.ranks[t.rank].coord.pp]++;
+  EXPECT_GT(grad_flows[0], 0);             // three replicas: a 3-member ring per bucket
+  EXPECT_EQ(grad_flows[0] % 3, 0);
+  EXPECT_EQ(grad_flows.count(1), 0u);      // one replica, one copy: nothing to sum
+}
