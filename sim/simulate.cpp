@@ -1,5 +1,7 @@
 #include "sim/simulate.hpp"
 
+#include "sim/engine/analytic_runtime.hpp"
+
 #include "strategies/schedule.hpp"
 
 namespace dtsim::sim {
@@ -18,7 +20,9 @@ Simulation simulate(const Inputs& in) {
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   std::vector<int> gpus;
   for (const auto& r : s.lowered.ranks) gpus.push_back(r.global_rank);
-  s.engine = run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus);
+  s.engine = in.options->network == NetworkMode::ANALYTIC
+                 ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus)
+                 : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus);
   s.report = analyze(in, s.lowered, s.engine);
   return s;
 }

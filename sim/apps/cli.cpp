@@ -126,6 +126,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
     ("collectives", po::value<std::string>()->default_value("flow"), "collective lowering: flow | steps")
     ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")
+    ("network", po::value<std::string>()->default_value("flow"),
+     "network fidelity: flow (SimGrid, links shared) | analytic (alpha-beta, contention-free, no SimGrid)")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
     ("no-trace", "with --out, skip trace.json")
     ("quiet,q", "print nothing on success");
@@ -189,6 +191,11 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   else if (fold == "none") opt.fold = sim::FoldMode::NONE;
   else throw ConfigError("simulate: --fold '" + fold + "' is not known (known: auto, none)");
 
+  const std::string net = vm["network"].as<std::string>();
+  if (net == "flow") opt.network = sim::NetworkMode::FLOW;
+  else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
+  else throw ConfigError("simulate: --network '" + net + "' is not known (known: flow, analytic)");
+
   sim::Inputs in{&model, &cluster, &plan, &cal, &opt};
   sim::Simulation s = sim::simulate(in);
 
@@ -202,8 +209,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (!vm.count("quiet")) {
     out << sim::human_summary(in, s.lowered, s.engine, s.report);
     char line[200];
-    std::snprintf(line, sizeof line, "\nsimulated in %.2f s wall (%.0f SimGrid activities/s)\n", wall,
-                  static_cast<double>(s.engine.activities) / wall);
+    std::snprintf(line, sizeof line, "\nsimulated in %.2f s wall (%s engine, %.0f activities/s)\n", wall,
+                  s.engine.engine.c_str(), static_cast<double>(s.engine.activities) / wall);
     out << line;
     if (vm.count("out")) {
       out << "wrote " << vm["out"].as<std::string>() << "/summary.json";

@@ -1,5 +1,6 @@
 #include "sim/engine/simgrid_runtime.hpp"
 
+#include <simgrid/plugins/load.h>
 #include <simgrid/s4u.hpp>
 #include <simgrid/version.h>
 
@@ -35,50 +36,42 @@ class Runner {
 public:
   Runner(const TaskGraph& g, EngineResult& res) : g_(g), res_(res) {}
 
-  void build_platform(const ClusterSpec& c, const Calibration& cal, const std::vector<int>& gpu_of_rank) {
+  void build_platform(const Platform& pf) {
+    pf_ = &pf;
     auto* zone = sg4::create_star_zone("cluster");
-    auto route = [&](sg4::Host* h, sg4::Link* up, sg4::Link* down) {
-      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(up)}, false);
-      zone->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(down)}, false);
+    auto route = [&](sg4::Host* h, const Port& port) {
+      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(links_[port.up])}, false);
+      zone->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(links_[port.down])}, false);
     };
-    auto link = [&](const std::string& name, double bw, double lat) {
-      ++res_.links;
-      return zone->create_link(name, bw)->set_latency(lat)->seal();
-    };
-    std::map<std::pair<int, int>, std::pair<sg4::Link*, sg4::Link*>> nics;
-    ep_.resize(gpu_of_rank.size());
-    for (std::size_t i = 0; i < gpu_of_rank.size(); ++i) {
-      const int gpu = gpu_of_rank[i];
+    for (const auto& l : pf.links) {
+      links_.push_back(zone->create_link(l.name, l.bandwidth_Bps)->set_latency(l.latency_s)->seal());
+      res_.link_stats.push_back({l.name, l.bandwidth_Bps, 0, 0, 0});
+    }
+    res_.links = links_.size();
+    link_active_.assign(links_.size(), 0);
+    link_since_.assign(links_.size(), 0);
+    ep_.resize(pf.nvl.size());
+    for (std::size_t i = 0; i < pf.nvl.size(); ++i) {
       const std::string id = std::to_string(i);
       Endpoints& e = ep_[i];
       e.compute = zone->create_host("gpu" + id, kHostSpeed);
       for (int s = 1; s < kNumStreams; ++s)
         e.timer[s] = zone->create_host("timer" + id + "." + stream_name(static_cast<Stream>(s)), kHostSpeed);
-      sg4::Link* up = link("nvl-up" + std::to_string(gpu), c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency,
-                           c.intra.latency_s / 2);
-      sg4::Link* dn = link("nvl-down" + std::to_string(gpu), c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency,
-                           c.intra.latency_s / 2);
+      // A mirror shares its rank's port: flows to it leave through the rank's up-link and arrive through the
+      // rank's own down-link (see lowering.hpp, symmetry folding).
       e.nvl = zone->create_host("nvl" + id, kHostSpeed);
       e.nvl_mirror = zone->create_host("nvl-mirror" + id, kHostSpeed);
-      route(e.nvl, up, dn);
-      route(e.nvl_mirror, up, dn);
-      if (c.inter.nics_per_node > 0) {
-        auto key = std::make_pair(c.node_of(gpu), c.nic_of(gpu));
-        auto it = nics.find(key);
-        if (it == nics.end()) {
-          const std::string nic = std::to_string(key.first) + "." + std::to_string(key.second);
-          const double bw = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
-          it = nics.emplace(key, std::make_pair(link("nic-up" + nic, bw, c.inter.latency_s / 2),
-                                                link("nic-down" + nic, bw, c.inter.latency_s / 2)))
-                   .first;
-        }
+      route(e.nvl, pf.nvl[i]);
+      route(e.nvl_mirror, pf.nvl[i]);
+      if (pf.net[i].up >= 0) {
         e.net = zone->create_host("net" + id, kHostSpeed);
         e.net_mirror = zone->create_host("net-mirror" + id, kHostSpeed);
-        route(e.net, it->second.first, it->second.second);
-        route(e.net_mirror, it->second.first, it->second.second);
+        route(e.net, pf.net[i]);
+        route(e.net_mirror, pf.net[i]);
       }
     }
     zone->seal();
+    for (auto* l : links_) sg_link_load_track(l);  // after sealing: the plugin attaches its data then
     res_.hosts = zone->get_host_count();
   }
 
@@ -97,6 +90,7 @@ public:
       graveyard_.push_back(std::move(acts_[id]));
       finish(id, sg4::Engine::get_clock());
       drain();
+      if (++completed_ == started_) collect_link_peaks();
     });
     for (std::size_t i = 0; i < n; ++i)
       if (pending_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
@@ -107,8 +101,27 @@ public:
                                                 << ") never ran: the task graph deadlocked");
   }
 
+  // The link-load plugin stops tracking when the simulation ends: read the peaks while it still runs.
+  void collect_link_peaks() {
+    for (std::size_t l = 0; l < links_.size(); ++l)
+      res_.link_stats[l].peak_utilization = sg_link_get_max_instantaneous_load(links_[l]) / links_[l]->get_bandwidth();
+  }
+
 private:
+  // Per-link bytes and busy time: every flow adds its bytes to the links of its route and keeps them busy.
+  void flow_started(std::int32_t id, double now) {
+    for (int l : pf_->route(g_.tasks()[id])) {
+      if (link_active_[l]++ == 0) link_since_[l] = now;
+      res_.link_stats[l].bytes += g_.tasks()[id].bytes;
+    }
+  }
+  void flow_finished(std::int32_t id, double now) {
+    for (int l : pf_->route(g_.tasks()[id]))
+      if (--link_active_[l] == 0) res_.link_stats[l].busy_s += now - link_since_[l];
+  }
+
   void finish(std::int32_t id, double now) {
+    if (g_.tasks()[id].kind == TaskKind::FLOW) flow_finished(id, now);
     res_.end_s[id] = now;
     for (auto* s = g_.succ_begin(id); s != g_.succ_end(id); ++s)
       if (--pending_[*s] == 0) ready_.push_back(*s);
@@ -142,6 +155,7 @@ private:
           exec->start();
           acts_[id] = exec;
           ++res_.activities;
+          ++started_;
           break;
         }
         case TaskKind::FLOW: {
@@ -154,12 +168,14 @@ private:
           else
             to = intra ? ep_[t.peer].nvl : ep_[t.peer].net;
           DTSIM_ASSERT(from != nullptr && to != nullptr, "no network endpoint for flow task " << id);
+          flow_started(id, now);
           auto comm = sg4::Comm::sendto_init(from, to);
           comm->set_payload_size(static_cast<std::uint64_t>(t.bytes + 0.5));
           comm->set_data(data);
           comm->start();
           acts_[id] = comm;
           ++res_.activities;
+          ++started_;
           break;
         }
       }
@@ -173,6 +189,11 @@ private:
   std::deque<std::int32_t> ready_;
   std::vector<sg4::ActivityPtr> acts_;  // activities must stay referenced until they complete
   std::vector<sg4::ActivityPtr> graveyard_;
+  std::uint64_t started_ = 0, completed_ = 0;  // SimGrid activities
+  const Platform* pf_ = nullptr;
+  std::vector<sg4::Link*> links_;  // same order as Platform::links
+  std::vector<int> link_active_;
+  std::vector<double> link_since_;
 };
 }  // namespace
 
@@ -194,9 +215,12 @@ EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, cons
   for (auto& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());
   sg4::Engine engine(&argc, argv.data());
+  sg_link_load_plugin_init();
   EngineResult res;
+  res.engine = "simgrid-flow";
   Runner runner(g, res);
-  runner.build_platform(cluster, cal, gpu_of_rank);
+  const Platform pf = describe_platform(cluster, cal, gpu_of_rank);
+  runner.build_platform(pf);
   runner.run();
   return res;
 }

@@ -12,6 +12,7 @@ namespace dtsim::sim {
 
 std::string to_string(CollectiveMode m) { return m == CollectiveMode::FLOW ? "flow" : "steps"; }
 std::string to_string(FoldMode m) { return m == FoldMode::AUTO ? "auto" : "none"; }
+std::string to_string(NetworkMode m) { return m == NetworkMode::FLOW ? "flow" : "analytic"; }
 
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b) {
   return c.node_of(gpu_a) == c.node_of(gpu_b) ? Path::INTRA_NODE : Path::INTER_NODE;

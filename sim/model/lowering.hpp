@@ -36,12 +36,16 @@ namespace dtsim::sim {
 
 enum class CollectiveMode { FLOW, STEPS };
 enum class FoldMode { AUTO, NONE };
+/// flow: SimGrid flow-level max-min sharing (contention); analytic: contention-free alpha-beta, no SimGrid.
+enum class NetworkMode { FLOW, ANALYTIC };
+std::string to_string(NetworkMode m);
 std::string to_string(CollectiveMode m);
 std::string to_string(FoldMode m);
 
 struct SimOptions {
   CollectiveMode collective_mode = CollectiveMode::FLOW;
   FoldMode fold = FoldMode::AUTO;
+  NetworkMode network = NetworkMode::FLOW;
 };
 
 struct SimRank {

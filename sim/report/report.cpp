@@ -178,6 +178,34 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   return rep;
 }
 
+namespace {
+double avg_utilization(const LinkStats& l, double T) { return T > 0 ? l.bytes / (l.bandwidth_Bps * T) : 0; }
+
+nlohmann::json links_json(const EngineResult& res, double T) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : res.link_stats)
+    out.push_back({{"name", l.name},
+                   {"bandwidth_Bps", l.bandwidth_Bps},
+                   {"bytes", l.bytes},
+                   {"busy_s", l.busy_s},
+                   {"busy_fraction", T > 0 ? l.busy_s / T : 0},
+                   {"avg_utilization", avg_utilization(l, T)},
+                   {"peak_utilization", l.peak_utilization}});
+  return out;
+}
+
+// Links by average utilisation, highest first (stable: ties keep creation order).
+std::vector<const LinkStats*> busiest_links(const EngineResult& res, double T, std::size_t n) {
+  std::vector<const LinkStats*> v;
+  for (const auto& l : res.link_stats)
+    if (l.bytes > 0) v.push_back(&l);
+  std::stable_sort(v.begin(), v.end(),
+                   [&](const LinkStats* a, const LinkStats* b) { return avg_utilization(*a, T) > avg_utilization(*b, T); });
+  if (v.size() > n) v.resize(n);
+  return v;
+}
+}  // namespace
+
 nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
   using nlohmann::json;
   json ranks = json::array();
@@ -250,7 +278,10 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
               {"folded_dp", low.fold_dp},
               {"fold_reason", low.fold_reason},
               {"simulated_ranks", low.ranks.size()},
-              {"network_model", "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"}}}}},
+              {"network", to_string(in.options->network)},
+              {"network_model", in.options->network == NetworkMode::FLOW
+                                    ? "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"
+                                    : "analytic alpha-beta, contention-free"}}}}},
           {"results",
            {{"iteration_time_s", rep.iteration_time_s},
             {"samples_per_s", rep.samples_per_s},
@@ -266,9 +297,11 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
             {"oom", oom}}},
           {"stages", stages},
           {"ranks", ranks},
+          {"links", links_json(res, rep.iteration_time_s)},
           {"simulation_stats",
            {{"tasks", rep.tasks},
             {"edges", low.graph.edge_count()},
+            {"engine", res.engine},
             {"simgrid_activities", res.activities},
             {"platform_hosts", res.hosts},
             {"platform_links", res.links}}}};
@@ -328,7 +361,6 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
 }
 
 std::string human_summary(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
-  (void)res;
   const auto& plan = *in.plan;
   std::ostringstream o;
   o << "dtsim " << DTSIM_VERSION << " | " << in.model->name << " ("
@@ -344,8 +376,8 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   }
   o << "\n";
   o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks
-    << " tasks, " << rep.activities << " SimGrid activities, collectives as " << to_string(in.options->collective_mode)
-    << "\n\n";
+    << " tasks, " << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode)
+    << ", " << to_string(in.options->network) << " network\n\n";
   o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s\n";
   o << "throughput          " << fmt("%.0f", rep.tokens_per_s) << " tokens/s, " << fmt("%.2f", rep.samples_per_s)
     << " samples/s\n";
@@ -369,6 +401,19 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     o << line;
   }
   o << "\n";
+  const auto busiest = busiest_links(res, rep.iteration_time_s, 3);
+  if (!busiest.empty()) {
+    o << "busiest links";
+    if (low.fold_tp || low.fold_dp) o << " (of the simulated ranks; folded ranks load theirs alike)";
+    o << ":\n";
+    for (const auto* l : busiest) {
+      char line[200];
+      std::snprintf(line, sizeof line, "  %-16s %6.1f%% average, %5.1f%% peak, busy %5.1f%% of the iteration, %s\n",
+                    l->name.c_str(), 100 * avg_utilization(*l, rep.iteration_time_s), 100 * l->peak_utilization,
+                    100 * l->busy_s / rep.iteration_time_s, gb(l->bytes).c_str());
+      o << line;
+    }
+  }
   if (rep.oom.empty()) {
     o << "memory: fits (" << gb(in.cluster->gpu.memory_bytes) << " per GPU)\n";
   } else {

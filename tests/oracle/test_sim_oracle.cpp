@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "sim/engine/analytic_runtime.hpp"
 #include "sim/simulate.hpp"
 #include "tests/support/sim_fixture.hpp"
 
@@ -20,7 +21,7 @@ TransformerSpec tiny_model() { return dtsim::testing::tiny_model(8); }
 
 // Runs the collective alone and returns the time at which every rank is done.
 double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, double bytes, CollectiveMode mode,
-                       FoldMode fold) {
+                       FoldMode fold, NetworkMode network = NetworkMode::FLOW) {
   TransformerSpec m = tiny_model();
   m.heads = n;  // tp must divide heads
   ParallelPlan p;
@@ -33,7 +34,8 @@ double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, d
   Lowered low = lower_collective(m, c, p, cal, opt, kind, bytes);
   std::vector<int> gpus;
   for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
-  EngineResult res = run_on_simgrid(low.graph, c, cal, gpus);
+  EngineResult res = network == NetworkMode::FLOW ? run_on_simgrid(low.graph, c, cal, gpus)
+                                                   : run_analytic(low.graph, c, cal, gpus);
   double t = 0;
   for (double e : res.end_s) t = std::max(t, e);
   return t;
@@ -76,6 +78,17 @@ TEST(RingAllReduce, AcrossNodesOverNicsMatchesClosedForm) {
   double t = collective_time(uniform_cluster(n, 1, B, alpha), n, cost::CollectiveKind::ALL_REDUCE, S,
                              CollectiveMode::STEPS, FoldMode::NONE);
   expect_rel(t, 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
+}
+
+TEST(RingAllReduce, AnalyticEqualsClosedFormAndFlow) {
+  // No two flows of a ring share a link: the contention-free engine must give the same answer.
+  const int n = 8;
+  const double B = 100e9, alpha = 2e-6, S = 1e9;
+  for (auto mode : {CollectiveMode::STEPS, CollectiveMode::FLOW}) {
+    double t = collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_REDUCE, S, mode,
+                               FoldMode::NONE, NetworkMode::ANALYTIC);
+    expect_rel(t, 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
+  }
 }
 
 TEST(RingReduceScatter, MatchesClosedForm) {
@@ -124,6 +137,40 @@ TEST(LinkSharing, TwoFlowsOnOneLinkEachGetHalf) {
   expect_rel(res.end_s[0], alpha + S / (B / 2));
   expect_rel(res.end_s[1], alpha + S / (B / 2));
   expect_rel(res.end_s[2], alpha + (S / 2) / (B / 2));
+  // Link statistics: GPU 0's up-link carried both flows at full load for 2S/B seconds.
+  const LinkStats* up0 = nullptr;
+  for (const auto& l : res.link_stats)
+    if (l.name == "nvl-up0") up0 = &l;
+  ASSERT_NE(up0, nullptr);
+  EXPECT_DOUBLE_EQ(up0->bytes, 2 * S);
+  expect_rel(up0->busy_s, alpha + 2 * S / B);  // busy from the flows' start to their end, latency included
+  EXPECT_NEAR(up0->peak_utilization, 1.0, 1e-9);
+}
+
+TEST(LinkSharing, AnalyticIgnoresSharingAndReportsOversubscription) {
+  const double B = 100e9, alpha = 2e-6, S = 1e9;
+  ClusterSpec c = uniform_cluster(1, 3, B, alpha);
+  TaskGraph g;
+  for (int dst : {1, 2}) {
+    Task f;
+    f.kind = TaskKind::FLOW;
+    f.rank = 0;
+    f.peer = dst;
+    f.bytes = S;
+    f.name = g.intern("flow");
+    g.add(f);
+  }
+  g.finalize();
+  EngineResult res = run_analytic(g, c, ideal_calibration(), {0, 1, 2});
+  expect_rel(res.end_s[0], alpha + S / B);  // as if alone
+  expect_rel(res.end_s[1], alpha + S / B);
+  int seen = 0;
+  for (const auto& l : res.link_stats)
+    if (l.name == "nvl-up0") {
+      EXPECT_NEAR(l.peak_utilization, 2.0, 1e-9);  // two flows at full rate: 2x oversubscribed
+      ++seen;
+    }
+  EXPECT_EQ(seen, 1);
 }
 
 // ---- Pipelines with equal stages and free communication: (m + p - 1)(t_f + t_b).

@@ -1,0 +1,41 @@
+// The network of the simulated ranks, independent of any engine: links (bandwidth, latency) and the route of
+// every flow. The SimGrid engine builds exactly these links and routes; the analytic engine times flows on them.
+//
+// Every GPU has a private full-duplex port into the node's non-blocking switch (NVSwitch): links "nvl-up<g>" and
+// "nvl-down<g>". GPU g reaches other nodes through NIC g*nics/gpus of its node into one non-blocking switch:
+// links "nic-up<node>.<nic>" and "nic-down<node>.<nic>", shared by the GPUs of that NIC. Latencies are split
+// in half over the two links of a route, so a route's latency is the fabric's one-way latency.
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+#include "sim/model/task_graph.hpp"
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+
+namespace dtsim::sim {
+
+struct PlatformLink {
+  std::string name;
+  double bandwidth_Bps = 0;  ///< nominal x calibrated efficiency
+  double latency_s = 0;
+};
+
+struct Port {
+  int up = -1, down = -1;  ///< link indices (towards the switch, from the switch)
+};
+
+struct Platform {
+  std::vector<PlatformLink> links;
+  std::vector<Port> nvl;  ///< per simulated rank: NVSwitch port
+  std::vector<Port> net;  ///< per simulated rank: NIC port (up = -1 on a single node without NICs)
+  /// Links crossed by a flow task: the sender's up-link and the receiver's (or the mirror's) down-link.
+  std::array<int, 2> route(const Task& flow) const;
+  double latency_s(const Task& flow) const;
+  double bandwidth_Bps(const Task& flow) const;  ///< bottleneck bandwidth of the route
+};
+
+Platform describe_platform(const ClusterSpec& cluster, const Calibration& cal, const std::vector<int>& gpu_of_rank);
+
+}  // namespace dtsim::sim
