@@ -126,6 +126,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
     ("collectives", po::value<std::string>()->default_value("flow"), "collective lowering: flow | steps")
     ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")
+    ("collective-algo", po::value<std::string>()->default_value("auto"),
+     "all-reduce algorithm: auto (hierarchical across nodes with several GPUs per node, else ring) | ring | "
+     "hierarchical")
     ("network", po::value<std::string>()->default_value("flow"),
      "network fidelity: flow (SimGrid, links shared) | analytic (alpha-beta, contention-free, no SimGrid)")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
@@ -191,6 +194,11 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   else if (fold == "none") opt.fold = sim::FoldMode::NONE;
   else throw ConfigError("simulate: --fold '" + fold + "' is not known (known: auto, none)");
 
+  const std::string algo = vm["collective-algo"].as<std::string>();
+  if (algo == "auto") opt.collective_algorithm = sim::CollectiveAlgorithm::AUTO;
+  else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
+  else throw ConfigError("simulate: --collective-algo '" + algo + "' is not known (known: auto, ring, hierarchical)");
   const std::string net = vm["network"].as<std::string>();
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;

@@ -13,6 +13,9 @@ namespace dtsim::sim {
 std::string to_string(CollectiveMode m) { return m == CollectiveMode::FLOW ? "flow" : "steps"; }
 std::string to_string(FoldMode m) { return m == FoldMode::AUTO ? "auto" : "none"; }
 std::string to_string(NetworkMode m) { return m == NetworkMode::FLOW ? "flow" : "analytic"; }
+std::string to_string(CollectiveAlgorithm a) {
+  return a == CollectiveAlgorithm::AUTO ? "auto" : a == CollectiveAlgorithm::RING ? "ring" : "hierarchical";
+}
 
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b) {
   return c.node_of(gpu_a) == c.node_of(gpu_b) ? Path::INTRA_NODE : Path::INTER_NODE;
@@ -76,6 +79,15 @@ private:
   std::int32_t collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
                           const std::string& name, int layer, int mb, std::int32_t pred,
                           std::int32_t* first_out = nullptr);
+  /// One ring over explicit `members` (sorted global ranks), instance `key_code` of sequence number `seq`.
+  std::int32_t ring_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                               Stream stream, CollectiveKind kind, double bytes, Phase phase, std::int32_t name_id,
+                               int layer, int mb, std::int32_t pred, std::int32_t* first_out);
+  /// Hierarchical form of `members`: node-local sub-group and the same-local-index group across nodes; empty
+  /// when the members do not have the same number on every node they occupy.
+  bool split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
+                          std::vector<int>* cross) const;
+  bool use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const;
   std::int32_t p2p(int si_from, int si_to, double bytes, Phase phase, const std::string& name, int mb,
                    std::int32_t pred);
   std::int32_t run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
@@ -168,13 +180,29 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
     if (dp) c.dp = c.rep = 0;
     return p_.rank_of(c);
   };
+  // The kind of path to every ring neighbour a rank sends to: the whole ring's successor, and the successors in
+  // the node-local and cross-node rings of the hierarchical all-reduce where it applies.
+  auto next_in = [](const std::vector<int>& ring, int r) {
+    auto it = std::find(ring.begin(), ring.end(), r);
+    return std::next(it) == ring.end() ? ring.front() : *std::next(it);
+  };
   auto signature = [&](int r) {
-    std::array<int, 4> sig{};
-    sig[0] = static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::TP)));
-    sig[1] = static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::DP)));
-    sig[2] = static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::PP)));
-    const int stage = p_.coord_of(r).pp;
-    sig[3] = stage == 0 || stage == p_.pp - 1 ? static_cast<int>(path_between(c_, r, ring_next(r, GroupAxis::EMB))) : -1;
+    std::vector<int> sig;
+    for (GroupAxis ax : {GroupAxis::TP, GroupAxis::DP, GroupAxis::PP, GroupAxis::EMB}) {
+      const int stage = p_.coord_of(r).pp;
+      if (ax == GroupAxis::EMB && stage != 0 && stage != p_.pp - 1) {
+        sig.push_back(-1);
+        continue;
+      }
+      const auto members = group_members(r, ax);
+      sig.push_back(static_cast<int>(path_between(c_, r, next_in(members, r))));
+      std::vector<int> local, cross;
+      if ((ax == GroupAxis::TP || ax == GroupAxis::DP) && use_hierarchical(CollectiveKind::ALL_REDUCE, r, members) &&
+          split_hierarchical(r, members, &local, &cross)) {
+        sig.push_back(static_cast<int>(path_between(c_, r, next_in(local, r))));
+        sig.push_back(static_cast<int>(path_between(c_, r, next_in(cross, r))));
+      }
+    }
     return sig;
   };
   for (int r = 0; r < world; ++r)
@@ -236,18 +264,77 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
   return flow;
 }
 
+bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
+                                 std::vector<int>* cross) const {
+  std::map<int, std::vector<int>> by_node;  // node -> members on it (sorted, as members are)
+  for (int m : members) by_node[c_.node_of(m)].push_back(m);
+  const std::size_t g = by_node.begin()->second.size();
+  for (const auto& [node, v] : by_node)
+    if (v.size() != g) return false;
+  const auto& mine = by_node[c_.node_of(grank)];
+  const auto pos = std::find(mine.begin(), mine.end(), grank) - mine.begin();
+  *local = mine;
+  cross->clear();
+  for (const auto& [node, v] : by_node) cross->push_back(v[pos]);
+  return true;
+}
+
+bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const {
+  if (kind != CollectiveKind::ALL_REDUCE || opt_.collective_algorithm == CollectiveAlgorithm::RING) return false;
+  std::vector<int> local, cross;
+  if (!split_hierarchical(grank, members, &local, &cross)) return false;
+  // AUTO: only where both levels exist (several nodes, several members per node), as NCCL's two-level
+  // algorithms do; HIERARCHICAL forces it wherever the shape allows.
+  return opt_.collective_algorithm == CollectiveAlgorithm::HIERARCHICAL || (local.size() > 1 && cross.size() > 1);
+}
+
 std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
                                  const std::string& name, int layer, int mb, std::int32_t pred,
                                  std::int32_t* first_out) {
   const int grank = out_.ranks[si].global_rank;
   std::vector<int> members = group_members(grank, ax);
+  if (first_out) *first_out = pred;
+  if (members.size() <= 1) return pred;
+  const bool folded = (ax == GroupAxis::TP && out_.fold_tp) || (ax == GroupAxis::DP && out_.fold_dp);
+  const int axis_code = static_cast<int>(ax);
+  const int seq = folded ? 0 : seq_[si][axis_code]++;
+  const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
+  if (!use_hierarchical(kind, grank, members))
+    return ring_collective(si, members, folded, axis_code * 4, seq, stream, kind, bytes, phase, name_id, layer, mb,
+                           pred, first_out);
+  // Hierarchical all-reduce: reduce-scatter inside the node, all-reduce of the 1/g shard across nodes between
+  // the GPUs of the same local index (each over its own NIC), all-gather inside the node.
+  std::vector<int> local, cross;
+  split_hierarchical(grank, members, &local, &cross);
+  const double g = static_cast<double>(local.size());
+  std::int32_t first = -1, cur = pred;
+  if (local.size() > 1)
+    cur = ring_collective(si, local, folded, axis_code * 4 + 1, seq, stream, CollectiveKind::REDUCE_SCATTER, bytes,
+                          phase, name_id, layer, mb, cur, &first);
+  if (cross.size() > 1) {
+    std::int32_t f = -1;
+    cur = ring_collective(si, cross, folded, axis_code * 4 + 2, seq, stream, CollectiveKind::ALL_REDUCE, bytes / g,
+                          phase, name_id, layer, mb, cur, &f);
+    if (first < 0) first = f;
+  }
+  if (local.size() > 1)
+    cur = ring_collective(si, local, folded, axis_code * 4 + 3, seq, stream, CollectiveKind::ALL_GATHER, bytes, phase,
+                          name_id, layer, mb, cur, nullptr);
+  if (first_out) *first_out = first;
+  return cur;
+}
+
+std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                                      Stream stream, CollectiveKind kind, double bytes, Phase phase,
+                                      std::int32_t name_id, int layer, int mb, std::int32_t pred,
+                                      std::int32_t* first_out) {
+  const int grank = out_.ranks[si].global_rank;
   const int n = static_cast<int>(members.size());
   if (first_out) *first_out = pred;
   if (n <= 1) return pred;
+  const std::string name = g_.names()[name_id];
   const int steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const double chunk = bytes / n;
-  const bool folded = (ax == GroupAxis::TP && out_.fold_tp) || (ax == GroupAxis::DP && out_.fold_dp);
-  const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
 
   Task base;
   base.stream = stream;
@@ -308,16 +395,17 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
 
   if (folded) {
     // One simulated member: flows to its mirror over the path to its ring successor.
-    auto [first, done] = member_tasks(si, grank, -1, ring_next(grank, ax), nullptr);
+    const auto me = std::find(members.begin(), members.end(), grank);
+    DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own group");
+    const int succ = std::next(me) == members.end() ? members.front() : *std::next(me);
+    auto [first, done] = member_tasks(si, grank, -1, succ, nullptr);
     if (first_out) *first_out = first;
     if (pred >= 0) g_.depend(pred, first);
     chain(si, stream, first, done);
     return done;
   }
 
-  const int axis_code = static_cast<int>(ax);
-  const int seq = seq_[si][axis_code]++;
-  auto key = std::make_tuple(members[0], axis_code, seq);
+  auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
     Instance inst;

@@ -36,6 +36,11 @@ namespace dtsim::sim {
 
 enum class CollectiveMode { FLOW, STEPS };
 enum class FoldMode { AUTO, NONE };
+/// ring: one ring over the whole group; hierarchical: all-reduce as intra-node reduce-scatter, inter-node
+/// all-reduce per local index, intra-node all-gather; auto: hierarchical where the group has several nodes and
+/// several members on each node, ring otherwise (decided by group shape, so folding stays exact).
+enum class CollectiveAlgorithm { AUTO, RING, HIERARCHICAL };
+std::string to_string(CollectiveAlgorithm a);
 /// flow: SimGrid flow-level max-min sharing (contention); analytic: contention-free alpha-beta, no SimGrid.
 enum class NetworkMode { FLOW, ANALYTIC };
 std::string to_string(NetworkMode m);
@@ -46,6 +51,7 @@ struct SimOptions {
   CollectiveMode collective_mode = CollectiveMode::FLOW;
   FoldMode fold = FoldMode::AUTO;
   NetworkMode network = NetworkMode::FLOW;
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
 };
 
 struct SimRank {

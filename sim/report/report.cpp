@@ -279,6 +279,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
               {"fold_reason", low.fold_reason},
               {"simulated_ranks", low.ranks.size()},
               {"network", to_string(in.options->network)},
+              {"collective_algorithm", to_string(in.options->collective_algorithm)},
               {"network_model", in.options->network == NetworkMode::FLOW
                                     ? "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"
                                     : "analytic alpha-beta, contention-free"}}}}},

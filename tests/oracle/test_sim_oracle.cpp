@@ -21,7 +21,8 @@ TransformerSpec tiny_model() { return dtsim::testing::tiny_model(8); }
 
 // Runs the collective alone and returns the time at which every rank is done.
 double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, double bytes, CollectiveMode mode,
-                       FoldMode fold, NetworkMode network = NetworkMode::FLOW) {
+                       FoldMode fold, NetworkMode network = NetworkMode::FLOW,
+                       CollectiveAlgorithm algo = CollectiveAlgorithm::RING) {
   TransformerSpec m = tiny_model();
   m.heads = n;  // tp must divide heads
   ParallelPlan p;
@@ -31,6 +32,8 @@ double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, d
   SimOptions opt;
   opt.collective_mode = mode;
   opt.fold = fold;
+  opt.network = network;
+  opt.collective_algorithm = algo;
   Lowered low = lower_collective(m, c, p, cal, opt, kind, bytes);
   std::vector<int> gpus;
   for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
@@ -89,6 +92,47 @@ TEST(RingAllReduce, AnalyticEqualsClosedFormAndFlow) {
                                FoldMode::NONE, NetworkMode::ANALYTIC);
     expect_rel(t, 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
   }
+}
+
+// Hierarchical all-reduce over N nodes of g GPUs: intra-node reduce-scatter (g-1 steps of S/g), inter-node ring
+// all-reduce of the S/g shard (2(N-1) steps of S/(gN)), intra-node all-gather (g-1 steps of S/g).
+double hierarchical_closed_form(int N, int g, double alpha, double S, double B) {
+  return 2 * (g - 1) * (alpha + S / (g * B)) + 2 * (N - 1) * (alpha + S / (g * N * B));
+}
+
+TEST(HierarchicalAllReduce, StepsMatchesClosedForm) {
+  const int N = 4, g = 4;
+  const double B = 50e9, alpha = 3e-6, S = 512e6;
+  double t = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
+                             CollectiveMode::STEPS, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::AUTO);
+  expect_rel(t, hierarchical_closed_form(N, g, alpha, S, B));
+}
+
+TEST(HierarchicalAllReduce, FlowFormMatchesClosedForm) {
+  const int N = 2, g = 8;
+  const double B = 25e9, alpha = 5e-6, S = 1e9;
+  double t = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
+                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::HIERARCHICAL);
+  expect_rel(t, hierarchical_closed_form(N, g, alpha, S, B));
+}
+
+TEST(HierarchicalAllReduce, AnalyticMatchesClosedForm) {
+  const int N = 2, g = 8;
+  const double B = 25e9, alpha = 5e-6, S = 1e9;
+  double t = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
+                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::AUTO);
+  expect_rel(t, hierarchical_closed_form(N, g, alpha, S, B));
+}
+
+TEST(HierarchicalAllReduce, FasterThanAFlatRingAcrossNodes) {
+  // A flat ring pushes 2(n-1)/n S through one NIC hop; hierarchical sends 2(N-1)/N S/g per NIC.
+  const int N = 2, g = 8;
+  const double B = 25e9, alpha = 5e-6, S = 1e9;
+  double ring = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
+                                CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::RING);
+  double hier = hierarchical_closed_form(N, g, alpha, S, B);
+  expect_rel(ring, 2 * (N * g - 1) * alpha + 2.0 * (N * g - 1) / (N * g) * S / B);
+  EXPECT_LT(hier, ring);
 }
 
 TEST(RingReduceScatter, MatchesClosedForm) {
