@@ -44,3 +44,23 @@ run_case "1f1b, full recompute" --recompute full
 run_case "interleaved:3" --schedule interleaved:3
 run_case "zb-h2" --schedule zb-h2
 run_case "zero 3 (FSDP), tp8 pp8 dp16" --zero 3
+run_case "1f1b, analytic network" --schedule 1f1b --network analytic
+
+# Networks: one 1 GiB all-reduce over all 1,024 GPUs (flow fidelity), ring and hierarchical.
+for algo in ring hierarchical; do
+  best=""
+  for ((i = 0; i < RUNS; i++)); do
+    t0=$EPOCHREALTIME
+    "$DTSIM" collective --cluster dgx-a100:1024 --bytes 1GiB --algo "$algo" --out "$tmp/coll" -q
+    t1=$EPOCHREALTIME
+    w=$(python3 -c "print($t1 - $t0)")
+    best=$(python3 -c "print(min(float('$w'), float('${best:-1e9}')))")
+  done
+  python3 - "$algo" "$best" "$tmp/coll/collective.json" <<'PY'
+import json, sys
+algo, best, path = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+p = json.load(open(path))["points"][0]
+print(f"all-reduce 1 GiB x 1024 {algo:13s} wall best {best:.2f} s | simulated {p['time_s']*1e3:.2f} ms, "
+      f"busbw {p['busbw_Bps']/1e9:.1f} GB/s")
+PY
+done

@@ -2,9 +2,11 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
+#include "sim/collective_bench.hpp"
 #include "sim/simulate.hpp"
 #include "traces/error.hpp"
 #include "traces/output.hpp"
@@ -20,6 +22,7 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  simulate   simulate one training iteration of a model, cluster and parallel plan\n"
+    "  collective simulate one collective (or a sweep of sizes) and report nccl-tests algbw/busbw\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -228,6 +231,134 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   }
   return 0;
 }
+double parse_bytes(const std::string& s, const std::string& what) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    throw ConfigError(what + " '" + s + "' is not a size such as 1048576, 64KiB, 1MiB or 1GiB");
+  }
+  const std::string unit = s.substr(pos);
+  if (unit == "KiB") v *= 1024.0;
+  else if (unit == "MiB") v *= units::kMiB;
+  else if (unit == "GiB") v *= units::kGiB;
+  else if (unit == "KB") v *= 1e3;
+  else if (unit == "MB") v *= 1e6;
+  else if (unit == "GB") v *= 1e9;
+  else if (!unit.empty() && unit != "B") throw ConfigError(what + " '" + s + "' has an unknown unit '" + unit + "'");
+  if (!(v > 0) || !std::isfinite(v)) throw ConfigError(what + " '" + s + "' must be positive");
+  return v;
+}
+
+int cmd_collective(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim collective: simulate one collective over the first N GPUs of a cluster and report nccl-tests\n"
+      "algbw/busbw; with --sweep, every power of two between two sizes\n"
+      "example: dtsim collective --cluster dgx-a100:16 --op all-reduce --sweep 8:1GiB\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("cluster", po::value<std::string>(), "cluster preset NAME:GPUS or cluster JSON file")
+    ("ranks", po::value<int>(), "GPUs in the group (default: all)")
+    ("op", po::value<std::string>()->default_value("all-reduce"), "all-reduce | all-gather | reduce-scatter")
+    ("bytes", po::value<std::string>(), "message size, e.g. 1GiB (default 1GiB)")
+    ("sweep", po::value<std::string>(), "MIN:MAX, every power of two from MIN to MAX, e.g. 8:1GiB")
+    ("algo", po::value<std::string>()->default_value("auto"), "auto | ring | hierarchical")
+    ("collectives", po::value<std::string>()->default_value("flow"), "flow | steps")
+    ("network", po::value<std::string>()->default_value("flow"), "flow | analytic")
+    ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("out", po::value<std::string>(), "write collective.tsv and collective.json into this directory")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("cluster")) throw ConfigError("collective: --cluster is required (e.g. dgx-a100:16)");
+  ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
+  const int n = vm.count("ranks") ? vm["ranks"].as<int>() : cluster.total_gpus();
+  const auto kind = sim::collective_kind_from_string(vm["op"].as<std::string>(), "--op");
+  Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                            : default_calibration(cluster.gpu.name);
+  sim::SimOptions opt;
+  const std::string coll = vm["collectives"].as<std::string>(), algo = vm["algo"].as<std::string>(),
+                    net = vm["network"].as<std::string>();
+  if (coll == "flow") opt.collective_mode = sim::CollectiveMode::FLOW;
+  else if (coll == "steps") opt.collective_mode = sim::CollectiveMode::STEPS;
+  else throw ConfigError("collective: --collectives '" + coll + "' is not known (known: flow, steps)");
+  if (algo == "auto") opt.collective_algorithm = sim::CollectiveAlgorithm::AUTO;
+  else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
+  else throw ConfigError("collective: --algo '" + algo + "' is not known (known: auto, ring, hierarchical)");
+  if (net == "flow") opt.network = sim::NetworkMode::FLOW;
+  else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
+  else throw ConfigError("collective: --network '" + net + "' is not known (known: flow, analytic)");
+  if (vm.count("bytes") && vm.count("sweep")) throw ConfigError("collective: give --bytes or --sweep, not both");
+  std::vector<double> sizes;
+  if (vm.count("sweep")) {
+    const std::string sw = vm["sweep"].as<std::string>();
+    const auto colon = sw.find(':');
+    if (colon == std::string::npos) throw ConfigError("collective: --sweep '" + sw + "' must be MIN:MAX");
+    const double lo = parse_bytes(sw.substr(0, colon), "--sweep"), hi = parse_bytes(sw.substr(colon + 1), "--sweep");
+    if (lo > hi) throw ConfigError("collective: --sweep '" + sw + "' has MIN above MAX");
+    for (double b = lo; b <= hi * (1 + 1e-12); b *= 2) sizes.push_back(std::round(b));
+  } else {
+    sizes.push_back(vm.count("bytes") ? std::round(parse_bytes(vm["bytes"].as<std::string>(), "--bytes")) : units::kGiB);
+  }
+  if (n < 1 || n > cluster.total_gpus())
+    throw ConfigError("collective: --ranks " + std::to_string(n) + " does not fit the " +
+                      std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+  const auto wall0 = std::chrono::steady_clock::now();
+  std::vector<sim::CollectivePoint> pts;
+  if (sizes.size() == 1)
+    pts.push_back(sim::run_collective(cluster, cal, opt, n, kind, sizes[0]));
+  else
+    pts = sim::collective_sweep(cluster, cal, opt, n, kind, sizes);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+
+  std::string tsv = "bytes\ttime_us\talgbw_GBps\tbusbw_GBps\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& p : pts) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%.0f\t%.3f\t%.3f\t%.3f\n", p.bytes, p.time_s * 1e6, p.algbw_Bps / 1e9,
+                  p.busbw_Bps / 1e9);
+    tsv += line;
+    rows.push_back({{"bytes", p.bytes}, {"time_s", p.time_s}, {"algbw_Bps", p.algbw_Bps}, {"busbw_Bps", p.busbw_Bps}});
+  }
+  if (vm.count("out")) {
+    nlohmann::json j = {{"schema", "dtsim.collective"},
+                        {"schema_version", 1},
+                        {"dtsim_version", DTSIM_VERSION},
+                        {"cluster", to_json(cluster)},
+                        {"calibration", cal.name},
+                        {"ranks", n},
+                        {"op", vm["op"].as<std::string>()},
+                        {"algorithm", algo},
+                        {"collectives", coll},
+                        {"network", net},
+                        {"definitions", "nccl-tests: algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce), "
+                                        "* (n-1)/n (all-gather, reduce-scatter)"},
+                        {"points", rows}};
+    write_outputs(vm["out"].as<std::string>(), {{"collective.tsv", tsv}, {"collective.json", j.dump(2) + "\n"}});
+  }
+  if (!vm.count("quiet")) {
+    out << "dtsim " << DTSIM_VERSION << " | " << vm["op"].as<std::string>() << " over " << n << " GPUs of "
+        << cluster.name << " | algorithm " << algo << ", collectives as " << coll << ", " << net << " network\n\n";
+    out << "        bytes      time (us)   algbw (GB/s)   busbw (GB/s)\n";
+    for (const auto& p : pts) {
+      char line[160];
+      std::snprintf(line, sizeof line, "%13.0f  %13.3f  %13.3f  %13.3f\n", p.bytes, p.time_s * 1e6, p.algbw_Bps / 1e9,
+                    p.busbw_Bps / 1e9);
+      out << line;
+    }
+    char line[120];
+    std::snprintf(line, sizeof line, "\nsimulated in %.2f s wall\n", wall);
+    out << line;
+  }
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -242,6 +373,7 @@ int run(int argc, char** argv, std::ostream& out) {
   }
   if (cmd == "simulate") return cmd_simulate(argc - 1, argv + 1, out);
   if (cmd == "presets") return cmd_presets(argc - 1, argv + 1, out);
+  if (cmd == "collective") return cmd_collective(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
@@ -249,7 +381,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, presets, version)");
 }
 
 }  // namespace dtsim::cli

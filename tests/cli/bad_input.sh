@@ -167,6 +167,11 @@ expect_error "unknown command"               "'simulte'"           simulte "${M[
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
+expect_error "collective group larger than cluster" "does not fit" collective --cluster dgx-a100:16 --ranks 32
+expect_error "collective unknown op"         "'all-to-some'"       collective --cluster dgx-a100:8 --op all-to-some
+expect_error "collective bad size"           "unknown unit"        collective --cluster dgx-a100:8 --bytes 12XB
+expect_error "collective sweep reversed"     "MIN above MAX"       collective --cluster dgx-a100:8 --sweep 1GiB:8
+expect_error "collective missing cluster"    "--cluster is required" collective --bytes 1MiB
 # ---- input files -------------------------------------------------------------------------------------
 expect_error "model file missing field"      "missing field 'hidden'" simulate --model "$TMP/model_missing_hidden.json" "${C[@]}" "${P[@]}"
 expect_error "model file typo'd field"       "unknown field 'hiden'" simulate --model "$TMP/model_typo.json" "${C[@]}" "${P[@]}"

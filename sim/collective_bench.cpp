@@ -1,0 +1,87 @@
+#include "sim/collective_bench.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+
+#include "sim/engine/analytic_runtime.hpp"
+
+namespace dtsim::sim {
+
+double bus_factor(cost::CollectiveKind kind, int n) {
+  return kind == cost::CollectiveKind::ALL_REDUCE ? 2.0 * (n - 1) / n : (n - 1.0) / n;
+}
+
+cost::CollectiveKind collective_kind_from_string(const std::string& s, const std::string& ctx) {
+  if (s == "all-reduce") return cost::CollectiveKind::ALL_REDUCE;
+  if (s == "all-gather") return cost::CollectiveKind::ALL_GATHER;
+  if (s == "reduce-scatter") return cost::CollectiveKind::REDUCE_SCATTER;
+  throw ConfigError(ctx + ": unknown collective '" + s + "' (known: all-reduce, all-gather, reduce-scatter)");
+}
+
+CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
+                               cost::CollectiveKind kind, double bytes) {
+  if (n < 1 || n > cluster.total_gpus())
+    throw ConfigError("collective: group of " + std::to_string(n) + " ranks does not fit the " +
+                      std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+  if (!(bytes > 0)) throw ConfigError("collective: message size must be positive");
+  TransformerSpec model = model_preset("gpt3-1.3b");  // only its dtype is used
+  ParallelPlan plan;
+  plan.tp = n;
+  plan.global_batch_size = 1;
+  Lowered low = lower_collective(model, cluster, plan, cal, options, kind, bytes);
+  std::vector<int> gpus;
+  for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+  EngineResult res = options.network == NetworkMode::FLOW ? run_on_simgrid(low.graph, cluster, cal, gpus)
+                                                          : run_analytic(low.graph, cluster, cal, gpus);
+  CollectivePoint pt;
+  pt.bytes = bytes;
+  for (double e : res.end_s) pt.time_s = std::max(pt.time_s, e);
+  pt.algbw_Bps = bytes / pt.time_s;
+  pt.busbw_Bps = pt.algbw_Bps * bus_factor(kind, n);
+  pt.tasks = low.graph.size();
+  return pt;
+}
+
+std::vector<CollectivePoint> collective_sweep(const ClusterSpec& cluster, const Calibration& cal,
+                                              const SimOptions& options, int n, cost::CollectiveKind kind,
+                                              const std::vector<double>& sizes) {
+  std::vector<CollectivePoint> out;
+  for (double bytes : sizes) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("collective sweep: pipe() failed");
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("collective sweep: fork() failed");
+    if (pid == 0) {
+      close(fds[0]);
+      std::array<double, 2> v{-1, 0};
+      try {
+        auto pt = run_collective(cluster, cal, options, n, kind, bytes);
+        v = {pt.time_s, static_cast<double>(pt.tasks)};
+      } catch (...) {
+      }
+      bool ok = write(fds[1], v.data(), sizeof v) == static_cast<ssize_t>(sizeof v);
+      _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    std::array<double, 2> v{-1, 0};
+    bool ok = read(fds[0], v.data(), sizeof v) == static_cast<ssize_t>(sizeof v);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!ok || v[0] <= 0) throw std::runtime_error("collective sweep: the simulation of " + std::to_string(bytes) + " bytes failed");
+    CollectivePoint pt;
+    pt.bytes = bytes;
+    pt.time_s = v[0];
+    pt.tasks = static_cast<std::uint64_t>(v[1]);
+    pt.algbw_Bps = bytes / pt.time_s;
+    pt.busbw_Bps = pt.algbw_Bps * bus_factor(kind, n);
+    out.push_back(pt);
+  }
+  return out;
+}
+
+}  // namespace dtsim::sim
