@@ -1,6 +1,7 @@
 #include "traces/cluster.hpp"
 
 #include <cmath>
+#include <sstream>
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
@@ -13,6 +14,18 @@ using json_util::get_or;
 namespace {
 constexpr long kMaxGpus = 1L << 20;  // far beyond any cluster; keeps every GPU index an int
 }  // namespace
+
+int ClusterSpec::leaf_of(int gpu_id) const {
+  if (inter.topology == "fat-tree") return node_of(gpu_id) / inter.nodes_per_leaf;
+  if (inter.topology == "rail") return (node_of(gpu_id) / inter.nodes_per_leaf) * inter.nics_per_node + nic_of(gpu_id);
+  return 0;
+}
+
+int ClusterSpec::num_leaves() const {
+  if (inter.topology == "switch") return 1;
+  const int groups = (num_nodes + inter.nodes_per_leaf - 1) / inter.nodes_per_leaf;
+  return inter.topology == "rail" ? groups * inter.nics_per_node : groups;
+}
 
 double GpuSpec::peak_flops(DType d) const {
   switch (d) {
@@ -45,6 +58,14 @@ void ClusterSpec::validate() const {
     if (inter.nics_per_node > gpus_per_node || gpus_per_node % inter.nics_per_node != 0)
       throw ConfigError(ctx + ": gpus_per_node " + std::to_string(gpus_per_node) +
                         " must be a multiple of inter_node.nics_per_node " + std::to_string(inter.nics_per_node));
+  }
+  if (inter.topology != "switch" && inter.topology != "fat-tree" && inter.topology != "rail")
+    throw ConfigError(ctx + ": inter_node.topology '" + inter.topology + "' is not known (known: switch, fat-tree, rail)");
+  if (inter.topology != "switch") {
+    if (inter.nodes_per_leaf <= 0) throw ConfigError(ctx + ": inter_node.nodes_per_leaf must be positive");
+    if (!(inter.oversubscription >= 1) || !std::isfinite(inter.oversubscription))
+      throw ConfigError(ctx + ": inter_node.oversubscription must be a number >= 1");
+    if (inter.spine_latency_s < 0) throw ConfigError(ctx + ": inter_node.spine_latency_s must not be negative");
   }
 }
 
@@ -117,10 +138,36 @@ ClusterSpec load_cluster(const std::string& spec) {
   } else {
     std::string base = spec;
     long n_gpus = -1;
-    auto colon = spec.find(':');
-    if (colon != std::string::npos) {
-      base = spec.substr(0, colon);
-      std::string count = spec.substr(colon + 1);
+    std::vector<std::string> parts;
+    {
+      std::string item;
+      std::stringstream ss(spec);
+      while (std::getline(ss, item, ':')) parts.push_back(item);
+      if (!spec.empty() && spec.back() == ':') parts.emplace_back();  // "dgx-a100:" has an empty GPU count
+    }
+    if (parts.size() > 2) {  // NAME:GPUS:FABRIC:ARGS...
+      const std::string& fabric = parts[2];
+      auto num = [&](std::size_t i, const char* what) {
+        if (i >= parts.size()) throw ConfigError("cluster '" + spec + "': " + fabric + " needs " + what);
+        char* end = nullptr;
+        double v = std::strtod(parts[i].c_str(), &end);
+        if (parts[i].empty() || *end != '\0') throw ConfigError("cluster '" + spec + "': " + what + " '" + parts[i] + "' is not a number");
+        return v;
+      };
+      if (fabric != "fat-tree" && fabric != "rail" && fabric != "switch")
+        throw ConfigError("cluster '" + spec + "': unknown fabric '" + fabric + "' (known: switch, fat-tree:NODES_PER_LEAF:OVERSUB, rail:NODES_PER_RAIL:OVERSUB)");
+      c.inter.topology = fabric;
+      if (fabric != "switch") {
+        c.inter.nodes_per_leaf = static_cast<int>(num(3, "nodes per leaf"));
+        c.inter.oversubscription = parts.size() > 4 ? num(4, "oversubscription") : 1.0;
+        if (parts.size() > 5) throw ConfigError("cluster '" + spec + "': too many fields");
+      } else if (parts.size() > 3) {
+        throw ConfigError("cluster '" + spec + "': the switch fabric takes no arguments");
+      }
+    }
+    if (parts.size() > 1) {
+      base = parts[0];
+      std::string count = parts[1];
       char* end = nullptr;
       n_gpus = std::strtol(count.c_str(), &end, 10);
       if (count.empty() || *end != '\0' || n_gpus <= 0 || n_gpus > kMaxGpus)
@@ -149,7 +196,10 @@ ClusterSpec load_cluster(const std::string& spec) {
     }
     c.intra = {"nvswitch", p->nvlink_Bps, p->nvlink_latency_s};
     int nics = p->nics * c.gpus_per_node / p->gpus_per_node;
-    c.inter = {nics > 0 ? nics : 1, p->nic_Bps, p->ib_latency_s};
+    c.inter.nics_per_node = nics > 0 ? nics : 1;
+    c.inter.nic_bandwidth_Bps = p->nic_Bps;
+    c.inter.latency_s = p->ib_latency_s;
+    if (c.inter.topology != "switch") c.inter.spine_latency_s = p->ib_latency_s / 2;  // one more switch hop
   }
   c.validate();
   return c;
@@ -171,7 +221,11 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"inter_node",
            {{"nics_per_node", c.inter.nics_per_node},
             {"nic_bandwidth_Bps", c.inter.nic_bandwidth_Bps},
-            {"latency_s", c.inter.latency_s}}}};
+            {"latency_s", c.inter.latency_s},
+            {"topology", c.inter.topology},
+            {"nodes_per_leaf", c.inter.nodes_per_leaf},
+            {"oversubscription", c.inter.oversubscription},
+            {"spine_latency_s", c.inter.spine_latency_s}}}};
 }
 
 ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -202,10 +256,16 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
   c.intra.latency_s = get<double>(ij, ctx + ".intra_node", "latency_s");
   if (c.num_nodes > 1 || j.contains("inter_node")) {
     auto nj = get<nlohmann::json>(j, ctx, "inter_node");
-    json_util::reject_unknown(nj, ctx + ".inter_node", {"nics_per_node", "nic_bandwidth_Bps", "latency_s"});
-    c.inter.nics_per_node = get<int>(nj, ctx + ".inter_node", "nics_per_node");
-    c.inter.nic_bandwidth_Bps = get<double>(nj, ctx + ".inter_node", "nic_bandwidth_Bps");
-    c.inter.latency_s = get<double>(nj, ctx + ".inter_node", "latency_s");
+    const std::string ic = ctx + ".inter_node";
+    json_util::reject_unknown(nj, ic, {"nics_per_node", "nic_bandwidth_Bps", "latency_s", "topology", "nodes_per_leaf",
+                                       "oversubscription", "spine_latency_s"});
+    c.inter.nics_per_node = get<int>(nj, ic, "nics_per_node");
+    c.inter.nic_bandwidth_Bps = get<double>(nj, ic, "nic_bandwidth_Bps");
+    c.inter.latency_s = get<double>(nj, ic, "latency_s");
+    c.inter.topology = get_or<std::string>(nj, ic, "topology", "switch");
+    c.inter.nodes_per_leaf = get_or<int>(nj, ic, "nodes_per_leaf", 0);
+    c.inter.oversubscription = get_or<double>(nj, ic, "oversubscription", 1.0);
+    c.inter.spine_latency_s = get_or<double>(nj, ic, "spine_latency_s", 0.0);
   }
   return c;
 }

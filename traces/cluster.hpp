@@ -25,11 +25,21 @@ struct IntraNodeFabric {
   double latency_s = 0;      ///< GPU to GPU, one way
 };
 
-/// Inter-node network: NICs per node into one non-blocking switch (this issue); GPU i uses NIC i*nics/gpus.
+/// Inter-node network. GPU i of a node uses NIC i*nics/gpus. Topologies:
+///  switch    every NIC on one non-blocking switch;
+///  fat-tree  two levels: the NICs of nodes_per_leaf consecutive nodes on a leaf switch, leaves joined by spines;
+///            each leaf's uplink capacity is its NICs' capacity / oversubscription (ECMP over the spines is
+///            modelled as one aggregate link per direction);
+///  rail      rail-optimised: NIC k of nodes_per_leaf consecutive nodes on rail switch k; traffic between rails
+///            (or rail groups) crosses the spine, with the same uplink rule.
 struct InterNodeNetwork {
   int nics_per_node = 0;
   double nic_bandwidth_Bps = 0;  ///< per NIC, per direction
-  double latency_s = 0;          ///< NIC to NIC through the switch, one way
+  double latency_s = 0;          ///< NIC to NIC through the leaf switch, one way
+  std::string topology = "switch";
+  int nodes_per_leaf = 0;        ///< fat-tree, rail: nodes under one leaf (rail) switch
+  double oversubscription = 1;   ///< fat-tree, rail: leaf downlink capacity / uplink capacity
+  double spine_latency_s = 0;    ///< fat-tree, rail: extra one-way latency through the spine
 };
 
 struct ClusterSpec {
@@ -44,6 +54,9 @@ struct ClusterSpec {
   int node_of(int gpu_id) const { return gpu_id / gpus_per_node; }
   /// NIC index (within its node) used by global GPU `gpu`.
   int nic_of(int gpu_id) const { return (gpu_id % gpus_per_node) * inter.nics_per_node / gpus_per_node; }
+  /// Leaf (or rail) switch of global GPU `gpu_id`'s NIC; 0 for a single switch.
+  int leaf_of(int gpu_id) const;
+  int num_leaves() const;
   void validate() const;
 };
 
@@ -52,7 +65,9 @@ GpuSpec gpu_preset(const std::string& name);
 
 /// Cluster preset names ("dgx-a100", "dgx-h100"), used as "dgx-a100:N" with N GPUs.
 std::vector<std::string> cluster_preset_names();
-/// "dgx-a100:1024", "dgx-h100:16", a bare preset (one node), or a JSON file path.
+/// "dgx-a100:1024", "dgx-h100:16", a bare preset (one node), or a JSON file path. The inter-node fabric can be
+/// chosen after the GPU count: "dgx-a100:256:fat-tree:16:2" (16 nodes per leaf, 2:1 oversubscribed) or
+/// "dgx-a100:256:rail:32:1" (rails of 32 nodes, full bisection).
 ClusterSpec load_cluster(const std::string& name_or_path);
 
 nlohmann::json to_json(const ClusterSpec& c);

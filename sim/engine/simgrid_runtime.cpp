@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "traces/error.hpp"
 
@@ -38,11 +39,9 @@ public:
 
   void build_platform(const Platform& pf) {
     pf_ = &pf;
-    auto* zone = sg4::create_star_zone("cluster");
-    auto route = [&](sg4::Host* h, const Port& port) {
-      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, {sg4::LinkInRoute(links_[port.up])}, false);
-      zone->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(links_[port.down])}, false);
-    };
+    // A full zone with an explicit route for every (source, destination) pair the task graph uses: routing is
+    // the Platform's (one source of truth for both engines), and only the pairs needed exist.
+    auto* zone = sg4::create_full_zone("cluster");
     for (const auto& l : pf.links) {
       links_.push_back(zone->create_link(l.name, l.bandwidth_Bps)->set_latency(l.latency_s)->seal());
       res_.link_stats.push_back({l.name, l.bandwidth_Bps, 0, 0, 0});
@@ -61,14 +60,20 @@ public:
       // rank's own down-link (see lowering.hpp, symmetry folding).
       e.nvl = zone->create_host("nvl" + id, kHostSpeed);
       e.nvl_mirror = zone->create_host("nvl-mirror" + id, kHostSpeed);
-      route(e.nvl, pf.nvl[i]);
-      route(e.nvl_mirror, pf.nvl[i]);
       if (pf.net[i].up >= 0) {
         e.net = zone->create_host("net" + id, kHostSpeed);
         e.net_mirror = zone->create_host("net-mirror" + id, kHostSpeed);
-        route(e.net, pf.net[i]);
-        route(e.net_mirror, pf.net[i]);
       }
+    }
+    std::set<std::pair<sg4::Host*, sg4::Host*>> routed;
+    for (const auto& t : g_.tasks()) {
+      if (t.kind != TaskKind::FLOW) continue;
+      auto [from, to] = endpoints_of(t);
+      DTSIM_ASSERT(from != nullptr && to != nullptr, "no network endpoint for a flow of rank " << t.rank);
+      if (!routed.insert({from, to}).second) continue;
+      std::vector<sg4::LinkInRoute> links;
+      for (int l : pf.route(t)) links.emplace_back(links_[l]);
+      zone->add_route(from->get_netpoint(), to->get_netpoint(), nullptr, nullptr, links, false);
     }
     zone->seal();
     for (auto* l : links_) sg_link_load_track(l);  // after sealing: the plugin attaches its data then
@@ -108,6 +113,14 @@ public:
   }
 
 private:
+  std::pair<sg4::Host*, sg4::Host*> endpoints_of(const Task& t) const {
+    const Endpoints& src = ep_[t.rank];
+    const bool intra = t.path == Path::INTRA_NODE;
+    sg4::Host* from = intra ? src.nvl : src.net;
+    sg4::Host* to = t.mirror ? (intra ? src.nvl_mirror : src.net_mirror) : (intra ? ep_[t.peer].nvl : ep_[t.peer].net);
+    return {from, to};
+  }
+
   // Per-link bytes and busy time: every flow adds its bytes to the links of its route and keeps them busy.
   void flow_started(std::int32_t id, double now) {
     for (int l : pf_->route(g_.tasks()[id])) {
@@ -159,15 +172,7 @@ private:
           break;
         }
         case TaskKind::FLOW: {
-          const Endpoints& src = ep_[t.rank];
-          const bool intra = t.path == Path::INTRA_NODE;
-          sg4::Host* from = intra ? src.nvl : src.net;
-          sg4::Host* to = nullptr;
-          if (t.mirror)
-            to = intra ? src.nvl_mirror : src.net_mirror;
-          else
-            to = intra ? ep_[t.peer].nvl : ep_[t.peer].net;
-          DTSIM_ASSERT(from != nullptr && to != nullptr, "no network endpoint for flow task " << id);
+          auto [from, to] = endpoints_of(t);
           flow_started(id, now);
           auto comm = sg4::Comm::sendto_init(from, to);
           comm->set_payload_size(static_cast<std::uint64_t>(t.bytes + 0.5));

@@ -18,7 +18,8 @@ std::string to_string(CollectiveAlgorithm a) {
 }
 
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b) {
-  return c.node_of(gpu_a) == c.node_of(gpu_b) ? Path::INTRA_NODE : Path::INTER_NODE;
+  if (c.node_of(gpu_a) == c.node_of(gpu_b)) return Path::INTRA_NODE;
+  return c.leaf_of(gpu_a) == c.leaf_of(gpu_b) ? Path::INTER_NODE : Path::CROSS_LEAF;
 }
 
 namespace {
@@ -59,7 +60,10 @@ private:
     return true;
   }
   const PassCosts& stage_costs(int stage) const { return stage_costs_.empty() ? costs_ : stage_costs_[stage]; }
-  double hop_latency(Path path) const { return path == Path::INTRA_NODE ? c_.intra.latency_s : c_.inter.latency_s; }
+  double hop_latency(Path path) const {
+    if (path == Path::INTRA_NODE) return c_.intra.latency_s;
+    return c_.inter.latency_s + (path == Path::CROSS_LEAF ? c_.inter.spine_latency_s : 0.0);
+  }
   FoldDecision decide_folding() const;
   bool fold_ok(bool tp, bool dp) const;
 
@@ -205,8 +209,12 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
     }
     return sig;
   };
-  for (int r = 0; r < world; ++r)
-    if (signature(r) != signature(rep(r))) return false;
+  for (int r = 0; r < world; ++r) {
+    const auto sig = signature(r);
+    // Leaf uplinks are shared by all the ranks under a leaf: folded-away ranks would not load them alike.
+    if (std::find(sig.begin(), sig.end(), static_cast<int>(Path::CROSS_LEAF)) != sig.end()) return false;
+    if (sig != signature(rep(r))) return false;
+  }
   return true;
 }
 
@@ -237,6 +245,7 @@ FoldDecision Lowerer::decide_folding() const {
     }
   }
   d.reason = !(want_tp || want_dp)  ? "nothing to fold (tp = dp = 1)"
+             : c_.num_leaves() > 1    ? "not folded: traffic crosses shared leaf uplinks or rings mix hop kinds"
              : !uniform_replicas()    ? "not folded: stages have different widths and rings mix hop kinds"
                                       : "not folded: rings mix intra- and inter-node hops";
   return d;

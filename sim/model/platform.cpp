@@ -12,6 +12,7 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
     return static_cast<int>(p.links.size() - 1);
   };
   std::map<std::pair<int, int>, Port> nics;
+  std::map<int, int> leaf_index;  // leaf switch -> index into leaf_uplink
   for (int gpu : gpu_of_rank) {
     const double bw = c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency;
     Port nvl;
@@ -33,24 +34,40 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
       net = it->second;
     }
     p.net.push_back(net);
+    const int leaf = c.leaf_of(gpu);
+    auto li = leaf_index.find(leaf);
+    if (li == leaf_index.end() && c.inter.topology != "switch" && c.inter.nics_per_node > 0) {
+      const int nics_under = c.inter.nodes_per_leaf * (c.inter.topology == "rail" ? 1 : c.inter.nics_per_node);
+      const double up_bw = nics_under * c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency / c.inter.oversubscription;
+      Port up;
+      up.up = add("leaf-up" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2);
+      up.down = add("leaf-down" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2);
+      p.leaf_uplink.push_back(up);
+      li = leaf_index.emplace(leaf, static_cast<int>(p.leaf_uplink.size() - 1)).first;
+    }
+    p.leaf.push_back(li == leaf_index.end() ? -1 : li->second);
   }
   return p;
 }
 
-std::array<int, 2> Platform::route(const Task& f) const {
+std::vector<int> Platform::route(const Task& f) const {
   const auto& ports = f.path == Path::INTRA_NODE ? nvl : net;
   const int dst = f.mirror ? f.rank : f.peer;
-  return {ports[f.rank].up, ports[dst].down};
+  if (f.path != Path::CROSS_LEAF) return {ports[f.rank].up, ports[dst].down};
+  DTSIM_ASSERT(leaf[f.rank] >= 0 && leaf[dst] >= 0, "cross-leaf flow without leaf switches");
+  return {ports[f.rank].up, leaf_uplink[leaf[f.rank]].up, leaf_uplink[leaf[dst]].down, ports[dst].down};
 }
 
 double Platform::latency_s(const Task& f) const {
-  auto r = route(f);
-  return links[r[0]].latency_s + links[r[1]].latency_s;
+  double l = 0;
+  for (int i : route(f)) l += links[i].latency_s;
+  return l;
 }
 
 double Platform::bandwidth_Bps(const Task& f) const {
-  auto r = route(f);
-  return std::min(links[r[0]].bandwidth_Bps, links[r[1]].bandwidth_Bps);
+  double b = 1e300;
+  for (int i : route(f)) b = std::min(b, links[i].bandwidth_Bps);
+  return b;
 }
 
 }  // namespace dtsim::sim

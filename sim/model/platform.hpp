@@ -4,9 +4,10 @@
 // Every GPU has a private full-duplex port into the node's non-blocking switch (NVSwitch): links "nvl-up<g>" and
 // "nvl-down<g>". GPU g reaches other nodes through NIC g*nics/gpus of its node into one non-blocking switch:
 // links "nic-up<node>.<nic>" and "nic-down<node>.<nic>", shared by the GPUs of that NIC. Latencies are split
-// in half over the two links of a route, so a route's latency is the fabric's one-way latency.
+// in half over the two links of a route, so a route's latency is the fabric's one-way latency. With a fat-tree
+// or rail fabric, a leaf's traffic to other leaves also crosses "leaf-up<l>" and the receiving "leaf-down<l>"
+// (capacity: the leaf's NIC capacity / oversubscription; latency: the spine's, split in half).
 #pragma once
-#include <array>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,11 @@ struct Platform {
   std::vector<PlatformLink> links;
   std::vector<Port> nvl;  ///< per simulated rank: NVSwitch port
   std::vector<Port> net;  ///< per simulated rank: NIC port (up = -1 on a single node without NICs)
-  /// Links crossed by a flow task: the sender's up-link and the receiver's (or the mirror's) down-link.
-  std::array<int, 2> route(const Task& flow) const;
+  std::vector<int> leaf;  ///< per simulated rank: its NIC's leaf (rail) switch
+  std::vector<Port> leaf_uplink;  ///< per leaf used: aggregate link to (up) and from (down) the spines
+  /// Links crossed by a flow task: the sender's up-link, the leaf uplinks when it crosses the spine, and the
+  /// receiver's (or the mirror's) down-link.
+  std::vector<int> route(const Task& flow) const;
   double latency_s(const Task& flow) const;
   double bandwidth_Bps(const Task& flow) const;  ///< bottleneck bandwidth of the route
 };

@@ -44,7 +44,11 @@ struct MemEvent {
 };
 
 /// Which part of the network a flow crosses.
-enum class Path : std::uint8_t { INTRA_NODE = 0, INTER_NODE = 1 };
+enum class Path : std::uint8_t {
+  INTRA_NODE = 0,  ///< through the node's NVSwitch
+  INTER_NODE = 1,  ///< through NICs and one leaf (or the only) switch
+  CROSS_LEAF = 2   ///< through NICs, two leaf switches and the spine (fat-tree, rail)
+};
 
 struct Task {
   TaskKind kind = TaskKind::JOIN;

@@ -335,7 +335,9 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
     if (t.kind == TaskKind::COMPUTE) args.push_back(TraceArg::real("flops", t.flops));
     if (t.kind == TaskKind::FLOW) {
       args.push_back(TraceArg::real("bytes", t.bytes));
-      args.push_back(TraceArg::text("path", t.path == Path::INTRA_NODE ? "nvswitch" : "nic"));
+      args.push_back(TraceArg::text("path", t.path == Path::INTRA_NODE   ? "nvswitch"
+                                            : t.path == Path::INTER_NODE ? "nic"
+                                                                         : "nic+spine"));
       args.push_back(TraceArg::integer("to_rank", t.mirror ? -1 : low.ranks[t.peer].global_rank));
     }
     const auto s_ns = units::s_to_ns(res.start_s[i]);

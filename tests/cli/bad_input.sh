@@ -167,6 +167,9 @@ expect_error "unknown command"               "'simulte'"           simulte "${M[
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
+expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"
+expect_error "fat-tree without leaf size"    "needs nodes per leaf" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree "${P[@]}"
+expect_error "fat-tree undersubscribed"      "oversubscription must be a number >= 1" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1:0.5 "${P[@]}"
 expect_error "collective group larger than cluster" "does not fit" collective --cluster dgx-a100:16 --ranks 32
 expect_error "collective unknown op"         "'all-to-some'"       collective --cluster dgx-a100:8 --op all-to-some
 expect_error "collective bad size"           "unknown unit"        collective --cluster dgx-a100:8 --bytes 12XB

@@ -217,6 +217,74 @@ TEST(LinkSharing, AnalyticIgnoresSharingAndReportsOversubscription) {
   EXPECT_EQ(seen, 1);
 }
 
+// ---- Fabrics: oversubscribed fat-tree and rail-optimised leaves.
+
+namespace {
+// Two flows of S bytes from `from` to `to` (global GPU = simulated rank here), started together.
+EngineResult two_flows(const ClusterSpec& c, std::vector<std::pair<int, int>> pairs, double S) {
+  TaskGraph g;
+  for (auto [a, b] : pairs) {
+    Task f;
+    f.kind = TaskKind::FLOW;
+    f.rank = a;
+    f.peer = b;
+    f.path = path_between(c, a, b);
+    f.bytes = S;
+    f.name = g.intern("flow");
+    g.add(f);
+  }
+  g.finalize();
+  std::vector<int> gpus(c.total_gpus());
+  for (int i = 0; i < c.total_gpus(); ++i) gpus[i] = i;
+  return run_on_simgrid(g, c, ideal_calibration(), gpus);
+}
+}  // namespace
+
+TEST(Fabric, TwoToOneOversubscriptionHalvesCrossPodThroughput) {
+  // 2 pods (leaves) of 2 single-GPU nodes; both GPUs of pod 0 send S to pod 1 at once.
+  const double B = 25e9, alpha = 2e-6, spine = 1e-6, S = 1e9;
+  auto run = [&](double oversub) {
+    ClusterSpec c = uniform_cluster(4, 1, B, alpha);
+    c.inter.topology = "fat-tree";
+    c.inter.nodes_per_leaf = 2;
+    c.inter.oversubscription = oversub;
+    c.inter.spine_latency_s = spine;
+    c.validate();
+    return in_child([&] {
+      auto res = two_flows(c, {{0, 2}, {1, 3}}, S);
+      return std::max(res.end_s[0], res.end_s[1]);
+    });
+  };
+  const double full = run(1.0), half = run(2.0);
+  // Full bisection: the leaf uplink (2 NICs' worth) carries both at line rate; 2:1: each gets half the NIC rate.
+  expect_rel(full, alpha + spine + S / B);
+  expect_rel(half, alpha + spine + S / (B / 2));
+  EXPECT_NEAR((2 * S / (half - alpha - spine)) / (2 * S / (full - alpha - spine)), 0.5, 1e-9);
+}
+
+TEST(Fabric, RailOptimisedTrafficStaysOnItsRail) {
+  // 2 nodes x 2 GPUs, one NIC per GPU; NIC k of both nodes on rail switch k.
+  ClusterSpec c = uniform_cluster(2, 2, 25e9, 2e-6);
+  c.inter.topology = "rail";
+  c.inter.nodes_per_leaf = 2;
+  c.inter.oversubscription = 4;
+  c.inter.spine_latency_s = 1e-6;
+  c.validate();
+  EXPECT_EQ(path_between(c, 0, 2), Path::INTER_NODE);  // GPU 0 (NIC 0) to GPU 2 (NIC 0 of node 1): same rail
+  EXPECT_EQ(path_between(c, 0, 3), Path::CROSS_LEAF);  // to NIC 1 of node 1: another rail, through the spine
+  const double S = 1e9;
+  auto res = two_flows(c, {{0, 2}, {1, 3}}, S);  // two same-rail flows: no spine, line rate
+  expect_rel(res.end_s[0], 2e-6 + S / 25e9);
+  expect_rel(res.end_s[1], 2e-6 + S / 25e9);
+  int leaf_links = 0;
+  for (const auto& l : res.link_stats) {
+    if (l.name.rfind("leaf-", 0) != 0) continue;
+    EXPECT_EQ(l.bytes, 0.0) << l.name;
+    ++leaf_links;
+  }
+  EXPECT_GT(leaf_links, 0);
+}
+
 // ---- Pipelines with equal stages and free communication: (m + p - 1)(t_f + t_b).
 
 namespace {
