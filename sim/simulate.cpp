@@ -1,6 +1,7 @@
 #include "sim/simulate.hpp"
 
 #include "sim/engine/analytic_runtime.hpp"
+#include "sim/model/routing.hpp"
 
 #include "strategies/schedule.hpp"
 
@@ -16,6 +17,12 @@ Simulation simulate(const Inputs& in) {
                          in.plan->virtual_stages, in.plan->split_backward(),
                          in.plan->schedule == Schedule::CUSTOM ? "custom schedule '" + in.plan->custom_source + "'"
                                                                : "schedule " + in.plan->schedule_name());
+  if (in.cluster->has_graph()) {
+    // Every GPU must reach every other: one shortest-path tree from GPU 0 (links are full duplex and transit
+    // rules symmetric, so this covers all pairs).
+    GraphRouting routing(in.cluster->graph);
+    for (int g = 1; g < in.cluster->total_gpus(); ++g) routing.route(0, g);
+  }
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   std::vector<int> gpus;

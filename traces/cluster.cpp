@@ -1,6 +1,7 @@
 #include "traces/cluster.hpp"
 
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "traces/error.hpp"
@@ -59,6 +60,25 @@ void ClusterSpec::validate() const {
       throw ConfigError(ctx + ": gpus_per_node " + std::to_string(gpus_per_node) +
                         " must be a multiple of inter_node.nics_per_node " + std::to_string(inter.nics_per_node));
   }
+  if (has_graph()) {
+    const int nv = static_cast<int>(graph.vertices.size());
+    std::vector<int> seen(total_gpus(), 0);
+    for (const auto& v : graph.vertices) {
+      if (v.gpu >= total_gpus())
+        throw ConfigError(ctx + ": graph vertex '" + v.name + "' is GPU " + std::to_string(v.gpu) + " but the cluster has " +
+                          std::to_string(total_gpus()) + " GPUs");
+      if (v.gpu >= 0 && seen[v.gpu]++) throw ConfigError(ctx + ": GPU " + std::to_string(v.gpu) + " appears twice in the graph");
+    }
+    for (int g = 0; g < total_gpus(); ++g)
+      if (!seen[g]) throw ConfigError(ctx + ": GPU " + std::to_string(g) + " is missing from the graph");
+    for (std::size_t i = 0; i < graph.links.size(); ++i) {
+      const auto& l = graph.links[i];
+      if (l.a < 0 || l.b < 0 || l.a >= nv || l.b >= nv || l.a == l.b)
+        throw ConfigError(ctx + ": graph link " + std::to_string(i) + " does not join two different vertices");
+      if (!(l.bandwidth_Bps > 0) || !(l.latency_s >= 0))
+        throw ConfigError(ctx + ": graph link " + std::to_string(i) + " needs a positive bandwidth and a latency >= 0");
+    }
+  }
   if (inter.topology != "switch" && inter.topology != "fat-tree" && inter.topology != "rail")
     throw ConfigError(ctx + ": inter_node.topology '" + inter.topology + "' is not known (known: switch, fat-tree, rail)");
   if (inter.topology != "switch") {
@@ -76,6 +96,8 @@ const std::vector<GpuSpec>& gpus() {
   static const std::vector<GpuSpec> list = {
       {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 2039e9, 80 * units::kGiB},
       {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 3350e9, 80 * units::kGiB},
+      // V100 SXM2 32GB: 125 TFLOP/s FP16 tensor (no BF16: the FP16 figure is used), 15.7 FP32, 900 GB/s HBM2.
+      {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 900e9, 32 * units::kGiB},
   };
   return list;
 }
@@ -98,6 +120,7 @@ const std::vector<ClusterPreset>& cluster_presets() {
   static const std::vector<ClusterPreset> list = {
       {"dgx-a100", "a100-sxm4-80gb", 8, 300e9, 1e-6, 8, 200 * units::kGbit_Bps, 2e-6},
       {"dgx-h100", "h100-sxm5-80gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
+      {"dgx1-v100", "v100-sxm2-32gb", 8, 25e9, 1e-6, 4, 100 * units::kGbit_Bps, 2e-6},  // graph built below
   };
   return list;
 }
@@ -121,6 +144,52 @@ GpuSpec gpu_preset(const std::string& name) {
     if (g.name == name) return g;
   throw ConfigError("unknown gpu preset '" + name + "' (known: " +
                     names_of(gpus(), [](const GpuSpec& g) { return g.name; }) + ")");
+}
+
+ClusterSpec dgx1_v100(int nodes) {
+  ClusterSpec c;
+  c.name = "dgx1-v100:" + std::to_string(8 * nodes);
+  c.gpu = gpu_preset("v100-sxm2-32gb");
+  c.num_nodes = nodes;
+  c.gpus_per_node = 8;
+  // Defaults used for collective latency terms: NVLink2 and EDR InfiniBand.
+  c.intra = {"nvswitch", 25e9, 1e-6};
+  c.inter.nics_per_node = 4;
+  c.inter.nic_bandwidth_Bps = 100 * units::kGbit_Bps;
+  c.inter.latency_s = 2e-6;
+  auto& g = c.graph;
+  auto vertex = [&](const std::string& name, int gpu) {
+    g.vertices.push_back({name, gpu});
+    return static_cast<int>(g.vertices.size() - 1);
+  };
+  auto link = [&](int a, int b, double bw, double lat, const char* kind) { g.links.push_back({a, b, bw, lat, kind}); };
+  const int ib = vertex("ib-switch", -1);
+  // Hybrid cube-mesh, after NVIDIA's DGX-1 V100 system architecture paper: six NVLink2 links per GPU (25 GB/s
+  // per direction each); two fully connected quads {0..3}, {4..7} joined GPU i <-> i+4, with doubled links on
+  // 0-3, 1-2 (within quads) and on the i <-> i+4 pairs. The pair multiplicities are our reading of the
+  // figure; check against `nvidia-smi topo -m` on a real DGX-1.
+  const int nvlinks[][3] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {1, 2, 2}, {1, 3, 1}, {2, 3, 1}, {4, 5, 1}, {4, 6, 1},
+                            {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 1}, {0, 4, 2}, {1, 5, 2}, {2, 6, 2}, {3, 7, 2}};
+  for (int n = 0; n < nodes; ++n) {
+    std::string p = "n";
+    p += std::to_string(n);
+    p += '.';
+    int gpu[8];
+    for (int i = 0; i < 8; ++i) gpu[i] = vertex(p + "gpu" + std::to_string(i), 8 * n + i);
+    for (const auto& l : nvlinks) link(gpu[l[0]], gpu[l[1]], l[2] * 25e9, 1e-6, "nvlink");
+    // Four PCIe gen3 x16 switches (two GPUs and one EDR NIC each), two per CPU socket, sockets joined by UPI/QPI.
+    int cpu[2] = {vertex(p + "cpu0", -1), vertex(p + "cpu1", -1)};
+    link(cpu[0], cpu[1], 20e9, 1e-6, "qpi");
+    for (int s = 0; s < 4; ++s) {
+      const int sw = vertex(p + "pcie" + std::to_string(s), -1), nic = vertex(p + "nic" + std::to_string(s), -1);
+      link(sw, cpu[s / 2], 16e9, 1e-6, "pcie");
+      link(gpu[2 * s], sw, 16e9, 0.5e-6, "pcie");
+      link(gpu[2 * s + 1], sw, 16e9, 0.5e-6, "pcie");
+      link(nic, sw, 16e9, 0.5e-6, "pcie");
+      link(nic, ib, 100 * units::kGbit_Bps, 1e-6, "ib");
+    }
+  }
+  return c;
 }
 
 std::vector<std::string> cluster_preset_names() {
@@ -194,6 +263,14 @@ ClusterSpec load_cluster(const std::string& spec) {
       c.num_nodes = static_cast<int>(n_gpus / p->gpus_per_node);
       c.gpus_per_node = p->gpus_per_node;
     }
+    if (base == "dgx1-v100") {
+      if (n_gpus % 8 != 0) throw ConfigError("cluster '" + spec + "': dgx1-v100 comes in whole 8-GPU nodes");
+      if (c.inter.topology != "switch") throw ConfigError("cluster '" + spec + "': dgx1-v100 has its own fabric");
+      ClusterSpec d = dgx1_v100(static_cast<int>(n_gpus / 8));
+      d.name = spec;
+      d.validate();
+      return d;
+    }
     c.intra = {"nvswitch", p->nvlink_Bps, p->nvlink_latency_s};
     int nics = p->nics * c.gpus_per_node / p->gpus_per_node;
     c.inter.nics_per_node = nics > 0 ? nics : 1;
@@ -206,7 +283,7 @@ ClusterSpec load_cluster(const std::string& spec) {
 }
 
 nlohmann::json to_json(const ClusterSpec& c) {
-  return {{"schema_version", 1},
+  nlohmann::json j = {{"schema_version", 1},
           {"name", c.name},
           {"gpu",
            {{"name", c.gpu.name},
@@ -226,11 +303,27 @@ nlohmann::json to_json(const ClusterSpec& c) {
             {"nodes_per_leaf", c.inter.nodes_per_leaf},
             {"oversubscription", c.inter.oversubscription},
             {"spine_latency_s", c.inter.spine_latency_s}}}};
+  if (c.has_graph()) {
+    nlohmann::json vs = nlohmann::json::array(), ls = nlohmann::json::array();
+    for (const auto& v : c.graph.vertices) {
+      nlohmann::json jv = {{"name", v.name}};
+      if (v.gpu >= 0) jv["gpu"] = v.gpu;
+      vs.push_back(jv);
+    }
+    for (const auto& l : c.graph.links)
+      ls.push_back({{"between", {c.graph.vertices[l.a].name, c.graph.vertices[l.b].name}},
+                    {"bandwidth_Bps", l.bandwidth_Bps},
+                    {"latency_s", l.latency_s},
+                    {"kind", l.kind}});
+    j["graph"] = {{"vertices", vs}, {"links", ls}};
+  }
+  return j;
 }
 
 ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(j, ctx, {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node"});
+  json_util::reject_unknown(j, ctx,
+                            {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node", "graph"});
   ClusterSpec c;
   c.name = get_or<std::string>(j, ctx, "name", "custom");
   auto gj = get<nlohmann::json>(j, ctx, "gpu");
@@ -266,6 +359,33 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     c.inter.nodes_per_leaf = get_or<int>(nj, ic, "nodes_per_leaf", 0);
     c.inter.oversubscription = get_or<double>(nj, ic, "oversubscription", 1.0);
     c.inter.spine_latency_s = get_or<double>(nj, ic, "spine_latency_s", 0.0);
+  }
+  if (j.contains("graph")) {
+    const std::string gc = ctx + ".graph";
+    auto graph_j = get<nlohmann::json>(j, ctx, "graph");
+    json_util::reject_unknown(graph_j, gc, {"vertices", "links"});
+    std::map<std::string, int> index;
+    auto vj = get<nlohmann::json>(graph_j, gc, "vertices");
+    if (!vj.is_array()) throw ConfigError(gc + ": 'vertices' must be a list");
+    for (std::size_t i = 0; i < vj.size(); ++i) {
+      const std::string vc = gc + ".vertices[" + std::to_string(i) + "]";
+      json_util::reject_unknown(vj[i], vc, {"name", "gpu"});
+      TopologyGraph::Vertex v{get<std::string>(vj[i], vc, "name"), get_or<int>(vj[i], vc, "gpu", -1)};
+      if (!index.emplace(v.name, static_cast<int>(i)).second) throw ConfigError(vc + ": vertex '" + v.name + "' is defined twice");
+      c.graph.vertices.push_back(v);
+    }
+    auto lj = get<nlohmann::json>(graph_j, gc, "links");
+    if (!lj.is_array()) throw ConfigError(gc + ": 'links' must be a list");
+    for (std::size_t i = 0; i < lj.size(); ++i) {
+      const std::string lc = gc + ".links[" + std::to_string(i) + "]";
+      json_util::reject_unknown(lj[i], lc, {"between", "bandwidth_Bps", "latency_s", "kind"});
+      auto ends = get<std::vector<std::string>>(lj[i], lc, "between");
+      if (ends.size() != 2) throw ConfigError(lc + ": 'between' must name two vertices");
+      for (const auto& e : ends)
+        if (!index.count(e)) throw ConfigError(lc + ": unknown vertex '" + e + "'");
+      c.graph.links.push_back({index[ends[0]], index[ends[1]], get<double>(lj[i], lc, "bandwidth_Bps"),
+                               get<double>(lj[i], lc, "latency_s"), get_or<std::string>(lj[i], lc, "kind", "link")});
+    }
   }
   return c;
 }

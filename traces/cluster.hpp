@@ -42,6 +42,24 @@ struct InterNodeNetwork {
   double spine_latency_s = 0;    ///< fat-tree, rail: extra one-way latency through the spine
 };
 
+/// An explicit network graph: GPUs, switches (NVSwitch, PCIe, NIC, IB) and full-duplex links between them.
+/// Routes follow the lowest-latency path (fewest hops among equal latencies); traffic never passes *through* a
+/// GPU (GPUs do not forward), only NVLink/PCIe/NIC/switch vertices do.
+struct TopologyGraph {
+  struct Vertex {
+    std::string name;
+    int gpu = -1;  ///< global GPU index for GPU vertices, -1 for switches
+  };
+  struct Link {
+    int a = 0, b = 0;          ///< vertex indices
+    double bandwidth_Bps = 0;  ///< per direction
+    double latency_s = 0;      ///< one way
+    std::string kind;          ///< "nvlink", "pcie", "ib", ...: which calibration efficiency applies
+  };
+  std::vector<Vertex> vertices;
+  std::vector<Link> links;
+};
+
 struct ClusterSpec {
   std::string name;
   GpuSpec gpu;
@@ -49,6 +67,10 @@ struct ClusterSpec {
   int gpus_per_node = 0;
   IntraNodeFabric intra;
   InterNodeNetwork inter;
+  /// When not empty, the whole network (intra and inter node) is this graph and `intra`/`inter` only give
+  /// default latencies; folding is disabled.
+  TopologyGraph graph;
+  bool has_graph() const { return !graph.vertices.empty(); }
 
   int total_gpus() const { return num_nodes * gpus_per_node; }
   int node_of(int gpu_id) const { return gpu_id / gpus_per_node; }
@@ -63,7 +85,11 @@ struct ClusterSpec {
 std::vector<std::string> gpu_preset_names();
 GpuSpec gpu_preset(const std::string& name);
 
-/// Cluster preset names ("dgx-a100", "dgx-h100"), used as "dgx-a100:N" with N GPUs.
+/// DGX-1 with V100s: NVLink hybrid cube-mesh inside each node, PCIe switches to the CPUs and NICs, one
+/// InfiniBand switch between nodes.
+ClusterSpec dgx1_v100(int nodes);
+
+/// Cluster preset names ("dgx-a100", "dgx-h100", "dgx1-v100"), used as "dgx-a100:N" with N GPUs.
 std::vector<std::string> cluster_preset_names();
 /// "dgx-a100:1024", "dgx-h100:16", a bare preset (one node), or a JSON file path. The inter-node fabric can be
 /// chosen after the GPU count: "dgx-a100:256:fat-tree:16:2" (16 nodes per leaf, 2:1 oversubscribed) or

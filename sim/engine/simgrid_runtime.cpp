@@ -60,7 +60,7 @@ public:
       // rank's own down-link (see lowering.hpp, symmetry folding).
       e.nvl = zone->create_host("nvl" + id, kHostSpeed);
       e.nvl_mirror = zone->create_host("nvl-mirror" + id, kHostSpeed);
-      if (pf.net[i].up >= 0) {
+      if (pf.net[i].up >= 0 || pf.graph_mode) {
         e.net = zone->create_host("net" + id, kHostSpeed);
         e.net_mirror = zone->create_host("net-mirror" + id, kHostSpeed);
       }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <tuple>
 
+#include "sim/model/routing.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
 
@@ -107,6 +109,7 @@ private:
   const SimOptions& opt_;
   const PassCosts& costs_;
   std::vector<PassCosts> stage_costs_;  ///< per stage when stage replicas change the micro-batch size
+  std::unique_ptr<GraphRouting> routing_ = c_.has_graph() ? std::make_unique<GraphRouting>(c_.graph) : nullptr;
 
   TaskGraph g_;
   Lowered out_;
@@ -222,6 +225,10 @@ FoldDecision Lowerer::decide_folding() const {
   FoldDecision d;
   if (opt_.fold == FoldMode::NONE) {
     d.reason = "folding disabled (--fold none): every rank simulated";
+    return d;
+  }
+  if (c_.has_graph()) {
+    d.reason = "not folded: explicit network graph (links may be shared between ranks)";
     return d;
   }
   if (c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node) {
@@ -356,7 +363,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global,
                           std::vector<std::int32_t>* step_flows) -> std::pair<std::int32_t, std::int32_t> {
     const Path path = path_between(c_, member_global, succ_global);
-    const double alpha = hop_latency(path);
+    const double alpha = routing_ ? routing_->latency_s(member_global, succ_global) : hop_latency(path);
     Task t = base;
     t.rank = member_si;
     if (opt_.collective_mode == CollectiveMode::FLOW) {

@@ -7,10 +7,27 @@ namespace dtsim::sim {
 
 Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const std::vector<int>& gpu_of_rank) {
   Platform p;
+  p.gpu = gpu_of_rank;
   auto add = [&](std::string name, double bw, double lat) {
     p.links.push_back({std::move(name), bw, lat});
     return static_cast<int>(p.links.size() - 1);
   };
+  if (c.has_graph()) {
+    p.graph_mode = true;
+    p.routing = std::make_shared<GraphRouting>(c.graph);
+    for (const auto& l : c.graph.links) {
+      const bool network = l.kind == "ib" || l.kind == "nic" || l.kind == "ethernet";
+      const double bw = l.bandwidth_Bps * (network ? cal.inter_bandwidth_efficiency : cal.intra_bandwidth_efficiency);
+      const std::string& a = c.graph.vertices[l.a].name;
+      const std::string& b = c.graph.vertices[l.b].name;
+      add(l.kind + ":" + a + "->" + b, bw, l.latency_s);
+      add(l.kind + ":" + b + "->" + a, bw, l.latency_s);
+    }
+    p.nvl.assign(gpu_of_rank.size(), Port{});
+    p.net.assign(gpu_of_rank.size(), Port{});
+    p.leaf.assign(gpu_of_rank.size(), -1);
+    return p;
+  }
   std::map<std::pair<int, int>, Port> nics;
   std::map<int, int> leaf_index;  // leaf switch -> index into leaf_uplink
   for (int gpu : gpu_of_rank) {
@@ -51,6 +68,10 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
 }
 
 std::vector<int> Platform::route(const Task& f) const {
+  if (graph_mode) {
+    DTSIM_ASSERT(!f.mirror, "mirror flow on an explicit network graph (folding must be off)");
+    return routing->route(gpu[f.rank], gpu[f.peer]);
+  }
   const auto& ports = f.path == Path::INTRA_NODE ? nvl : net;
   const int dst = f.mirror ? f.rank : f.peer;
   if (f.path != Path::CROSS_LEAF) return {ports[f.rank].up, ports[dst].down};

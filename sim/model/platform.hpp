@@ -8,9 +8,11 @@
 // or rail fabric, a leaf's traffic to other leaves also crosses "leaf-up<l>" and the receiving "leaf-down<l>"
 // (capacity: the leaf's NIC capacity / oversubscription; latency: the spine's, split in half).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/model/routing.hpp"
 #include "sim/model/task_graph.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
@@ -33,6 +35,11 @@ struct Platform {
   std::vector<Port> net;  ///< per simulated rank: NIC port (up = -1 on a single node without NICs)
   std::vector<int> leaf;  ///< per simulated rank: its NIC's leaf (rail) switch
   std::vector<Port> leaf_uplink;  ///< per leaf used: aggregate link to (up) and from (down) the spines
+  /// Explicit network graph (ClusterSpec::graph): links are the graph's, two per graph link (one per direction),
+  /// and routes come from `routing`.
+  bool graph_mode = false;
+  std::vector<int> gpu;  ///< per simulated rank: global GPU
+  std::shared_ptr<GraphRouting> routing;
   /// Links crossed by a flow task: the sender's up-link, the leaf uplinks when it crosses the spine, and the
   /// receiver's (or the mirror's) down-link.
   std::vector<int> route(const Task& flow) const;

@@ -53,6 +53,19 @@ cat >"$TMP/calib_eff15.json" <<'EOF'
  "memory": {"reserved_memory_bytes": 2e9}}
 EOF
 echo "not a directory" >"$TMP/plainfile"
+# Explicit network graphs: one with a link to an unknown vertex, one where GPU 1 is unreachable.
+cat >"$TMP/graph_unknown_vertex.json" <<'EOF'
+{"schema_version": 1, "gpu": "a100-sxm4-80gb", "num_nodes": 1, "gpus_per_node": 2,
+ "intra_node": {"bandwidth_Bps": 3e11, "latency_s": 1e-6},
+ "graph": {"vertices": [{"name": "g0", "gpu": 0}, {"name": "g1", "gpu": 1}],
+           "links": [{"between": ["g0", "sw"], "bandwidth_Bps": 1e11, "latency_s": 1e-6}]}}
+EOF
+cat >"$TMP/graph_disconnected.json" <<'EOF'
+{"schema_version": 1, "gpu": "a100-sxm4-80gb", "num_nodes": 1, "gpus_per_node": 2,
+ "intra_node": {"bandwidth_Bps": 3e11, "latency_s": 1e-6},
+ "graph": {"vertices": [{"name": "g0", "gpu": 0}, {"name": "g1", "gpu": 1}, {"name": "sw"}],
+           "links": [{"between": ["g0", "sw"], "bandwidth_Bps": 1e11, "latency_s": 1e-6}]}}
+EOF
 # Custom schedules for pp 2 and 4 micro-batches (gbs 16 / (mbs 2 * dp 2)).
 cat >"$TMP/custom_cycle.json" <<'EOF'
 {"schema_version": 1, "stages": [["F0","B0","F1","B1","F2","B2","F3","B3"], ["F1","B1","F0","B0","F2","B2","F3","B3"]]}
@@ -167,6 +180,8 @@ expect_error "unknown command"               "'simulte'"           simulte "${M[
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
+expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2
+expect_error "disconnected graph"            "disconnected"        simulate "${M[@]}" --cluster "$TMP/graph_disconnected.json" --tp 2 --gbs 2
 expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"
 expect_error "fat-tree without leaf size"    "needs nodes per leaf" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree "${P[@]}"
 expect_error "fat-tree undersubscribed"      "oversubscription must be a number >= 1" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1:0.5 "${P[@]}"

@@ -399,3 +399,18 @@ TEST(Fidelity, GradientOverlapNeverSlower) {
   ASSERT_TRUE(std::isfinite(overlap) && std::isfinite(serial));
   EXPECT_LT(overlap, serial);
 }
+
+// ---- An explicit graph equal to the uniform NVSwitch node gives the same ring all-reduce.
+TEST(RingAllReduce, ExplicitGraphStarMatchesClosedForm) {
+  const int n = 4;
+  const double B = 100e9, alpha = 2e-6, S = 1e9;
+  ClusterSpec c = uniform_cluster(1, n, B, alpha);
+  c.graph.vertices.push_back({"nvswitch", -1});
+  for (int i = 0; i < n; ++i) {
+    c.graph.vertices.push_back({"gpu" + std::to_string(i), i});
+    c.graph.links.push_back({0, i + 1, B, alpha / 2, "nvlink"});
+  }
+  c.validate();
+  double t = collective_time(c, n, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::STEPS, FoldMode::AUTO);
+  expect_rel(t, 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
+}

@@ -226,3 +226,51 @@ TEST(StageReplicas, GradientsAreSummedOverEachStagesReplicas) {
   EXPECT_EQ(grad_flows[0] % 3, 0);
   EXPECT_EQ(grad_flows.count(1), 0u);      // one replica, one copy: nothing to sum
 }
+
+// ---- Explicit network graphs (routing with Boost.Graph).
+
+#include "sim/model/routing.hpp"
+
+TEST(GraphRouting, Dgx1UsesNvlinkWhereItExistsAndNeverTransitsAGpu) {
+  ClusterSpec c = dgx1_v100(1);
+  GraphRouting r(c.graph);
+  auto name = [&](int directed) {
+    const auto& l = c.graph.links[directed / 2];
+    const auto& a = c.graph.vertices[directed % 2 == 0 ? l.a : l.b].name;
+    const auto& b = c.graph.vertices[directed % 2 == 0 ? l.b : l.a].name;
+    return l.kind + ":" + a + "->" + b;
+  };
+  ASSERT_EQ(r.route(0, 3).size(), 1u);  // doubled NVLink 0-3
+  EXPECT_EQ(name(r.route(0, 3)[0]), "nvlink:n0.gpu0->n0.gpu3");
+  EXPECT_EQ(c.graph.links[r.route(0, 3)[0] / 2].bandwidth_Bps, 50e9);
+  // 0 and 5 share no NVLink; a two-hop NVLink path through GPU 1 or 4 is not allowed: PCIe and the CPUs.
+  const auto& via = r.route(0, 5);
+  ASSERT_GT(via.size(), 2u);
+  for (int d : via) EXPECT_NE(c.graph.links[d / 2].kind, "nvlink") << name(d);
+  for (std::size_t i = 0; i + 1 < via.size(); ++i) {
+    const auto& l = c.graph.links[via[i] / 2];
+    const int head = via[i] % 2 == 0 ? l.b : l.a;
+    EXPECT_LT(c.graph.vertices[head].gpu, 0) << "route passes through GPU vertex " << c.graph.vertices[head].name;
+  }
+  EXPECT_NEAR(r.latency_s(0, 3), 1e-6, 1e-15);
+}
+
+TEST(GraphRouting, DisconnectedGraphIsAnError) {
+  TopologyGraph g;
+  g.vertices = {{"a", 0}, {"b", 1}, {"sw", -1}};
+  g.links = {{0, 2, 1e9, 1e-6, "pcie"}};  // GPU 1 is attached to nothing
+  GraphRouting r(g);
+  EXPECT_THROW(r.route(0, 1), ConfigError);
+}
+
+TEST(GraphRouting, ClusterJsonRoundTripKeepsTheGraph) {
+  ClusterSpec c = dgx1_v100(2);
+  ClusterSpec back = cluster_from_json(to_json(c), "t");
+  ASSERT_EQ(back.graph.vertices.size(), c.graph.vertices.size());
+  ASSERT_EQ(back.graph.links.size(), c.graph.links.size());
+  for (std::size_t i = 0; i < c.graph.links.size(); ++i) {
+    EXPECT_EQ(back.graph.links[i].a, c.graph.links[i].a);
+    EXPECT_EQ(back.graph.links[i].bandwidth_Bps, c.graph.links[i].bandwidth_Bps);
+  }
+  EXPECT_NO_THROW(back.validate());
+}
