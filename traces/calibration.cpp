@@ -1,5 +1,8 @@
 #include "traces/calibration.hpp"
 
+#include <algorithm>
+#include <tuple>
+
 #include "traces/calibration_data.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
@@ -25,7 +28,33 @@ void Calibration::validate(const std::string& ctx) const {
   nonneg(collective_step_overhead_s, "network.collective_step_overhead_s");
   nonneg(p2p_overhead_s, "network.p2p_overhead_s");
   nonneg(reserved_memory_bytes, "memory.reserved_memory_bytes");
+  for (std::size_t i = 0; i < network_segments.size(); ++i) {
+    const auto& g = network_segments[i];
+    const std::string w = ctx + ": network.segments[" + std::to_string(i) + "]";
+    if (g.link != "intra" && g.link != "inter") throw ConfigError(w + ": link '" + g.link + "' is not known (known: intra, inter)");
+    if (!(g.max_bytes > 0)) throw ConfigError(w + ": max_bytes must be positive");
+    if (!(g.latency_factor >= 0) || !(g.bandwidth_factor > 0))
+      throw ConfigError(w + ": latency_factor must be >= 0 and bandwidth_factor > 0");
+  }
 }
+
+std::pair<double, double> Calibration::segment_factors(const std::string& link, double bytes) const {
+  for (const auto& g : network_segments)
+    if (g.link == link && bytes <= g.max_bytes) return {g.latency_factor, g.bandwidth_factor};
+  return {1.0, 1.0};
+}
+
+namespace {
+nlohmann::json segments_json(const std::vector<NetworkSegment>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& g : v)
+    a.push_back({{"link", g.link},
+                 {"max_bytes", g.max_bytes},
+                 {"latency_factor", g.latency_factor},
+                 {"bandwidth_factor", g.bandwidth_factor}});
+  return a;
+}
+}  // namespace
 
 nlohmann::json to_json(const Calibration& c) {
   return {{"schema_version", 1},
@@ -42,7 +71,8 @@ nlohmann::json to_json(const Calibration& c) {
            {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
             {"inter_bandwidth_efficiency", c.inter_bandwidth_efficiency},
             {"collective_step_overhead_s", c.collective_step_overhead_s},
-            {"p2p_overhead_s", c.p2p_overhead_s}}},
+            {"p2p_overhead_s", c.p2p_overhead_s},
+            {"segments", segments_json(c.network_segments)}}},
           {"memory", {{"reserved_memory_bytes", c.reserved_memory_bytes}}}};
 }
 
@@ -65,11 +95,24 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";
   json_util::reject_unknown(nj, nc, {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency",
-                                     "collective_step_overhead_s", "p2p_overhead_s"});
+                                     "collective_step_overhead_s", "p2p_overhead_s", "segments"});
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
   c.p2p_overhead_s = get<double>(nj, nc, "p2p_overhead_s");
+  auto sj = get_or<nlohmann::json>(nj, nc, "segments", nlohmann::json::array());
+  if (!sj.is_array()) throw ConfigError(nc + ": 'segments' must be a list");
+  for (std::size_t i = 0; i < sj.size(); ++i) {
+    const std::string sc = nc + ".segments[" + std::to_string(i) + "]";
+    json_util::reject_unknown(sj[i], sc, {"link", "max_bytes", "latency_factor", "bandwidth_factor"});
+    c.network_segments.push_back({get<std::string>(sj[i], sc, "link"), get<double>(sj[i], sc, "max_bytes"),
+                                  get_or<double>(sj[i], sc, "latency_factor", 1.0),
+                                  get_or<double>(sj[i], sc, "bandwidth_factor", 1.0)});
+  }
+  std::stable_sort(c.network_segments.begin(), c.network_segments.end(),
+                   [](const NetworkSegment& a, const NetworkSegment& b) {
+                     return std::tie(a.link, a.max_bytes) < std::tie(b.link, b.max_bytes);
+                   });
   auto mj = get_or<nlohmann::json>(j, ctx, "memory", nlohmann::json::object());
   json_util::reject_unknown(mj, ctx + ".memory", {"reserved_memory_bytes"});
   c.reserved_memory_bytes = get_or<double>(mj, ctx + ".memory", "reserved_memory_bytes", 0.0);

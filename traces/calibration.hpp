@@ -2,8 +2,20 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dtsim {
+
+/// Message-size dependent correction of one link class, after SimGrid's piecewise network factors: a message of
+/// m <= max_bytes bytes sees latency x latency_factor and bandwidth x bandwidth_factor (on top of the link's
+/// calibrated efficiency). The first segment whose max_bytes >= m applies; none = factors 1.
+struct NetworkSegment {
+  std::string link;  ///< "intra" (NVLink/NVSwitch/PCIe) or "inter" (NICs)
+  double max_bytes = 0;
+  double latency_factor = 1;
+  double bandwidth_factor = 1;
+};
 
 struct Calibration {
   std::string name;        ///< e.g. "a100-sxm4-80gb default"
@@ -23,8 +35,13 @@ struct Calibration {
   double collective_step_overhead_s = 2e-6; ///< software cost per ring step of a collective, seconds
   double p2p_overhead_s = 5e-6;             ///< software cost per point-to-point transfer, seconds
 
+  std::vector<NetworkSegment> network_segments;  ///< sorted by link, then max_bytes
+
   // Memory.
   double reserved_memory_bytes = 0;         ///< CUDA context, library workspaces, allocator slack
+
+  /// (latency factor, bandwidth factor) for a message of `bytes` on link class `link`.
+  std::pair<double, double> segment_factors(const std::string& link, double bytes) const;
 
   void validate(const std::string& ctx) const;
 };

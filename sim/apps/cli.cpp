@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "sim/calibrate.hpp"
 #include "sim/collective_bench.hpp"
 #include "sim/simulate.hpp"
 #include "traces/error.hpp"
@@ -23,6 +24,7 @@ const char* kUsage =
     "commands:\n"
     "  simulate   simulate one training iteration of a model, cluster and parallel plan\n"
     "  collective simulate one collective (or a sweep of sizes) and report nccl-tests algbw/busbw\n"
+    "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out FILE'\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -359,6 +361,65 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   }
   return 0;
 }
+int cmd_calibrate(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim calibrate nccl-tests LOG: fit the network's message-size segments (latency and bandwidth factors\n"
+      "per size range) of one link class to an nccl-tests log and write a calibration file\n"
+      "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes cal/calibration.json)\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("source", po::value<std::string>(), "what to fit: nccl-tests")
+    ("log", po::value<std::string>(), "the nccl-tests text output")
+    ("cluster", po::value<std::string>(), "the cluster the log was measured on (preset or JSON)")
+    ("op", po::value<std::string>(), "collective, if the log does not say (all-reduce, all-gather, reduce-scatter)")
+    ("ranks", po::value<int>(), "ranks, if the log does not list them")
+    ("calibration", po::value<std::string>(), "base calibration (default: the built-in one for the GPU)")
+    ("out", po::value<std::string>(), "directory to write calibration.json into");
+  // clang-format on
+  po::positional_options_description pos;
+  pos.add("source", 1).add("log", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("calibrate: ") + e.what());
+  }
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("source") || vm["source"].as<std::string>() != "nccl-tests")
+    throw ConfigError("calibrate: the first argument must be 'nccl-tests' (the only source so far)");
+  if (!vm.count("log")) throw ConfigError("calibrate: give the nccl-tests log file");
+  if (!vm.count("cluster")) throw ConfigError("calibrate: --cluster is required");
+  if (!vm.count("out")) throw ConfigError("calibrate: --out DIR is required");
+  const std::string log = vm["log"].as<std::string>();
+  ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
+  Calibration base = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                             : default_calibration(cluster.gpu.name);
+  NcclTestsRun run = load_nccl_tests(log);
+  auto fit = sim::fit_nccl_tests(run, cluster, base, vm.count("op") ? vm["op"].as<std::string>() : "",
+                                 vm.count("ranks") ? vm["ranks"].as<int>() : 0, log);
+  fit.calibration.validate("fitted calibration");
+  const std::string dir = vm["out"].as<std::string>();
+  write_outputs(dir, {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}});
+  const std::string path = dir + "/calibration.json";
+  out << "fitted " << fit.link << " segments from " << run.rows.size() << " sizes of " << log << ":\n";
+  for (const auto& g : fit.calibration.network_segments)
+    if (g.link == fit.link) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  ring-step messages <= %-12.6g B: latency x %.3f, bandwidth x %.3f\n",
+                    g.max_bytes, g.latency_factor, g.bandwidth_factor);
+      out << line;
+    }
+  char line[160];
+  std::snprintf(line, sizeof line, "residuals: mean %.2f%%, max %.2f%% | wrote %s\n", 100 * fit.mean_rel_error,
+                100 * fit.max_rel_error, path.c_str());
+  out << line;
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -374,6 +435,7 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "simulate") return cmd_simulate(argc - 1, argv + 1, out);
   if (cmd == "presets") return cmd_presets(argc - 1, argv + 1, out);
   if (cmd == "collective") return cmd_collective(argc - 1, argv + 1, out);
+  if (cmd == "calibrate") return cmd_calibrate(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
@@ -381,7 +443,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, presets, version)");
 }
 
 }  // namespace dtsim::cli

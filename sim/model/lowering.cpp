@@ -62,6 +62,27 @@ private:
     return true;
   }
   const PassCosts& stage_costs(int stage) const { return stage_costs_.empty() ? costs_ : stage_costs_[stage]; }
+  /// Bottleneck bandwidth of the hop from GPU a to GPU b (after calibrated efficiencies).
+  double hop_bandwidth(Path path, int a, int b) const {
+    if (routing_) {
+      double bw = 1e300;
+      for (int d : routing_->route(a, b)) {
+        const auto& l = c_.graph.links[d / 2];
+        const bool network = l.kind == "ib" || l.kind == "nic" || l.kind == "ethernet";
+        bw = std::min(bw, l.bandwidth_Bps * (network ? cal_.inter_bandwidth_efficiency : cal_.intra_bandwidth_efficiency));
+      }
+      return bw;
+    }
+    return path == Path::INTRA_NODE ? c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency
+                                    : c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency;
+  }
+  /// Extra time of one message of `bytes` from the calibration's message-size segments:
+  /// alpha (lf - 1) + bytes / B (1 / bf - 1).
+  double segment_extra_s(Path path, int a, int b, double alpha, double bytes) const {
+    if (cal_.network_segments.empty()) return 0;
+    const auto [lf, bf] = cal_.segment_factors(path == Path::INTRA_NODE ? "intra" : "inter", bytes);
+    return alpha * (lf - 1) + bytes / hop_bandwidth(path, a, b) * (1 / bf - 1);
+  }
   double hop_latency(Path path) const {
     if (path == Path::INTRA_NODE) return c_.intra.latency_s;
     return c_.inter.latency_s + (path == Path::CROSS_LEAF ? c_.inter.spine_latency_s : 0.0);
@@ -267,13 +288,15 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
   d.phase = phase;
   d.name = g_.intern(name);
   d.microbatch = mb;
-  d.duration_s = cal_.p2p_overhead_s;
+  const Path p2p_path = path_between(c_, ga, gb);
+  const double p2p_alpha = routing_ ? routing_->latency_s(ga, gb) : hop_latency(p2p_path);
+  d.duration_s = std::max(0.0, cal_.p2p_overhead_s + segment_extra_s(p2p_path, ga, gb, p2p_alpha, bytes));
   auto delay = add_on_stream(si_from, d);
   if (pred >= 0) g_.depend(pred, delay);
   Task f = d;
   f.kind = TaskKind::FLOW;
   f.duration_s = 0;
-  f.path = path_between(c_, ga, gb);
+  f.path = p2p_path;
   f.peer = si_to;
   f.bytes = bytes;
   auto flow = add_on_stream(si_from, f);
@@ -364,11 +387,14 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
                           std::vector<std::int32_t>* step_flows) -> std::pair<std::int32_t, std::int32_t> {
     const Path path = path_between(c_, member_global, succ_global);
     const double alpha = routing_ ? routing_->latency_s(member_global, succ_global) : hop_latency(path);
+    // Message-size factors of the calibration (per ring step of `chunk` bytes), applied as extra latency.
+    const double extra = segment_extra_s(path, member_global, succ_global, alpha, chunk);
+    const double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
     Task t = base;
     t.rank = member_si;
     if (opt_.collective_mode == CollectiveMode::FLOW) {
       t.kind = TaskKind::DELAY;
-      t.duration_s = (steps - 1) * alpha + steps * cal_.collective_step_overhead_s;
+      t.duration_s = std::max(0.0, (steps - 1) * alpha + steps * per_step);
       t.bytes = bytes;
       auto delay = add_free(t);
       Task f = base;
@@ -386,9 +412,9 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     std::int32_t first = -1, prev = -1;
     for (int k = 0; k < steps; ++k) {
       std::int32_t head = -1;
-      if (cal_.collective_step_overhead_s > 0) {
+      if (per_step > 0) {
         t.kind = TaskKind::DELAY;
-        t.duration_s = cal_.collective_step_overhead_s;
+        t.duration_s = per_step;
         head = add_free(t);
         if (prev >= 0) g_.depend(prev, head);
       }

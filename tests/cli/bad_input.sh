@@ -53,6 +53,7 @@ cat >"$TMP/calib_eff15.json" <<'EOF'
  "memory": {"reserved_memory_bytes": 2e9}}
 EOF
 echo "not a directory" >"$TMP/plainfile"
+printf '# nccl-tests\n        1024   256  float sum -1  12.x  0.1  0.1 0\n' >"$TMP/nccl_bad.log"
 # Explicit network graphs: one with a link to an unknown vertex, one where GPU 1 is unreachable.
 cat >"$TMP/graph_unknown_vertex.json" <<'EOF'
 {"schema_version": 1, "gpu": "a100-sxm4-80gb", "num_nodes": 1, "gpus_per_node": 2,
@@ -180,6 +181,8 @@ expect_error "unknown command"               "'simulte'"           simulte "${M[
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
+expect_error "calibrate unknown source"      "nccl-tests"          calibrate kineto x.json --cluster dgx-a100:8
+expect_error "calibrate malformed log"       "'12.x' is not a number" calibrate nccl-tests "$TMP/nccl_bad.log" --cluster dgx-a100:8 --op all-reduce --ranks 8
 expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2
 expect_error "disconnected graph"            "disconnected"        simulate "${M[@]}" --cluster "$TMP/graph_disconnected.json" --tp 2 --gbs 2
 expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"
