@@ -1,12 +1,10 @@
 #include "sim/collective_bench.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 
 #include "sim/engine/analytic_runtime.hpp"
+#include "sim/isolate.hpp"
 
 namespace dtsim::sim {
 
@@ -50,29 +48,17 @@ std::vector<CollectivePoint> collective_sweep(const ClusterSpec& cluster, const 
                                               const std::vector<double>& sizes) {
   std::vector<CollectivePoint> out;
   for (double bytes : sizes) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("collective sweep: pipe() failed");
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error("collective sweep: fork() failed");
-    if (pid == 0) {
-      close(fds[0]);
-      std::array<double, 2> v{-1, 0};
-      try {
-        auto pt = run_collective(cluster, cal, options, n, kind, bytes);
-        v = {pt.time_s, static_cast<double>(pt.tasks)};
-      } catch (...) {
-      }
-      bool ok = write(fds[1], v.data(), sizeof v) == static_cast<ssize_t>(sizeof v);
-      _exit(ok ? 0 : 1);
+    std::vector<double> v;
+    try {
+      v = run_isolated(
+          [&] {
+            auto pt = run_collective(cluster, cal, options, n, kind, bytes);
+            return std::vector<double>{pt.time_s, static_cast<double>(pt.tasks)};
+          },
+          2);
+    } catch (const std::runtime_error&) {
+      throw std::runtime_error("collective sweep: the simulation of " + std::to_string(bytes) + " bytes failed");
     }
-    close(fds[1]);
-    std::array<double, 2> v{-1, 0};
-    bool ok = read(fds[0], v.data(), sizeof v) == static_cast<ssize_t>(sizeof v);
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!ok || v[0] <= 0) throw std::runtime_error("collective sweep: the simulation of " + std::to_string(bytes) + " bytes failed");
     CollectivePoint pt;
     pt.bytes = bytes;
     pt.time_s = v[0];

@@ -8,6 +8,7 @@
 
 #include "sim/calibrate.hpp"
 #include "sim/collective_bench.hpp"
+#include "sim/multi_job.hpp"
 #include "sim/simulate.hpp"
 #include "traces/error.hpp"
 #include "traces/output.hpp"
@@ -101,6 +102,90 @@ int cmd_presets(int argc, char** argv, std::ostream& out) {
   return 0;
 }
 
+sim::SimOptions sim_options(const po::variables_map& vm) {
+  sim::SimOptions opt;
+  const std::string coll = vm["collectives"].as<std::string>();
+  if (coll == "flow") opt.collective_mode = sim::CollectiveMode::FLOW;
+  else if (coll == "steps") opt.collective_mode = sim::CollectiveMode::STEPS;
+  else throw ConfigError("simulate: --collectives '" + coll + "' is not known (known: flow, steps)");
+  const std::string fold = vm["fold"].as<std::string>();
+  if (fold == "auto") opt.fold = sim::FoldMode::AUTO;
+  else if (fold == "none") opt.fold = sim::FoldMode::NONE;
+  else throw ConfigError("simulate: --fold '" + fold + "' is not known (known: auto, none)");
+  const std::string algo = vm["collective-algo"].as<std::string>();
+  if (algo == "auto") opt.collective_algorithm = sim::CollectiveAlgorithm::AUTO;
+  else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
+  else throw ConfigError("simulate: --collective-algo '" + algo + "' is not known (known: auto, ring, hierarchical)");
+  const std::string net = vm["network"].as<std::string>();
+  if (net == "flow") opt.network = sim::NetworkMode::FLOW;
+  else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
+  else throw ConfigError("simulate: --network '" + net + "' is not known (known: flow, analytic)");
+  return opt;
+}
+
+int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
+  for (const char* flag : {"model", "plan", "tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero",
+                           "sequence-parallel", "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap",
+                           "dp-bucket-mb"})
+    if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
+  const auto wall0 = std::chrono::steady_clock::now();
+  ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
+  auto jobs = sim::load_jobs(vm["jobs"].as<std::string>());
+  Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                            : default_calibration(cluster.gpu.name);
+  const sim::SimOptions opt = sim_options(vm);
+  auto res = sim::simulate_jobs(jobs, cluster, cal, opt, vm.count("no-alone") == 0);
+  nlohmann::json js = nlohmann::json::array();
+  std::string text;
+  for (std::size_t k = 0; k < jobs.size(); ++k) {
+    auto& jr = res.jobs[k];
+    sim::Inputs in{&jobs[k].model, &cluster, &jobs[k].plan, &cal, &jr.options};
+    auto j = sim::summary_json(in, jr.lowered, jr.engine, jr.report);
+    j.erase("links");
+    j["job"] = {{"name", jobs[k].name}, {"first_gpu", jobs[k].first_gpu}, {"gpus", jobs[k].plan.world_size()}};
+    if (jr.alone_iteration_s > 0) {
+      j["job"]["alone_iteration_time_s"] = jr.alone_iteration_s;
+      j["job"]["slowdown"] = jr.report.iteration_time_s / jr.alone_iteration_s;
+    }
+    js.push_back(j);
+    text += "== job '" + jobs[k].name + "' on GPUs " + std::to_string(jobs[k].first_gpu) + ".." +
+            std::to_string(jobs[k].first_gpu + jobs[k].plan.world_size() - 1) + "\n";
+    text += sim::human_summary(in, jr.lowered, jr.engine, jr.report);
+    if (jr.alone_iteration_s > 0) {
+      char line[200];
+      std::snprintf(line, sizeof line, "sharing the cluster: %.3f s per iteration vs %.3f s alone (slowdown x%.3f)\n",
+                    jr.report.iteration_time_s, jr.alone_iteration_s, jr.report.iteration_time_s / jr.alone_iteration_s);
+      text += line;
+    }
+    text += "\n";
+  }
+  if (vm.count("out")) {
+    nlohmann::json links = nlohmann::json::array();
+    double T = 0;
+    for (const auto& jr : res.jobs) T = std::max(T, jr.report.iteration_time_s);
+    for (const auto& l : res.combined.link_stats)
+      links.push_back({{"name", l.name}, {"bandwidth_Bps", l.bandwidth_Bps}, {"bytes", l.bytes}, {"busy_s", l.busy_s},
+                       {"peak_utilization", l.peak_utilization}});
+    nlohmann::json summary = {{"schema", "dtsim.jobs"},
+                              {"schema_version", 1},
+                              {"dtsim_version", DTSIM_VERSION},
+                              {"simgrid_version", sim::simgrid_version()},
+                              {"cluster", to_json(cluster)},
+                              {"jobs", js},
+                              {"links", links}};
+    write_outputs(vm["out"].as<std::string>(), {{"summary.json", summary.dump(2) + "\n"}});
+  }
+  if (!vm.count("quiet")) {
+    out << text;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    char line[120];
+    std::snprintf(line, sizeof line, "simulated %zu jobs in %.2f s wall\n", jobs.size(), wall);
+    out << line;
+  }
+  return 0;
+}
+
 int cmd_simulate(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim simulate: simulate one training iteration on SimGrid\n"
@@ -112,6 +197,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("model", po::value<std::string>(), "model preset (see 'dtsim presets') or model JSON file")
     ("cluster", po::value<std::string>(), "cluster preset NAME:GPUS (e.g. dgx-a100:64) or cluster JSON file")
     ("plan", po::value<std::string>(), "plan JSON file (the plan flags below are then not allowed)")
+    ("jobs", po::value<std::string>(),
+     "jobs JSON file: several plans sharing --cluster, each on its own GPUs (replaces --model and the plan flags)")
+    ("no-alone", "with --jobs, do not also simulate each job alone (no slowdown figures)")
     ("tp", po::value<int>(), "tensor-parallel degree (default 1)")
     ("pp", po::value<int>(), "pipeline-parallel degree (default 1)")
     ("dp", po::value<int>(), "data-parallel degree (default: GPUs / (tp * pp))")
@@ -145,8 +233,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     out << desc << "\n";
     return 0;
   }
-  if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
   if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
+  if (vm.count("jobs")) return simulate_jobs_cli(vm, out);
+  if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
   const auto wall0 = std::chrono::steady_clock::now();
   TransformerSpec model = load_model(vm["model"].as<std::string>());
   ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
@@ -189,25 +278,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   }
   Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
                                             : default_calibration(cluster.gpu.name);
-  sim::SimOptions opt;
-  const std::string coll = vm["collectives"].as<std::string>();
-  if (coll == "flow") opt.collective_mode = sim::CollectiveMode::FLOW;
-  else if (coll == "steps") opt.collective_mode = sim::CollectiveMode::STEPS;
-  else throw ConfigError("simulate: --collectives '" + coll + "' is not known (known: flow, steps)");
-  const std::string fold = vm["fold"].as<std::string>();
-  if (fold == "auto") opt.fold = sim::FoldMode::AUTO;
-  else if (fold == "none") opt.fold = sim::FoldMode::NONE;
-  else throw ConfigError("simulate: --fold '" + fold + "' is not known (known: auto, none)");
-
-  const std::string algo = vm["collective-algo"].as<std::string>();
-  if (algo == "auto") opt.collective_algorithm = sim::CollectiveAlgorithm::AUTO;
-  else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
-  else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
-  else throw ConfigError("simulate: --collective-algo '" + algo + "' is not known (known: auto, ring, hierarchical)");
-  const std::string net = vm["network"].as<std::string>();
-  if (net == "flow") opt.network = sim::NetworkMode::FLOW;
-  else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
-  else throw ConfigError("simulate: --network '" + net + "' is not known (known: flow, analytic)");
+  const sim::SimOptions opt = sim_options(vm);
 
   sim::Inputs in{&model, &cluster, &plan, &cal, &opt};
   sim::Simulation s = sim::simulate(in);

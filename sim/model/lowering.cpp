@@ -66,7 +66,7 @@ private:
   double hop_bandwidth(Path path, int a, int b) const {
     if (routing_) {
       double bw = 1e300;
-      for (int d : routing_->route(a, b)) {
+      for (int d : routing_->route(a + off_, b + off_)) {
         const auto& l = c_.graph.links[d / 2];
         const bool network = l.kind == "ib" || l.kind == "nic" || l.kind == "ethernet";
         bw = std::min(bw, l.bandwidth_Bps * (network ? cal_.inter_bandwidth_efficiency : cal_.intra_bandwidth_efficiency));
@@ -83,6 +83,8 @@ private:
     const auto [lf, bf] = cal_.segment_factors(path == Path::INTRA_NODE ? "intra" : "inter", bytes);
     return alpha * (lf - 1) + bytes / hop_bandwidth(path, a, b) * (1 / bf - 1);
   }
+  /// Path kind between two ranks of this plan (GPU = rank + the job's first GPU).
+  Path path(int a, int b) const { return path_between(c_, a + off_, b + off_); }
   double hop_latency(Path path) const {
     if (path == Path::INTRA_NODE) return c_.intra.latency_s;
     return c_.inter.latency_s + (path == Path::CROSS_LEAF ? c_.inter.spine_latency_s : 0.0);
@@ -130,6 +132,7 @@ private:
   const SimOptions& opt_;
   const PassCosts& costs_;
   std::vector<PassCosts> stage_costs_;  ///< per stage when stage replicas change the micro-batch size
+  const int off_ = opt_.first_gpu;      ///< GPU of rank 0 (several jobs on one cluster)
   std::unique_ptr<GraphRouting> routing_ = c_.has_graph() ? std::make_unique<GraphRouting>(c_.graph) : nullptr;
 
   TaskGraph g_;
@@ -223,12 +226,12 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
         continue;
       }
       const auto members = group_members(r, ax);
-      sig.push_back(static_cast<int>(path_between(c_, r, next_in(members, r))));
+      sig.push_back(static_cast<int>(path(r, next_in(members, r))));
       std::vector<int> local, cross;
       if ((ax == GroupAxis::TP || ax == GroupAxis::DP) && use_hierarchical(CollectiveKind::ALL_REDUCE, r, members) &&
           split_hierarchical(r, members, &local, &cross)) {
-        sig.push_back(static_cast<int>(path_between(c_, r, next_in(local, r))));
-        sig.push_back(static_cast<int>(path_between(c_, r, next_in(cross, r))));
+        sig.push_back(static_cast<int>(path(r, next_in(local, r))));
+        sig.push_back(static_cast<int>(path(r, next_in(cross, r))));
       }
     }
     return sig;
@@ -288,8 +291,8 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
   d.phase = phase;
   d.name = g_.intern(name);
   d.microbatch = mb;
-  const Path p2p_path = path_between(c_, ga, gb);
-  const double p2p_alpha = routing_ ? routing_->latency_s(ga, gb) : hop_latency(p2p_path);
+  const Path p2p_path = path(ga, gb);
+  const double p2p_alpha = routing_ ? routing_->latency_s(ga + off_, gb + off_) : hop_latency(p2p_path);
   d.duration_s = std::max(0.0, cal_.p2p_overhead_s + segment_extra_s(p2p_path, ga, gb, p2p_alpha, bytes));
   auto delay = add_on_stream(si_from, d);
   if (pred >= 0) g_.depend(pred, delay);
@@ -306,11 +309,11 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
 bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                                  std::vector<int>* cross) const {
   std::map<int, std::vector<int>> by_node;  // node -> members on it (sorted, as members are)
-  for (int m : members) by_node[c_.node_of(m)].push_back(m);
+  for (int m : members) by_node[c_.node_of(m + off_)].push_back(m);
   const std::size_t g = by_node.begin()->second.size();
   for (const auto& [node, v] : by_node)
     if (v.size() != g) return false;
-  const auto& mine = by_node[c_.node_of(grank)];
+  const auto& mine = by_node[c_.node_of(grank + off_)];
   const auto pos = std::find(mine.begin(), mine.end(), grank) - mine.begin();
   *local = mine;
   cross->clear();
@@ -385,10 +388,10 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   // Builds the tasks of one member; returns (first, done). `succ_si` < 0 means the mirror.
   auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global,
                           std::vector<std::int32_t>* step_flows) -> std::pair<std::int32_t, std::int32_t> {
-    const Path path = path_between(c_, member_global, succ_global);
-    const double alpha = routing_ ? routing_->latency_s(member_global, succ_global) : hop_latency(path);
+    const Path hop = path(member_global, succ_global);
+    const double alpha = routing_ ? routing_->latency_s(member_global + off_, succ_global + off_) : hop_latency(hop);
     // Message-size factors of the calibration (per ring step of `chunk` bytes), applied as extra latency.
-    const double extra = segment_extra_s(path, member_global, succ_global, alpha, chunk);
+    const double extra = segment_extra_s(hop, member_global, succ_global, alpha, chunk);
     const double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
     Task t = base;
     t.rank = member_si;
@@ -400,7 +403,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
       Task f = base;
       f.rank = member_si;
       f.kind = TaskKind::FLOW;
-      f.path = path;
+      f.path = hop;
       f.peer = succ_si;
       f.mirror = succ_si < 0;
       f.bytes = steps * chunk;
@@ -421,7 +424,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
       Task f = base;
       f.rank = member_si;
       f.kind = TaskKind::FLOW;
-      f.path = path;
+      f.path = hop;
       f.peer = succ_si;
       f.mirror = succ_si < 0;
       f.bytes = chunk;

@@ -52,10 +52,11 @@ struct SimOptions {
   FoldMode fold = FoldMode::AUTO;
   NetworkMode network = NetworkMode::FLOW;
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
+  int first_gpu = 0;  ///< rank r runs on GPU first_gpu + r (several jobs sharing one cluster)
 };
 
 struct SimRank {
-  int global_rank = 0;
+  int global_rank = 0;  ///< rank in the plan; its GPU is SimOptions::first_gpu + global_rank
   RankCoord coord;
   int class_size = 1;                 ///< how many global ranks this simulated rank stands for
   memory::StaticMemory static_mem;    ///< weights, gradients, optimizer states

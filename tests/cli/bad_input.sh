@@ -53,6 +53,15 @@ cat >"$TMP/calib_eff15.json" <<'EOF'
  "memory": {"reserved_memory_bytes": 2e9}}
 EOF
 echo "not a directory" >"$TMP/plainfile"
+cat >"$TMP/jobs_overlap.json" <<'EOF'
+{"schema_version": 1, "jobs": [
+  {"name": "a", "model": "gpt3-1.3b", "first_gpu": 0, "plan": {"dp": 8, "micro_batch_size": 1, "global_batch_size": 8}},
+  {"name": "b", "model": "gpt3-1.3b", "first_gpu": 4, "plan": {"dp": 4, "micro_batch_size": 1, "global_batch_size": 4}}]}
+EOF
+cat >"$TMP/jobs_outside.json" <<'EOF'
+{"schema_version": 1, "jobs": [
+  {"name": "a", "model": "gpt3-1.3b", "first_gpu": 6, "plan": {"dp": 4, "micro_batch_size": 1, "global_batch_size": 4}}]}
+EOF
 printf '# nccl-tests\n        1024   256  float sum -1  12.x  0.1  0.1 0\n' >"$TMP/nccl_bad.log"
 # Explicit network graphs: one with a link to an unknown vertex, one where GPU 1 is unreachable.
 cat >"$TMP/graph_unknown_vertex.json" <<'EOF'
@@ -181,6 +190,9 @@ expect_error "unknown command"               "'simulte'"           simulte "${M[
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
+expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
+expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"
+expect_error "jobs with a model flag"        "--model cannot be combined with --jobs" simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json" --model gpt3-1.3b
 expect_error "calibrate unknown source"      "nccl-tests"          calibrate kineto x.json --cluster dgx-a100:8
 expect_error "calibrate malformed log"       "'12.x' is not a number" calibrate nccl-tests "$TMP/nccl_bad.log" --cluster dgx-a100:8 --op all-reduce --ranks 8
 expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2

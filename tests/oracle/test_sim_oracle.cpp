@@ -414,3 +414,43 @@ TEST(RingAllReduce, ExplicitGraphStarMatchesClosedForm) {
   double t = collective_time(c, n, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::STEPS, FoldMode::AUTO);
   expect_rel(t, 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
 }
+
+// ---- Several jobs on one cluster.
+#include "sim/multi_job.hpp"
+
+namespace {
+std::vector<Job> two_dp_jobs(int first_a, int first_b) {
+  std::vector<Job> jobs(2);
+  for (int k = 0; k < 2; ++k) {
+    jobs[k].name = k == 0 ? "a" : "b";
+    jobs[k].model = model_preset("gpt3-1.3b");
+    jobs[k].plan.dp = 16;
+    jobs[k].plan.micro_batch_size = 4;
+    jobs[k].plan.global_batch_size = 64;
+    jobs[k].first_gpu = k == 0 ? first_a : first_b;
+  }
+  return jobs;
+}
+}  // namespace
+
+TEST(MultiJob, JobsOnPrivateLinksDoNotSlowEachOther) {
+  ClusterSpec c = load_cluster("dgx-a100:32");
+  auto r = simulate_jobs(two_dp_jobs(0, 16), c, default_calibration(c.gpu.name), SimOptions{}, true);
+  for (const auto& j : r.jobs) EXPECT_NEAR(j.report.iteration_time_s, j.alone_iteration_s, 1e-12);
+}
+
+TEST(MultiJob, JobsCrossingTheSameOversubscribedLeafSlowEachOther) {
+  ClusterSpec c = load_cluster("dgx-a100:48:fat-tree:2:4");
+  auto r = simulate_jobs(two_dp_jobs(8, 24), c, default_calibration(c.gpu.name), SimOptions{}, true);
+  for (const auto& j : r.jobs) EXPECT_GT(j.report.iteration_time_s, j.alone_iteration_s * (1 + 1e-4));
+}
+
+TEST(MultiJob, OverlappingGpusAreRejected) {
+  ClusterSpec c = load_cluster("dgx-a100:32");
+  try {
+    simulate_jobs(two_dp_jobs(0, 8), c, default_calibration(c.gpu.name), SimOptions{}, false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("both use GPU 8"), std::string::npos) << e.what();
+  }
+}
