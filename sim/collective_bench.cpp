@@ -9,14 +9,15 @@
 namespace dtsim::sim {
 
 double bus_factor(cost::CollectiveKind kind, int n) {
-  return kind == cost::CollectiveKind::ALL_REDUCE ? 2.0 * (n - 1) / n : (n - 1.0) / n;
+  return kind == cost::CollectiveKind::ALL_REDUCE ? 2.0 * (n - 1) / n : (n - 1.0) / n;  // all-to-all: (n-1)/n too
 }
 
 cost::CollectiveKind collective_kind_from_string(const std::string& s, const std::string& ctx) {
   if (s == "all-reduce") return cost::CollectiveKind::ALL_REDUCE;
   if (s == "all-gather") return cost::CollectiveKind::ALL_GATHER;
   if (s == "reduce-scatter") return cost::CollectiveKind::REDUCE_SCATTER;
-  throw ConfigError(ctx + ": unknown collective '" + s + "' (known: all-reduce, all-gather, reduce-scatter)");
+  if (s == "all-to-all") return cost::CollectiveKind::ALL_TO_ALL;
+  throw ConfigError(ctx + ": unknown collective '" + s + "' (known: all-reduce, all-gather, reduce-scatter, all-to-all)");
 }
 
 CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,

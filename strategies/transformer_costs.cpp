@@ -11,6 +11,7 @@ std::string to_string(CollectiveKind k) {
     case CollectiveKind::ALL_REDUCE: return "all-reduce";
     case CollectiveKind::REDUCE_SCATTER: return "reduce-scatter";
     case CollectiveKind::ALL_GATHER: return "all-gather";
+    case CollectiveKind::ALL_TO_ALL: return "all-to-all";
   }
   return "?";
 }

@@ -13,7 +13,8 @@
 
 namespace dtsim::cost {
 
-enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
+/// ALL_TO_ALL: every member sends S/n bytes to every other member (S = the buffer each member holds).
+enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL };
 std::string to_string(CollectiveKind k);
 
 /// One GPU kernel: a GEMM (tensor cores) or a memory-bound kernel.

@@ -117,6 +117,11 @@ private:
   bool split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                           std::vector<int>* cross) const;
   bool use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const;
+  /// Direct (pairwise, all at once) all-to-all: after one start-up latency every member sends S/n to every
+  /// other member; it is done when its own sends and everything addressed to it have arrived.
+  std::int32_t direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                                 Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer, int mb,
+                                 std::int32_t pred, std::int32_t* first_out);
   std::int32_t p2p(int si_from, int si_to, double bytes, Phase phase, const std::string& name, int mb,
                    std::int32_t pred);
   std::int32_t run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
@@ -321,6 +326,87 @@ bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std
   return true;
 }
 
+std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                                        Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer,
+                                        int mb, std::int32_t pred, std::int32_t* first_out) {
+  const int n = static_cast<int>(members.size());
+  const double piece = bytes / n;
+  Task base;
+  base.stream = stream;
+  base.phase = phase;
+  base.name = name_id;
+  base.layer = layer;
+  base.microbatch = mb;
+  // One member's tasks: a start-up delay, then a flow to each other member (to the mirror when folded: by
+  // symmetry every member sends and receives n-1 pieces through its own links).
+  auto member = [&](int msi, int mglobal, std::vector<std::int32_t>* inbox) -> std::pair<std::int32_t, std::int32_t> {
+    Task d = base;
+    d.rank = msi;
+    d.kind = TaskKind::DELAY;
+    d.duration_s = std::max(0.0, cal_.collective_step_overhead_s);  // each flow then pays its own route latency
+    auto delay = add_free(d);
+    Task done = base;
+    done.rank = msi;
+    done.kind = TaskKind::JOIN;
+    auto end = add_free(done);
+    for (int other : members) {
+      if (other == mglobal) continue;
+      Task f = base;
+      f.rank = msi;
+      f.kind = TaskKind::FLOW;
+      f.path = path(mglobal, other);
+      f.mirror = folded;
+      f.peer = folded ? -1 : out_.sim_index_of[other];
+      f.bytes = piece;
+      auto flow = add_free(f);
+      g_.depend(delay, flow);
+      g_.depend(flow, end);
+      if (inbox) inbox[out_.sim_index_of[other]].push_back(flow);
+    }
+    return {delay, end};
+  };
+  const int grank = out_.ranks[si].global_rank;
+  if (first_out) *first_out = pred;
+  if (n <= 1) return pred;
+  if (folded) {
+    auto [first, done] = member(si, grank, nullptr);
+    if (first_out) *first_out = first;
+    if (pred >= 0) g_.depend(pred, first);
+    chain(si, stream, first, done);
+    return done;
+  }
+  auto key = std::make_tuple(members[0], key_code, seq);
+  auto it = instances_.find(key);
+  if (it == instances_.end()) {
+    Instance inst;
+    Task j = base;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    inst.join = add_free(j);
+    std::vector<std::vector<std::int32_t>> inbox(out_.ranks.size());
+    for (int m : members) {
+      const int msi = out_.sim_index_of[m];
+      DTSIM_ASSERT(out_.ranks[msi].global_rank == m, "member " << m << " of an all-to-all is not simulated");
+      auto [first, done] = member(msi, m, inbox.data());
+      g_.depend(inst.join, first);
+      inst.first.push_back(first);
+      inst.done.push_back(done);
+      inst.members_si.push_back(msi);
+    }
+    for (std::size_t i = 0; i < inst.members_si.size(); ++i)
+      for (auto flow : inbox[inst.members_si[i]]) g_.depend(flow, inst.done[i]);
+    it = instances_.emplace(key, std::move(inst)).first;
+  }
+  Instance& inst = it->second;
+  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
+  if (first_out) *first_out = inst.first[pos];
+  if (pred >= 0) g_.depend(pred, inst.join);
+  auto& prev = last_[si][static_cast<int>(stream)];
+  if (prev >= 0) g_.depend(prev, inst.join);
+  prev = inst.done[pos];
+  return inst.done[pos];
+}
+
 bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const {
   if (kind != CollectiveKind::ALL_REDUCE || opt_.collective_algorithm == CollectiveAlgorithm::RING) return false;
   std::vector<int> local, cross;
@@ -375,6 +461,9 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   if (first_out) *first_out = pred;
   if (n <= 1) return pred;
   const std::string name = g_.names()[name_id];
+  if (kind == CollectiveKind::ALL_TO_ALL)
+    return direct_all_to_all(si, members, folded, key_code, seq, stream, bytes, phase, name_id, layer, mb, pred,
+                             first_out);
   const int steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const double chunk = bytes / n;
 

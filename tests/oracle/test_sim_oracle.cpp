@@ -135,6 +135,47 @@ TEST(HierarchicalAllReduce, FasterThanAFlatRingAcrossNodes) {
   EXPECT_LT(hier, ring);
 }
 
+TEST(AllToAll, DirectMatchesClosedFormOnPrivatePorts) {
+  // Every port sends (n-1) pieces of S/n at once: alpha + (n-1)/n S/B.
+  const int n = 8;
+  const double B = 100e9, alpha = 2e-6, S = 1e9;
+  for (auto fold : {FoldMode::NONE, FoldMode::AUTO}) {
+    double t = in_child([&] {
+      return collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_TO_ALL, S,
+                             CollectiveMode::FLOW, fold);
+    });
+    expect_rel(t, alpha + (n - 1.0) / n * S / B);
+  }
+}
+
+TEST(AllToAll, AnalyticIgnoresThePortSharing) {
+  const int n = 8;
+  const double B = 100e9, alpha = 2e-6, S = 1e9;
+  double t = collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_TO_ALL, S,
+                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC);
+  expect_rel(t, alpha + S / n / B);  // each piece as if alone: where analytic and flow fidelity diverge
+}
+
+TEST(AllToAll, DoublingOversubscriptionHalvesCrossPodThroughput) {
+  // 2 pods x 2 single-GPU nodes. At 2:1 and 4:1 the leaf uplink (not the NIC) limits the 4 cross-pod pieces.
+  const double B = 25e9, alpha = 2e-6, S = 1e9;
+  auto run = [&](double oversub) {
+    ClusterSpec c = uniform_cluster(4, 1, B, alpha);
+    c.inter.topology = "fat-tree";
+    c.inter.nodes_per_leaf = 2;
+    c.inter.oversubscription = oversub;
+    c.validate();
+    return in_child([&] {
+      return collective_time(c, 4, cost::CollectiveKind::ALL_TO_ALL, S, CollectiveMode::FLOW, FoldMode::AUTO);
+    });
+  };
+  const double t2 = run(2.0), t4 = run(4.0);
+  // Cross-pod pieces of S/4 at uplink / 4 = (2B/oversub) / 4: time alpha + (S/4) / (B / (2 oversub)).
+  expect_rel(t2, alpha + (S / 4) / (B / 4));
+  expect_rel(t4, alpha + (S / 4) / (B / 8));
+  EXPECT_NEAR((t4 - alpha) / (t2 - alpha), 2.0, 1e-9);  // cross-pod throughput halves
+}
+
 TEST(RingReduceScatter, MatchesClosedForm) {
   const int n = 4;
   const double B = 50e9, alpha = 1e-6, S = 64e6;
