@@ -28,6 +28,14 @@ void Calibration::validate(const std::string& ctx) const {
   nonneg(collective_step_overhead_s, "network.collective_step_overhead_s");
   nonneg(p2p_overhead_s, "network.p2p_overhead_s");
   nonneg(reserved_memory_bytes, "memory.reserved_memory_bytes");
+  for (std::size_t i = 0; i < collective_algorithms.size(); ++i) {
+    const auto& r = collective_algorithms[i];
+    const std::string w = ctx + ": network.collective_algorithms[" + std::to_string(i) + "]";
+    if (r.op != "all-reduce") throw ConfigError(w + ": op '" + r.op + "' is not supported (known: all-reduce)");
+    if (r.algorithm != "ring" && r.algorithm != "tree" && r.algorithm != "hierarchical")
+      throw ConfigError(w + ": algorithm '" + r.algorithm + "' is not known (known: ring, tree, hierarchical)");
+    if (!(r.max_bytes > 0)) throw ConfigError(w + ": max_bytes must be positive");
+  }
   for (std::size_t i = 0; i < network_segments.size(); ++i) {
     const auto& g = network_segments[i];
     const std::string w = ctx + ": network.segments[" + std::to_string(i) + "]";
@@ -72,7 +80,13 @@ nlohmann::json to_json(const Calibration& c) {
             {"inter_bandwidth_efficiency", c.inter_bandwidth_efficiency},
             {"collective_step_overhead_s", c.collective_step_overhead_s},
             {"p2p_overhead_s", c.p2p_overhead_s},
-            {"segments", segments_json(c.network_segments)}}},
+            {"segments", segments_json(c.network_segments)},
+            {"collective_algorithms", [&] {
+               nlohmann::json a = nlohmann::json::array();
+               for (const auto& r : c.collective_algorithms)
+                 a.push_back({{"op", r.op}, {"max_bytes", r.max_bytes}, {"algorithm", r.algorithm}});
+               return a;
+             }()}}},
           {"memory", {{"reserved_memory_bytes", c.reserved_memory_bytes}}}};
 }
 
@@ -95,11 +109,19 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";
   json_util::reject_unknown(nj, nc, {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency",
-                                     "collective_step_overhead_s", "p2p_overhead_s", "segments"});
+                                     "collective_step_overhead_s", "p2p_overhead_s", "segments", "collective_algorithms"});
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
   c.p2p_overhead_s = get<double>(nj, nc, "p2p_overhead_s");
+  auto aj = get_or<nlohmann::json>(nj, nc, "collective_algorithms", nlohmann::json::array());
+  if (!aj.is_array()) throw ConfigError(nc + ": 'collective_algorithms' must be a list");
+  for (std::size_t i = 0; i < aj.size(); ++i) {
+    const std::string ac = nc + ".collective_algorithms[" + std::to_string(i) + "]";
+    json_util::reject_unknown(aj[i], ac, {"op", "max_bytes", "algorithm"});
+    c.collective_algorithms.push_back({get_or<std::string>(aj[i], ac, "op", "all-reduce"), get<double>(aj[i], ac, "max_bytes"),
+                                       get<std::string>(aj[i], ac, "algorithm")});
+  }
   auto sj = get_or<nlohmann::json>(nj, nc, "segments", nlohmann::json::array());
   if (!sj.is_array()) throw ConfigError(nc + ": 'segments' must be a list");
   for (std::size_t i = 0; i < sj.size(); ++i) {

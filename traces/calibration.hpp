@@ -17,6 +17,14 @@ struct NetworkSegment {
   double bandwidth_factor = 1;
 };
 
+/// NCCL-like algorithm choice by message size: the first rule whose op matches and max_bytes >= the message
+/// size gives the algorithm ("ring", "tree", "hierarchical").
+struct AlgorithmRule {
+  std::string op = "all-reduce";
+  double max_bytes = 0;
+  std::string algorithm;
+};
+
 struct Calibration {
   std::string name;        ///< e.g. "a100-sxm4-80gb default"
   std::string gpu;         ///< GPU preset this file was made for
@@ -36,6 +44,7 @@ struct Calibration {
   double p2p_overhead_s = 5e-6;             ///< software cost per point-to-point transfer, seconds
 
   std::vector<NetworkSegment> network_segments;  ///< sorted by link, then max_bytes
+  std::vector<AlgorithmRule> collective_algorithms;  ///< in order; empty = choose by group shape
 
   // Memory.
   double reserved_memory_bytes = 0;         ///< CUDA context, library workspaces, allocator slack

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -16,7 +17,13 @@ std::string to_string(CollectiveMode m) { return m == CollectiveMode::FLOW ? "fl
 std::string to_string(FoldMode m) { return m == FoldMode::AUTO ? "auto" : "none"; }
 std::string to_string(NetworkMode m) { return m == NetworkMode::FLOW ? "flow" : "analytic"; }
 std::string to_string(CollectiveAlgorithm a) {
-  return a == CollectiveAlgorithm::AUTO ? "auto" : a == CollectiveAlgorithm::RING ? "ring" : "hierarchical";
+  switch (a) {
+    case CollectiveAlgorithm::AUTO: return "auto";
+    case CollectiveAlgorithm::RING: return "ring";
+    case CollectiveAlgorithm::HIERARCHICAL: return "hierarchical";
+    case CollectiveAlgorithm::TREE: return "tree";
+  }
+  return "?";
 }
 
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b) {
@@ -117,6 +124,12 @@ private:
   bool split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                           std::vector<int>* cross) const;
   bool use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const;
+  /// The calibration's size rule or the forced algorithm; AUTO = decide by group shape.
+  CollectiveAlgorithm algorithm_for(CollectiveKind kind, double bytes) const;
+  bool may_use_trees() const;
+  std::int32_t tree_all_reduce(int si, const std::vector<int>& members, int key_code, int seq, Stream stream,
+                               double bytes, Phase phase, std::int32_t name_id, int layer, int mb, std::int32_t pred,
+                               std::int32_t* first_out);
   /// Direct (pairwise, all at once) all-to-all: after one start-up latency every member sends S/n to every
   /// other member; it is done when its own sends and everything addressed to it have arrived.
   std::int32_t direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -258,6 +271,10 @@ FoldDecision Lowerer::decide_folding() const {
   }
   if (c_.has_graph()) {
     d.reason = "not folded: explicit network graph (links may be shared between ranks)";
+    return d;
+  }
+  if (may_use_trees()) {
+    d.reason = "not folded: tree collectives give ranks different roles";
     return d;
   }
   if (c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node) {
@@ -407,8 +424,131 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   return inst.done[pos];
 }
 
+std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, int key_code, int seq, Stream stream,
+                                      double bytes, Phase phase, std::int32_t name_id, int layer, int mb,
+                                      std::int32_t pred, std::int32_t* first_out) {
+  const int n = static_cast<int>(members.size());
+  if (first_out) *first_out = pred;
+  if (n <= 1) return pred;
+  auto key = std::make_tuple(members[0], key_code + 100, seq);
+  auto it = instances_.find(key);
+  if (it == instances_.end()) {
+    Task base;
+    base.stream = stream;
+    base.phase = phase;
+    base.name = name_id;
+    base.layer = layer;
+    base.microbatch = mb;
+    Instance inst;
+    Task j = base;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    inst.join = add_free(j);
+    for (int m : members) {
+      const int msi = out_.sim_index_of[m];
+      DTSIM_ASSERT(out_.ranks[msi].global_rank == m, "member " << m << " of a tree all-reduce is not simulated");
+      inst.members_si.push_back(msi);
+      Task e = base;
+      e.kind = TaskKind::JOIN;
+      e.rank = msi;
+      inst.done.push_back(add_free(e));
+      inst.first.push_back(inst.join);
+    }
+    // Two binary trees (heap order on member positions, the second mirrored), each carrying half the data in
+    // chunks of at most 512 KiB: reduce towards the root, then broadcast back.
+    constexpr double kChunk = 512.0 * 1024;
+    const double half = bytes / 2;
+    const int k = std::max(1, std::min(64, static_cast<int>(std::ceil(half / kChunk))));
+    const double chunk = half / k;
+    for (int tree = 0; tree < 2; ++tree) {
+      auto member_at = [&](int pos) { return tree == 0 ? pos : n - 1 - pos; };  // heap position -> member index
+      auto flow = [&](int from_pos, int to_pos) {
+        const int a = member_at(from_pos), b = member_at(to_pos);
+        Task f = base;
+        f.kind = TaskKind::FLOW;
+        f.rank = inst.members_si[a];
+        f.peer = inst.members_si[b];
+        f.path = path(members[a], members[b]);
+        f.bytes = chunk;
+        auto id = add_free(f);
+        if (cal_.collective_step_overhead_s > 0) {
+          Task d = base;
+          d.kind = TaskKind::DELAY;
+          d.rank = f.rank;
+          d.duration_s = cal_.collective_step_overhead_s;
+          auto delay = add_free(d);
+          g_.depend(delay, id);
+          return std::make_pair(delay, id);
+        }
+        return std::make_pair(id, id);
+      };
+      std::vector<std::vector<std::int32_t>> up(n), down(n);  // per position, per chunk: the flow's last task
+      for (int c = 0; c < k; ++c)
+        for (int pos = n - 1; pos >= 1; --pos) {  // children before parents
+          auto [first, last] = flow(pos, (pos - 1) / 2);
+          g_.depend(inst.join, first);
+          for (int child : {2 * pos + 1, 2 * pos + 2})
+            if (child < n) g_.depend(up[child][c], first);  // reduced the children's chunk first
+          if (c > 0) g_.depend(up[pos][c - 1], first);    // one chunk after the other on this link
+          up[pos].push_back(last);
+        }
+      for (int c = 0; c < k; ++c)
+        for (int pos = 1; pos < n; ++pos) {  // parents before children
+          const int parent = (pos - 1) / 2;
+          auto [first, last] = flow(parent, pos);
+          if (parent == 0) {
+            for (int child : {1, 2})
+              if (child < n) g_.depend(up[child][c], first);  // the root has the whole chunk
+          } else {
+            g_.depend(down[parent][c], first);
+          }
+          if (c > 0) g_.depend(down[pos][c - 1], first);
+          down[pos].push_back(last);
+        }
+      // A member is done with this tree when its last chunk came down (the root: when it sent its last chunk).
+      for (int pos = 0; pos < n; ++pos) {
+        const int idx = member_at(pos);
+        if (pos > 0) g_.depend(down[pos][k - 1], inst.done[idx]);
+        for (int child : {2 * pos + 1, 2 * pos + 2})
+          if (child < n) g_.depend(down[child][k - 1], inst.done[idx]);
+      }
+    }
+    it = instances_.emplace(key, std::move(inst)).first;
+  }
+  Instance& inst = it->second;
+  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
+  DTSIM_ASSERT(pos < n, "rank not in its own tree all-reduce");
+  if (first_out) *first_out = inst.join;
+  if (pred >= 0) g_.depend(pred, inst.join);
+  auto& prev = last_[si][static_cast<int>(stream)];
+  if (prev >= 0) g_.depend(prev, inst.join);
+  prev = inst.done[pos];
+  return inst.done[pos];
+}
+
+CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {
+  if (kind != CollectiveKind::ALL_REDUCE) return CollectiveAlgorithm::RING;
+  if (opt_.collective_algorithm != CollectiveAlgorithm::AUTO) return opt_.collective_algorithm;
+  for (const auto& rule : cal_.collective_algorithms)
+    if (rule.op == "all-reduce" && bytes <= rule.max_bytes)
+      return rule.algorithm == "tree" ? CollectiveAlgorithm::TREE
+             : rule.algorithm == "hierarchical" ? CollectiveAlgorithm::HIERARCHICAL
+                                                : CollectiveAlgorithm::RING;
+  return CollectiveAlgorithm::AUTO;  // by group shape
+}
+
+bool Lowerer::may_use_trees() const {
+  if (opt_.collective_algorithm == CollectiveAlgorithm::TREE) return true;
+  if (opt_.collective_algorithm != CollectiveAlgorithm::AUTO) return false;
+  for (const auto& rule : cal_.collective_algorithms)
+    if (rule.algorithm == "tree") return true;
+  return false;
+}
+
 bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const {
-  if (kind != CollectiveKind::ALL_REDUCE || opt_.collective_algorithm == CollectiveAlgorithm::RING) return false;
+  if (kind != CollectiveKind::ALL_REDUCE || opt_.collective_algorithm == CollectiveAlgorithm::RING ||
+      opt_.collective_algorithm == CollectiveAlgorithm::TREE)
+    return false;
   std::vector<int> local, cross;
   if (!split_hierarchical(grank, members, &local, &cross)) return false;
   // AUTO: only where both levels exist (several nodes, several members per node), as NCCL's two-level
@@ -427,7 +567,13 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   const int axis_code = static_cast<int>(ax);
   const int seq = folded ? 0 : seq_[si][axis_code]++;
   const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
-  if (!use_hierarchical(kind, grank, members))
+  const CollectiveAlgorithm algo = algorithm_for(kind, bytes);
+  if (algo == CollectiveAlgorithm::TREE) {
+    DTSIM_ASSERT(!folded, "tree collective on a folded axis");
+    return tree_all_reduce(si, members, axis_code * 4, seq, stream, bytes, phase, name_id, layer, mb, pred, first_out);
+  }
+  if (algo == CollectiveAlgorithm::RING || (algo == CollectiveAlgorithm::AUTO && !use_hierarchical(kind, grank, members)) ||
+      (algo == CollectiveAlgorithm::HIERARCHICAL && !use_hierarchical(kind, grank, members)))
     return ring_collective(si, members, folded, axis_code * 4, seq, stream, kind, bytes, phase, name_id, layer, mb,
                            pred, first_out);
   // Hierarchical all-reduce: reduce-scatter inside the node, all-reduce of the 1/g shard across nodes between

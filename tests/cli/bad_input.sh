@@ -189,6 +189,7 @@ expect_error "unknown option"                "--frobnicate"        simulate "${M
 expect_error "unknown command"               "'simulte'"           simulte "${M[@]}" "${C[@]}" "${P[@]}"
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
+expect_error "--collective-algo bogus"       "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collective-algo bogus
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
 expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
 expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"

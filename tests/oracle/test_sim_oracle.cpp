@@ -176,6 +176,51 @@ TEST(AllToAll, DoublingOversubscriptionHalvesCrossPodThroughput) {
   EXPECT_NEAR((t4 - alpha) / (t2 - alpha), 2.0, 1e-9);  // cross-pod throughput halves
 }
 
+// ---- Double binary tree (NCCL style): latency grows with log2(n), not n.
+
+TEST(TreeAllReduce, LatencyRegimeIsTwoTreeDepthsOfHops) {
+  const int n = 64;
+  const double B = 100e9, alpha = 2e-6, S = 8;
+  double t = collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_REDUCE, S,
+                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::TREE);
+  const int depth = 6;  // heap positions 0..63: the deepest, 63, is floor(log2(64)) = 6 hops below the root
+  EXPECT_NEAR(t, 2 * depth * alpha, 1e-3 * 2 * depth * alpha);  // up and down; 4-byte chunks cost ~nothing
+}
+
+TEST(TreeAllReduce, NeverBeatsTheBusBandwidthBound) {
+  const int n = 16;
+  const double B = 100e9, alpha = 1e-6, S = 256e6;
+  double t = collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_REDUCE, S,
+                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::TREE);
+  EXPECT_GE(t, 2.0 * (n - 1) / n * S / B);  // busbw <= link bandwidth
+  EXPECT_LT(t, 2 * 2.0 * (n - 1) / n * S / B);  // and within a factor 2 of it (pipelined chunks)
+}
+
+TEST(TreeAllReduce, CalibrationTableChoosesTreeForSmallMessages) {
+  const int n = 16;
+  const double B = 100e9, alpha = 2e-6;
+  ClusterSpec c = uniform_cluster(1, n, B, alpha);
+  TransformerSpec m = tiny_model();
+  m.heads = n;
+  ParallelPlan p;
+  p.tp = n;
+  p.global_batch_size = 1;
+  Calibration cal = ideal_calibration();
+  cal.collective_algorithms = {{"all-reduce", 1 << 20, "tree"}};
+  SimOptions opt;
+  opt.network = NetworkMode::ANALYTIC;
+  auto time_of = [&](double bytes) {
+    Lowered low = lower_collective(m, c, p, cal, opt, cost::CollectiveKind::ALL_REDUCE, bytes);
+    EXPECT_FALSE(low.fold_tp);  // trees give ranks different roles
+    std::vector<int> gpus;
+    for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+    auto res = run_analytic(low.graph, c, cal, gpus);
+    return *std::max_element(res.end_s.begin(), res.end_s.end());
+  };
+  EXPECT_NEAR(time_of(8), 2 * 4 * alpha, 1e-3 * 8 * alpha);                     // tree: depth 4 for 16 ranks
+  expect_rel(time_of(64e6), 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * 64e6 / B);  // ring above 1 MiB
+}
+
 TEST(RingReduceScatter, MatchesClosedForm) {
   const int n = 4;
   const double B = 50e9, alpha = 1e-6, S = 64e6;
