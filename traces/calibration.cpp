@@ -32,8 +32,8 @@ void Calibration::validate(const std::string& ctx) const {
     const auto& r = collective_algorithms[i];
     const std::string w = ctx + ": network.collective_algorithms[" + std::to_string(i) + "]";
     if (r.op != "all-reduce") throw ConfigError(w + ": op '" + r.op + "' is not supported (known: all-reduce)");
-    if (r.algorithm != "ring" && r.algorithm != "tree" && r.algorithm != "hierarchical")
-      throw ConfigError(w + ": algorithm '" + r.algorithm + "' is not known (known: ring, tree, hierarchical)");
+    if (r.algorithm != "ring" && r.algorithm != "tree" && r.algorithm != "hierarchical" && r.algorithm != "nvls")
+      throw ConfigError(w + ": algorithm '" + r.algorithm + "' is not known (known: ring, tree, hierarchical, nvls)");
     if (!(r.max_bytes > 0)) throw ConfigError(w + ": max_bytes must be positive");
   }
   for (std::size_t i = 0; i < network_segments.size(); ++i) {

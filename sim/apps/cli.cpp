@@ -117,7 +117,8 @@ sim::SimOptions sim_options(const po::variables_map& vm) {
   else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
   else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
   else if (algo == "tree") opt.collective_algorithm = sim::CollectiveAlgorithm::TREE;
-  else throw ConfigError("simulate: --collective-algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree)");
+  else if (algo == "nvls") opt.collective_algorithm = sim::CollectiveAlgorithm::NVLS;
+  else throw ConfigError("simulate: --collective-algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree, nvls)");
   const std::string net = vm["network"].as<std::string>();
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
@@ -222,7 +223,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")
     ("collective-algo", po::value<std::string>()->default_value("auto"),
      "all-reduce algorithm: auto (the calibration's size table, else hierarchical across nodes with several GPUs "
-     "per node, else ring) | ring | hierarchical | tree")
+     "per node, else ring) | ring | hierarchical | tree | nvls")
     ("network", po::value<std::string>()->default_value("flow"),
      "network fidelity: flow (SimGrid, links shared) | analytic (alpha-beta, contention-free, no SimGrid)")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
@@ -338,7 +339,7 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     ("op", po::value<std::string>()->default_value("all-reduce"), "all-reduce | all-gather | reduce-scatter | all-to-all")
     ("bytes", po::value<std::string>(), "message size, e.g. 1GiB (default 1GiB)")
     ("sweep", po::value<std::string>(), "MIN:MAX, every power of two from MIN to MAX, e.g. 8:1GiB")
-    ("algo", po::value<std::string>()->default_value("auto"), "auto | ring | hierarchical | tree")
+    ("algo", po::value<std::string>()->default_value("auto"), "auto | ring | hierarchical | tree | nvls")
     ("collectives", po::value<std::string>()->default_value("flow"), "flow | steps")
     ("network", po::value<std::string>()->default_value("flow"), "flow | analytic")
     ("calibration", po::value<std::string>(), "calibration JSON file")
@@ -366,7 +367,8 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
   else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
   else if (algo == "tree") opt.collective_algorithm = sim::CollectiveAlgorithm::TREE;
-  else throw ConfigError("collective: --algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree)");
+  else if (algo == "nvls") opt.collective_algorithm = sim::CollectiveAlgorithm::NVLS;
+  else throw ConfigError("collective: --algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree, nvls)");
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
   else throw ConfigError("collective: --network '" + net + "' is not known (known: flow, analytic)");

@@ -22,6 +22,7 @@ std::string to_string(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::RING: return "ring";
     case CollectiveAlgorithm::HIERARCHICAL: return "hierarchical";
     case CollectiveAlgorithm::TREE: return "tree";
+    case CollectiveAlgorithm::NVLS: return "nvls";
   }
   return "?";
 }
@@ -127,6 +128,9 @@ private:
   /// The calibration's size rule or the forced algorithm; AUTO = decide by group shape.
   CollectiveAlgorithm algorithm_for(CollectiveKind kind, double bytes) const;
   bool may_use_trees() const;
+  std::int32_t nvls_all_reduce(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                               Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer, int mb,
+                               std::int32_t pred, std::int32_t* first_out);
   std::int32_t tree_all_reduce(int si, const std::vector<int>& members, int key_code, int seq, Stream stream,
                                double bytes, Phase phase, std::int32_t name_id, int layer, int mb, std::int32_t pred,
                                std::int32_t* first_out);
@@ -526,13 +530,87 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
   return inst.done[pos];
 }
 
+std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                                      Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer,
+                                      int mb, std::int32_t pred, std::int32_t* first_out) {
+  if (first_out) *first_out = pred;
+  if (members.size() <= 1) return pred;
+  Task base;
+  base.stream = stream;
+  base.phase = phase;
+  base.name = name_id;
+  base.layer = layer;
+  base.microbatch = mb;
+  // Each GPU's port carries S up (its contribution) and S down (the reduced result) at once: one flow of S
+  // from the GPU to its own port's mirror uses exactly those two links. The switch reduces in flight.
+  auto member = [&](int msi) -> std::pair<std::int32_t, std::int32_t> {
+    Task d = base;
+    d.kind = TaskKind::DELAY;
+    d.rank = msi;
+    d.duration_s = std::max(0.0, cal_.collective_step_overhead_s);
+    auto delay = add_free(d);
+    Task f = base;
+    f.kind = TaskKind::FLOW;
+    f.rank = msi;
+    f.mirror = true;
+    f.path = Path::INTRA_NODE;
+    f.bytes = bytes;
+    auto flow = add_free(f);
+    g_.depend(delay, flow);
+    return {delay, flow};
+  };
+  if (folded) {
+    auto [first, done] = member(si);
+    if (first_out) *first_out = first;
+    if (pred >= 0) g_.depend(pred, first);
+    chain(si, stream, first, done);
+    return done;
+  }
+  auto key = std::make_tuple(members[0], key_code + 200, seq);
+  auto it = instances_.find(key);
+  if (it == instances_.end()) {
+    Instance inst;
+    Task j = base;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    inst.join = add_free(j);
+    std::vector<std::int32_t> flows;
+    for (int m : members) {
+      const int msi = out_.sim_index_of[m];
+      auto [first, flow] = member(msi);
+      g_.depend(inst.join, first);
+      inst.first.push_back(first);
+      inst.members_si.push_back(msi);
+      flows.push_back(flow);
+    }
+    for (int msi : inst.members_si) {  // the result is complete when every contribution has arrived
+      Task e = base;
+      e.kind = TaskKind::JOIN;
+      e.rank = msi;
+      auto end = add_free(e);
+      for (auto f : flows) g_.depend(f, end);
+      inst.done.push_back(end);
+    }
+    it = instances_.emplace(key, std::move(inst)).first;
+  }
+  Instance& inst = it->second;
+  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
+  if (first_out) *first_out = inst.first[pos];
+  if (pred >= 0) g_.depend(pred, inst.join);
+  auto& prev = last_[si][static_cast<int>(stream)];
+  if (prev >= 0) g_.depend(prev, inst.join);
+  prev = inst.done[pos];
+  return inst.done[pos];
+}
+
 CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {
   if (kind != CollectiveKind::ALL_REDUCE) return CollectiveAlgorithm::RING;
   if (opt_.collective_algorithm != CollectiveAlgorithm::AUTO) return opt_.collective_algorithm;
   for (const auto& rule : cal_.collective_algorithms)
     if (rule.op == "all-reduce" && bytes <= rule.max_bytes)
-      return rule.algorithm == "tree" ? CollectiveAlgorithm::TREE
+      return rule.algorithm == "tree"           ? CollectiveAlgorithm::TREE
              : rule.algorithm == "hierarchical" ? CollectiveAlgorithm::HIERARCHICAL
+             : rule.algorithm == "nvls"         ? CollectiveAlgorithm::NVLS
                                                 : CollectiveAlgorithm::RING;
   return CollectiveAlgorithm::AUTO;  // by group shape
 }
@@ -568,6 +646,13 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   const int seq = folded ? 0 : seq_[si][axis_code]++;
   const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
   const CollectiveAlgorithm algo = algorithm_for(kind, bytes);
+  if (algo == CollectiveAlgorithm::NVLS) {
+    for (int m : members)
+      if (c_.has_graph() || c_.node_of(m + off_) != c_.node_of(grank + off_))
+        throw ConfigError("the nvls all-reduce needs every member in one NVSwitch node; use another algorithm");
+    return nvls_all_reduce(si, members, folded, axis_code * 4, seq, stream, bytes, phase, name_id, layer, mb, pred,
+                           first_out);
+  }
   if (algo == CollectiveAlgorithm::TREE) {
     DTSIM_ASSERT(!folded, "tree collective on a folded axis");
     return tree_all_reduce(si, members, axis_code * 4, seq, stream, bytes, phase, name_id, layer, mb, pred, first_out);

@@ -39,10 +39,12 @@ enum class FoldMode { AUTO, NONE };
 /// ring: one ring over the whole group; hierarchical: all-reduce as intra-node reduce-scatter, inter-node
 /// all-reduce per local index, intra-node all-gather; tree: NCCL-style double binary tree all-reduce (half the
 /// data on each tree, reduce up then broadcast down, pipelined in chunks of 512 KiB); auto: the calibration's
-/// size table (collective_algorithms) when it has a rule for the all-reduce's size, else hierarchical where the
+/// size table (collective_algorithms) when it has a rule for the all-reduce's size; nvls: NVSwitch in-network
+/// reduction (NVLink SHARP) for groups inside one NVSwitch node: every GPU pushes its S bytes up its port and
+/// pulls the reduced S bytes down, alpha + S/B; auto, without a size rule: hierarchical where the
 /// group has several nodes and several members on each node, else ring. Trees break the symmetry folding relies
 /// on: a plan that may use them is not folded.
-enum class CollectiveAlgorithm { AUTO, RING, HIERARCHICAL, TREE };
+enum class CollectiveAlgorithm { AUTO, RING, HIERARCHICAL, TREE, NVLS };
 std::string to_string(CollectiveAlgorithm a);
 /// flow: SimGrid flow-level max-min sharing (contention); analytic: contention-free alpha-beta, no SimGrid.
 enum class NetworkMode { FLOW, ANALYTIC };

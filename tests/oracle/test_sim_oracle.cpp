@@ -221,6 +221,19 @@ TEST(TreeAllReduce, CalibrationTableChoosesTreeForSmallMessages) {
   expect_rel(time_of(64e6), 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * 64e6 / B);  // ring above 1 MiB
 }
 
+TEST(NvlsAllReduce, IsOneLatencyPlusSOverB) {
+  // NVSwitch in-network reduction: every port carries S up and S down at once.
+  const int n = 8;
+  const double B = 450e9, alpha = 1e-6, S = 1e9;
+  for (auto fold : {FoldMode::NONE, FoldMode::AUTO}) {
+    double t = in_child([&] {
+      return collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_REDUCE, S,
+                             CollectiveMode::FLOW, fold, NetworkMode::FLOW, CollectiveAlgorithm::NVLS);
+    });
+    expect_rel(t, alpha + S / B);
+  }
+}
+
 TEST(RingReduceScatter, MatchesClosedForm) {
   const int n = 4;
   const double B = 50e9, alpha = 1e-6, S = 64e6;
