@@ -86,6 +86,10 @@ void ClusterSpec::validate() const {
     if (!(inter.oversubscription >= 1) || !std::isfinite(inter.oversubscription))
       throw ConfigError(ctx + ": inter_node.oversubscription must be a number >= 1");
     if (inter.spine_latency_s < 0) throw ConfigError(ctx + ": inter_node.spine_latency_s must not be negative");
+    if (inter.leaves_per_pod < 0 || (inter.leaves_per_pod > 0 && inter.topology != "fat-tree"))
+      throw ConfigError(ctx + ": inter_node.leaves_per_pod needs the fat-tree topology and must not be negative");
+    if (!(inter.pod_oversubscription >= 1) || !std::isfinite(inter.pod_oversubscription))
+      throw ConfigError(ctx + ": inter_node.pod_oversubscription must be a number >= 1");
   }
 }
 
@@ -98,6 +102,8 @@ const std::vector<GpuSpec>& gpus() {
       {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 3350e9, 80 * units::kGiB},
       // V100 SXM2 32GB: 125 TFLOP/s FP16 tensor (no BF16: the FP16 figure is used), 15.7 FP32, 900 GB/s HBM2.
       {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 900e9, 32 * units::kGiB},
+      // A100 PCIe 80GB: same tensor-core peaks as the SXM part, 1,935 GB/s HBM2e.
+      {"a100-pcie-80gb", 312e12, 312e12, 19.5e12, 1935e9, 80 * units::kGiB},
   };
   return list;
 }
@@ -121,6 +127,7 @@ const std::vector<ClusterPreset>& cluster_presets() {
       {"dgx-a100", "a100-sxm4-80gb", 8, 300e9, 1e-6, 8, 200 * units::kGbit_Bps, 2e-6},
       {"dgx-h100", "h100-sxm5-80gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
       {"dgx1-v100", "v100-sxm2-32gb", 8, 25e9, 1e-6, 4, 100 * units::kGbit_Bps, 2e-6},  // graph built below
+      {"pcie-a100", "a100-pcie-80gb", 8, 32e9, 2e-6, 4, 200 * units::kGbit_Bps, 2e-6},  // graph built below
   };
   return list;
 }
@@ -146,6 +153,36 @@ GpuSpec gpu_preset(const std::string& name) {
                     names_of(gpus(), [](const GpuSpec& g) { return g.name; }) + ")");
 }
 
+namespace {
+// PCIe part of a two-socket server: four switches (GPUs 2s and 2s+1 and NIC s on switch s), switches 0-1 on
+// CPU 0 and 2-3 on CPU 1, the sockets joined by UPI/QPI; every NIC on the cluster's InfiniBand switch.
+void add_pcie_tree(TopologyGraph& g, const std::string& prefix, const int gpu[8], int ib, double pcie_Bps,
+                   double socket_Bps, double nic_Bps) {
+  auto vertex = [&](const std::string& name) {
+    g.vertices.push_back({name, -1});
+    return static_cast<int>(g.vertices.size() - 1);
+  };
+  auto link = [&](int a, int b, double bw, double lat, const char* kind) { g.links.push_back({a, b, bw, lat, kind}); };
+  const int cpu[2] = {vertex(prefix + "cpu0"), vertex(prefix + "cpu1")};
+  link(cpu[0], cpu[1], socket_Bps, 1e-6, "upi");
+  for (int s = 0; s < 4; ++s) {
+    const int sw = vertex(prefix + "pcie" + std::to_string(s)), nic = vertex(prefix + "nic" + std::to_string(s));
+    link(sw, cpu[s / 2], pcie_Bps, 1e-6, "pcie");
+    link(gpu[2 * s], sw, pcie_Bps, 0.5e-6, "pcie");
+    link(gpu[2 * s + 1], sw, pcie_Bps, 0.5e-6, "pcie");
+    link(nic, sw, pcie_Bps, 0.5e-6, "pcie");
+    link(nic, ib, nic_Bps, 1e-6, "ib");
+  }
+}
+
+std::string node_prefix(int n) {
+  std::string p = "n";
+  p += std::to_string(n);
+  p += '.';
+  return p;
+}
+}  // namespace
+
 ClusterSpec dgx1_v100(int nodes) {
   ClusterSpec c;
   c.name = "dgx1-v100:" + std::to_string(8 * nodes);
@@ -158,12 +195,8 @@ ClusterSpec dgx1_v100(int nodes) {
   c.inter.nic_bandwidth_Bps = 100 * units::kGbit_Bps;
   c.inter.latency_s = 2e-6;
   auto& g = c.graph;
-  auto vertex = [&](const std::string& name, int gpu) {
-    g.vertices.push_back({name, gpu});
-    return static_cast<int>(g.vertices.size() - 1);
-  };
-  auto link = [&](int a, int b, double bw, double lat, const char* kind) { g.links.push_back({a, b, bw, lat, kind}); };
-  const int ib = vertex("ib-switch", -1);
+  g.vertices.push_back({"ib-switch", -1});
+  const int ib = 0;
   // Hybrid cube-mesh, after NVIDIA's DGX-1 V100 system architecture paper: six NVLink2 links per GPU (25 GB/s
   // per direction each); two fully connected quads {0..3}, {4..7} joined GPU i <-> i+4, with doubled links on
   // 0-3, 1-2 (within quads) and on the i <-> i+4 pairs. The pair multiplicities are our reading of the
@@ -171,23 +204,40 @@ ClusterSpec dgx1_v100(int nodes) {
   const int nvlinks[][3] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {1, 2, 2}, {1, 3, 1}, {2, 3, 1}, {4, 5, 1}, {4, 6, 1},
                             {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 1}, {0, 4, 2}, {1, 5, 2}, {2, 6, 2}, {3, 7, 2}};
   for (int n = 0; n < nodes; ++n) {
-    std::string p = "n";
-    p += std::to_string(n);
-    p += '.';
+    const std::string p = node_prefix(n);
     int gpu[8];
-    for (int i = 0; i < 8; ++i) gpu[i] = vertex(p + "gpu" + std::to_string(i), 8 * n + i);
-    for (const auto& l : nvlinks) link(gpu[l[0]], gpu[l[1]], l[2] * 25e9, 1e-6, "nvlink");
-    // Four PCIe gen3 x16 switches (two GPUs and one EDR NIC each), two per CPU socket, sockets joined by UPI/QPI.
-    int cpu[2] = {vertex(p + "cpu0", -1), vertex(p + "cpu1", -1)};
-    link(cpu[0], cpu[1], 20e9, 1e-6, "qpi");
-    for (int s = 0; s < 4; ++s) {
-      const int sw = vertex(p + "pcie" + std::to_string(s), -1), nic = vertex(p + "nic" + std::to_string(s), -1);
-      link(sw, cpu[s / 2], 16e9, 1e-6, "pcie");
-      link(gpu[2 * s], sw, 16e9, 0.5e-6, "pcie");
-      link(gpu[2 * s + 1], sw, 16e9, 0.5e-6, "pcie");
-      link(nic, sw, 16e9, 0.5e-6, "pcie");
-      link(nic, ib, 100 * units::kGbit_Bps, 1e-6, "ib");
+    for (int i = 0; i < 8; ++i) {
+      g.vertices.push_back({p + "gpu" + std::to_string(i), 8 * n + i});
+      gpu[i] = static_cast<int>(g.vertices.size() - 1);
     }
+    for (const auto& l : nvlinks) g.links.push_back({gpu[l[0]], gpu[l[1]], l[2] * 25e9, 1e-6, "nvlink"});
+    // PCIe gen3 x16 (~16 GB/s per direction), QPI ~20 GB/s, one EDR NIC per PCIe switch.
+    add_pcie_tree(g, p, gpu, ib, 16e9, 20e9, 100 * units::kGbit_Bps);
+  }
+  return c;
+}
+
+ClusterSpec pcie_a100(int nodes) {
+  ClusterSpec c;
+  c.name = "pcie-a100:" + std::to_string(8 * nodes);
+  c.gpu = gpu_preset("a100-pcie-80gb");
+  c.num_nodes = nodes;
+  c.gpus_per_node = 8;
+  c.intra = {"nvswitch", 32e9, 2e-6};  // defaults for latency terms only: PCIe gen4
+  c.inter.nics_per_node = 4;
+  c.inter.nic_bandwidth_Bps = 200 * units::kGbit_Bps;
+  c.inter.latency_s = 2e-6;
+  auto& g = c.graph;
+  g.vertices.push_back({"ib-switch", -1});
+  for (int n = 0; n < nodes; ++n) {
+    const std::string p = node_prefix(n);
+    int gpu[8];
+    for (int i = 0; i < 8; ++i) {
+      g.vertices.push_back({p + "gpu" + std::to_string(i), 8 * n + i});
+      gpu[i] = static_cast<int>(g.vertices.size() - 1);
+    }
+    // PCIe gen4 x16 (~32 GB/s per direction), UPI ~40 GB/s (vendor figures, rounded), one HDR NIC per switch.
+    add_pcie_tree(g, p, gpu, 0, 32e9, 40e9, 200 * units::kGbit_Bps);
   }
   return c;
 }
@@ -224,12 +274,20 @@ ClusterSpec load_cluster(const std::string& spec) {
         return v;
       };
       if (fabric != "fat-tree" && fabric != "rail" && fabric != "switch")
-        throw ConfigError("cluster '" + spec + "': unknown fabric '" + fabric + "' (known: switch, fat-tree:NODES_PER_LEAF:OVERSUB, rail:NODES_PER_RAIL:OVERSUB)");
+        throw ConfigError("cluster '" + spec + "': unknown fabric '" + fabric +
+                          "' (known: switch, fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
+                          "rail:NODES_PER_RAIL:OVERSUB)");
       c.inter.topology = fabric;
       if (fabric != "switch") {
         c.inter.nodes_per_leaf = static_cast<int>(num(3, "nodes per leaf"));
         c.inter.oversubscription = parts.size() > 4 ? num(4, "oversubscription") : 1.0;
-        if (parts.size() > 5) throw ConfigError("cluster '" + spec + "': too many fields");
+        if (fabric == "fat-tree" && parts.size() > 5) {  // three levels: ...:LEAVES_PER_POD[:POD_OVERSUB]
+          c.inter.leaves_per_pod = static_cast<int>(num(5, "leaves per pod"));
+          c.inter.pod_oversubscription = parts.size() > 6 ? num(6, "pod oversubscription") : 1.0;
+          if (parts.size() > 7) throw ConfigError("cluster '" + spec + "': too many fields");
+        } else if (parts.size() > 5) {
+          throw ConfigError("cluster '" + spec + "': too many fields");
+        }
       } else if (parts.size() > 3) {
         throw ConfigError("cluster '" + spec + "': the switch fabric takes no arguments");
       }
@@ -263,10 +321,10 @@ ClusterSpec load_cluster(const std::string& spec) {
       c.num_nodes = static_cast<int>(n_gpus / p->gpus_per_node);
       c.gpus_per_node = p->gpus_per_node;
     }
-    if (base == "dgx1-v100") {
-      if (n_gpus % 8 != 0) throw ConfigError("cluster '" + spec + "': dgx1-v100 comes in whole 8-GPU nodes");
-      if (c.inter.topology != "switch") throw ConfigError("cluster '" + spec + "': dgx1-v100 has its own fabric");
-      ClusterSpec d = dgx1_v100(static_cast<int>(n_gpus / 8));
+    if (base == "dgx1-v100" || base == "pcie-a100") {
+      if (n_gpus % 8 != 0) throw ConfigError("cluster '" + spec + "': " + base + " comes in whole 8-GPU nodes");
+      if (c.inter.topology != "switch") throw ConfigError("cluster '" + spec + "': " + base + " has its own fabric");
+      ClusterSpec d = base == "dgx1-v100" ? dgx1_v100(static_cast<int>(n_gpus / 8)) : pcie_a100(static_cast<int>(n_gpus / 8));
       d.name = spec;
       d.validate();
       return d;
@@ -302,7 +360,9 @@ nlohmann::json to_json(const ClusterSpec& c) {
             {"topology", c.inter.topology},
             {"nodes_per_leaf", c.inter.nodes_per_leaf},
             {"oversubscription", c.inter.oversubscription},
-            {"spine_latency_s", c.inter.spine_latency_s}}}};
+            {"spine_latency_s", c.inter.spine_latency_s},
+            {"leaves_per_pod", c.inter.leaves_per_pod},
+            {"pod_oversubscription", c.inter.pod_oversubscription}}}};
   if (c.has_graph()) {
     nlohmann::json vs = nlohmann::json::array(), ls = nlohmann::json::array();
     for (const auto& v : c.graph.vertices) {
@@ -351,7 +411,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     auto nj = get<nlohmann::json>(j, ctx, "inter_node");
     const std::string ic = ctx + ".inter_node";
     json_util::reject_unknown(nj, ic, {"nics_per_node", "nic_bandwidth_Bps", "latency_s", "topology", "nodes_per_leaf",
-                                       "oversubscription", "spine_latency_s"});
+                                       "oversubscription", "spine_latency_s", "leaves_per_pod", "pod_oversubscription"});
     c.inter.nics_per_node = get<int>(nj, ic, "nics_per_node");
     c.inter.nic_bandwidth_Bps = get<double>(nj, ic, "nic_bandwidth_Bps");
     c.inter.latency_s = get<double>(nj, ic, "latency_s");
@@ -359,6 +419,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     c.inter.nodes_per_leaf = get_or<int>(nj, ic, "nodes_per_leaf", 0);
     c.inter.oversubscription = get_or<double>(nj, ic, "oversubscription", 1.0);
     c.inter.spine_latency_s = get_or<double>(nj, ic, "spine_latency_s", 0.0);
+    c.inter.leaves_per_pod = get_or<int>(nj, ic, "leaves_per_pod", 0);
+    c.inter.pod_oversubscription = get_or<double>(nj, ic, "pod_oversubscription", 1.0);
   }
   if (j.contains("graph")) {
     const std::string gc = ctx + ".graph";

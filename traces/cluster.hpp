@@ -39,7 +39,9 @@ struct InterNodeNetwork {
   std::string topology = "switch";
   int nodes_per_leaf = 0;        ///< fat-tree, rail: nodes under one leaf (rail) switch
   double oversubscription = 1;   ///< fat-tree, rail: leaf downlink capacity / uplink capacity
-  double spine_latency_s = 0;    ///< fat-tree, rail: extra one-way latency through the spine
+  double spine_latency_s = 0;    ///< fat-tree, rail: extra one-way latency per switch level above the leaves
+  int leaves_per_pod = 0;        ///< fat-tree with three levels: leaves under one pod (aggregation) switch; 0 = two levels
+  double pod_oversubscription = 1;  ///< three levels: pod downlink capacity / uplink capacity to the core
 };
 
 /// An explicit network graph: GPUs, switches (NVSwitch, PCIe, NIC, IB) and full-duplex links between them.
@@ -79,6 +81,8 @@ struct ClusterSpec {
   /// Leaf (or rail) switch of global GPU `gpu_id`'s NIC; 0 for a single switch.
   int leaf_of(int gpu_id) const;
   int num_leaves() const;
+  /// Pod of global GPU `gpu_id` in a three-level fat-tree (leaf / leaves_per_pod); 0 otherwise.
+  int pod_of(int gpu_id) const { return inter.leaves_per_pod > 0 ? leaf_of(gpu_id) / inter.leaves_per_pod : 0; }
   void validate() const;
 };
 
@@ -88,6 +92,9 @@ GpuSpec gpu_preset(const std::string& name);
 /// DGX-1 with V100s: NVLink hybrid cube-mesh inside each node, PCIe switches to the CPUs and NICs, one
 /// InfiniBand switch between nodes.
 ClusterSpec dgx1_v100(int nodes);
+/// A PCIe server: 8 A100 PCIe GPUs, two per PCIe gen4 switch, two switches per CPU socket, one HDR NIC per switch,
+/// no NVLink; nodes joined by one InfiniBand switch. Built as an explicit graph.
+ClusterSpec pcie_a100(int nodes);
 
 /// Cluster preset names ("dgx-a100", "dgx-h100", "dgx1-v100"), used as "dgx-a100:N" with N GPUs.
 std::vector<std::string> cluster_preset_names();

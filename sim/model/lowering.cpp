@@ -29,7 +29,8 @@ std::string to_string(CollectiveAlgorithm a) {
 
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b) {
   if (c.node_of(gpu_a) == c.node_of(gpu_b)) return Path::INTRA_NODE;
-  return c.leaf_of(gpu_a) == c.leaf_of(gpu_b) ? Path::INTER_NODE : Path::CROSS_LEAF;
+  if (c.leaf_of(gpu_a) == c.leaf_of(gpu_b)) return Path::INTER_NODE;
+  return c.pod_of(gpu_a) == c.pod_of(gpu_b) ? Path::CROSS_LEAF : Path::CROSS_POD;
 }
 
 namespace {
@@ -95,7 +96,9 @@ private:
   Path path(int a, int b) const { return path_between(c_, a + off_, b + off_); }
   double hop_latency(Path path) const {
     if (path == Path::INTRA_NODE) return c_.intra.latency_s;
-    return c_.inter.latency_s + (path == Path::CROSS_LEAF ? c_.inter.spine_latency_s : 0.0);
+    return c_.inter.latency_s + (path == Path::CROSS_LEAF  ? c_.inter.spine_latency_s
+                                 : path == Path::CROSS_POD ? 2 * c_.inter.spine_latency_s
+                                                           : 0.0);
   }
   FoldDecision decide_folding() const;
   bool fold_ok(bool tp, bool dp) const;
@@ -261,7 +264,8 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
   for (int r = 0; r < world; ++r) {
     const auto sig = signature(r);
     // Leaf uplinks are shared by all the ranks under a leaf: folded-away ranks would not load them alike.
-    if (std::find(sig.begin(), sig.end(), static_cast<int>(Path::CROSS_LEAF)) != sig.end()) return false;
+    for (Path shared : {Path::CROSS_LEAF, Path::CROSS_POD})
+      if (std::find(sig.begin(), sig.end(), static_cast<int>(shared)) != sig.end()) return false;
     if (sig != signature(rep(r))) return false;
   }
   return true;

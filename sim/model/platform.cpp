@@ -26,10 +26,12 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
     p.nvl.assign(gpu_of_rank.size(), Port{});
     p.net.assign(gpu_of_rank.size(), Port{});
     p.leaf.assign(gpu_of_rank.size(), -1);
+    p.pod.assign(gpu_of_rank.size(), -1);
     return p;
   }
   std::map<std::pair<int, int>, Port> nics;
   std::map<int, int> leaf_index;  // leaf switch -> index into leaf_uplink
+  std::map<int, int> pod_index;   // pod -> index into pod_uplink
   for (int gpu : gpu_of_rank) {
     const double bw = c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency;
     Port nvl;
@@ -63,6 +65,23 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
       li = leaf_index.emplace(leaf, static_cast<int>(p.leaf_uplink.size() - 1)).first;
     }
     p.leaf.push_back(li == leaf_index.end() ? -1 : li->second);
+    int pod = -1;
+    if (c.inter.leaves_per_pod > 0 && c.inter.nics_per_node > 0) {
+      const int id = c.pod_of(gpu);
+      auto pi = pod_index.find(id);
+      if (pi == pod_index.end()) {
+        const double leaf_up = c.inter.nodes_per_leaf * c.inter.nics_per_node * c.inter.nic_bandwidth_Bps *
+                               cal.inter_bandwidth_efficiency / c.inter.oversubscription;
+        const double pod_bw = c.inter.leaves_per_pod * leaf_up / c.inter.pod_oversubscription;
+        Port up;
+        up.up = add("pod-up" + std::to_string(id), pod_bw, c.inter.spine_latency_s / 2);
+        up.down = add("pod-down" + std::to_string(id), pod_bw, c.inter.spine_latency_s / 2);
+        p.pod_uplink.push_back(up);
+        pi = pod_index.emplace(id, static_cast<int>(p.pod_uplink.size() - 1)).first;
+      }
+      pod = pi->second;
+    }
+    p.pod.push_back(pod);
   }
   return p;
 }
@@ -74,9 +93,13 @@ std::vector<int> Platform::route(const Task& f) const {
   }
   const auto& ports = f.path == Path::INTRA_NODE ? nvl : net;
   const int dst = f.mirror ? f.rank : f.peer;
-  if (f.path != Path::CROSS_LEAF) return {ports[f.rank].up, ports[dst].down};
+  if (f.path == Path::INTRA_NODE || f.path == Path::INTER_NODE) return {ports[f.rank].up, ports[dst].down};
   DTSIM_ASSERT(leaf[f.rank] >= 0 && leaf[dst] >= 0, "cross-leaf flow without leaf switches");
-  return {ports[f.rank].up, leaf_uplink[leaf[f.rank]].up, leaf_uplink[leaf[dst]].down, ports[dst].down};
+  if (f.path == Path::CROSS_LEAF)
+    return {ports[f.rank].up, leaf_uplink[leaf[f.rank]].up, leaf_uplink[leaf[dst]].down, ports[dst].down};
+  DTSIM_ASSERT(pod[f.rank] >= 0 && pod[dst] >= 0, "cross-pod flow without pod switches");
+  return {ports[f.rank].up,         leaf_uplink[leaf[f.rank]].up, pod_uplink[pod[f.rank]].up,
+          pod_uplink[pod[dst]].down, leaf_uplink[leaf[dst]].down,   ports[dst].down};
 }
 
 double Platform::latency_s(const Task& f) const {

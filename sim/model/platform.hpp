@@ -35,6 +35,8 @@ struct Platform {
   std::vector<Port> net;  ///< per simulated rank: NIC port (up = -1 on a single node without NICs)
   std::vector<int> leaf;  ///< per simulated rank: its NIC's leaf (rail) switch
   std::vector<Port> leaf_uplink;  ///< per leaf used: aggregate link to (up) and from (down) the spines
+  std::vector<int> pod;           ///< per simulated rank: its pod (three-level fat-tree), index into pod_uplink
+  std::vector<Port> pod_uplink;   ///< per pod used: aggregate link to and from the core
   /// Explicit network graph (ClusterSpec::graph): links are the graph's, two per graph link (one per direction),
   /// and routes come from `routing`.
   bool graph_mode = false;

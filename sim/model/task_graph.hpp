@@ -47,7 +47,8 @@ struct MemEvent {
 enum class Path : std::uint8_t {
   INTRA_NODE = 0,  ///< through the node's NVSwitch
   INTER_NODE = 1,  ///< through NICs and one leaf (or the only) switch
-  CROSS_LEAF = 2   ///< through NICs, two leaf switches and the spine (fat-tree, rail)
+  CROSS_LEAF = 2,  ///< through NICs, two leaf switches and the spine (fat-tree, rail) or a pod switch
+  CROSS_POD = 3    ///< three-level fat-tree: leaf, pod and core switches
 };
 
 struct Task {

@@ -337,7 +337,8 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
       args.push_back(TraceArg::real("bytes", t.bytes));
       args.push_back(TraceArg::text("path", t.path == Path::INTRA_NODE   ? "nvswitch"
                                             : t.path == Path::INTER_NODE ? "nic"
-                                                                         : "nic+spine"));
+                                            : t.path == Path::CROSS_LEAF ? "nic+spine"
+                                                                         : "nic+pod+core"));
       args.push_back(TraceArg::integer("to_rank", t.mirror ? -1 : low.ranks[t.peer].global_rank));
     }
     const auto s_ns = units::s_to_ns(res.start_s[i]);

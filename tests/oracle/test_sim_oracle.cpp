@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/engine/analytic_runtime.hpp"
+#include "sim/model/routing.hpp"
 #include "sim/simulate.hpp"
 #include "tests/support/sim_fixture.hpp"
 
@@ -552,4 +553,32 @@ TEST(MultiJob, OverlappingGpusAreRejected) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("both use GPU 8"), std::string::npos) << e.what();
   }
+}
+
+TEST(Fabric, ThreeLevelFatTreeCrossPodTrafficUsesTheCore) {
+  // 2 pods x 2 leaves x 1 single-GPU node; full bisection below the pods, 2:1 from pods to the core.
+  ClusterSpec c = uniform_cluster(4, 1, 25e9, 2e-6);
+  c.inter.topology = "fat-tree";
+  c.inter.nodes_per_leaf = 1;
+  c.inter.oversubscription = 1;
+  c.inter.leaves_per_pod = 2;
+  c.inter.pod_oversubscription = 2;
+  c.inter.spine_latency_s = 1e-6;
+  c.validate();
+  EXPECT_EQ(path_between(c, 0, 1), Path::CROSS_LEAF);  // same pod
+  EXPECT_EQ(path_between(c, 0, 2), Path::CROSS_POD);
+  const double S = 1e9;
+  auto res = two_flows(c, {{0, 2}, {1, 3}}, S);  // both cross the pod 0 core uplink: 2 NICs' worth / 2
+  // Route latency: NIC 2 us + leaf 1 us + pod 1 us; both flows share the pod uplink of capacity B.
+  expect_rel(res.end_s[0], 2e-6 + 2e-6 + S / (25e9 / 2));
+  expect_rel(res.end_s[1], 2e-6 + 2e-6 + S / (25e9 / 2));
+}
+
+TEST(Fabric, PcieServerRoutesThroughSwitchesAndSockets) {
+  ClusterSpec c = load_cluster("pcie-a100:8");
+  ASSERT_TRUE(c.has_graph());
+  GraphRouting r(c.graph);
+  EXPECT_EQ(r.route(0, 1).size(), 2u);  // GPU 0 and 1 share PCIe switch 0
+  EXPECT_EQ(r.route(0, 2).size(), 4u);  // switch 0 -> CPU 0 -> switch 1
+  EXPECT_EQ(r.route(0, 7).size(), 5u);  // ... and across the sockets
 }
