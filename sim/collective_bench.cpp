@@ -9,7 +9,12 @@
 namespace dtsim::sim {
 
 double bus_factor(cost::CollectiveKind kind, int n) {
-  return kind == cost::CollectiveKind::ALL_REDUCE ? 2.0 * (n - 1) / n : (n - 1.0) / n;  // all-to-all: (n-1)/n too
+  switch (kind) {
+    case cost::CollectiveKind::ALL_REDUCE: return 2.0 * (n - 1) / n;
+    case cost::CollectiveKind::BROADCAST:
+    case cost::CollectiveKind::REDUCE: return 1.0;
+    default: return (n - 1.0) / n;  // all-gather, reduce-scatter, all-to-all
+  }
 }
 
 cost::CollectiveKind collective_kind_from_string(const std::string& s, const std::string& ctx) {
@@ -17,7 +22,10 @@ cost::CollectiveKind collective_kind_from_string(const std::string& s, const std
   if (s == "all-gather") return cost::CollectiveKind::ALL_GATHER;
   if (s == "reduce-scatter") return cost::CollectiveKind::REDUCE_SCATTER;
   if (s == "all-to-all") return cost::CollectiveKind::ALL_TO_ALL;
-  throw ConfigError(ctx + ": unknown collective '" + s + "' (known: all-reduce, all-gather, reduce-scatter, all-to-all)");
+  if (s == "broadcast") return cost::CollectiveKind::BROADCAST;
+  if (s == "reduce") return cost::CollectiveKind::REDUCE;
+  throw ConfigError(ctx + ": unknown collective '" + s +
+                    "' (known: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce)");
 }
 
 CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
@@ -30,7 +38,9 @@ CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& ca
   ParallelPlan plan;
   plan.tp = n;
   plan.global_batch_size = 1;
-  Lowered low = lower_collective(model, cluster, plan, cal, options, kind, bytes);
+  SimOptions opt = options;
+  if (kind == cost::CollectiveKind::BROADCAST || kind == cost::CollectiveKind::REDUCE) opt.fold = FoldMode::NONE;
+  Lowered low = lower_collective(model, cluster, plan, cal, opt, kind, bytes);
   std::vector<int> gpus;
   for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
   EngineResult res = options.network == NetworkMode::FLOW ? run_on_simgrid(low.graph, cluster, cal, gpus)

@@ -12,6 +12,8 @@ std::string to_string(CollectiveKind k) {
     case CollectiveKind::REDUCE_SCATTER: return "reduce-scatter";
     case CollectiveKind::ALL_GATHER: return "all-gather";
     case CollectiveKind::ALL_TO_ALL: return "all-to-all";
+    case CollectiveKind::BROADCAST: return "broadcast";
+    case CollectiveKind::REDUCE: return "reduce";
   }
   return "?";
 }

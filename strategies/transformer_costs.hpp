@@ -14,7 +14,9 @@
 namespace dtsim::cost {
 
 /// ALL_TO_ALL: every member sends S/n bytes to every other member (S = the buffer each member holds).
-enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL };
+/// BROADCAST / REDUCE: from / to the group's first member, as a pipelined chain in chunks (NCCL's ring
+/// broadcast and reduce).
+enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE };
 std::string to_string(CollectiveKind k);
 
 /// One GPU kernel: a GEMM (tensor cores) or a memory-bound kernel.

@@ -336,7 +336,8 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     ("help,h", "this help")
     ("cluster", po::value<std::string>(), "cluster preset NAME:GPUS or cluster JSON file")
     ("ranks", po::value<int>(), "GPUs in the group (default: all)")
-    ("op", po::value<std::string>()->default_value("all-reduce"), "all-reduce | all-gather | reduce-scatter | all-to-all")
+    ("op", po::value<std::string>()->default_value("all-reduce"),
+     "all-reduce | all-gather | reduce-scatter | all-to-all | broadcast | reduce")
     ("bytes", po::value<std::string>(), "message size, e.g. 1GiB (default 1GiB)")
     ("sweep", po::value<std::string>(), "MIN:MAX, every power of two from MIN to MAX, e.g. 8:1GiB")
     ("algo", po::value<std::string>()->default_value("auto"), "auto | ring | hierarchical | tree | nvls")

@@ -137,6 +137,11 @@ private:
   std::int32_t tree_all_reduce(int si, const std::vector<int>& members, int key_code, int seq, Stream stream,
                                double bytes, Phase phase, std::int32_t name_id, int layer, int mb, std::int32_t pred,
                                std::int32_t* first_out);
+  /// Broadcast from / reduce to members[0] along the chain members[0] -> members[1] -> ..., pipelined in k
+  /// chunks of at most 512 KiB: (n - 1 + k - 1) (alpha + S / (k B)) on uniform links.
+  std::int32_t chain_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                                Stream stream, CollectiveKind kind, double bytes, Phase phase, std::int32_t name_id,
+                                int layer, int mb, std::int32_t pred, std::int32_t* first_out);
   /// Direct (pairwise, all at once) all-to-all: after one start-up latency every member sends S/n to every
   /// other member; it is done when its own sends and everything addressed to it have arrived.
   std::int32_t direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -349,6 +354,84 @@ bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std
   cross->clear();
   for (const auto& [node, v] : by_node) cross->push_back(v[pos]);
   return true;
+}
+
+std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
+                                       Stream stream, CollectiveKind kind, double bytes, Phase phase,
+                                       std::int32_t name_id, int layer, int mb, std::int32_t pred,
+                                       std::int32_t* first_out) {
+  const int n = static_cast<int>(members.size());
+  if (first_out) *first_out = pred;
+  if (n <= 1) return pred;
+  if (folded)
+    throw ConfigError("broadcast and reduce give the root a different role: simulate them with --fold none");
+  auto key = std::make_tuple(members[0], key_code + 300, seq);
+  auto it = instances_.find(key);
+  if (it == instances_.end()) {
+    Task base;
+    base.stream = stream;
+    base.phase = phase;
+    base.name = name_id;
+    base.layer = layer;
+    base.microbatch = mb;
+    Instance inst;
+    Task j = base;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    inst.join = add_free(j);
+    for (int m : members) {
+      const int msi = out_.sim_index_of[m];
+      inst.members_si.push_back(msi);
+      inst.first.push_back(inst.join);
+      Task e = base;
+      e.kind = TaskKind::JOIN;
+      e.rank = msi;
+      inst.done.push_back(add_free(e));
+    }
+    constexpr double kChunk = 512.0 * 1024;
+    const int k = std::max(1, std::min(64, static_cast<int>(std::ceil(bytes / kChunk))));
+    // Chain order: broadcast flows from position 0 outwards, reduce flows towards position 0.
+    const bool bcast = kind == CollectiveKind::BROADCAST;
+    std::vector<std::int32_t> prev_hop(k, -1);  // chunk c's flow on the previous hop
+    for (int hop = 0; hop < n - 1; ++hop) {
+      const int from = bcast ? hop : n - 1 - hop, to = bcast ? hop + 1 : n - 2 - hop;
+      std::int32_t prev_chunk = -1;
+      for (int c = 0; c < k; ++c) {
+        Task f = base;
+        f.kind = TaskKind::FLOW;
+        f.rank = inst.members_si[from];
+        f.peer = inst.members_si[to];
+        f.path = path(members[from], members[to]);
+        f.bytes = bytes / k;
+        auto id = add_free(f);
+        std::int32_t head = id;
+        if (cal_.collective_step_overhead_s > 0) {
+          Task d = base;
+          d.kind = TaskKind::DELAY;
+          d.rank = f.rank;
+          d.duration_s = cal_.collective_step_overhead_s;
+          head = add_free(d);
+          g_.depend(head, id);
+        }
+        g_.depend(inst.join, head);
+        if (prev_hop[c] >= 0) g_.depend(prev_hop[c], head);  // the chunk has reached this member
+        if (prev_chunk >= 0) g_.depend(prev_chunk, head);    // chunks in order on this hop
+        g_.depend(id, inst.done[from]);
+        g_.depend(id, inst.done[to]);
+        prev_hop[c] = id;
+        prev_chunk = id;
+      }
+    }
+    it = instances_.emplace(key, std::move(inst)).first;
+  }
+  Instance& inst = it->second;
+  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
+  if (first_out) *first_out = inst.join;
+  if (pred >= 0) g_.depend(pred, inst.join);
+  auto& prev = last_[si][static_cast<int>(stream)];
+  if (prev >= 0) g_.depend(prev, inst.join);
+  prev = inst.done[pos];
+  return inst.done[pos];
 }
 
 std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -696,6 +779,9 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   if (first_out) *first_out = pred;
   if (n <= 1) return pred;
   const std::string name = g_.names()[name_id];
+  if (kind == CollectiveKind::BROADCAST || kind == CollectiveKind::REDUCE)
+    return chain_collective(si, members, folded, key_code, seq, stream, kind, bytes, phase, name_id, layer, mb, pred,
+                            first_out);
   if (kind == CollectiveKind::ALL_TO_ALL)
     return direct_all_to_all(si, members, folded, key_code, seq, stream, bytes, phase, name_id, layer, mb, pred,
                              first_out);

@@ -235,6 +235,17 @@ TEST(NvlsAllReduce, IsOneLatencyPlusSOverB) {
   }
 }
 
+TEST(Broadcast, PipelinedChainMatchesClosedForm) {
+  // n - 1 hops, k = S / 512 KiB chunks: (n - 1 + k - 1) (alpha + S / (k B)); reduce is the mirror image.
+  const int n = 8, k = 16;
+  const double B = 100e9, alpha = 2e-6, S = k * 512.0 * 1024;
+  for (auto kind : {cost::CollectiveKind::BROADCAST, cost::CollectiveKind::REDUCE}) {
+    double t = collective_time(uniform_cluster(1, n, B, alpha), n, kind, S, CollectiveMode::FLOW, FoldMode::NONE,
+                               NetworkMode::ANALYTIC);
+    expect_rel(t, (n - 1 + k - 1) * (alpha + S / k / B));
+  }
+}
+
 TEST(RingReduceScatter, MatchesClosedForm) {
   const int n = 4;
   const double B = 50e9, alpha = 1e-6, S = 64e6;
