@@ -25,7 +25,7 @@ const char* kUsage =
     "commands:\n"
     "  simulate   simulate one training iteration of a model, cluster and parallel plan\n"
     "  collective simulate one collective (or a sweep of sizes) and report nccl-tests algbw/busbw\n"
-    "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out FILE'\n"
+    "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out DIR'\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -92,13 +92,20 @@ int cmd_presets(int argc, char** argv, std::ostream& out) {
   out << "clusters (--cluster NAME:GPUS, or a JSON file):\n";
   for (const auto& n : cluster_preset_names()) {
     auto c = load_cluster(n);
-    char line[240];
-    std::snprintf(line, sizeof line,
-                  "  %-15s %d x %s per node, NVSwitch %.0f GB/s per GPU per direction, %d NICs x %.0f Gb/s\n",
-                  (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.intra.bandwidth_Bps / 1e9,
-                  c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
+    char line[300];
+    if (c.has_graph())
+      std::snprintf(line, sizeof line, "  %-15s %d x %s per node, explicit graph (%zu vertices, %zu links per node), %d NICs x %.0f Gb/s\n",
+                    (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.graph.vertices.size() - 1,
+                    c.graph.links.size(), c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
+    else
+      std::snprintf(line, sizeof line,
+                    "  %-15s %d x %s per node, NVSwitch %.0f GB/s per GPU per direction, %d NICs x %.0f Gb/s\n",
+                    (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.intra.bandwidth_Bps / 1e9,
+                    c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
     out << line;
   }
+  out << "fabrics (after NAME:GPUS): :fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
+         ":rail:NODES_PER_RAIL:OVERSUB\n";
   return 0;
 }
 
@@ -123,6 +130,8 @@ sim::SimOptions sim_options(const po::variables_map& vm) {
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
   else throw ConfigError("simulate: --network '" + net + "' is not known (known: flow, analytic)");
+  opt.channels = vm["channels"].as<int>();
+  if (opt.channels < 1 || opt.channels > 64) throw ConfigError("simulate: --channels must be between 1 and 64");
   return opt;
 }
 
@@ -226,6 +235,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "per node, else ring) | ring | hierarchical | tree | nvls")
     ("network", po::value<std::string>()->default_value("flow"),
      "network fidelity: flow (SimGrid, links shared) | analytic (alpha-beta, contention-free, no SimGrid)")
+    ("channels", po::value<int>()->default_value(1),
+     "parallel flows per ring transfer (NCCL channels): more channels take a larger share of contended links")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
     ("no-trace", "with --out, skip trace.json")
     ("quiet,q", "print nothing on success");
@@ -343,6 +354,7 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     ("algo", po::value<std::string>()->default_value("auto"), "auto | ring | hierarchical | tree | nvls")
     ("collectives", po::value<std::string>()->default_value("flow"), "flow | steps")
     ("network", po::value<std::string>()->default_value("flow"), "flow | analytic")
+    ("channels", po::value<int>()->default_value(1), "parallel flows per ring transfer (NCCL channels)")
     ("calibration", po::value<std::string>(), "calibration JSON file")
     ("out", po::value<std::string>(), "write collective.tsv and collective.json into this directory")
     ("quiet,q", "print nothing on success");
@@ -373,6 +385,8 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
   else throw ConfigError("collective: --network '" + net + "' is not known (known: flow, analytic)");
+  opt.channels = vm["channels"].as<int>();
+  if (opt.channels < 1 || opt.channels > 64) throw ConfigError("collective: --channels must be between 1 and 64");
   if (vm.count("bytes") && vm.count("sweep")) throw ConfigError("collective: give --bytes or --sweep, not both");
   std::vector<double> sizes;
   if (vm.count("sweep")) {

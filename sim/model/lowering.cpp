@@ -805,20 +805,38 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     const double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
     Task t = base;
     t.rank = member_si;
+    // The payload of a step, split over opt_.channels parallel flows (NCCL channels) that all start after the
+    // step's delay; with more than one channel a zero-time join marks the step's end.
+    auto payload = [&](double step_bytes, std::int32_t after) -> std::int32_t {
+      const int ch = std::max(1, opt_.channels);
+      std::int32_t end = -1;
+      if (ch > 1) {
+        Task j = base;
+        j.kind = TaskKind::JOIN;
+        j.rank = member_si;
+        end = add_free(j);
+      }
+      for (int c = 0; c < ch; ++c) {
+        Task f = base;
+        f.rank = member_si;
+        f.kind = TaskKind::FLOW;
+        f.path = hop;
+        f.peer = succ_si;
+        f.mirror = succ_si < 0;
+        f.bytes = step_bytes / ch;
+        auto flow = add_free(f);
+        if (after >= 0) g_.depend(after, flow);
+        if (ch == 1) return flow;
+        g_.depend(flow, end);
+      }
+      return end;
+    };
     if (opt_.collective_mode == CollectiveMode::FLOW) {
       t.kind = TaskKind::DELAY;
       t.duration_s = std::max(0.0, (steps - 1) * alpha + steps * per_step);
       t.bytes = bytes;
       auto delay = add_free(t);
-      Task f = base;
-      f.rank = member_si;
-      f.kind = TaskKind::FLOW;
-      f.path = hop;
-      f.peer = succ_si;
-      f.mirror = succ_si < 0;
-      f.bytes = steps * chunk;
-      auto flow = add_free(f);
-      g_.depend(delay, flow);
+      auto flow = payload(steps * chunk, delay);
       if (step_flows) step_flows->push_back(flow);
       return {delay, flow};
     }
@@ -831,16 +849,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
         head = add_free(t);
         if (prev >= 0) g_.depend(prev, head);
       }
-      Task f = base;
-      f.rank = member_si;
-      f.kind = TaskKind::FLOW;
-      f.path = hop;
-      f.peer = succ_si;
-      f.mirror = succ_si < 0;
-      f.bytes = chunk;
-      auto flow = add_free(f);
-      if (head >= 0) g_.depend(head, flow);
-      else if (prev >= 0) g_.depend(prev, flow);
+      auto flow = payload(chunk, head >= 0 ? head : prev);
       if (first < 0) first = head >= 0 ? head : flow;
       if (step_flows) step_flows->push_back(flow);
       prev = flow;

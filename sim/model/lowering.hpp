@@ -58,6 +58,7 @@ struct SimOptions {
   NetworkMode network = NetworkMode::FLOW;
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
   int first_gpu = 0;  ///< rank r runs on GPU first_gpu + r (several jobs sharing one cluster)
+  int channels = 1;   ///< ring collectives split each transfer over this many parallel flows (NCCL channels)
 };
 
 struct SimRank {

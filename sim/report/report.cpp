@@ -280,6 +280,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
               {"simulated_ranks", low.ranks.size()},
               {"network", to_string(in.options->network)},
               {"collective_algorithm", to_string(in.options->collective_algorithm)},
+              {"channels", in.options->channels},
               {"network_model", in.options->network == NetworkMode::FLOW
                                     ? "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"
                                     : "analytic alpha-beta, contention-free"}}}}},

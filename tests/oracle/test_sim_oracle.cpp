@@ -246,6 +246,37 @@ TEST(Broadcast, PipelinedChainMatchesClosedForm) {
   }
 }
 
+TEST(Channels, FlowFidelitySharesTheLinkBetweenChannels) {
+  // Four channels of a ring on private ports share each port: at flow fidelity the time is the one-channel
+  // closed form; the contention-free engine would (wrongly) let each quarter run at full speed.
+  const int n = 8;
+  const double B = 100e9, alpha = 2e-6, S = 1e9;
+  ClusterSpec c = uniform_cluster(1, n, B, alpha);
+  TransformerSpec m = tiny_model();
+  m.heads = n;
+  ParallelPlan p;
+  p.tp = n;
+  p.global_batch_size = 1;
+  Calibration cal = ideal_calibration();
+  auto run = [&](CollectiveMode mode, NetworkMode net) {
+    return in_child([&] {
+      SimOptions opt;
+      opt.channels = 4;
+      opt.collective_mode = mode;
+      opt.fold = FoldMode::NONE;
+      Lowered low = lower_collective(m, c, p, cal, opt, cost::CollectiveKind::ALL_REDUCE, S);
+      std::vector<int> gpus;
+      for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+      auto res = net == NetworkMode::FLOW ? run_on_simgrid(low.graph, c, cal, gpus) : run_analytic(low.graph, c, cal, gpus);
+      return *std::max_element(res.end_s.begin(), res.end_s.end());
+    });
+  };
+  for (auto mode : {CollectiveMode::FLOW, CollectiveMode::STEPS}) {
+    expect_rel(run(mode, NetworkMode::FLOW), 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B);
+    expect_rel(run(mode, NetworkMode::ANALYTIC), 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / B / 4);
+  }
+}
+
 TEST(RingReduceScatter, MatchesClosedForm) {
   const int n = 4;
   const double B = 50e9, alpha = 1e-6, S = 64e6;
