@@ -239,6 +239,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "parallel flows per ring transfer (NCCL channels): more channels take a larger share of contended links")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
     ("no-trace", "with --out, skip trace.json")
+    ("trace-links", "add one load counter track per network link to trace.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
   auto vm = parse(desc, argc, argv);
@@ -299,7 +300,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   std::vector<std::pair<std::string, std::string>> files;
   if (vm.count("out")) {
     files.emplace_back("summary.json", sim::summary_json(in, s.lowered, s.engine, s.report).dump(2) + "\n");
-    if (!vm.count("no-trace")) files.emplace_back("trace.json", sim::trace_json(in, s.lowered, s.engine, s.report));
+    if (!vm.count("no-trace"))
+      files.emplace_back("trace.json", sim::trace_json(in, s.lowered, s.engine, s.report, vm.count("trace-links") > 0));
     write_outputs(vm["out"].as<std::string>(), files);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "sim/model/platform.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/units.hpp"
 
@@ -309,7 +310,8 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
             {"platform_links", res.links}}}};
 }
 
-std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
+std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep,
+                       bool link_tracks) {
   ChromeTraceWriter w;
   for (const auto& rr : rep.ranks) {
     const int pid = rr.global_rank;
@@ -354,6 +356,40 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
         series.emplace_back(mem_category_name(static_cast<MemCategory>(c)), cats[c] / units::kGB);
       w.counter(rr.global_rank, "memory (GB)", units::s_to_ns(t), series);
     }
+  if (link_tracks && !res.link_stats.empty()) {
+    const Platform pf = describe_platform(*in.cluster, *in.calibration, [&] {
+      std::vector<int> g;
+      for (const auto& r : low.ranks) g.push_back(in.options->first_gpu + r.global_rank);
+      return g;
+    }());
+    struct Change {
+      std::int64_t t_ns;
+      double rate;
+    };
+    std::vector<std::vector<Change>> per_link(pf.links.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const Task& t = tasks[i];
+      if (t.kind != TaskKind::FLOW || res.end_s[i] <= res.start_s[i]) continue;
+      const double rate = t.bytes / (res.end_s[i] - res.start_s[i]);
+      for (int l : pf.route(t)) {
+        per_link[l].push_back({units::s_to_ns(res.start_s[i]), rate});
+        per_link[l].push_back({units::s_to_ns(res.end_s[i]), -rate});
+      }
+    }
+    const int links_pid = 1 << 30;  // one process holding every link's track
+    w.process_name(links_pid, "links (load in GB/s, flows at their average rate)", links_pid);
+    for (std::size_t l = 0; l < per_link.size(); ++l) {
+      auto& ch = per_link[l];
+      if (ch.empty()) continue;
+      std::stable_sort(ch.begin(), ch.end(), [](const Change& a, const Change& b) { return a.t_ns < b.t_ns; });
+      double load = 0;
+      for (std::size_t k = 0; k < ch.size(); ++k) {
+        load += ch[k].rate;
+        if (k + 1 < ch.size() && ch[k + 1].t_ns == ch[k].t_ns) continue;  // one sample per instant
+        w.counter(links_pid, pf.links[l].name, ch[k].t_ns, "GB/s", std::max(0.0, load) / units::kGB);
+      }
+    }
+  }
   nlohmann::json meta = {{"schema", "dtsim.trace"},
                          {"schema_version", 1},
                          {"dtsim_version", DTSIM_VERSION},

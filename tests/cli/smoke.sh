@@ -159,6 +159,35 @@ if run quiet_short simulate --model gpt3-1.3b --cluster dgx-a100:8 --gbs 8 -q; t
   if [[ ! -s $TMP/quiet_short.out ]]; then ok "quiet_short: -q prints nothing"; else fail "quiet_short: -q printed output"; fi
 fi
 
+# ---- link load tracks, the collective, calibrate and jobs commands ----------------------------------
+TL="$TMP/links"
+if run trace_links simulate --model gpt3-1.3b --cluster dgx-a100:16 --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 64 --out "$TL" --trace-links -q; then
+  pycheck trace.json '
+import json, sys
+d = json.load(open(sys.argv[1]))
+def check(cond, what):
+    print(("ok " if cond else "FAIL ") + what)
+links = [e for e in d["traceEvents"] if e.get("ph") == "C" and e.get("pid") == 1 << 30]
+check(len(links) > 0, "trace_links: link load counters present (%d)" % len(links))
+check(all(e["args"]["GB/s"] <= 240.0 * 1.0001 for e in links if e["name"].startswith("nvl")), "trace_links: NVLink load never above the 240 GB/s effective port bandwidth")
+' "$TL/trace.json"
+fi
+if run collective collective --cluster dgx-a100:8 --op all-gather --bytes 64MiB --out "$TMP/coll"; then
+  expect_stdout collective 'all-gather over 8 GPUs' "collective: names the operation and group"
+  if [[ $(wc -l < "$TMP/coll/collective.tsv") -eq 2 ]]; then ok "collective: one row in collective.tsv"; else fail "collective: collective.tsv rows"; fi
+fi
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+if run calibrate calibrate nccl-tests "$HERE/tests/data/nccl-tests/all_reduce_perf_synthetic.txt" --cluster dgx-a100:8 --out "$TMP/cal"; then
+  expect_stdout calibrate 'residuals: mean' "calibrate: reports the residuals"
+  if run calibrated_sim simulate --model gpt3-1.3b --cluster dgx-a100:8 --tp 2 --pp 2 --dp 2 --mbs 2 --gbs 16 --calibration "$TMP/cal/calibration.json" -q; then
+    ok "calibrate: the fitted calibration file is accepted by simulate"
+  fi
+fi
+if run jobs simulate --cluster dgx-a100:32 --jobs "$HERE/examples/two-jobs-shared-nics.json" --out "$TMP/jobs"; then
+  expect_stdout jobs 'slowdown x1.000' "jobs: private links give no slowdown"
+  if [[ -s $TMP/jobs/summary.json ]]; then ok "jobs: summary.json written"; else fail "jobs: no summary.json"; fi
+fi
+
 echo
 if [[ $failures -ne 0 ]]; then
   echo "smoke: $failures checks FAILED"
