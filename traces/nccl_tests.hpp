@@ -21,6 +21,11 @@ struct NcclTestsRun {
 
 /// Parses the text; FormatError names the line that cannot be read. Rows with a time of 0 are rejected.
 NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& ctx);
+/// Parses nccl-tests' JSON output (-J FILE, JSON_FILE_VERSION 2 in src/util.cu): "args" (the program name gives
+/// the collective), "config"."devices" (the ranks), "results"[] with "size" and "out_of_place" {"time" or
+/// "cpu_time", "alg_bw", "bus_bw"} (in_place when out_of_place is null).
+NcclTestsRun parse_nccl_tests_json(const std::string& text, const std::string& ctx);
+/// Text or JSON, by the first character of the file.
 NcclTestsRun load_nccl_tests(const std::string& path);
 
 }  // namespace dtsim

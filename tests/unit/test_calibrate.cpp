@@ -79,3 +79,17 @@ TEST(NcclTestsFit, NeedsTheCollectiveAndEnoughSizes) {
   run.rows.pop_back();
   EXPECT_THROW(sim::fit_nccl_tests(run, c, base, "all-reduce", 8, "log"), ConfigError);  // one size
 }
+
+TEST(NcclTests, JsonOutputGivesTheSameRunAsText) {
+  auto text = load_nccl_tests(kLog);
+  auto json = load_nccl_tests(std::string(DTSIM_SOURCE_DIR) + "/tests/data/nccl-tests/all_reduce_perf_synthetic.json");
+  EXPECT_EQ(json.op, "all-reduce");
+  EXPECT_EQ(json.ranks, 8);
+  ASSERT_EQ(json.rows.size(), text.rows.size());
+  for (std::size_t i = 0; i < json.rows.size(); ++i) {
+    EXPECT_EQ(json.rows[i].bytes, text.rows[i].bytes);
+    EXPECT_DOUBLE_EQ(json.rows[i].time_us, text.rows[i].time_us);
+  }
+  EXPECT_THROW(parse_nccl_tests_json("{\"results\": [{\"size\": 8}]}", "j"), FormatError);
+  EXPECT_THROW(parse_nccl_tests_json("{\"results\": [", "j"), FormatError);
+}
