@@ -48,11 +48,32 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
 
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
   const auto orders = sched::plan_orders(plan);
-  // In-flight (micro-batch, chunk) pairs, each holding 1/v of the stage's activations (uniform chunks).
-  const int in_flight = sched::max_in_flight(orders[stage], plan.split_backward());
-  return reserved_bytes + static_memory(m, plan, stage).total() +
-         in_flight * stage_activation_bytes_per_microbatch(m, plan, stage) / plan.virtual_stages +
-         cost::layer_activation_bytes(m, shape_of(plan)).transient;
+  const auto sh = shape_of(plan);
+  const auto layer_act = cost::layer_activation_bytes(m, sh);
+  const double v = plan.virtual_stages;
+  // Walk the stage's pass order: F stores the chunk's activations (1/v of the stage's); with a split backward the
+  // recomputed activations of the chunk's layers stay from B until W, otherwise one layer's at a time.
+  const double stored_chunk = stage_activation_bytes_per_microbatch(m, plan, stage) / v;
+  const double recompute_chunk = plan.stage_layers(m.num_layers)[stage] / v * layer_act.transient;
+  const bool split = plan.split_backward();
+  double held = 0, peak = 0;
+  for (const auto& op : orders[stage]) {
+    if (op.kind == PipeOp::Kind::F) {
+      held += stored_chunk;
+      peak = std::max(peak, held);
+    } else if (op.kind == PipeOp::Kind::B) {
+      if (split) {
+        held += recompute_chunk;
+        peak = std::max(peak, held);
+      } else {
+        peak = std::max(peak, held + layer_act.transient);
+        held -= stored_chunk;
+      }
+    } else {
+      held -= stored_chunk + recompute_chunk;
+    }
+  }
+  return reserved_bytes + static_memory(m, plan, stage).total() + peak;
 }
 
 }  // namespace dtsim::memory

@@ -1,0 +1,122 @@
+#include "strategies/estimator.hpp"
+
+#include <algorithm>
+
+#include "strategies/memory_model.hpp"
+#include "strategies/transformer_costs.hpp"
+
+namespace dtsim::estimate {
+
+double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s) {
+  if (n <= 1) return 0;
+  const double steps = all_reduce ? 2.0 * (n - 1) : n - 1.0;
+  return steps * (alpha_s + step_overhead_s + bytes / n / bw_Bps);
+}
+
+namespace {
+struct Link {
+  double alpha, bw;
+};
+
+// Ring hop of a group of `n` ranks `stride` apart in rank order (GPU = rank): inside a node or across nodes.
+Link hop(const ClusterSpec& c, const Calibration& cal, int n, int stride) {
+  const bool intra = static_cast<long>(n) * stride <= c.gpus_per_node && !c.has_graph();
+  if (intra) return {c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
+  return {c.inter.latency_s + (c.inter.topology != "switch" ? c.inter.spine_latency_s : 0.0),
+          c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency /
+              (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
+}
+
+double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
+                  const Link& tp_link, int tp) {
+  double t = 0;
+  for (const auto& s : steps) {
+    if (s.kind == cost::Step::Kind::COMPUTE)
+      t += cost::step_time_s(s, c.gpu, dt, cal);
+    else
+      t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, tp, s.collective_bytes, tp_link.alpha,
+                       tp_link.bw, cal.collective_step_overhead_s);
+  }
+  return t;
+}
+}  // namespace
+
+Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibration& cal, const ParallelPlan& plan) {
+  Estimate e;
+  const int p = plan.pp, mb = plan.num_microbatches();
+  // Strides of the axes in rank order (the lowering's layout without stage replication).
+  int stride_tp = 1, stride_dp = 1, stride = 1;
+  for (Axis a : plan.rank_order) {
+    if (a == Axis::TP) stride_tp = stride;
+    if (a == Axis::DP) stride_dp = stride;
+    stride *= plan.degree(a);
+  }
+  const Link tp_link = hop(c, cal, plan.tp, stride_tp);
+  const Link dp_link = hop(c, cal, plan.dp, stride_dp);
+  const Link pp_link = hop(c, cal, 2, stride);
+  const auto layers = plan.stage_layers(m.num_layers);
+  std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0);
+  for (int s = 0; s < p; ++s) {
+    cost::Shape sh{plan.micro_batch_size / plan.replicas(s), plan.tp, plan.sequence_parallel, plan.recompute};
+    const auto layer = cost::layer_passes(m, sh);
+    double f = layers[s] * steps_time(layer.forward, c, cal, m.dtype, tp_link, plan.tp);
+    double b = layers[s] * (steps_time(layer.recompute, c, cal, m.dtype, tp_link, plan.tp) +
+                            steps_time(layer.backward, c, cal, m.dtype, tp_link, plan.tp));
+    if (s == 0) {
+      const auto emb = cost::embedding_passes(m, sh);
+      f += steps_time(emb.forward, c, cal, m.dtype, tp_link, plan.tp);
+      b += steps_time(emb.backward, c, cal, m.dtype, tp_link, plan.tp);
+    }
+    if (s == p - 1) {
+      const auto head = cost::head_passes(m, sh);
+      f += steps_time(head.forward, c, cal, m.dtype, tp_link, plan.tp);
+      b += steps_time(head.backward, c, cal, m.dtype, tp_link, plan.tp);
+    }
+    stage_time[s] = f + b;
+    last_backward[s] = b;
+  }
+  // Pipeline: the bottleneck stage sets the pace; fill and drain cost the other stages once (GPipe/1F1B),
+  // 1/v of that with v interleaved chunks; ZB-H2 fills its bubble with weight-gradient passes.
+  const double bottleneck = *std::max_element(stage_time.begin(), stage_time.end());
+  double fill = 0;
+  for (double t : stage_time) fill += t;
+  fill -= bottleneck;
+  const double p2p = p > 1 ? pp_link.alpha + cal.p2p_overhead_s +
+                                 static_cast<double>(plan.micro_batch_size) * m.seq_len * m.hidden * dtype_bytes(m.dtype) /
+                                     plan.tp / pp_link.bw
+                           : 0;
+  double bubble = fill + 2.0 * (p - 1) * p2p;
+  if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
+  if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
+  if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
+  e.bottleneck_stage_s = bottleneck;
+  e.pipeline_s = mb * bottleneck + bubble;
+  // Gradient synchronisation of the largest stage, overlapped with the last micro-batch's backward.
+  double dp_time = 0, opt_time = 0;
+  for (int s = 0; s < p; ++s) {
+    const auto sm = memory::static_memory(m, plan, s);
+    const int n = plan.dp * plan.replicas(s);
+    const double grads = sm.params * dtype_bytes(m.dtype);
+    double t = ring_time_s(plan.zero_stage == 0, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    if (plan.zero_stage == 1 || plan.zero_stage == 2)
+      t += ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);  // param gather
+    if (plan.zero_stage == 3)  // FSDP: gather twice and reduce-scatter every micro-batch
+      t = 3.0 * mb * ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    const double hidden = plan.dp_overlap && plan.zero_stage < 3 ? last_backward[s] : 0.0;
+    dp_time = std::max(dp_time, std::max(0.0, t - hidden));
+    const double shard = sm.params / (plan.zero_stage >= 1 ? n : 1);
+    opt_time = std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));
+  }
+  e.dp_exposed_s = dp_time;
+  e.optimizer_s = opt_time;
+  e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
+  for (int s = 0; s < p; ++s) {
+    const double peak = memory::analytic_peak_bytes(m, plan, s, cal.reserved_memory_bytes);
+    e.stage_peak_bytes.push_back(peak);
+    e.peak_bytes = std::max(e.peak_bytes, peak);
+  }
+  e.fits = e.peak_bytes <= c.gpu.memory_bytes;
+  return e;
+}
+
+}  // namespace dtsim::estimate

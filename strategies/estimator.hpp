@@ -1,0 +1,33 @@
+// Analytic (closed-form) estimate of a plan's iteration time and peak memory, without simulation: the cost
+// model's kernel times, alpha-beta ring collectives, a pipeline formula per schedule and the analytic memory
+// model. Used by planners to prune and rank, and by sweeps as a pre-filter; the simulator is the reference.
+#pragma once
+#include <vector>
+
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+#include "traces/model.hpp"
+#include "traces/plan.hpp"
+
+namespace dtsim::estimate {
+
+struct Estimate {
+  double iteration_s = 0;
+  double pipeline_s = 0;      ///< forward/backward of all micro-batches including fill and drain
+  double bottleneck_stage_s = 0;  ///< forward + backward of one micro-batch on the slowest stage
+  double dp_exposed_s = 0;    ///< gradient synchronisation not hidden behind the last backward
+  double optimizer_s = 0;
+  std::vector<double> stage_peak_bytes;
+  double peak_bytes = 0;
+  bool fits = true;           ///< every stage under the device memory
+};
+
+/// Time of one ring collective of `bytes` over `n` ranks whose ring hops have latency `alpha_s` and bandwidth
+/// `bw_Bps` (+ the calibration's per-step overhead): steps (alpha + o + bytes / (n bw)).
+double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s);
+
+/// Requires a plan valid for the model and cluster (ParallelPlan::validate).
+Estimate estimate(const TransformerSpec& model, const ClusterSpec& cluster, const Calibration& cal,
+                  const ParallelPlan& plan);
+
+}  // namespace dtsim::estimate
