@@ -91,19 +91,30 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
   e.bottleneck_stage_s = bottleneck;
   e.pipeline_s = mb * bottleneck + bubble;
-  // Gradient synchronisation of the largest stage, overlapped with the last micro-batch's backward.
+  // Gradient synchronisation, overlapped with the last micro-batch's backward; ZeRO's parameter all-gather after
+  // the optimizer step is exposed. All-reduces across nodes with several members per node are hierarchical
+  // (as the simulator's automatic choice), other collectives are flat rings limited by their slowest hop.
+  const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   double dp_time = 0, opt_time = 0;
   for (int s = 0; s < p; ++s) {
     const auto sm = memory::static_memory(m, plan, s);
     const int n = plan.dp * plan.replicas(s);
     const double grads = sm.params * dtype_bytes(m.dtype);
-    double t = ring_time_s(plan.zero_stage == 0, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
-    if (plan.zero_stage == 1 || plan.zero_stage == 2)
-      t += ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);  // param gather
-    if (plan.zero_stage == 3)  // FSDP: gather twice and reduce-scatter every micro-batch
-      t = 3.0 * mb * ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
-    const double hidden = plan.dp_overlap && plan.zero_stage < 3 ? last_backward[s] : 0.0;
-    dp_time = std::max(dp_time, std::max(0.0, t - hidden));
+    const int per_node = std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_dp, c.gpus_per_node))));
+    const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
+    auto all_reduce = [&] {
+      if (!two_level) return ring_time_s(true, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+      const int nodes = n / per_node;
+      return 2 * ring_time_s(false, per_node, grads, intra.alpha, intra.bw, cal.collective_step_overhead_s) +
+             ring_time_s(true, nodes, grads / per_node, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    };
+    const double ring = ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    double hidden_part = 0, exposed_part = 0;
+    if (plan.zero_stage == 0) hidden_part = all_reduce();
+    if (plan.zero_stage == 1 || plan.zero_stage == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
+    if (plan.zero_stage == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
+    const double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
+    dp_time = std::max(dp_time, std::max(0.0, hidden_part - overlap) + exposed_part);
     const double shard = sm.params / (plan.zero_stage >= 1 ? n : 1);
     opt_time = std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));
   }

@@ -9,6 +9,7 @@
 #include "sim/calibrate.hpp"
 #include "sim/collective_bench.hpp"
 #include "sim/multi_job.hpp"
+#include "sim/plan_search.hpp"
 #include "sim/simulate.hpp"
 #include "traces/error.hpp"
 #include "traces/output.hpp"
@@ -26,6 +27,7 @@ const char* kUsage =
     "  simulate   simulate one training iteration of a model, cluster and parallel plan\n"
     "  collective simulate one collective (or a sweep of sizes) and report nccl-tests algbw/busbw\n"
     "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out DIR'\n"
+    "  plan       search a parallel plan with a planner, simulate the best candidates, write the chosen plan\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -512,6 +514,105 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
   out << line;
   return 0;
 }
+int cmd_plan(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim plan: search a parallel plan, simulate the planner's best candidates, keep the fastest that fits\n"
+      "example: dtsim plan --planner grid --model gpt3-175b --cluster dgx-a100:1024 --gbs 1536 --out plan/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid")
+    ("model", po::value<std::string>(), "model preset or JSON file")
+    ("cluster", po::value<std::string>(), "cluster preset or JSON file")
+    ("gbs", po::value<int>(), "global batch size in samples")
+    ("memory-limit", po::value<double>(), "per-GPU memory limit in GB (default: the device's)")
+    ("top", po::value<int>()->default_value(5), "how many of the planner's best candidates to simulate")
+    ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("network", po::value<std::string>()->default_value("flow"), "flow | analytic (for the simulations)")
+    ("out", po::value<std::string>(), "write plan.json, candidates.json and the chosen plan's summary.json/trace.json")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  for (const char* req : {"model", "cluster", "gbs"})
+    if (!vm.count(req)) throw ConfigError(std::string("plan: --") + req + " is required");
+  planning::PlannerInput in;
+  in.model = load_model(vm["model"].as<std::string>());
+  in.cluster = load_cluster(vm["cluster"].as<std::string>());
+  in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                           : default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = vm["gbs"].as<int>();
+  if (in.global_batch_size <= 0) throw ConfigError("plan: --gbs must be positive");
+  if (vm.count("memory-limit")) {
+    in.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;
+    if (!(in.memory_limit_bytes > 0)) throw ConfigError("plan: --memory-limit must be positive");
+  }
+  const int top = vm["top"].as<int>();
+  if (top < 1 || top > 100) throw ConfigError("plan: --top must be between 1 and 100");
+  sim::SimOptions opt;
+  const std::string net = vm["network"].as<std::string>();
+  if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
+  else if (net != "flow") throw ConfigError("plan: --network '" + net + "' is not known (known: flow, analytic)");
+  auto search = sim::search_plan(in, vm["planner"].as<std::string>(), top, opt);
+  const auto& pr = search.planner;
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string text;
+  {
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "dtsim %s | planner %s | %s on %s, global batch %d\nsearch: %zu plans considered, %zu invalid, %zu over "
+                  "memory, %zu feasible in %.2f s; %zu simulated in %.2f s\n\n",
+                  DTSIM_VERSION, pr.planner.c_str(), in.model.name.c_str(), in.cluster.name.c_str(),
+                  in.global_batch_size, pr.considered, pr.invalid, pr.over_memory, pr.ranked.size(), pr.search_s,
+                  search.evaluated.size(), search.simulate_s);
+    text += line;
+    text += "  #  plan                                                                predicted s  simulated s  peak GB  fits\n";
+    for (std::size_t i = 0; i < search.evaluated.size(); ++i) {
+      const auto& ev = search.evaluated[i];
+      std::snprintf(line, sizeof line, "%3zu%s %-68s %11.3f  %11.3f  %7.1f  %s\n", i + 1,
+                    static_cast<int>(i) == search.best ? "*" : " ", planning::describe(ev.candidate.plan).c_str(),
+                    ev.candidate.estimate.iteration_s, ev.simulated_s, ev.peak_bytes / units::kGB, ev.fits ? "yes" : "no");
+      text += line;
+    }
+  }
+  nlohmann::json cands = nlohmann::json::array();
+  for (const auto& ev : search.evaluated)
+    cands.push_back({{"plan", to_json(ev.candidate.plan, in.model.num_layers)},
+                     {"predicted_iteration_s", ev.candidate.estimate.iteration_s},
+                     {"predicted_peak_bytes", ev.candidate.estimate.peak_bytes},
+                     {"simulated_iteration_s", ev.simulated_s},
+                     {"simulated_peak_bytes", ev.peak_bytes},
+                     {"fits", ev.fits}});
+  if (search.best < 0) {
+    text += "\nno candidate fits in memory in simulation\n";
+  } else if (vm.count("out")) {
+    const auto& best = search.evaluated[search.best].candidate.plan;
+    sim::Inputs sin{&in.model, &in.cluster, &best, &in.calibration, &opt};
+    auto s = sim::simulate(sin);
+    files.emplace_back("plan.json", to_json(best, in.model.num_layers).dump(2) + "\n");
+    files.emplace_back("summary.json", sim::summary_json(sin, s.lowered, s.engine, s.report).dump(2) + "\n");
+    files.emplace_back("trace.json", sim::trace_json(sin, s.lowered, s.engine, s.report));
+  }
+  if (vm.count("out")) {
+    nlohmann::json j = {{"schema", "dtsim.plan_search"},
+                        {"schema_version", 1},
+                        {"planner", pr.planner},
+                        {"considered", pr.considered},
+                        {"invalid", pr.invalid},
+                        {"over_memory", pr.over_memory},
+                        {"feasible", pr.ranked.size()},
+                        {"search_s_note", "wall times are not recorded here so that outputs are reproducible"},
+                        {"chosen", search.best},
+                        {"candidates", cands}};
+    files.emplace_back("candidates.json", j.dump(2) + "\n");
+    write_outputs(vm["out"].as<std::string>(), files);
+  }
+  if (!vm.count("quiet")) out << text;
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -528,6 +629,7 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "presets") return cmd_presets(argc - 1, argv + 1, out);
   if (cmd == "collective") return cmd_collective(argc - 1, argv + 1, out);
   if (cmd == "calibrate") return cmd_calibrate(argc - 1, argv + 1, out);
+  if (cmd == "plan") return cmd_plan(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
@@ -535,7 +637,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, presets, version)");
 }
 
 }  // namespace dtsim::cli

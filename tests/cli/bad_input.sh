@@ -190,6 +190,8 @@ expect_error "unknown command"               "'simulte'"           simulte "${M[
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
 expect_error "--collective-algo bogus"       "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collective-algo bogus
+expect_error "plan unknown planner"          "unknown planner 'oracle'" plan --planner oracle --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
+expect_error "plan without --gbs"            "--gbs is required"   plan --model gpt3-1.3b --cluster dgx-a100:8
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
 expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
 expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"

@@ -1,0 +1,65 @@
+// Planner contract: every planner's candidates use exactly the cluster's GPUs, cover every layer once in
+// contiguous stages, are valid plans, are predicted to fit the memory limit, come best-first, and simulate.
+#include <gtest/gtest.h>
+
+#include "sim/plan_search.hpp"
+#include "strategies/planner.hpp"
+
+using namespace dtsim;
+
+namespace {
+struct Case {
+  const char* name;
+  const char* model;
+  const char* cluster;
+  int gbs;
+};
+}  // namespace
+
+class PlannerContract : public ::testing::TestWithParam<std::tuple<std::string, Case>> {};
+
+TEST_P(PlannerContract, CandidatesAreValidAndSimulate) {
+  const auto& [planner, k] = GetParam();
+  planning::PlannerInput in;
+  in.model = model_preset(k.model);
+  in.cluster = load_cluster(k.cluster);
+  in.calibration = default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = k.gbs;
+  auto r = planning::make_planner(planner)->plan(in);
+  ASSERT_FALSE(r.ranked.empty()) << "no feasible plan";
+  EXPECT_EQ(r.considered, r.invalid + r.over_memory + r.ranked.size());
+  for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+    const auto& c = r.ranked[i];
+    EXPECT_EQ(c.plan.world_size(), in.cluster.total_gpus());
+    EXPECT_NO_THROW(c.plan.validate(in.model, in.cluster));
+    int layers = 0;
+    for (int l : c.plan.chunk_layers(in.model.num_layers)) {
+      EXPECT_GT(l, 0);
+      layers += l;
+    }
+    EXPECT_EQ(layers, in.model.num_layers);
+    EXPECT_LE(c.estimate.peak_bytes, in.cluster.gpu.memory_bytes);
+    if (i > 0) {
+      EXPECT_LE(r.ranked[i - 1].estimate.iteration_s, c.estimate.iteration_s);
+    }
+  }
+  // The best two simulate (in their own processes) and their predictions are close to the simulation.
+  auto s = sim::search_plan(in, planner, 2, sim::SimOptions{});
+  ASSERT_EQ(s.evaluated.size(), 2u);
+  for (const auto& ev : s.evaluated) {
+    EXPECT_GT(ev.simulated_s, 0);
+    EXPECT_NEAR(ev.candidate.estimate.iteration_s / ev.simulated_s, 1.0, 0.15);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Planners, PlannerContract,
+    ::testing::Combine(::testing::ValuesIn(planning::planner_names()),
+                       ::testing::Values(Case{"gpt13_16gpu", "gpt3-1.3b", "dgx-a100:16", 64},
+                                         Case{"m7b_h100_32gpu", "megatron-7.5b", "dgx-h100:32", 128},
+                                         Case{"tiny_v100_8gpu", "megatron-1.7b", "dgx1-v100:8", 32})),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, Case>>& p) {
+      return std::get<0>(p.param) + "_" + std::get<1>(p.param).name;
+    });
+
+TEST(PlannerContract, UnknownPlannerIsAConfigError) { EXPECT_THROW(planning::make_planner("oracle"), ConfigError); }
