@@ -175,6 +175,38 @@ private:
     std::vector<std::int32_t> first, done;  // per member (ring order)
     std::vector<int> members_si;
   };
+  /// The fields every task of one collective shares.
+  static Task collective_base(Stream stream, Phase phase, std::int32_t name_id, int layer, int mb) {
+    Task t;
+    t.stream = stream;
+    t.phase = phase;
+    t.name = name_id;
+    t.layer = layer;
+    t.microbatch = mb;
+    return t;
+  }
+  /// A new instance with its rendezvous join (owned by simulated rank `si` for bookkeeping only).
+  Instance new_instance(const Task& base, int si) {
+    Instance inst;
+    Task j = base;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    inst.join = add_free(j);
+    return inst;
+  }
+  /// Rendezvous (as NCCL): the collective starts on every member once each member's data is ready and each
+  /// member's stream has reached it, so no member moves data before its peers have joined. Returns the
+  /// member's done task.
+  std::int32_t join_instance(Instance& inst, int si, Stream stream, std::int32_t pred, std::int32_t* first_out) {
+    const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
+    DTSIM_ASSERT(pos < static_cast<long>(inst.members_si.size()), "rank not in its own collective");
+    if (first_out) *first_out = inst.first[pos];
+    if (pred >= 0) g_.depend(pred, inst.join);
+    auto& prev = last_[si][static_cast<int>(stream)];
+    if (prev >= 0) g_.depend(prev, inst.join);
+    prev = inst.done[pos];
+    return inst.done[pos];
+  }
   std::map<std::tuple<int, int, int>, Instance> instances_;  // (group leader, axis, sequence)
 
   // Pipeline transfers: (receiving simulated rank, micro-batch, model chunk, 0 = activation / 1 = gradient) -> flow.
@@ -368,17 +400,8 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
   auto key = std::make_tuple(members[0], key_code + 300, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
-    Task base;
-    base.stream = stream;
-    base.phase = phase;
-    base.name = name_id;
-    base.layer = layer;
-    base.microbatch = mb;
-    Instance inst;
-    Task j = base;
-    j.kind = TaskKind::JOIN;
-    j.rank = si;
-    inst.join = add_free(j);
+    const Task base = collective_base(stream, phase, name_id, layer, mb);
+    Instance inst = new_instance(base, si);
     for (int m : members) {
       const int msi = out_.sim_index_of[m];
       inst.members_si.push_back(msi);
@@ -424,14 +447,7 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  Instance& inst = it->second;
-  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
-  if (first_out) *first_out = inst.join;
-  if (pred >= 0) g_.depend(pred, inst.join);
-  auto& prev = last_[si][static_cast<int>(stream)];
-  if (prev >= 0) g_.depend(prev, inst.join);
-  prev = inst.done[pos];
-  return inst.done[pos];
+  return join_instance(it->second, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -439,12 +455,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
                                         int mb, std::int32_t pred, std::int32_t* first_out) {
   const int n = static_cast<int>(members.size());
   const double piece = bytes / n;
-  Task base;
-  base.stream = stream;
-  base.phase = phase;
-  base.name = name_id;
-  base.layer = layer;
-  base.microbatch = mb;
+  const Task base = collective_base(stream, phase, name_id, layer, mb);
   // One member's tasks: a start-up delay, then a flow to each other member (to the mirror when folded: by
   // symmetry every member sends and receives n-1 pieces through its own links).
   auto member = [&](int msi, int mglobal, std::vector<std::int32_t>* inbox) -> std::pair<std::int32_t, std::int32_t> {
@@ -486,11 +497,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
-    Instance inst;
-    Task j = base;
-    j.kind = TaskKind::JOIN;
-    j.rank = si;
-    inst.join = add_free(j);
+    Instance inst = new_instance(base, si);
     std::vector<std::vector<std::int32_t>> inbox(out_.ranks.size());
     for (int m : members) {
       const int msi = out_.sim_index_of[m];
@@ -505,14 +512,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
       for (auto flow : inbox[inst.members_si[i]]) g_.depend(flow, inst.done[i]);
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  Instance& inst = it->second;
-  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
-  if (first_out) *first_out = inst.first[pos];
-  if (pred >= 0) g_.depend(pred, inst.join);
-  auto& prev = last_[si][static_cast<int>(stream)];
-  if (prev >= 0) g_.depend(prev, inst.join);
-  prev = inst.done[pos];
-  return inst.done[pos];
+  return join_instance(it->second, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, int key_code, int seq, Stream stream,
@@ -524,17 +524,8 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
   auto key = std::make_tuple(members[0], key_code + 100, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
-    Task base;
-    base.stream = stream;
-    base.phase = phase;
-    base.name = name_id;
-    base.layer = layer;
-    base.microbatch = mb;
-    Instance inst;
-    Task j = base;
-    j.kind = TaskKind::JOIN;
-    j.rank = si;
-    inst.join = add_free(j);
+    const Task base = collective_base(stream, phase, name_id, layer, mb);
+    Instance inst = new_instance(base, si);
     for (int m : members) {
       const int msi = out_.sim_index_of[m];
       DTSIM_ASSERT(out_.ranks[msi].global_rank == m, "member " << m << " of a tree all-reduce is not simulated");
@@ -606,15 +597,7 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  Instance& inst = it->second;
-  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
-  DTSIM_ASSERT(pos < n, "rank not in its own tree all-reduce");
-  if (first_out) *first_out = inst.join;
-  if (pred >= 0) g_.depend(pred, inst.join);
-  auto& prev = last_[si][static_cast<int>(stream)];
-  if (prev >= 0) g_.depend(prev, inst.join);
-  prev = inst.done[pos];
-  return inst.done[pos];
+  return join_instance(it->second, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -622,12 +605,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
                                       int mb, std::int32_t pred, std::int32_t* first_out) {
   if (first_out) *first_out = pred;
   if (members.size() <= 1) return pred;
-  Task base;
-  base.stream = stream;
-  base.phase = phase;
-  base.name = name_id;
-  base.layer = layer;
-  base.microbatch = mb;
+  const Task base = collective_base(stream, phase, name_id, layer, mb);
   // Each GPU's port carries S up (its contribution) and S down (the reduced result) at once: one flow of S
   // from the GPU to its own port's mirror uses exactly those two links. The switch reduces in flight.
   auto member = [&](int msi) -> std::pair<std::int32_t, std::int32_t> {
@@ -656,11 +634,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
   auto key = std::make_tuple(members[0], key_code + 200, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
-    Instance inst;
-    Task j = base;
-    j.kind = TaskKind::JOIN;
-    j.rank = si;
-    inst.join = add_free(j);
+    Instance inst = new_instance(base, si);
     std::vector<std::int32_t> flows;
     for (int m : members) {
       const int msi = out_.sim_index_of[m];
@@ -680,14 +654,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  Instance& inst = it->second;
-  const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
-  if (first_out) *first_out = inst.first[pos];
-  if (pred >= 0) g_.depend(pred, inst.join);
-  auto& prev = last_[si][static_cast<int>(stream)];
-  if (prev >= 0) g_.depend(prev, inst.join);
-  prev = inst.done[pos];
-  return inst.done[pos];
+  return join_instance(it->second, si, stream, pred, first_out);
 }
 
 CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {
@@ -788,12 +755,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   const int steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const double chunk = bytes / n;
 
-  Task base;
-  base.stream = stream;
-  base.phase = phase;
-  base.name = name_id;
-  base.layer = layer;
-  base.microbatch = mb;
+  const Task base = collective_base(stream, phase, name_id, layer, mb);
 
   // Builds the tasks of one member; returns (first, done). `succ_si` < 0 means the mirror.
   auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global,
@@ -872,11 +834,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
-    Instance inst;
-    Task j = base;
-    j.kind = TaskKind::JOIN;
-    j.rank = si;
-    inst.join = add_free(j);
+    Instance inst = new_instance(base, si);
     std::vector<std::vector<std::int32_t>> flows(n);
     for (int i = 0; i < n; ++i) {
       int msi = out_.sim_index_of[members[i]];
