@@ -41,6 +41,11 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
 }
 }  // namespace
 
+double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
+                    int tp) {
+  return steps_time(steps, c, cal, dt, hop(c, cal, tp, 1), tp);
+}
+
 Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibration& cal, const ParallelPlan& plan) {
   Estimate e;
   const int p = plan.pp, mb = plan.num_microbatches();

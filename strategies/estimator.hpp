@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "strategies/transformer_costs.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
 #include "traces/model.hpp"
@@ -25,6 +26,10 @@ struct Estimate {
 /// Time of one ring collective of `bytes` over `n` ranks whose ring hops have latency `alpha_s` and bandwidth
 /// `bw_Bps` (+ the calibration's per-step overhead): steps (alpha + o + bytes / (n bw)).
 double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s);
+
+/// Time of a pass (compute steps and tensor-parallel collectives over `tp` ranks inside a node).
+double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
+                    int tp);
 
 /// Requires a plan valid for the model and cluster (ParallelPlan::validate).
 Estimate estimate(const TransformerSpec& model, const ClusterSpec& cluster, const Calibration& cal,

@@ -33,13 +33,14 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
 }
 
 namespace {
-cost::Shape shape_of(const ParallelPlan& plan) {
-  return {plan.micro_batch_size, plan.tp, plan.sequence_parallel, plan.recompute};
+// A replica of a replicated stage holds its share of the micro-batch.
+cost::Shape shape_of(const ParallelPlan& plan, int stage) {
+  return {plan.micro_batch_size / plan.replicas(stage), plan.tp, plan.sequence_parallel, plan.recompute};
 }
 }  // namespace
 
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
-  const auto sh = shape_of(plan);
+  const auto sh = shape_of(plan, stage);
   double a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
   if (stage == 0) a += cost::embedding_activation_bytes(m, sh).stored;
   if (stage == plan.pp - 1) a += cost::head_activation_bytes(m, sh).stored;
@@ -48,7 +49,7 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
 
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
   const auto orders = sched::plan_orders(plan);
-  const auto sh = shape_of(plan);
+  const auto sh = shape_of(plan, stage);
   const auto layer_act = cost::layer_activation_bytes(m, sh);
   const double v = plan.virtual_stages;
   // Walk the stage's pass order: F stores the chunk's activations (1/v of the stage's); with a split backward the

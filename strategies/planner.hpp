@@ -20,6 +20,9 @@ struct PlannerInput {
   Calibration calibration;
   int global_batch_size = 0;
   double memory_limit_bytes = 0;  ///< 0 = the device memory
+  /// Pipeline planners that do not choose tensor parallelism (PipeDream, DAPPLE) treat a group of this many GPUs
+  /// of one node as one device (1 = plain GPUs, as in their papers).
+  int tensor_parallel = 1;
 };
 
 struct Candidate {
@@ -43,7 +46,7 @@ public:
   virtual PlannerResult plan(const PlannerInput& in) const = 0;
 };
 
-/// Known planners: "grid". Throws ConfigError for other names.
+/// Known planners: planner_names(). Throws ConfigError for other names.
 std::unique_ptr<Planner> make_planner(const std::string& name);
 std::vector<std::string> planner_names();
 

@@ -28,6 +28,7 @@ const char* kUsage =
     "  collective simulate one collective (or a sweep of sizes) and report nccl-tests algbw/busbw\n"
     "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out DIR'\n"
     "  plan       search a parallel plan with a planner, simulate the best candidates, write the chosen plan\n"
+    "  bakeoff    run every planner on the same model and cluster and compare their plans in the simulator\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -514,6 +515,44 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
   out << line;
   return 0;
 }
+/// Options shared by `plan` and `bakeoff`: the planner input and the simulation options; returns --top.
+void add_planner_options(po::options_description& desc) {
+  // clang-format off
+  desc.add_options()
+    ("model", po::value<std::string>(), "model preset or JSON file")
+    ("cluster", po::value<std::string>(), "cluster preset or JSON file")
+    ("gbs", po::value<int>(), "global batch size in samples")
+    ("memory-limit", po::value<double>(), "per-GPU memory limit in GB (default: the device's)")
+    ("tp", po::value<int>()->default_value(1), "pipedream, dapple: GPUs of one node that act as one device (tensor parallel)")
+    ("top", po::value<int>()->default_value(5), "how many of a planner's best candidates to simulate")
+    ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("network", po::value<std::string>()->default_value("flow"), "flow | analytic (for the simulations)");
+  // clang-format on
+}
+
+int planner_options(const po::variables_map& vm, const std::string& cmd, planning::PlannerInput& in,
+                    sim::SimOptions& opt) {
+  for (const char* req : {"model", "cluster", "gbs"})
+    if (!vm.count(req)) throw ConfigError(std::string(cmd + ": --") + req + " is required");
+  in.model = load_model(vm["model"].as<std::string>());
+  in.cluster = load_cluster(vm["cluster"].as<std::string>());
+  in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                           : default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = vm["gbs"].as<int>();
+  if (in.global_batch_size <= 0) throw ConfigError(cmd + ": --gbs must be positive");
+  in.tensor_parallel = vm["tp"].as<int>();
+  if (vm.count("memory-limit")) {
+    in.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;
+    if (!(in.memory_limit_bytes > 0)) throw ConfigError(cmd + ": --memory-limit must be positive");
+  }
+  const int top = vm["top"].as<int>();
+  if (top < 1 || top > 100) throw ConfigError(cmd + ": --top must be between 1 and 100");
+  const std::string net = vm["network"].as<std::string>();
+  if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
+  else if (net != "flow") throw ConfigError(cmd + ": --network '" + net + "' is not known (known: flow, analytic)");
+  return top;
+}
+
 int cmd_plan(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim plan: search a parallel plan, simulate the planner's best candidates, keep the fastest that fits\n"
@@ -521,41 +560,19 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid")
-    ("model", po::value<std::string>(), "model preset or JSON file")
-    ("cluster", po::value<std::string>(), "cluster preset or JSON file")
-    ("gbs", po::value<int>(), "global batch size in samples")
-    ("memory-limit", po::value<double>(), "per-GPU memory limit in GB (default: the device's)")
-    ("top", po::value<int>()->default_value(5), "how many of the planner's best candidates to simulate")
-    ("calibration", po::value<std::string>(), "calibration JSON file")
-    ("network", po::value<std::string>()->default_value("flow"), "flow | analytic (for the simulations)")
+    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid | pipedream | dapple")
     ("out", po::value<std::string>(), "write plan.json, candidates.json and the chosen plan's summary.json/trace.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
+  add_planner_options(desc);
   auto vm = parse(desc, argc, argv);
   if (vm.count("help")) {
     out << desc << "\n";
     return 0;
   }
-  for (const char* req : {"model", "cluster", "gbs"})
-    if (!vm.count(req)) throw ConfigError(std::string("plan: --") + req + " is required");
   planning::PlannerInput in;
-  in.model = load_model(vm["model"].as<std::string>());
-  in.cluster = load_cluster(vm["cluster"].as<std::string>());
-  in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
-                                           : default_calibration(in.cluster.gpu.name);
-  in.global_batch_size = vm["gbs"].as<int>();
-  if (in.global_batch_size <= 0) throw ConfigError("plan: --gbs must be positive");
-  if (vm.count("memory-limit")) {
-    in.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;
-    if (!(in.memory_limit_bytes > 0)) throw ConfigError("plan: --memory-limit must be positive");
-  }
-  const int top = vm["top"].as<int>();
-  if (top < 1 || top > 100) throw ConfigError("plan: --top must be between 1 and 100");
   sim::SimOptions opt;
-  const std::string net = vm["network"].as<std::string>();
-  if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
-  else if (net != "flow") throw ConfigError("plan: --network '" + net + "' is not known (known: flow, analytic)");
+  const int top = planner_options(vm, "plan", in, opt);
   auto search = sim::search_plan(in, vm["planner"].as<std::string>(), top, opt);
   const auto& pr = search.planner;
   std::vector<std::pair<std::string, std::string>> files;
@@ -613,6 +630,69 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
   if (!vm.count("quiet")) out << text;
   return 0;
 }
+
+int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim bakeoff: run every planner on one model and cluster, simulate each planner's best candidates in the same\n"
+      "simulator, and compare\n"
+      "example: dtsim bakeoff --model gpt3-1.3b --cluster dgx-a100:16 --gbs 64 --out bakeoff/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("out", po::value<std::string>(), "write bakeoff.json and bakeoff.txt")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  add_planner_options(desc);
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  planning::PlannerInput in;
+  sim::SimOptions opt;
+  const int top = planner_options(vm, "bakeoff", in, opt);
+  char line[512];
+  std::snprintf(line, sizeof line, "dtsim %s | bakeoff | %s on %s, global batch %d; each planner's best %d simulated\n\n",
+                DTSIM_VERSION, in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size, top);
+  std::string text = line;
+  text += "planner     own pred s  simulated s  peak GB  fits  search s  plan\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& name : planning::planner_names()) {
+    auto search = sim::search_plan(in, name, top, opt);
+    nlohmann::json row = {{"planner", name},
+                          {"considered", search.planner.considered},
+                          {"feasible", search.planner.ranked.size()}};
+    if (search.best < 0) {
+      std::snprintf(line, sizeof line, "%-10s  %10s  %11s  %7s  %4s  %8.2f  (%s)\n", name.c_str(), "-", "-", "-", "no",
+                    search.planner.search_s,
+                    search.planner.ranked.empty() ? "no plan fits the planner's memory model"
+                                                  : "no candidate fits in simulation");
+      row["plan"] = nullptr;
+    } else {
+      const auto& ev = search.evaluated[search.best];
+      std::snprintf(line, sizeof line, "%-10s  %10.3f  %11.3f  %7.1f  %4s  %8.2f  %s\n", name.c_str(),
+                    ev.candidate.estimate.iteration_s, ev.simulated_s, ev.peak_bytes / units::kGB, "yes",
+                    search.planner.search_s, planning::describe(ev.candidate.plan).c_str());
+      row["plan"] = to_json(ev.candidate.plan, in.model.num_layers);
+      row["summary"] = planning::describe(ev.candidate.plan);
+      row["predicted_iteration_s"] = ev.candidate.estimate.iteration_s;
+      row["simulated_iteration_s"] = ev.simulated_s;
+      row["simulated_peak_bytes"] = ev.peak_bytes;
+      row["fits"] = ev.fits;
+    }
+    text += line;
+    rows.push_back(row);
+  }
+  text += "\nown pred: the planner's own cost model; simulated: dtsim (flow-level network unless --network analytic);\n"
+          "search s: the planner's search wall time (not written to bakeoff.json, which stays reproducible).\n";
+  if (vm.count("out")) {
+    nlohmann::json j = {{"schema", "dtsim.bakeoff"}, {"schema_version", 1}, {"model", in.model.name},
+                        {"cluster", in.cluster.name}, {"global_batch_size", in.global_batch_size}, {"planners", rows}};
+    write_outputs(vm["out"].as<std::string>(), {{"bakeoff.json", j.dump(2) + "\n"}});
+  }
+  if (!vm.count("quiet")) out << text;
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -630,6 +710,7 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "collective") return cmd_collective(argc - 1, argv + 1, out);
   if (cmd == "calibrate") return cmd_calibrate(argc - 1, argv + 1, out);
   if (cmd == "plan") return cmd_plan(argc - 1, argv + 1, out);
+  if (cmd == "bakeoff") return cmd_bakeoff(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");

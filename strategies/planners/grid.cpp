@@ -5,17 +5,10 @@
 #include <chrono>
 #include <sstream>
 
-#include "strategies/planner.hpp"
+#include "strategies/planners/registry.hpp"
 #include "traces/error.hpp"
 
 namespace dtsim::planning {
-
-std::string describe(const ParallelPlan& p) {
-  std::ostringstream o;
-  o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp << " mbs " << p.micro_batch_size << " " << p.schedule_name()
-    << " recompute " << to_string(p.recompute) << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");
-  return o.str();
-}
 
 namespace {
 std::vector<int> divisors(int n) {
@@ -74,20 +67,12 @@ public:
                   r.ranked.push_back({p, e});
                 }
       }
-    std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
-      return a.estimate.iteration_s < b.estimate.iteration_s;
-    });
-    r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    finish(r, t0);
     return r;
   }
 };
 }  // namespace
 
-std::vector<std::string> planner_names() { return {"grid"}; }
-
-std::unique_ptr<Planner> make_planner(const std::string& name) {
-  if (name == "grid") return std::make_unique<GridPlanner>();
-  throw ConfigError("unknown planner '" + name + "' (known: grid)");
-}
+std::unique_ptr<Planner> make_grid_planner() { return std::make_unique<GridPlanner>(); }
 
 }  // namespace dtsim::planning

@@ -192,6 +192,9 @@ expect_error "--fold bogus"                  "'bogus'"             simulate "${M
 expect_error "--collective-algo bogus"       "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collective-algo bogus
 expect_error "plan unknown planner"          "unknown planner 'oracle'" plan --planner oracle --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
 expect_error "plan without --gbs"            "--gbs is required"   plan --model gpt3-1.3b --cluster dgx-a100:8
+expect_error "plan --tp not dividing a node" "must divide the 8"   plan --planner dapple --tp 3 --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
+expect_error "bakeoff without --cluster"     "bakeoff: --cluster is required" bakeoff --model gpt3-1.3b --gbs 16
+expect_error "bakeoff unknown model"         "gpt5"                bakeoff --model gpt5 --cluster dgx-a100:8 --gbs 16
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
 expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
 expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"

@@ -56,6 +56,15 @@ check_twice() {
 check_twice default
 check_twice unfolded_steps --fold none --collectives steps
 
+# The bakeoff (every planner, their plans simulated in child processes) writes the same bakeoff.json twice.
+for k in 1 2; do
+  "$DTSIM" bakeoff --model gpt3-1.3b --cluster dgx-a100:16 --gbs 64 --top 2 --quiet --out "$TMP/bakeoff$k" ||
+    fail "bakeoff run $k failed"
+done
+cmp -s "$TMP/bakeoff1/bakeoff.json" "$TMP/bakeoff2/bakeoff.json" || fail "bakeoff.json differs between two runs"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert [p['planner'] for p in d['planners']]==['grid','pipedream','dapple']; assert all(p['plan'] for p in d['planners'])" \
+  "$TMP/bakeoff1/bakeoff.json" || fail "bakeoff.json lacks a plan for every planner"
+
 if [[ $failures -ne 0 ]]; then
   echo "determinism: $failures checks FAILED"
   exit 1

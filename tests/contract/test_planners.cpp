@@ -26,8 +26,12 @@ TEST_P(PlannerContract, CandidatesAreValidAndSimulate) {
   in.calibration = default_calibration(in.cluster.gpu.name);
   in.global_batch_size = k.gbs;
   auto r = planning::make_planner(planner)->plan(in);
-  ASSERT_FALSE(r.ranked.empty()) << "no feasible plan";
   EXPECT_EQ(r.considered, r.invalid + r.over_memory + r.ranked.size());
+  if (r.ranked.empty()) {
+    // Allowed (the planner reports infeasible), but only as the outcome of rejecting what it considered.
+    EXPECT_GT(r.invalid + r.over_memory, 0u);
+    return;
+  }
   for (std::size_t i = 0; i < r.ranked.size(); ++i) {
     const auto& c = r.ranked[i];
     EXPECT_EQ(c.plan.world_size(), in.cluster.total_gpus());
@@ -43,12 +47,15 @@ TEST_P(PlannerContract, CandidatesAreValidAndSimulate) {
       EXPECT_LE(r.ranked[i - 1].estimate.iteration_s, c.estimate.iteration_s);
     }
   }
-  // The best two simulate (in their own processes) and their predictions are close to the simulation.
+  // The best two simulate (in their own processes). Planners with a synchronous cost model predict within 15% of
+  // the simulation; PipeDream's model is asynchronous steady state (no fill, drain or flush) and is not held to it.
   auto s = sim::search_plan(in, planner, 2, sim::SimOptions{});
-  ASSERT_EQ(s.evaluated.size(), 2u);
+  ASSERT_EQ(s.evaluated.size(), std::min<std::size_t>(2, r.ranked.size()));
   for (const auto& ev : s.evaluated) {
     EXPECT_GT(ev.simulated_s, 0);
-    EXPECT_NEAR(ev.candidate.estimate.iteration_s / ev.simulated_s, 1.0, 0.15);
+    if (planner != "pipedream") {
+      EXPECT_NEAR(ev.candidate.estimate.iteration_s / ev.simulated_s, 1.0, 0.15);
+    }
   }
 }
 
@@ -61,5 +68,19 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<std::tuple<std::string, Case>>& p) {
       return std::get<0>(p.param) + "_" + std::get<1>(p.param).name;
     });
+
+// Every planner finds a plan for a small model that fits comfortably (GPT-3 1.3B on two DGX A100 nodes).
+TEST(PlannerContract, EveryPlannerFindsAPlanWhenOneFitsEasily) {
+  planning::PlannerInput in;
+  in.model = model_preset("gpt3-1.3b");
+  in.cluster = load_cluster("dgx-a100:16");
+  in.calibration = default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = 64;
+  for (const auto& name : planning::planner_names()) {
+    auto r = planning::make_planner(name)->plan(in);
+    EXPECT_FALSE(r.ranked.empty()) << name;
+    EXPECT_GE(r.search_s, 0) << name;
+  }
+}
 
 TEST(PlannerContract, UnknownPlannerIsAConfigError) { EXPECT_THROW(planning::make_planner("oracle"), ConfigError); }

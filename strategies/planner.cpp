@@ -1,0 +1,42 @@
+// Planner registry and shared helpers.
+#include <algorithm>
+#include <sstream>
+
+#include "strategies/planners/registry.hpp"
+#include "traces/error.hpp"
+
+namespace dtsim::planning {
+
+std::string describe(const ParallelPlan& p) {
+  std::ostringstream o;
+  o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp << " mbs " << p.micro_batch_size << " " << p.schedule_name()
+    << " recompute " << to_string(p.recompute) << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");
+  auto list = [&](const char* what, const std::vector<int>& v) {
+    o << " " << what << " ";
+    for (std::size_t i = 0; i < v.size() && i < 8; ++i) o << (i ? "/" : "") << v[i];
+    if (v.size() > 8) o << "/...";
+  };
+  if (!p.layers_per_stage.empty()) list("layers", p.layers_per_stage);
+  if (p.has_stage_replicas()) list("replicas", p.stage_replicas);
+  return o.str();
+}
+
+void finish(PlannerResult& r, std::chrono::steady_clock::time_point t0) {
+  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
+    return a.estimate.iteration_s < b.estimate.iteration_s;
+  });
+  r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple"}; }
+
+std::unique_ptr<Planner> make_planner(const std::string& name) {
+  if (name == "grid") return make_grid_planner();
+  if (name == "pipedream") return make_pipedream_planner();
+  if (name == "dapple") return make_dapple_planner();
+  std::string known;
+  for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
+  throw ConfigError("unknown planner '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace dtsim::planning

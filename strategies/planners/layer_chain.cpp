@@ -1,0 +1,86 @@
+#include "strategies/planners/layer_chain.hpp"
+
+#include <algorithm>
+
+#include "strategies/memory_model.hpp"
+#include "strategies/transformer_costs.hpp"
+#include "traces/error.hpp"
+
+namespace dtsim::planning {
+
+double LayerChain::all_reduce_s(double bytes, int n, const LinkCost& link) const {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) * link.alpha_s + 2.0 * (n - 1) / n * bytes / link.bw_Bps;
+}
+
+bool LayerChain::spans_nodes(int base, int first, int count) const {
+  const int lo = base + first, hi = base + first + count - 1;
+  return lo / devices_per_node != hi / devices_per_node;
+}
+
+LayerChain build_chain(const PlannerInput& in, int tp) {
+  const auto& m = in.model;
+  const auto& c = in.cluster;
+  const auto& cal = in.calibration;
+  if (tp < 1 || c.gpus_per_node % tp != 0)
+    throw ConfigError("planner: tensor-parallel degree " + std::to_string(tp) + " must divide the " +
+                      std::to_string(c.gpus_per_node) + " GPUs of a node");
+  LayerChain ch;
+  ch.num_layers = m.num_layers;
+  ch.tp = tp;
+  const cost::Shape sh{1, tp, tp > 1, Recompute::NONE};
+  auto pass_s = [&](const cost::LayerPasses& p) {
+    return estimate::steps_time_s(p.forward, c, cal, m.dtype, tp) + estimate::steps_time_s(p.backward, c, cal, m.dtype, tp);
+  };
+  const double layer_s = pass_s(cost::layer_passes(m, sh));
+  const double layer_params = cost::layer_params_per_rank(m, tp);
+  const double layer_act = cost::layer_activation_bytes(m, sh).stored;
+  ch.compute_s.assign(m.num_layers, layer_s);
+  ch.params.assign(m.num_layers, layer_params);
+  ch.act_stored_bytes.assign(m.num_layers, layer_act);
+  ch.compute_s.front() += pass_s(cost::embedding_passes(m, sh));
+  ch.compute_s.back() += pass_s(cost::head_passes(m, sh));
+  ch.params.front() += cost::first_stage_extra_params(m, tp);
+  ch.params.back() += cost::last_stage_extra_params(m, tp, 2);
+  ch.act_stored_bytes.front() += cost::embedding_activation_bytes(m, sh).stored;
+  ch.act_stored_bytes.back() += cost::head_activation_bytes(m, sh).stored;
+  for (double p : ch.params) ch.static_bytes.push_back(memory::static_memory_for_params(p, m.dtype, 0, 1).total());
+  ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
+  ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
+  // A TP group's GPUs each have their NIC share: the group moves its shard in parallel over tp NIC shares.
+  const double nic_per_gpu = c.inter.nic_bandwidth_Bps * c.inter.nics_per_node / c.gpus_per_node;
+  if (c.num_nodes <= 1 || nic_per_gpu <= 0) ch.inter = ch.intra;
+  else ch.inter = {c.inter.latency_s + cal.p2p_overhead_s,
+              nic_per_gpu * tp * cal.inter_bandwidth_efficiency /
+                  (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
+  ch.devices_per_node = c.gpus_per_node / tp;
+  ch.devices = c.total_gpus() / tp;
+  ch.memory_limit_bytes = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : c.gpu.memory_bytes;
+  ch.reserved_bytes = cal.reserved_memory_bytes;
+  auto prefix = [&](const std::vector<double>& v, std::vector<double>& out) {
+    out.assign(v.size() + 1, 0.0);
+    for (std::size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
+  };
+  prefix(ch.compute_s, ch.pre_compute);
+  prefix(ch.params, ch.pre_params);
+  prefix(ch.static_bytes, ch.pre_static);
+  prefix(ch.act_stored_bytes, ch.pre_act);
+  return ch;
+}
+
+Candidate make_candidate(const PlannerInput& in, ParallelPlan plan, double predicted_s, double bottleneck_s) {
+  Candidate cand;
+  cand.estimate.iteration_s = predicted_s;
+  cand.estimate.bottleneck_stage_s = bottleneck_s;
+  for (int s = 0; s < plan.pp; ++s) {
+    const double peak = memory::analytic_peak_bytes(in.model, plan, s, in.calibration.reserved_memory_bytes);
+    cand.estimate.stage_peak_bytes.push_back(peak);
+    cand.estimate.peak_bytes = std::max(cand.estimate.peak_bytes, peak);
+  }
+  const double limit = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : in.cluster.gpu.memory_bytes;
+  cand.estimate.fits = cand.estimate.peak_bytes <= limit;
+  cand.plan = std::move(plan);
+  return cand;
+}
+
+}  // namespace dtsim::planning

@@ -1,0 +1,51 @@
+// The model as a chain of layers with per-sample costs, as the pipeline planners of PipeDream, DAPPLE and RaNNC
+// see it (they profile each layer once and scale by batch and replica count), plus the two link classes of a
+// two-level cluster (inside a node, between nodes). Shared by the partitioning planners.
+#pragma once
+#include <vector>
+
+#include "strategies/planner.hpp"
+
+namespace dtsim::planning {
+
+struct LinkCost {
+  double alpha_s = 0;
+  double bw_Bps = 1;
+  double time_s(double bytes) const { return alpha_s + bytes / bw_Bps; }
+};
+
+struct LayerChain {
+  int num_layers = 0;
+  int tp = 1;  ///< every "device" of the planners is a tensor-parallel group of tp GPUs (1 = plain GPUs)
+  /// Per transformer layer (embedding folded into the first, head into the last), per sample, on one device.
+  std::vector<double> compute_s;      ///< forward + backward
+  std::vector<double> params;         ///< parameters held by one device
+  std::vector<double> static_bytes;   ///< weights + gradients + optimizer states (no ZeRO)
+  std::vector<double> act_stored_bytes;  ///< stored activations of one sample
+  double boundary_bytes = 0;          ///< activation sent between two layers, one sample
+  LinkCost intra, inter;              ///< device-to-device inside a node / across nodes
+  int devices_per_node = 1;           ///< planner devices (TP groups) per node
+  int devices = 1;                    ///< planner devices in the cluster
+  double memory_limit_bytes = 0;
+  double reserved_bytes = 0;
+
+  // Prefix sums for O(1) range queries over layers [i, j).
+  std::vector<double> pre_compute, pre_params, pre_static, pre_act;
+  double range_compute(int i, int j) const { return pre_compute[j] - pre_compute[i]; }
+  double range_params(int i, int j) const { return pre_params[j] - pre_params[i]; }
+  double range_static(int i, int j) const { return pre_static[j] - pre_static[i]; }
+  double range_act(int i, int j) const { return pre_act[j] - pre_act[i]; }
+
+  /// Ring all-reduce of `bytes` over `n` devices on `link` (the cost model every seed uses): 2(n-1)/n S/B.
+  double all_reduce_s(double bytes, int n, const LinkCost& link) const;
+  /// Do planner devices [first, first + count) of a pipeline whose device 0 is `base` span several nodes?
+  bool spans_nodes(int base, int first, int count) const;
+};
+
+/// Profiles the model's layers at micro-batch 1 with tensor parallelism `tp` (sequence parallel when tp > 1).
+LayerChain build_chain(const PlannerInput& in, int tp);
+
+/// Fills a candidate's estimate from the planner's own predicted time and the analytic memory model.
+Candidate make_candidate(const PlannerInput& in, ParallelPlan plan, double predicted_s, double bottleneck_s);
+
+}  // namespace dtsim::planning

@@ -1,0 +1,18 @@
+// Factories of the planners (one file each under strategies/planners/) and helpers they share.
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "strategies/planner.hpp"
+
+namespace dtsim::planning {
+
+std::unique_ptr<Planner> make_grid_planner();
+std::unique_ptr<Planner> make_pipedream_planner();
+std::unique_ptr<Planner> make_dapple_planner();
+
+/// Sorts the feasible candidates by the planner's prediction (stable: ties keep generation order) and records
+/// the search time since `t0`.
+void finish(PlannerResult& r, std::chrono::steady_clock::time_point t0);
+
+}  // namespace dtsim::planning
