@@ -28,12 +28,13 @@ void finish(PlannerResult& r, std::chrono::steady_clock::time_point t0) {
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple"}; }
+std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple", "uniap"}; }
 
 std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "grid") return make_grid_planner();
   if (name == "pipedream") return make_pipedream_planner();
   if (name == "dapple") return make_dapple_planner();
+  if (name == "uniap") return make_uniap_planner();
   std::string known;
   for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown planner '" + name + "' (known: " + known + ")");

@@ -581,9 +581,9 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
     char line[400];
     std::snprintf(line, sizeof line,
                   "dtsim %s | planner %s | %s on %s, global batch %d\nsearch: %zu plans considered, %zu invalid, %zu over "
-                  "memory, %zu feasible in %.2f s; %zu simulated in %.2f s\n\n",
+                  "memory, %zu pruned, %zu feasible in %.2f s; %zu simulated in %.2f s\n\n",
                   DTSIM_VERSION, pr.planner.c_str(), in.model.name.c_str(), in.cluster.name.c_str(),
-                  in.global_batch_size, pr.considered, pr.invalid, pr.over_memory, pr.ranked.size(), pr.search_s,
+                  in.global_batch_size, pr.considered, pr.invalid, pr.over_memory, pr.pruned, pr.ranked.size(), pr.search_s,
                   search.evaluated.size(), search.simulate_s);
     text += line;
     text += "  #  plan                                                                predicted s  simulated s  peak GB  fits\n";
@@ -620,6 +620,7 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
                         {"considered", pr.considered},
                         {"invalid", pr.invalid},
                         {"over_memory", pr.over_memory},
+                        {"pruned", pr.pruned},
                         {"feasible", pr.ranked.size()},
                         {"search_s_note", "wall times are not recorded here so that outputs are reproducible"},
                         {"chosen", search.best},

@@ -18,7 +18,7 @@ bool LayerChain::spans_nodes(int base, int first, int count) const {
   return lo / devices_per_node != hi / devices_per_node;
 }
 
-LayerChain build_chain(const PlannerInput& in, int tp) {
+LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recompute rc) {
   const auto& m = in.model;
   const auto& c = in.cluster;
   const auto& cal = in.calibration;
@@ -28,13 +28,16 @@ LayerChain build_chain(const PlannerInput& in, int tp) {
   LayerChain ch;
   ch.num_layers = m.num_layers;
   ch.tp = tp;
-  const cost::Shape sh{1, tp, tp > 1, Recompute::NONE};
+  const cost::Shape sh{profile_batch, tp, tp > 1, rc};
+  const double per = 1.0 / profile_batch;
   auto pass_s = [&](const cost::LayerPasses& p) {
-    return estimate::steps_time_s(p.forward, c, cal, m.dtype, tp) + estimate::steps_time_s(p.backward, c, cal, m.dtype, tp);
+    return per * (estimate::steps_time_s(p.forward, c, cal, m.dtype, tp) +
+                  estimate::steps_time_s(p.recompute, c, cal, m.dtype, tp) +
+                  estimate::steps_time_s(p.backward, c, cal, m.dtype, tp));
   };
   const double layer_s = pass_s(cost::layer_passes(m, sh));
   const double layer_params = cost::layer_params_per_rank(m, tp);
-  const double layer_act = cost::layer_activation_bytes(m, sh).stored;
+  const double layer_act = per * cost::layer_activation_bytes(m, sh).stored;
   ch.compute_s.assign(m.num_layers, layer_s);
   ch.params.assign(m.num_layers, layer_params);
   ch.act_stored_bytes.assign(m.num_layers, layer_act);
@@ -42,8 +45,8 @@ LayerChain build_chain(const PlannerInput& in, int tp) {
   ch.compute_s.back() += pass_s(cost::head_passes(m, sh));
   ch.params.front() += cost::first_stage_extra_params(m, tp);
   ch.params.back() += cost::last_stage_extra_params(m, tp, 2);
-  ch.act_stored_bytes.front() += cost::embedding_activation_bytes(m, sh).stored;
-  ch.act_stored_bytes.back() += cost::head_activation_bytes(m, sh).stored;
+  ch.act_stored_bytes.front() += per * cost::embedding_activation_bytes(m, sh).stored;
+  ch.act_stored_bytes.back() += per * cost::head_activation_bytes(m, sh).stored;
   for (double p : ch.params) ch.static_bytes.push_back(memory::static_memory_for_params(p, m.dtype, 0, 1).total());
   ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
   ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};

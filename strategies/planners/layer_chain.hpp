@@ -42,8 +42,9 @@ struct LayerChain {
   bool spans_nodes(int base, int first, int count) const;
 };
 
-/// Profiles the model's layers at micro-batch 1 with tensor parallelism `tp` (sequence parallel when tp > 1).
-LayerChain build_chain(const PlannerInput& in, int tp);
+/// Profiles the model's layers with tensor parallelism `tp` (sequence parallel when tp > 1) at micro-batch
+/// `profile_batch` (costs are per sample: the profile divided by the batch) with recompute `rc`.
+LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch = 1, Recompute rc = Recompute::NONE);
 
 /// Fills a candidate's estimate from the planner's own predicted time and the analytic memory model.
 Candidate make_candidate(const PlannerInput& in, ParallelPlan plan, double predicted_s, double bottleneck_s);

@@ -10,6 +10,7 @@ namespace dtsim::planning {
 std::unique_ptr<Planner> make_grid_planner();
 std::unique_ptr<Planner> make_pipedream_planner();
 std::unique_ptr<Planner> make_dapple_planner();
+std::unique_ptr<Planner> make_uniap_planner();
 
 /// Sorts the feasible candidates by the planner's prediction (stable: ties keep generation order) and records
 /// the search time since `t0`.

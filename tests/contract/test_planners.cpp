@@ -26,7 +26,7 @@ TEST_P(PlannerContract, CandidatesAreValidAndSimulate) {
   in.calibration = default_calibration(in.cluster.gpu.name);
   in.global_batch_size = k.gbs;
   auto r = planning::make_planner(planner)->plan(in);
-  EXPECT_EQ(r.considered, r.invalid + r.over_memory + r.ranked.size());
+  EXPECT_EQ(r.considered, r.invalid + r.over_memory + r.pruned + r.ranked.size());
   if (r.ranked.empty()) {
     // Allowed (the planner reports infeasible), but only as the outcome of rejecting what it considered.
     EXPECT_GT(r.invalid + r.over_memory, 0u);
