@@ -28,16 +28,18 @@ void finish(PlannerResult& r, std::chrono::steady_clock::time_point t0) {
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple", "uniap"}; }
+std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple", "rannc", "uniap"}; }
 
 std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "grid") return make_grid_planner();
   if (name == "pipedream") return make_pipedream_planner();
   if (name == "dapple") return make_dapple_planner();
   if (name == "uniap") return make_uniap_planner();
+  if (name == "rannc") return make_rannc_planner(false);
+  if (name == "rannc-paper") return make_rannc_planner(true);
   std::string known;
   for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown planner '" + name + "' (known: " + known + ")");
+  throw ConfigError("unknown planner '" + name + "' (known: " + known + ", rannc-paper)");
 }
 
 }  // namespace dtsim::planning

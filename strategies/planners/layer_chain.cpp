@@ -35,7 +35,11 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
                   estimate::steps_time_s(p.recompute, c, cal, m.dtype, tp) +
                   estimate::steps_time_s(p.backward, c, cal, m.dtype, tp));
   };
+  auto fwd_s = [&](const cost::LayerPasses& p) { return per * estimate::steps_time_s(p.forward, c, cal, m.dtype, tp); };
   const double layer_s = pass_s(cost::layer_passes(m, sh));
+  ch.forward_s.assign(m.num_layers, fwd_s(cost::layer_passes(m, sh)));
+  ch.forward_s.front() += fwd_s(cost::embedding_passes(m, sh));
+  ch.forward_s.back() += fwd_s(cost::head_passes(m, sh));
   const double layer_params = cost::layer_params_per_rank(m, tp);
   const double layer_act = per * cost::layer_activation_bytes(m, sh).stored;
   ch.compute_s.assign(m.num_layers, layer_s);
@@ -65,6 +69,7 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
     for (std::size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
   };
   prefix(ch.compute_s, ch.pre_compute);
+  prefix(ch.forward_s, ch.pre_forward);
   prefix(ch.params, ch.pre_params);
   prefix(ch.static_bytes, ch.pre_static);
   prefix(ch.act_stored_bytes, ch.pre_act);

@@ -18,7 +18,8 @@ struct LayerChain {
   int num_layers = 0;
   int tp = 1;  ///< every "device" of the planners is a tensor-parallel group of tp GPUs (1 = plain GPUs)
   /// Per transformer layer (embedding folded into the first, head into the last), per sample, on one device.
-  std::vector<double> compute_s;      ///< forward + backward
+  std::vector<double> compute_s;      ///< forward + backward (+ recompute)
+  std::vector<double> forward_s;      ///< forward only
   std::vector<double> params;         ///< parameters held by one device
   std::vector<double> static_bytes;   ///< weights + gradients + optimizer states (no ZeRO)
   std::vector<double> act_stored_bytes;  ///< stored activations of one sample
@@ -30,7 +31,8 @@ struct LayerChain {
   double reserved_bytes = 0;
 
   // Prefix sums for O(1) range queries over layers [i, j).
-  std::vector<double> pre_compute, pre_params, pre_static, pre_act;
+  std::vector<double> pre_compute, pre_forward, pre_params, pre_static, pre_act;
+  double range_forward(int i, int j) const { return pre_forward[j] - pre_forward[i]; }
   double range_compute(int i, int j) const { return pre_compute[j] - pre_compute[i]; }
   double range_params(int i, int j) const { return pre_params[j] - pre_params[i]; }
   double range_static(int i, int j) const { return pre_static[j] - pre_static[i]; }

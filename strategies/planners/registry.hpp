@@ -11,6 +11,8 @@ std::unique_ptr<Planner> make_grid_planner();
 std::unique_ptr<Planner> make_pipedream_planner();
 std::unique_ptr<Planner> make_dapple_planner();
 std::unique_ptr<Planner> make_uniap_planner();
+/// `paper_constants`: the released code's 20 GiB/s P2P and 10 GiB/s all-reduce instead of the cluster's links.
+std::unique_ptr<Planner> make_rannc_planner(bool paper_constants);
 
 /// Sorts the feasible candidates by the planner's prediction (stable: ties keep generation order) and records
 /// the search time since `t0`.

@@ -47,13 +47,14 @@ TEST_P(PlannerContract, CandidatesAreValidAndSimulate) {
       EXPECT_LE(r.ranked[i - 1].estimate.iteration_s, c.estimate.iteration_s);
     }
   }
-  // The best two simulate (in their own processes). Planners with a synchronous cost model predict within 15% of
-  // the simulation; PipeDream's model is asynchronous steady state (no fill, drain or flush) and is not held to it.
+  // The best two simulate (in their own processes). Planners whose cost model overlaps gradient synchronisation
+  // as the simulator does predict within 15% of it; PipeDream's model is asynchronous steady state and RaNNC's
+  // charges the whole all-reduce after the drain, so they are not held to it (the bakeoff shows the gap).
   auto s = sim::search_plan(in, planner, 2, sim::SimOptions{});
   ASSERT_EQ(s.evaluated.size(), std::min<std::size_t>(2, r.ranked.size()));
   for (const auto& ev : s.evaluated) {
     EXPECT_GT(ev.simulated_s, 0);
-    if (planner != "pipedream") {
+    if (planner != "pipedream" && planner != "rannc") {
       EXPECT_NEAR(ev.candidate.estimate.iteration_s / ev.simulated_s, 1.0, 0.15);
     }
   }
