@@ -560,7 +560,7 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid | pipedream | dapple")
+    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid | pipedream | dapple | rannc | rannc-paper | uniap")
     ("out", po::value<std::string>(), "write plan.json, candidates.json and the chosen plan's summary.json/trace.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
@@ -640,7 +640,7 @@ int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("out", po::value<std::string>(), "write bakeoff.json and bakeoff.txt")
+    ("out", po::value<std::string>(), "write bakeoff.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
   add_planner_options(desc);

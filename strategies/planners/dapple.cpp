@@ -111,16 +111,7 @@ private:
       off += reps_of[s];
     }
     const double predicted = block * (M - 1) + fill + xfers + std::max(0.0, tail);
-    ParallelPlan plan;
-    plan.tp = ch.tp;
-    plan.sequence_parallel = ch.tp > 1;
-    plan.pp = p;
-    plan.dp = rp;
-    plan.micro_batch_size = mbs;
-    plan.global_batch_size = in.global_batch_size;
-    plan.layers_per_stage = layers;
-    if (std::any_of(reps_of.begin(), reps_of.end(), [](int r) { return r > 1; })) plan.stage_replicas = reps_of;
-    plan.schedule = Schedule::ONE_F_ONE_B;
+    ParallelPlan plan = pipeline_plan(in, ch, layers, reps_of, rp, mbs, Schedule::ONE_F_ONE_B);
     plan.dapple_warmup = true;
     auto cand = make_candidate(in, std::move(plan), predicted, block);
     if (!cand.estimate.fits) return std::nullopt;  // the DP's memory check is the planner's; the model's decides

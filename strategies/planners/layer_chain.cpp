@@ -76,6 +76,21 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   return ch;
 }
 
+ParallelPlan pipeline_plan(const PlannerInput& in, const LayerChain& ch, const std::vector<int>& layers,
+                           const std::vector<int>& replicas, int copies, int micro_batch_size, Schedule schedule) {
+  ParallelPlan plan;
+  plan.tp = ch.tp;
+  plan.sequence_parallel = ch.tp > 1;
+  plan.pp = static_cast<int>(layers.size());
+  plan.dp = copies;
+  plan.micro_batch_size = micro_batch_size;
+  plan.global_batch_size = in.global_batch_size;
+  plan.layers_per_stage = layers;
+  if (std::any_of(replicas.begin(), replicas.end(), [](int r) { return r > 1; })) plan.stage_replicas = replicas;
+  plan.schedule = schedule;
+  return plan;
+}
+
 Candidate make_candidate(const PlannerInput& in, ParallelPlan plan, double predicted_s, double bottleneck_s) {
   Candidate cand;
   cand.estimate.iteration_s = predicted_s;

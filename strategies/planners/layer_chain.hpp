@@ -48,6 +48,11 @@ struct LayerChain {
 /// `profile_batch` (costs are per sample: the profile divided by the batch) with recompute `rc`.
 LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch = 1, Recompute rc = Recompute::NONE);
 
+/// A pipeline plan of the partitioning planners: tp from the chain (sequence parallel when > 1), stages with
+/// `layers` and `replicas` (stage replication omitted when all are 1), `copies` pipeline copies.
+ParallelPlan pipeline_plan(const PlannerInput& in, const LayerChain& ch, const std::vector<int>& layers,
+                           const std::vector<int>& replicas, int copies, int micro_batch_size, Schedule schedule);
+
 /// Fills a candidate's estimate from the planner's own predicted time and the analytic memory model.
 Candidate make_candidate(const PlannerInput& in, ParallelPlan plan, double predicted_s, double bottleneck_s);
 

@@ -139,16 +139,7 @@ public:
       if (in.global_batch_size % (mbs * dp) != 0) {
         ++r.invalid;
       } else {
-        ParallelPlan plan;
-        plan.tp = ch.tp;
-        plan.sequence_parallel = ch.tp > 1;
-        plan.pp = static_cast<int>(layers.size());
-        plan.dp = dp;
-        plan.micro_batch_size = mbs;
-        plan.global_batch_size = in.global_batch_size;
-        plan.layers_per_stage = layers;
-        if (mbs > 1) plan.stage_replicas = reps;
-        plan.schedule = Schedule::ONE_F_ONE_B;
+        ParallelPlan plan = pipeline_plan(in, ch, layers, reps, dp, mbs, Schedule::ONE_F_ONE_B);
         // PipeDream's own prediction: the bottleneck stage's time per sample times the samples of an iteration
         // per pipeline (it has no fill or drain in steady asynchronous operation).
         const double per_sample = l2.A[l2.at(0, L, nodes)];

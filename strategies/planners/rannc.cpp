@@ -217,16 +217,7 @@ private:
       t_est += fm + bm;
     }
     t_est += *std::max_element(AR.begin(), AR.end());
-    ParallelPlan plan;
-    plan.tp = ch.tp;
-    plan.sequence_parallel = ch.tp > 1;
-    plan.pp = S;
-    plan.dp = R;
-    plan.micro_batch_size = mbs;
-    plan.global_batch_size = in.global_batch_size;
-    plan.layers_per_stage = layers;
-    if (std::any_of(reps.begin(), reps.end(), [](int x) { return x > 1; })) plan.stage_replicas = reps;
-    plan.schedule = Schedule::GPIPE;
+    ParallelPlan plan = pipeline_plan(in, ch, layers, reps, R, mbs, Schedule::GPIPE);
     plan.recompute = m > 1 ? Recompute::FULL : Recompute::NONE;
     auto cand = make_candidate(in, std::move(plan), t_est, 0.0);
     if (!cand.estimate.fits) return std::nullopt;
