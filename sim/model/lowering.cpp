@@ -116,6 +116,15 @@ private:
     if (prev >= 0) g_.depend(prev, first);
     prev = last;
   }
+  /// A rank's own part [first .. done] of a collective (folded forms): after `pred` and the stream's previous
+  /// task; reports `first` and returns `done`.
+  std::int32_t attach(int si, Stream s, std::int32_t pred, std::int32_t first, std::int32_t done,
+                      std::int32_t* first_out) {
+    if (first_out) *first_out = first;
+    if (pred >= 0) g_.depend(pred, first);
+    chain(si, s, first, done);
+    return done;
+  }
   std::int32_t collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
                           const std::string& name, int layer, int mb, std::int32_t pred,
                           std::int32_t* first_out = nullptr);
@@ -489,10 +498,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   if (n <= 1) return pred;
   if (folded) {
     auto [first, done] = member(si, grank, nullptr);
-    if (first_out) *first_out = first;
-    if (pred >= 0) g_.depend(pred, first);
-    chain(si, stream, first, done);
-    return done;
+    return attach(si, stream, pred, first, done, first_out);
   }
   auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
@@ -626,10 +632,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
   };
   if (folded) {
     auto [first, done] = member(si);
-    if (first_out) *first_out = first;
-    if (pred >= 0) g_.depend(pred, first);
-    chain(si, stream, first, done);
-    return done;
+    return attach(si, stream, pred, first, done, first_out);
   }
   auto key = std::make_tuple(members[0], key_code + 200, seq);
   auto it = instances_.find(key);
@@ -825,10 +828,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own group");
     const int succ = std::next(me) == members.end() ? members.front() : *std::next(me);
     auto [first, done] = member_tasks(si, grank, -1, succ, nullptr);
-    if (first_out) *first_out = first;
-    if (pred >= 0) g_.depend(pred, first);
-    chain(si, stream, first, done);
-    return done;
+    return attach(si, stream, pred, first, done, first_out);
   }
 
   auto key = std::make_tuple(members[0], key_code, seq);

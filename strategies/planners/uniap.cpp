@@ -123,11 +123,12 @@ private:
     if (!sol.feasible) return std::nullopt;
     std::vector<int> layers(p, 0);
     for (int s : sol.stage_of_layer) ++layers[s];
+    // A stage's data-parallel group: dp ranks tp apart, across nodes once tp * dp exceeds a node.
+    const LinkCost& dp_link = static_cast<long>(tp) * dp > in.cluster.gpus_per_node ? ch.inter : ch.intra;
     double ar = 0;
     for (int s = 0, first = 0; s < p; ++s) {
-      const bool spans = static_cast<long>(tp) * dp > in.cluster.gpus_per_node;
       const double bytes = ch.range_params(first, first + layers[s]) * dtype_bytes(in.model.dtype);
-      ar = std::max(ar, ch.all_reduce_s(bytes, dp, spans ? ch.inter : ch.intra));
+      ar = std::max(ar, ch.all_reduce_s(bytes, dp, dp_link));
       first += layers[s];
     }
     ParallelPlan plan;
