@@ -79,7 +79,7 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
           [&] {
             Lowered low = lower(jobs[k].model, cluster, jobs[k].plan, cal, own_opt);
             std::vector<int> own;
-            for (const auto& r : low.ranks) own.push_back(jobs[k].first_gpu + r.global_rank);
+            for (const auto& r : low.ranks) own.push_back(jobs[k].first_gpu + jobs[k].plan.gpu_of_rank(r.global_rank));
             EngineResult res = options.network == NetworkMode::ANALYTIC ? run_analytic(low.graph, cluster, cal, own)
                                                                         : run_on_simgrid(low.graph, cluster, cal, own);
             return std::vector<double>{*std::max_element(res.end_s.begin(), res.end_s.end())};
@@ -100,7 +100,7 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
     const auto toff = static_cast<std::int32_t>(merged.size());
     const auto roff = static_cast<std::int32_t>(gpus.size());
     task_offset.push_back(static_cast<std::size_t>(toff));
-    for (const auto& r : jr.lowered.ranks) gpus.push_back(job.first_gpu + r.global_rank);
+    for (const auto& r : jr.lowered.ranks) gpus.push_back(job.first_gpu + job.plan.gpu_of_rank(r.global_rank));
     for (const auto& t : g.tasks()) {
       Task c = t;
       c.rank += roff;

@@ -1,7 +1,7 @@
 #include "sim/simulate.hpp"
 
 #include "sim/engine/analytic_runtime.hpp"
-#include "sim/model/routing.hpp"
+#include "traces/routing.hpp"
 
 #include "strategies/schedule.hpp"
 
@@ -26,7 +26,7 @@ Simulation simulate(const Inputs& in) {
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   std::vector<int> gpus;
-  for (const auto& r : s.lowered.ranks) gpus.push_back(r.global_rank);
+  for (const auto& r : s.lowered.ranks) gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
   s.engine = in.options->network == NetworkMode::ANALYTIC
                  ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus)
                  : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus);

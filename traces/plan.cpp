@@ -247,6 +247,12 @@ std::vector<int> ParallelPlan::stage_layers(int num_layers) const {
   return out;
 }
 
+bool ParallelPlan::has_device_map() const {
+  for (std::size_t r = 0; r < device_map.size(); ++r)
+    if (device_map[r] != static_cast<int>(r)) return true;
+  return false;
+}
+
 void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& cluster) const {
   const std::string ctx = "plan";
   auto positive = [&](long v, const char* field) {
@@ -276,6 +282,20 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     throw ConfigError(ctx + ": tp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(pp) + "*" +
                       std::to_string(dp) + " = " + std::to_string(world_size()) + " does not match the " +
                       std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+  }
+  if (!device_map.empty()) {
+    if (static_cast<int>(device_map.size()) != world_size())
+      throw ConfigError(ctx + ": device_map has " + std::to_string(device_map.size()) + " entries for " +
+                        std::to_string(world_size()) + " ranks");
+    std::vector<char> used(static_cast<std::size_t>(cluster.total_gpus()), 0);
+    for (std::size_t r = 0; r < device_map.size(); ++r) {
+      const int g = device_map[r];
+      if (g < 0 || g >= cluster.total_gpus())
+        throw ConfigError(ctx + ": device_map[" + std::to_string(r) + "] = " + std::to_string(g) +
+                          " is not a GPU of cluster '" + cluster.name + "' (0.." + std::to_string(cluster.total_gpus() - 1) + ")");
+      if (used[static_cast<std::size_t>(g)]++)
+        throw ConfigError(ctx + ": device_map gives GPU " + std::to_string(g) + " to two ranks");
+    }
   }
   if (global_batch_size % (micro_batch_size * dp) != 0)
     throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) +
@@ -354,6 +374,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
           {"dp_overlap", p.dp_overlap},
           {"dp_bucket_bytes", p.dp_bucket_bytes}};
   if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
+  if (!p.device_map.empty()) j["device_map"] = p.device_map;
   if (p.schedule == Schedule::CUSTOM) {
     j["custom_order"] = custom_to_json(p.custom_order);
     if (!p.custom_source.empty()) j["custom_source"] = p.custom_source;
@@ -367,7 +388,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                             {"schema_version", "tp", "pp", "dp", "micro_batch_size", "global_batch_size",
                              "num_microbatches", "layers_per_stage", "schedule", "virtual_stages", "custom_order",
                              "custom_source", "zero_stage", "recompute", "sequence_parallel", "rank_order",
-                             "dp_overlap", "dp_bucket_bytes", "stage_replicas"});
+                             "dp_overlap", "dp_bucket_bytes", "stage_replicas", "device_map"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -376,6 +397,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.global_batch_size = get<int>(j, ctx, "global_batch_size");
   p.layers_per_stage = get_or<std::vector<int>>(j, ctx, "layers_per_stage", {});
   p.stage_replicas = get_or<std::vector<int>>(j, ctx, "stage_replicas", {});
+  p.device_map = get_or<std::vector<int>>(j, ctx, "device_map", {});
   const std::string sched = get_or<std::string>(j, ctx, "schedule", "1f1b");
   if (sched == "custom") {
     p.schedule = Schedule::CUSTOM;

@@ -63,6 +63,10 @@ struct ParallelPlan {
   bool sequence_parallel = false;
   /// Innermost axis first; default TP innermost (inside a node), then DP, then PP.
   std::array<Axis, 3> rank_order = {Axis::TP, Axis::DP, Axis::PP};
+  /// Device mapping: rank r runs on GPU device_map[r] (a permutation of the cluster's GPUs, relative to the
+  /// job's first GPU). Empty = rank r on GPU r. Planners that map stages onto arbitrary connectivity (after
+  /// Luo et al.) set it; ranks are then simulated unfolded.
+  std::vector<int> device_map;
   bool dp_overlap = true;             ///< overlap gradient all-reduce buckets with the last backward
   double dp_bucket_bytes = 25.0 * 1048576.0;  ///< PyTorch DDP default bucket size (25 MiB)
 
@@ -78,6 +82,10 @@ struct ParallelPlan {
   std::string schedule_name() const;
   int degree(Axis a) const { return a == Axis::TP ? tp : a == Axis::DP ? dp : pp; }
   int rank_of(const RankCoord& c) const;
+  /// GPU of `rank` (relative to the job's first GPU): device_map[rank], or rank itself without a mapping.
+  int gpu_of_rank(int rank) const { return device_map.empty() ? rank : device_map[rank]; }
+  /// True when a device map is set and differs from the identity.
+  bool has_device_map() const;
   RankCoord coord_of(int rank) const;
   /// Layers of each stage after applying the default uniform split (pp entries).
   std::vector<int> stage_layers(int num_layers) const;

@@ -7,7 +7,7 @@
 #include <memory>
 #include <tuple>
 
-#include "sim/model/routing.hpp"
+#include "traces/routing.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
 
@@ -75,9 +75,9 @@ private:
   double hop_bandwidth(Path path, int a, int b) const {
     if (routing_) {
       double bw = 1e300;
-      for (int d : routing_->route(a + off_, b + off_)) {
+      for (int d : routing_->route(gpu(a), gpu(b))) {
         const auto& l = c_.graph.links[d / 2];
-        const bool network = l.kind == "ib" || l.kind == "nic" || l.kind == "ethernet";
+        const bool network = is_network_link(l.kind);
         bw = std::min(bw, l.bandwidth_Bps * (network ? cal_.inter_bandwidth_efficiency : cal_.intra_bandwidth_efficiency));
       }
       return bw;
@@ -93,7 +93,7 @@ private:
     return alpha * (lf - 1) + bytes / hop_bandwidth(path, a, b) * (1 / bf - 1);
   }
   /// Path kind between two ranks of this plan (GPU = rank + the job's first GPU).
-  Path path(int a, int b) const { return path_between(c_, a + off_, b + off_); }
+  Path path(int a, int b) const { return path_between(c_, gpu(a), gpu(b)); }
   double hop_latency(Path path) const {
     if (path == Path::INTRA_NODE) return c_.intra.latency_s;
     return c_.inter.latency_s + (path == Path::CROSS_LEAF  ? c_.inter.spine_latency_s
@@ -172,6 +172,8 @@ private:
   const PassCosts& costs_;
   std::vector<PassCosts> stage_costs_;  ///< per stage when stage replicas change the micro-batch size
   const int off_ = opt_.first_gpu;      ///< GPU of rank 0 (several jobs on one cluster)
+  /// Global GPU of plan rank `rank`: the job's first GPU + the plan's device mapping.
+  int gpu(int rank) const { return off_ + p_.gpu_of_rank(rank); }
   std::unique_ptr<GraphRouting> routing_ = c_.has_graph() ? std::make_unique<GraphRouting>(c_.graph) : nullptr;
 
   TaskGraph g_;
@@ -327,6 +329,10 @@ FoldDecision Lowerer::decide_folding() const {
     d.reason = "not folded: explicit network graph (links may be shared between ranks)";
     return d;
   }
+  if (p_.has_device_map()) {
+    d.reason = "not folded: the plan maps ranks onto GPUs (device_map), so symmetric ranks need not see alike links";
+    return d;
+  }
   if (may_use_trees()) {
     d.reason = "not folded: tree collectives give ranks different roles";
     return d;
@@ -368,7 +374,7 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
   d.name = g_.intern(name);
   d.microbatch = mb;
   const Path p2p_path = path(ga, gb);
-  const double p2p_alpha = routing_ ? routing_->latency_s(ga + off_, gb + off_) : hop_latency(p2p_path);
+  const double p2p_alpha = routing_ ? routing_->latency_s(gpu(ga), gpu(gb)) : hop_latency(p2p_path);
   d.duration_s = std::max(0.0, cal_.p2p_overhead_s + segment_extra_s(p2p_path, ga, gb, p2p_alpha, bytes));
   auto delay = add_on_stream(si_from, d);
   if (pred >= 0) g_.depend(pred, delay);
@@ -385,11 +391,11 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
 bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                                  std::vector<int>* cross) const {
   std::map<int, std::vector<int>> by_node;  // node -> members on it (sorted, as members are)
-  for (int m : members) by_node[c_.node_of(m + off_)].push_back(m);
+  for (int m : members) by_node[c_.node_of(gpu(m))].push_back(m);
   const std::size_t g = by_node.begin()->second.size();
   for (const auto& [node, v] : by_node)
     if (v.size() != g) return false;
-  const auto& mine = by_node[c_.node_of(grank + off_)];
+  const auto& mine = by_node[c_.node_of(gpu(grank))];
   const auto pos = std::find(mine.begin(), mine.end(), grank) - mine.begin();
   *local = mine;
   cross->clear();
@@ -705,7 +711,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   const CollectiveAlgorithm algo = algorithm_for(kind, bytes);
   if (algo == CollectiveAlgorithm::NVLS) {
     for (int m : members)
-      if (c_.has_graph() || c_.node_of(m + off_) != c_.node_of(grank + off_))
+      if (c_.has_graph() || c_.node_of(gpu(m)) != c_.node_of(gpu(grank)))
         throw ConfigError("the nvls all-reduce needs every member in one NVSwitch node; use another algorithm");
     return nvls_all_reduce(si, members, folded, axis_code * 4, seq, stream, bytes, phase, name_id, layer, mb, pred,
                            first_out);
@@ -764,7 +770,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global,
                           std::vector<std::int32_t>* step_flows) -> std::pair<std::int32_t, std::int32_t> {
     const Path hop = path(member_global, succ_global);
-    const double alpha = routing_ ? routing_->latency_s(member_global + off_, succ_global + off_) : hop_latency(hop);
+    const double alpha = routing_ ? routing_->latency_s(gpu(member_global), gpu(succ_global)) : hop_latency(hop);
     // Message-size factors of the calibration (per ring step of `chunk` bytes), applied as extra latency.
     const double extra = segment_extra_s(hop, member_global, succ_global, alpha, chunk);
     const double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);

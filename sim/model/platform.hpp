@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/model/routing.hpp"
+#include "traces/routing.hpp"
 #include "sim/model/task_graph.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"

@@ -359,7 +359,7 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
   if (link_tracks && !res.link_stats.empty()) {
     const Platform pf = describe_platform(*in.cluster, *in.calibration, [&] {
       std::vector<int> g;
-      for (const auto& r : low.ranks) g.push_back(in.options->first_gpu + r.global_rank);
+      for (const auto& r : low.ranks) g.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
       return g;
     }());
     struct Change {

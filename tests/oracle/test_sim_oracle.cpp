@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sim/engine/analytic_runtime.hpp"
-#include "sim/model/routing.hpp"
+#include "traces/routing.hpp"
 #include "sim/simulate.hpp"
 #include "tests/support/sim_fixture.hpp"
 

@@ -229,7 +229,7 @@ TEST(StageReplicas, GradientsAreSummedOverEachStagesReplicas) {
 
 // ---- Explicit network graphs (routing with Boost.Graph).
 
-#include "sim/model/routing.hpp"
+#include "traces/routing.hpp"
 
 TEST(GraphRouting, Dgx1UsesNvlinkWhereItExistsAndNeverTransitsAGpu) {
   ClusterSpec c = dgx1_v100(1);

@@ -1,12 +1,13 @@
-#include "sim/model/routing.hpp"
+#include "traces/routing.hpp"
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <algorithm>
 #include <limits>
 
 #include "traces/error.hpp"
 
-namespace dtsim::sim {
+namespace dtsim {
 
 struct GraphRouting::Impl {
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
@@ -94,4 +95,37 @@ double GraphRouting::latency_s(int from, int to) const {
   return l;
 }
 
-}  // namespace dtsim::sim
+bool is_network_link(const std::string& kind) { return kind == "ib" || kind == "nic" || kind == "ethernet"; }
+
+PairLinks::PairLinks(const ClusterSpec& cluster, const Calibration& cal)
+    : c_(cluster), cal_(cal), routing_(cluster.has_graph() ? std::make_unique<GraphRouting>(cluster.graph) : nullptr) {}
+PairLinks::~PairLinks() = default;
+
+PairLink PairLinks::get(int a, int b) const {
+  DTSIM_ASSERT(a >= 0 && b >= 0 && a < c_.total_gpus() && b < c_.total_gpus(), "GPU " << a << " or " << b << " out of range");
+  PairLink pl;
+  if (a == b) {
+    pl.bandwidth_Bps = c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency;
+    return pl;
+  }
+  if (routing_) {
+    pl.bandwidth_Bps = 1e300;
+    for (int d : routing_->route(a, b)) {
+      const auto& l = c_.graph.links[d / 2];
+      pl.latency_s += l.latency_s;
+      pl.bandwidth_Bps = std::min(pl.bandwidth_Bps, l.bandwidth_Bps * (is_network_link(l.kind) ? cal_.inter_bandwidth_efficiency
+                                                                                           : cal_.intra_bandwidth_efficiency));
+    }
+  } else if (c_.node_of(a) == c_.node_of(b)) {
+    pl = {c_.intra.latency_s, c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency};
+  } else {
+    const bool spine = c_.leaf_of(a) != c_.leaf_of(b);
+    pl.latency_s = c_.inter.latency_s + (spine ? c_.inter.spine_latency_s : 0.0);
+    pl.bandwidth_Bps = c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency /
+                       (spine && c_.inter.topology != "switch" ? c_.inter.oversubscription : 1.0);
+  }
+  pl.latency_s += cal_.p2p_overhead_s;
+  return pl;
+}
+
+}  // namespace dtsim
