@@ -18,6 +18,7 @@ std::string describe(const ParallelPlan& p) {
   };
   if (!p.layers_per_stage.empty()) list("layers", p.layers_per_stage);
   if (p.has_stage_replicas()) list("replicas", p.stage_replicas);
+  if (p.has_device_map()) o << " mapped";
   return o.str();
 }
 
@@ -28,13 +29,14 @@ void finish(PlannerResult& r, std::chrono::steady_clock::time_point t0) {
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple", "rannc", "uniap"}; }
+std::vector<std::string> planner_names() { return {"grid", "pipedream", "dapple", "rannc", "uniap", "luo"}; }
 
 std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "grid") return make_grid_planner();
   if (name == "pipedream") return make_pipedream_planner();
   if (name == "dapple") return make_dapple_planner();
   if (name == "uniap") return make_uniap_planner();
+  if (name == "luo") return make_luo_planner();
   if (name == "rannc") return make_rannc_planner(false);
   if (name == "rannc-paper") return make_rannc_planner(true);
   std::string known;

@@ -11,6 +11,8 @@ std::unique_ptr<Planner> make_grid_planner();
 std::unique_ptr<Planner> make_pipedream_planner();
 std::unique_ptr<Planner> make_dapple_planner();
 std::unique_ptr<Planner> make_uniap_planner();
+/// After Luo et al. (INFOCOM'22): partition + device mapping over pairwise links + micro-batch scheduler.
+std::unique_ptr<Planner> make_luo_planner();
 /// `paper_constants`: the released code's 20 GiB/s P2P and 10 GiB/s all-reduce instead of the cluster's links.
 std::unique_ptr<Planner> make_rannc_planner(bool paper_constants);
 
