@@ -54,11 +54,12 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   for (double p : ch.params) ch.static_bytes.push_back(memory::static_memory_for_params(p, m.dtype, 0, 1).total());
   ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
   ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
-  // A TP group's GPUs each have their NIC share: the group moves its shard in parallel over tp NIC shares.
+  // Byte counts of the chain are per GPU (boundary_bytes and params are a TP rank's shard): every GPU of a TP
+  // group moves its own shard over its own NIC share, in parallel with the others.
   const double nic_per_gpu = c.inter.nic_bandwidth_Bps * c.inter.nics_per_node / c.gpus_per_node;
   if (c.num_nodes <= 1 || nic_per_gpu <= 0) ch.inter = ch.intra;
   else ch.inter = {c.inter.latency_s + cal.p2p_overhead_s,
-              nic_per_gpu * tp * cal.inter_bandwidth_efficiency /
+              nic_per_gpu * cal.inter_bandwidth_efficiency /
                   (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
   ch.devices_per_node = c.gpus_per_node / tp;
   ch.devices = c.total_gpus() / tp;
