@@ -27,15 +27,39 @@ Link hop(const ClusterSpec& c, const Calibration& cal, int n, int stride) {
               (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
 }
 
+// Links of a TP group's collectives: the whole group, or one axis of a 2-D/2.5-D/3-D layout (index = TpAxis).
+struct TpLinks {
+  int tp = 1;
+  Link axis[7];
+  int size[7] = {1, 1, 1, 1, 1, 1, 1};
+};
+
+TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int stride_tp, TpLayout layout, int depth) {
+  TpLinks l;
+  l.tp = tp;
+  const int q = layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(layout, tp, depth));
+  // (members, stride in tp index) of each axis; see cost::tp_axis_members for the layout of t.
+  const std::pair<int, int> axes[7] = {{tp, 1},          {q, 1}, {q, q},     {tp / std::max(1, q * q), q * q},
+                                       {q, q},           {q, q * q}, {q, 1}};
+  for (int a = 0; a < 7; ++a) {
+    l.size[a] = std::max(1, axes[a].first);
+    l.axis[a] = hop(c, cal, l.size[a], axes[a].second * stride_tp);
+  }
+  return l;
+}
+
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
-                  const Link& tp_link, int tp) {
+                  const TpLinks& tl) {
   double t = 0;
   for (const auto& s : steps) {
-    if (s.kind == cost::Step::Kind::COMPUTE)
+    if (s.kind == cost::Step::Kind::COMPUTE) {
       t += cost::step_time_s(s, c.gpu, dt, cal);
-    else
-      t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, tp, s.collective_bytes, tp_link.alpha,
-                       tp_link.bw, cal.collective_step_overhead_s);
+    } else {
+      const int a = static_cast<int>(s.axis);
+      const int n = s.group_size > 0 ? s.group_size : tl.size[a];
+      t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, n, s.collective_bytes, tl.axis[a].alpha,
+                       tl.axis[a].bw, cal.collective_step_overhead_s);
+    }
   }
   return t;
 }
@@ -43,7 +67,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
 
 double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                     int tp) {
-  return steps_time(steps, c, cal, dt, hop(c, cal, tp, 1), tp);
+  return steps_time(steps, c, cal, dt, tp_links(c, cal, tp, 1, TpLayout::D1, 1));
 }
 
 Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibration& cal, const ParallelPlan& plan) {
@@ -56,26 +80,26 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (a == Axis::DP) stride_dp = stride;
     stride *= plan.degree(a);
   }
-  const Link tp_link = hop(c, cal, plan.tp, stride_tp);
+  const TpLinks tp_link = tp_links(c, cal, plan.tp, stride_tp, plan.tp_layout, plan.tp_depth);
   const Link dp_link = hop(c, cal, plan.dp, stride_dp);
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0);
   for (int s = 0; s < p; ++s) {
-    cost::Shape sh{plan.micro_batch_size / plan.replicas(s), plan.tp, plan.sequence_parallel, plan.recompute};
+    const cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size / plan.replicas(s));
     const auto layer = cost::layer_passes(m, sh);
-    double f = layers[s] * steps_time(layer.forward, c, cal, m.dtype, tp_link, plan.tp);
-    double b = layers[s] * (steps_time(layer.recompute, c, cal, m.dtype, tp_link, plan.tp) +
-                            steps_time(layer.backward, c, cal, m.dtype, tp_link, plan.tp));
+    double f = layers[s] * steps_time(layer.forward, c, cal, m.dtype, tp_link);
+    double b = layers[s] * (steps_time(layer.recompute, c, cal, m.dtype, tp_link) +
+                            steps_time(layer.backward, c, cal, m.dtype, tp_link));
     if (s == 0) {
       const auto emb = cost::embedding_passes(m, sh);
-      f += steps_time(emb.forward, c, cal, m.dtype, tp_link, plan.tp);
-      b += steps_time(emb.backward, c, cal, m.dtype, tp_link, plan.tp);
+      f += steps_time(emb.forward, c, cal, m.dtype, tp_link);
+      b += steps_time(emb.backward, c, cal, m.dtype, tp_link);
     }
     if (s == p - 1) {
       const auto head = cost::head_passes(m, sh);
-      f += steps_time(head.forward, c, cal, m.dtype, tp_link, plan.tp);
-      b += steps_time(head.backward, c, cal, m.dtype, tp_link, plan.tp);
+      f += steps_time(head.forward, c, cal, m.dtype, tp_link);
+      b += steps_time(head.backward, c, cal, m.dtype, tp_link);
     }
     stage_time[s] = f + b;
     last_backward[s] = b;

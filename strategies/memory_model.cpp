@@ -11,7 +11,7 @@ double optimizer_bytes_per_param(DType dtype) { return (dtype == DType::FP32 ? 0
 
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   const auto layers = plan.stage_layers(m.num_layers);
-  double p = layers[stage] * cost::layer_params_per_rank(m, plan.tp);
+  double p = layers[stage] * cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
   if (stage == 0) p += cost::first_stage_extra_params(m, plan.tp);
   if (stage == plan.pp - 1) p += cost::last_stage_extra_params(m, plan.tp, plan.pp);
   return p;
@@ -35,7 +35,7 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
 namespace {
 // A replica of a replicated stage holds its share of the micro-batch.
 cost::Shape shape_of(const ParallelPlan& plan, int stage) {
-  return {plan.micro_batch_size / plan.replicas(stage), plan.tp, plan.sequence_parallel, plan.recompute};
+  return cost::shape_of(plan, plan.micro_batch_size / plan.replicas(stage));
 }
 }  // namespace
 

@@ -9,18 +9,6 @@
 namespace dtsim::tp {
 namespace {
 
-/// Exact integer k-th root of n, or -1 when n is not a perfect k-th power.
-int exact_root(int n, int k) {
-  if (n < 1) return -1;
-  const int guess = static_cast<int>(std::lround(std::pow(static_cast<double>(n), 1.0 / k)));
-  for (int q = std::max(1, guess - 1); q <= guess + 1; ++q) {
-    long long v = 1;
-    for (int i = 0; i < k; ++i) v *= q;
-    if (v == n) return q;
-  }
-  return -1;
-}
-
 double ring_factor(const std::string& kind, int g) {
   const double f = static_cast<double>(g - 1) / g;
   // [Δ §2] ring all-reduce = reduce-scatter + all-gather; the others move S over g-1 links in total.
@@ -38,46 +26,15 @@ void check_shape(const LinearShape& s) {
 
 }  // namespace
 
-std::string to_string(Layout layout) {
-  switch (layout) {
-    case Layout::D1: return "1d";
-    case Layout::D2: return "2d";
-    case Layout::D2_5: return "2.5d";
-    case Layout::D3: return "3d";
-  }
-  return "?";
-}
-
-Layout layout_from_string(const std::string& name) {
-  for (Layout l : {Layout::D1, Layout::D2, Layout::D2_5, Layout::D3})
-    if (to_string(l) == name) return l;
-  throw ConfigError("unknown tensor-parallel layout '" + name + "' (valid: 1d, 2d, 2.5d, 3d)");
-}
-
-bool valid_degree(Layout layout, int devices, int depth) {
-  if (devices < 1) return false;
-  switch (layout) {
-    case Layout::D1: return true;                                   // [D] any p
-    case Layout::D2: return exact_root(devices, 2) > 0;             // [D] p = q²
-    case Layout::D2_5:                                              // [D] p = q²·d
-      return depth >= 1 && devices % depth == 0 && exact_root(devices / depth, 2) > 0;
-    case Layout::D3: return exact_root(devices, 3) > 0;             // [D] p = q³
-  }
-  return false;
-}
+bool valid_degree(Layout layout, int devices, int depth) { return tp_grid_side(layout, devices, depth) > 0; }
 
 int grid_side(Layout layout, int devices, int depth) {
-  if (!valid_degree(layout, devices, depth))
+  const int q = tp_grid_side(layout, devices, depth);
+  if (q == 0)
     throw ConfigError("tensor-parallel layout " + to_string(layout) + " cannot use " + std::to_string(devices) +
                       " devices" + (layout == Layout::D2_5 ? " with depth " + std::to_string(depth) : "") +
                       " (1d: any p >= 1; 2d: p = q^2; 2.5d: p = q^2*d; 3d: p = q^3)");
-  switch (layout) {
-    case Layout::D1: return devices;
-    case Layout::D2: return exact_root(devices, 2);
-    case Layout::D2_5: return exact_root(devices / depth, 2);
-    case Layout::D3: return exact_root(devices, 3);
-  }
-  return 1;
+  return q;
 }
 
 double ring_bytes_sent(const Collective& c) { return ring_factor(c.kind, c.group_size) * c.bytes * c.count; }

@@ -19,14 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "traces/plan.hpp"
+
 namespace dtsim::tp {
 
-enum class Layout { D1, D2, D2_5, D3 };
-
-/// "1d", "2d", "2.5d", "3d".
-std::string to_string(Layout layout);
-/// Inverse of to_string; throws dtsim::ConfigError naming the bad value and the valid ones.
-Layout layout_from_string(const std::string& name);
+/// The plan's layout type (traces/plan.hpp: to_string(TpLayout), tp_layout_from_string, tp_grid_side).
+using Layout = dtsim::TpLayout;
 
 /// Whether `devices` can be arranged in `layout` [D §2 "Complexity"]: 1-D any p >= 1; 2-D p = q²;
 /// 2.5-D p = q²·depth (depth >= 1); 3-D p = q³. `depth` is read only for 2.5-D.

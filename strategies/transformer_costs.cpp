@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "strategies/tp_layouts.hpp"
 #include "traces/error.hpp"
 
 namespace dtsim::cost {
@@ -16,6 +17,55 @@ std::string to_string(CollectiveKind k) {
     case CollectiveKind::REDUCE: return "reduce";
   }
   return "?";
+}
+
+std::string to_string(TpAxis a) {
+  switch (a) {
+    case TpAxis::ALL: return "tp";
+    case TpAxis::ROW: return "row";
+    case TpAxis::COL: return "col";
+    case TpAxis::DEPTH: return "depth";
+    case TpAxis::INPUT: return "input";
+    case TpAxis::WEIGHT: return "weight";
+    case TpAxis::OUTPUT: return "output";
+  }
+  return "?";
+}
+
+std::vector<int> tp_axis_members(TpLayout layout, int tp, int depth, TpAxis axis, int t) {
+  std::vector<int> out;
+  if (axis == TpAxis::ALL || layout == TpLayout::D1) {
+    for (int x = 0; x < tp; ++x) out.push_back(x);
+    return out;
+  }
+  const int q = tp_grid_side(layout, tp, depth);
+  DTSIM_ASSERT(q > 0 && t >= 0 && t < tp, "tp index " << t << " outside layout " << to_string(layout) << " of " << tp);
+  // Coordinates (a, b, c) with t = (a q + b) q + c: 2-D/2.5-D (k, i, j), 3-D (i, j, l).
+  const int a = t / (q * q), b = (t / q) % q, c = t % q;
+  const int na = tp / (q * q);
+  auto idx = [q](int x, int y, int z) { return (x * q + y) * q + z; };
+  const bool cube = layout == TpLayout::D3;
+  DTSIM_ASSERT(cube ? (axis == TpAxis::INPUT || axis == TpAxis::WEIGHT || axis == TpAxis::OUTPUT)
+                    : (axis == TpAxis::ROW || axis == TpAxis::COL || axis == TpAxis::DEPTH),
+               "axis " << to_string(axis) << " does not belong to layout " << to_string(layout));
+  if (axis == TpAxis::ROW || axis == TpAxis::OUTPUT)  // vary the last coordinate (j of a row; l)
+    for (int z = 0; z < q; ++z) out.push_back(idx(a, b, z));
+  else if (axis == TpAxis::COL || axis == TpAxis::INPUT)  // vary the middle one (i of a column; j)
+    for (int y = 0; y < q; ++y) out.push_back(idx(a, y, c));
+  else  // DEPTH (k), WEIGHT (i): the first
+    for (int x = 0; x < (cube ? q : na); ++x) out.push_back(idx(x, b, c));
+  return out;
+}
+
+Shape shape_of(const ParallelPlan& plan, int micro_batch) {
+  Shape sh;
+  sh.micro_batch = micro_batch;
+  sh.tp = plan.tp;
+  sh.sequence_parallel = plan.sequence_parallel || (plan.tp_layout != TpLayout::D1 && plan.tp > 1);
+  sh.recompute = plan.recompute;
+  sh.layout = plan.tp_layout;
+  sh.tp_depth = plan.tp_depth;
+  return sh;
 }
 
 double Step::flops() const {
@@ -81,7 +131,145 @@ std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_di
 }
 }  // namespace
 
+
+namespace {
+CollectiveKind collective_kind(const std::string& k) {
+  if (k == "all-reduce") return CollectiveKind::ALL_REDUCE;
+  if (k == "all-gather") return CollectiveKind::ALL_GATHER;
+  if (k == "reduce-scatter") return CollectiveKind::REDUCE_SCATTER;
+  if (k == "broadcast") return CollectiveKind::BROADCAST;
+  DTSIM_ASSERT(k == "reduce", "unknown collective kind " << k);
+  return CollectiveKind::REDUCE;
+}
+TpAxis tp_axis(const std::string& a) {
+  for (TpAxis x : {TpAxis::ALL, TpAxis::ROW, TpAxis::COL, TpAxis::DEPTH, TpAxis::INPUT, TpAxis::WEIGHT, TpAxis::OUTPUT})
+    if (to_string(x) == a) return x;
+  DTSIM_ASSERT(false, "unknown tensor-parallel axis " << a);
+  return TpAxis::ALL;
+}
+Step axis_coll(const std::string& name, const tp::Collective& k) {
+  Step s = coll(name + "-" + k.kind + "-" + k.axis, collective_kind(k.kind), k.bytes * k.count);
+  s.axis = tp_axis(k.axis);
+  s.group_size = k.group_size;
+  return s;
+}
+bool gathers(const tp::Collective& k) { return k.kind == "broadcast" || k.kind == "all-gather"; }
+
+// One linear of a 2-D / 2.5-D / 3-D layer: its input-side collectives (broadcasts, all-gathers), the local
+// GEMMs, its output-side collectives (reduce-scatters, reduces); backward: dY gathers, the dgrad and wgrad GEMMs,
+// then the reductions of dX and dA. The `count` calls of a collective (the q SUMMA steps) are merged into one
+// call of count x the bytes: the bandwidth term is exact, the latency term counts one call [Δ].
+struct GridLinear {
+  std::vector<Step> forward, backward;
+};
+GridLinear grid_linear(const Shape& sh, const std::string& name, double tokens, double h_in, double h_out, double e,
+                       bool swap_io) {
+  const tp::LinearCost c = tp::linear_cost(sh.layout, sh.tp, sh.tp_depth, {tokens, h_in, h_out, e});
+  const int q = tp_grid_side(sh.layout, sh.tp, sh.tp_depth);
+  // Per-device GEMMs: SUMMA runs q steps of [rows, h_in/q] x [h_in/q, h_out/q] (rows = B/q for 2-D, B/(dq) for
+  // 2.5-D); 3-D one GEMM [B/q, h_in/q] x [h_in/q, h_out/q] after the gathers.
+  const bool cube = sh.layout == TpLayout::D3;
+  const double rows = cube ? tokens / q : tokens / (static_cast<double>(sh.tp) / q);
+  const int steps = cube ? 1 : q;
+  std::vector<Op> fwd, bwd;
+  for (int k = 0; k < steps; ++k) {
+    Op g = gemm(name, rows, h_in / q, h_out / q, e);
+    fwd.push_back(g);
+    append(bwd, gemm_bwd(g));
+  }
+  auto fix_axis = [&](tp::Collective k) {
+    if (cube && swap_io) k.axis = k.axis == "input" ? "output" : k.axis == "output" ? "input" : k.axis;
+    return k;
+  };
+  GridLinear out;
+  for (const auto& k0 : c.forward) {
+    const auto k = fix_axis(k0);
+    if (gathers(k)) out.forward.push_back(axis_coll(name, k));
+  }
+  out.forward.push_back(compute(name, fwd));
+  for (const auto& k0 : c.forward) {
+    const auto k = fix_axis(k0);
+    if (!gathers(k)) out.forward.push_back(axis_coll(name, k));
+  }
+  for (const auto& k0 : c.backward) {
+    const auto k = fix_axis(k0);
+    if (gathers(k)) out.backward.push_back(axis_coll(name + "-bwd", k));
+  }
+  out.backward.push_back(compute(name + "-bwd", bwd));
+  for (const auto& k0 : c.backward) {
+    const auto k = fix_axis(k0);
+    if (!gathers(k)) out.backward.push_back(axis_coll(name + "-bwd", k));
+  }
+  return out;
+}
+
+// A transformer layer with every tensor partitioned over the tp ranks (2-D, 2.5-D, 3-D): the four linears with
+// their layout's collectives (seed-algorithms §2); the attention core and the element-wise kernels do 1/tp of the
+// work on local data [Δ: heads split q ways, tokens tp/q ways]; LayerNorm statistics all-reduces are not modelled.
+LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const double t = d.t, T = d.T, e = d.e;
+  const int q = tp_grid_side(sh.layout, sh.tp, sh.tp_depth);
+  const double ffn_out = d.f * (m.mlp == MlpKind::SWIGLU ? 2 : 1);
+  const bool cube = sh.layout == TpLayout::D3;
+  GridLinear qkv = grid_linear(sh, "qkv", T, d.h, d.h + 2 * d.kv, e, false);
+  GridLinear proj = grid_linear(sh, "proj", T, d.h, d.h, e, cube);
+  GridLinear fc1 = grid_linear(sh, "fc1", T, d.h, ffn_out, e, false);
+  GridLinear fc2 = grid_linear(sh, "fc2", T, d.f, d.h, e, cube);
+  Dims dl = d;
+  dl.b = d.b / (t / q);  // the tokens of this rank's row block
+  const std::vector<Op> core = attention_core(dl, m.heads / q, m.head_dim());
+  Op ln1 = mem("ln1", 2 * T * d.h * e / t);
+  Op dropres1 = mem("dropout-residual1", T * d.h * (3 * e + 1) / t);
+  Op ln2 = mem("ln2", 2 * T * d.h * e / t);
+  Op act = mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * T * d.f / t * e);
+  Op dropres2 = mem("dropout-residual2", T * d.h * (3 * e + 1) / t);
+  auto add = [](std::vector<Step>& dst, const std::vector<Step>& src) { dst.insert(dst.end(), src.begin(), src.end()); };
+  LayerPasses p;
+  p.forward.push_back(compute("ln1", {ln1}));
+  add(p.forward, qkv.forward);
+  p.forward.push_back(compute("attention-core", core));
+  add(p.forward, proj.forward);
+  p.forward.push_back(compute("ln2", {dropres1, ln2}));
+  add(p.forward, fc1.forward);
+  p.forward.push_back(compute(act.name, {act}));
+  add(p.forward, fc2.forward);
+  p.forward.push_back(compute("residual", {dropres2}));
+
+  std::vector<Op> core_b;
+  for (auto it = core.rbegin(); it != core.rend(); ++it) {
+    if (it->gemm) {
+      auto b = gemm_bwd(*it);
+      b[1].name = it->name + "-dgrad2";
+      b[1].weight_grad = false;
+      append(core_b, b);
+    } else {
+      core_b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+    }
+  }
+  p.backward.push_back(compute("residual-bwd", {mem("dropout-residual2-bwd", dropres2.bytes)}));
+  add(p.backward, fc2.backward);
+  p.backward.push_back(compute(act.name + "-bwd", {mem(act.name + "-bwd", 1.5 * act.bytes)}));
+  add(p.backward, fc1.backward);
+  p.backward.push_back(compute("ln2-bwd", {mem("ln2-bwd", 1.5 * ln2.bytes), mem("dropout-residual1-bwd", dropres1.bytes)}));
+  add(p.backward, proj.backward);
+  p.backward.push_back(compute("attention-core-bwd", core_b));
+  add(p.backward, qkv.backward);
+  p.backward.push_back(compute("ln1-bwd", {mem("ln1-bwd", 1.5 * ln1.bytes)}));
+
+  split_backward(p);
+  if (sh.recompute == Recompute::FULL) {
+    p.recompute = p.forward;
+    for (auto& s : p.recompute) s.name = "recompute-" + s.name;
+  } else if (sh.recompute == Recompute::SELECTIVE) {
+    p.recompute.push_back(compute("recompute-attention-core", core));
+  }
+  return p;
+}
+}  // namespace
+
 LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
+  if (sh.layout != TpLayout::D1 && sh.tp > 1) return grid_layer_passes(m, sh);
   const Dims d = dims(m, sh);
   const int heads_rank = m.heads / sh.tp;
   const double hd = m.head_dim();
@@ -281,10 +469,10 @@ ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh)
   return {d.Tsp * d.h * d.e + d.T * d.v / d.t * (d.e + 4), 0};
 }
 
-double layer_params_per_rank(const TransformerSpec& m, int tp) {
+double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas) {
   const double h = m.hidden;
   double replicated = 4 * h + (m.mlp == MlpKind::SWIGLU ? 0 : 2 * h);  // norms; row-parallel biases
-  return (static_cast<double>(m.layer_params()) - replicated) / tp + replicated;
+  return (static_cast<double>(m.layer_params()) - replicated) * weight_replicas / tp + replicated;
 }
 
 double first_stage_extra_params(const TransformerSpec& m, int tp) {

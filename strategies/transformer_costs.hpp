@@ -28,6 +28,15 @@ struct Op {
   bool weight_grad = false;  ///< a weight-gradient GEMM (the W pass when the backward is split)
 };
 
+/// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
+/// the axes of the 2-D / 2.5-D grid (ROW: ranks of one grid row, COL: of one column, DEPTH: the d layers of one
+/// (row, column) cell) and of the 3-D cube (INPUT = j, WEIGHT = i, OUTPUT = l of device (i, j, l)), with the
+/// tp index t laid out as t = (k q + i) q + j (2-D: k = 0; 2.5-D: k the depth layer) and t = (i q + j) q + l (3-D).
+enum class TpAxis { ALL, ROW, COL, DEPTH, INPUT, WEIGHT, OUTPUT };
+std::string to_string(TpAxis a);
+/// tp indexes of the members of `axis`'s group that contains tp index `t` (ascending).
+std::vector<int> tp_axis_members(TpLayout layout, int tp, int depth, TpAxis axis, int t);
+
 /// A step of a layer pass: a run of kernels on the compute stream, or one collective on the TP group.
 struct Step {
   enum class Kind { COMPUTE, TP_COLLECTIVE } kind = Kind::COMPUTE;
@@ -35,6 +44,8 @@ struct Step {
   std::vector<Op> ops;            ///< COMPUTE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
   double collective_bytes = 0;    ///< TP_COLLECTIVE: size of the full (unsharded) buffer S, bytes
+  TpAxis axis = TpAxis::ALL;      ///< TP_COLLECTIVE: the ranks it runs over
+  int group_size = 0;             ///< TP_COLLECTIVE: members (0 = the whole TP group)
   double flops() const;
 };
 
@@ -44,7 +55,11 @@ struct Shape {
   int tp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::NONE;
+  TpLayout layout = TpLayout::D1;  ///< 2-D/2.5-D/3-D partition every activation over the tp ranks (as SP)
+  int tp_depth = 1;
 };
+/// The shape of `plan`'s per-rank work at micro-batch `micro_batch` (a replicated stage's share).
+Shape shape_of(const ParallelPlan& plan, int micro_batch);
 
 struct LayerPasses {
   std::vector<Step> forward;
@@ -75,7 +90,8 @@ ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh);
 
 /// Parameters held by one TP rank: one layer, and the extra parameters of the first and last stages.
-double layer_params_per_rank(const TransformerSpec& m, int tp);
+/// `weight_replicas`: copies of each weight inside the TP group (2.5-D: the depth d; else 1).
+double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas = 1);
 double first_stage_extra_params(const TransformerSpec& m, int tp);
 double last_stage_extra_params(const TransformerSpec& m, int tp, int pp);
 

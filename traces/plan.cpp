@@ -152,6 +152,46 @@ void load_custom_schedule(ParallelPlan& plan, const std::string& path) {
 std::string to_string(Recompute r) {
   return r == Recompute::NONE ? "none" : r == Recompute::SELECTIVE ? "selective" : "full";
 }
+std::string to_string(TpLayout l) {
+  switch (l) {
+    case TpLayout::D1: return "1d";
+    case TpLayout::D2: return "2d";
+    case TpLayout::D2_5: return "2.5d";
+    case TpLayout::D3: return "3d";
+  }
+  return "?";
+}
+
+TpLayout tp_layout_from_string(const std::string& s, const std::string& ctx) {
+  for (TpLayout l : {TpLayout::D1, TpLayout::D2, TpLayout::D2_5, TpLayout::D3})
+    if (to_string(l) == s) return l;
+  throw ConfigError(ctx + ": unknown tensor-parallel layout '" + s + "' (valid: 1d, 2d, 2.5d, 3d)");
+}
+
+namespace {
+/// Exact integer k-th root of n, or 0 when n is not a perfect k-th power.
+int exact_root(int n, int k) {
+  if (n < 1) return 0;
+  for (int q = 1;; ++q) {
+    long long v = 1;
+    for (int i = 0; i < k; ++i) v *= q;
+    if (v == n) return q;
+    if (v > n) return 0;
+  }
+}
+}  // namespace
+
+int tp_grid_side(TpLayout layout, int tp, int depth) {
+  if (tp < 1) return 0;
+  switch (layout) {
+    case TpLayout::D1: return tp;
+    case TpLayout::D2: return exact_root(tp, 2);
+    case TpLayout::D2_5: return depth >= 1 && tp % depth == 0 ? exact_root(tp / depth, 2) : 0;
+    case TpLayout::D3: return exact_root(tp, 3);
+  }
+  return 0;
+}
+
 std::string to_string(Axis a) { return a == Axis::TP ? "tp" : a == Axis::DP ? "dp" : "pp"; }
 
 Schedule schedule_from_string(const std::string& s, const std::string& ctx) {
@@ -300,12 +340,14 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (global_batch_size % (micro_batch_size * dp) != 0)
     throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) +
                       " is not divisible by micro batch * dp = " + std::to_string(micro_batch_size * dp));
-  if (model.heads % tp != 0)
-    throw ConfigError(ctx + ": tp " + std::to_string(tp) + " does not divide the " + std::to_string(model.heads) +
-                      " attention heads of '" + model.name + "'");
-  if (model.kv_heads % tp != 0 && tp % model.kv_heads != 0)
-    throw ConfigError(ctx + ": tp " + std::to_string(tp) + " and kv_heads " + std::to_string(model.kv_heads) +
-                      " must divide one another");
+  // 1-D splits the heads tp ways; 2-D/2.5-D/3-D split them q ways (the hidden columns) [seed-algorithms §2].
+  const int head_split = tp_layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(tp_layout, tp, tp_depth));
+  if (model.heads % head_split != 0)
+    throw ConfigError(ctx + ": " + (tp_layout == TpLayout::D1 ? "tp " : "the grid side ") + std::to_string(head_split) +
+                      " does not divide the " + std::to_string(model.heads) + " attention heads of '" + model.name + "'");
+  if (model.kv_heads % head_split != 0 && head_split % model.kv_heads != 0)
+    throw ConfigError(ctx + ": " + std::to_string(head_split) + " head groups and kv_heads " +
+                      std::to_string(model.kv_heads) + " must divide one another");
   if (model.ffn_hidden % tp != 0)
     throw ConfigError(ctx + ": tp " + std::to_string(tp) + " does not divide ffn_hidden " +
                       std::to_string(model.ffn_hidden));
@@ -315,6 +357,28 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     throw ConfigError(ctx + ": sequence parallelism needs tp " + std::to_string(tp) + " to divide seq_len " +
                       std::to_string(model.seq_len));
   if (sequence_parallel && tp == 1) throw ConfigError(ctx + ": sequence parallelism needs tp > 1");
+  if (tp_layout != TpLayout::D2_5 && tp_depth != 1)
+    throw ConfigError(ctx + ": tp_depth applies to the 2.5d layout only");
+  if (tp_layout != TpLayout::D1) {
+    const int q = tp_grid_side(tp_layout, tp, tp_depth);
+    if (q == 0)
+      throw ConfigError(ctx + ": tensor-parallel layout " + to_string(tp_layout) + " cannot arrange tp " +
+                        std::to_string(tp) + (tp_layout == TpLayout::D2_5 ? " with depth " + std::to_string(tp_depth) : "") +
+                        " (2d: tp = q^2; 2.5d: tp = q^2 * depth; 3d: tp = q^3)");
+    if (sequence_parallel)
+      throw ConfigError(ctx + ": sequence parallelism is part of the 1d layout (2d/2.5d/3d partition activations already)");
+    if (model.hidden % q != 0 || model.ffn_hidden % q != 0)
+      throw ConfigError(ctx + ": layout " + to_string(tp_layout) + " splits hidden " + std::to_string(model.hidden) +
+                        " and ffn_hidden " + std::to_string(model.ffn_hidden) + " into " + std::to_string(q) +
+                        " blocks: they must be divisible");
+    const long tokens = static_cast<long>(micro_batch_size) * model.seq_len;
+    const long rows = static_cast<long>(tp) / q;  // row blocks of a micro-batch: q (2-D), q d (2.5-D), q^2 (3-D)
+    if (tokens % rows != 0)
+      throw ConfigError(ctx + ": layout " + to_string(tp_layout) + " splits the " + std::to_string(tokens) +
+                        " tokens of a micro-batch into " + std::to_string(rows) + " row blocks: not divisible");
+    if (has_stage_replicas())
+      throw ConfigError(ctx + ": stage replication is only supported with the 1d layout");
+  }
   if (pp > model.num_layers)
     throw ConfigError(ctx + ": pp " + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) +
                       " layers of '" + model.name + "'");
@@ -375,6 +439,8 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
           {"dp_bucket_bytes", p.dp_bucket_bytes}};
   if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
   if (!p.device_map.empty()) j["device_map"] = p.device_map;
+  if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
+  if (p.tp_layout == TpLayout::D2_5) j["tp_depth"] = p.tp_depth;
   if (p.schedule == Schedule::CUSTOM) {
     j["custom_order"] = custom_to_json(p.custom_order);
     if (!p.custom_source.empty()) j["custom_source"] = p.custom_source;
@@ -388,7 +454,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                             {"schema_version", "tp", "pp", "dp", "micro_batch_size", "global_batch_size",
                              "num_microbatches", "layers_per_stage", "schedule", "virtual_stages", "custom_order",
                              "custom_source", "zero_stage", "recompute", "sequence_parallel", "rank_order",
-                             "dp_overlap", "dp_bucket_bytes", "stage_replicas", "device_map"});
+                             "dp_overlap", "dp_bucket_bytes", "stage_replicas", "device_map", "tp_layout", "tp_depth"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -413,6 +479,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
+  p.tp_layout = tp_layout_from_string(get_or<std::string>(j, ctx, "tp_layout", "1d"), ctx);
+  p.tp_depth = get_or<int>(j, ctx, "tp_depth", 1);
   p.rank_order = rank_order_from_string(get_or<std::string>(j, ctx, "rank_order", "tp,dp,pp"), ctx);
   p.dp_overlap = get_or<bool>(j, ctx, "dp_overlap", true);
   p.dp_bucket_bytes = get_or<double>(j, ctx, "dp_bucket_bytes", p.dp_bucket_bytes);

@@ -27,6 +27,15 @@ struct PipeOp {
 std::string to_string(const PipeOp& op);
 PipeOp pipe_op_from_string(const std::string& s, const std::string& ctx);
 enum class Recompute { NONE, SELECTIVE, FULL };
+/// Intra-layer tensor-parallel layout of the tp ranks of a group (strategies/tp_layouts.hpp has the costs):
+/// 1-D Megatron (any tp), 2-D SUMMA/Optimus (tp = q^2), 2.5-D Tesseract (tp = q^2 d), 3-D Bian et al. (tp = q^3).
+enum class TpLayout { D1, D2, D2_5, D3 };
+/// "1d", "2d", "2.5d", "3d".
+std::string to_string(TpLayout layout);
+TpLayout tp_layout_from_string(const std::string& s, const std::string& ctx);
+/// Side q of the layout's grid for `tp` ranks (1-D: tp), or 0 when tp does not fit the layout (2-D: q^2;
+/// 2.5-D: q^2 * depth; 3-D: q^3).
+int tp_grid_side(TpLayout layout, int tp, int depth);
 enum class Axis { TP = 0, DP = 1, PP = 2 };
 
 std::string to_string(Schedule s);
@@ -61,6 +70,8 @@ struct ParallelPlan {
   int zero_stage = 0;                 ///< 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters, = FSDP)
   Recompute recompute = Recompute::NONE;
   bool sequence_parallel = false;
+  TpLayout tp_layout = TpLayout::D1;  ///< layout of each tensor-parallel group
+  int tp_depth = 1;                   ///< 2.5-D: depth d of the q x q x d grid (1 otherwise)
   /// Innermost axis first; default TP innermost (inside a node), then DP, then PP.
   std::array<Axis, 3> rank_order = {Axis::TP, Axis::DP, Axis::PP};
   /// Device mapping: rank r runs on GPU device_map[r] (a permutation of the cluster's GPUs, relative to the
@@ -80,6 +91,8 @@ struct ParallelPlan {
   bool split_backward() const;
   /// "gpipe", "1f1b", "1f1b:dapple", "interleaved:3", "zb-h1", "zb-h2", "custom:FILE".
   std::string schedule_name() const;
+  /// Copies of each weight inside a tensor-parallel group (2.5-D keeps one per depth layer; 1 otherwise).
+  int tp_weight_replicas() const { return tp_layout == TpLayout::D2_5 ? tp_depth : 1; }
   int degree(Axis a) const { return a == Axis::TP ? tp : a == Axis::DP ? dp : pp; }
   int rank_of(const RankCoord& c) const;
   /// GPU of `rank` (relative to the job's first GPU): device_map[rank], or rank itself without a mapping.

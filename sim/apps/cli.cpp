@@ -141,7 +141,7 @@ sim::SimOptions sim_options(const po::variables_map& vm) {
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
   for (const char* flag : {"model", "plan", "tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero",
                            "sequence-parallel", "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap",
-                           "dp-bucket-mb"})
+                           "dp-bucket-mb", "tp-layout"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   const auto wall0 = std::chrono::steady_clock::now();
   ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
@@ -224,6 +224,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
     ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
     ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
+    ("tp-layout", po::value<std::string>(),
+     "tensor-parallel layout: 1d (Megatron, default) | 2d (tp = q^2) | 2.5d:D (tp = q^2 D) | 3d (tp = q^3)")
     ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
     ("stage-replicas", po::value<std::string>(),
      "devices per stage inside one pipeline copy (stage replication), e.g. 2,1,1; GPUs = tp*dp*sum")
@@ -259,7 +261,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   ParallelPlan plan;
   if (vm.count("plan")) {
     for (const char* flag : {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
-                             "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb"})
+                             "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");
     plan = load_plan(vm["plan"].as<std::string>());
   } else {
@@ -287,6 +289,16 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     if (vm.count("recompute")) plan.recompute = recompute_from_string(vm["recompute"].as<std::string>(), "--recompute");
     if (vm.count("zero")) plan.zero_stage = vm["zero"].as<int>();
     plan.sequence_parallel = vm.count("sequence-parallel") > 0;
+    if (vm.count("tp-layout")) {
+      std::string spec = vm["tp-layout"].as<std::string>();
+      if (spec.rfind("2.5d:", 0) == 0) {
+        plan.tp_depth = parse_int_list(spec.substr(5), "--tp-layout 2.5d:D").at(0);
+        spec = "2.5d";
+      } else if (spec == "2.5d") {
+        throw ConfigError("--tp-layout 2.5d needs its depth: 2.5d:D (tp = q^2 D)");
+      }
+      plan.tp_layout = tp_layout_from_string(spec, "--tp-layout");
+    }
     if (vm.count("layers-per-stage"))
       plan.layers_per_stage = parse_int_list(vm["layers-per-stage"].as<std::string>(), "--layers-per-stage");
     if (vm.count("rank-order")) plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");

@@ -125,9 +125,10 @@ private:
     chain(si, s, first, done);
     return done;
   }
+  /// `tp_axis`: for the TP group, the layout axis the collective runs over (the whole group by default).
   std::int32_t collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
                           const std::string& name, int layer, int mb, std::int32_t pred,
-                          std::int32_t* first_out = nullptr);
+                          std::int32_t* first_out = nullptr, cost::TpAxis tp_axis = cost::TpAxis::ALL);
   /// One ring over explicit `members` (sorted global ranks), instance `key_code` of sequence number `seq`.
   std::int32_t ring_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
                                Stream stream, CollectiveKind kind, double bytes, Phase phase, std::int32_t name_id,
@@ -343,7 +344,9 @@ FoldDecision Lowerer::decide_folding() const {
   }
   int widest = 1;
   for (int st = 0; st < p_.pp; ++st) widest = std::max(widest, p_.replicas(st));
-  const bool want_tp = p_.tp > 1, want_dp = p_.dp * widest > 1;
+  // 2-D/2.5-D/3-D layouts run collectives over sub-groups of the TP group (and broadcasts/reduces give the root
+  // a different role): the TP axis is simulated unfolded.
+  const bool want_tp = p_.tp > 1 && p_.tp_layout == TpLayout::D1, want_dp = p_.dp * widest > 1;
   for (auto [tp, dp] : {std::pair{want_tp, want_dp}, std::pair{want_tp, false}, std::pair{false, want_dp}}) {
     if (!tp && !dp) continue;
     if (fold_ok(tp, dp)) {
@@ -699,9 +702,19 @@ bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector
 
 std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
                                  const std::string& name, int layer, int mb, std::int32_t pred,
-                                 std::int32_t* first_out) {
+                                 std::int32_t* first_out, cost::TpAxis tp_axis) {
   const int grank = out_.ranks[si].global_rank;
   std::vector<int> members = group_members(grank, ax);
+  if (ax == GroupAxis::TP && tp_axis != cost::TpAxis::ALL) {
+    // The ranks of this rank's row / column / depth (2-D, 2.5-D) or cube axis (3-D) inside its TP group.
+    RankCoord c = p_.coord_of(grank);
+    members.clear();
+    for (int t : cost::tp_axis_members(p_.tp_layout, p_.tp, p_.tp_depth, tp_axis, c.tp)) {
+      c.tp = t;
+      members.push_back(p_.rank_of(c));
+    }
+    std::sort(members.begin(), members.end());
+  }
   if (first_out) *first_out = pred;
   if (members.size() <= 1) return pred;
   const bool folded = (ax == GroupAxis::TP && out_.fold_tp) || (ax == GroupAxis::DP && out_.fold_dp);
@@ -901,7 +914,7 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       if (last >= 0) g_.depend(last, id);
     } else {
       id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name,
-                      layer, mb, last);
+                      layer, mb, last, nullptr, st.axis);
       if (id == last) continue;  // tp == 1
     }
     if (first_task && *first_task < 0) *first_task = id;
@@ -957,7 +970,7 @@ void Lowerer::lower_rank(int si) {
     if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, p_.tp) * e, -1});
     for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l)
       u.push_back({&layer_, layer_act_.stored, layer_.recompute.empty() ? 0 : layer_act_.transient,
-                   cost::layer_params_per_rank(m_, p_.tp) * e, l});
+                   cost::layer_params_per_rank(m_, p_.tp, p_.tp_weight_replicas()) * e, l});
     if (k == last_chunk)
       u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * e, -1});
     return u;
@@ -1199,7 +1212,7 @@ Lowered Lowerer::run_collective(CollectiveKind kind, double bytes) {
 }  // namespace
 
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan) {
-  const cost::Shape sh{plan.micro_batch_size, plan.tp, plan.sequence_parallel, plan.recompute};
+  const cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size);
   return {cost::layer_passes(model, sh),
           cost::embedding_passes(model, sh),
           cost::head_passes(model, sh),

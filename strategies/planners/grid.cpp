@@ -1,6 +1,7 @@
-// Grid search (Megatron-style baseline): every (tp, pp, dp, micro-batch, schedule, recompute, ZeRO, sequence
-// parallelism) that divides the model and the cluster, pruned by the analytic memory model and ranked by the
-// analytic estimator.
+// Grid search (Megatron-style baseline): every (tp, pp, dp, micro-batch, schedule, recompute, ZeRO, tensor-parallel
+// layout) that divides the model and the cluster, pruned by the analytic memory model and ranked by the analytic
+// estimator. Layouts: 1-D Megatron with and without sequence parallelism for tp up to a node; 2-D (tp = q^2),
+// 2.5-D (tp = 2 q^2, 4 q^2) and 3-D (tp = q^3) for tp up to 64 GPUs, inside or across nodes.
 #include <algorithm>
 #include <chrono>
 #include <sstream>
@@ -30,7 +31,19 @@ public:
     const auto& c = in.cluster;
     const int n = c.total_gpus();
     const double limit = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : c.gpu.memory_bytes;
-    for (int tp : divisors(std::min(n, c.gpus_per_node)))
+    struct LayoutOption {
+      TpLayout layout;
+      int depth;
+      bool sp;
+    };
+    for (int tp : divisors(std::min(n, 64))) {
+      std::vector<LayoutOption> layouts;
+      if (tp <= c.gpus_per_node) layouts = {{TpLayout::D1, 1, false}, {TpLayout::D1, 1, true}};
+      if (tp >= 4 && tp_grid_side(TpLayout::D2, tp, 1) > 0) layouts.push_back({TpLayout::D2, 1, false});
+      if (tp >= 8 && tp_grid_side(TpLayout::D3, tp, 1) > 0) layouts.push_back({TpLayout::D3, 1, false});
+      for (int depth : {2, 4})
+        if (tp_grid_side(TpLayout::D2_5, tp, depth) > 1) layouts.push_back({TpLayout::D2_5, depth, false});
+      if (layouts.empty()) continue;
       for (int pp : divisors(m.num_layers)) {
         if (n % (tp * pp) != 0) continue;
         const int dp = n / (tp * pp);
@@ -38,7 +51,8 @@ public:
           for (const char* sched : {"1f1b", "interleaved:2", "interleaved:3", "interleaved:4"})
             for (Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL})
               for (int zero : {0, 1})
-                for (bool sp : {false, true}) {
+                for (const LayoutOption& lo : layouts) {
+                  const bool sp = lo.sp;
                   ParallelPlan p;
                   p.tp = tp;
                   p.pp = pp;
@@ -48,6 +62,8 @@ public:
                   p.recompute = rc;
                   p.zero_stage = zero;
                   p.sequence_parallel = sp;
+                  p.tp_layout = lo.layout;
+                  p.tp_depth = lo.depth;
                   if ((sp && tp == 1) || (zero > 0 && dp == 1)) continue;  // no-ops: skip duplicates
                   set_schedule(p, sched, "grid");
                   if (p.schedule == Schedule::INTERLEAVED && (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
@@ -67,6 +83,7 @@ public:
                   r.ranked.push_back({p, e});
                 }
       }
+    }
     finish(r, t0);
     return r;
   }

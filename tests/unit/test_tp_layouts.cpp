@@ -124,10 +124,10 @@ TEST(TpLayouts, DegreeValidation) {
   EXPECT_THROW(dtsim::tp::linear_cost(Layout::D1, 4, 1, LinearShape{0, 1, 1, 2}), dtsim::ConfigError);
 
   for (Layout l : {Layout::D1, Layout::D2, Layout::D2_5, Layout::D3})
-    EXPECT_EQ(dtsim::tp::layout_from_string(dtsim::tp::to_string(l)), l);
-  EXPECT_THROW(dtsim::tp::layout_from_string("4d"), dtsim::ConfigError);
+    EXPECT_EQ(dtsim::tp_layout_from_string(dtsim::to_string(l), "test"), l);
+  EXPECT_THROW(dtsim::tp_layout_from_string("4d", "test"), dtsim::ConfigError);
   try {
-    dtsim::tp::layout_from_string("4d");
+    dtsim::tp_layout_from_string("4d", "test");
     FAIL();
   } catch (const dtsim::Error& err) {
     const std::string msg = err.what();
