@@ -11,8 +11,10 @@ std::string describe(const ParallelPlan& p) {
   std::ostringstream o;
   o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp << " mbs " << p.micro_batch_size << " " << p.schedule_name()
     << " recompute " << to_string(p.recompute) << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");
-  if (p.tp_layout != TpLayout::D1)
-    o << " tp-layout " << to_string(p.tp_layout) << (p.tp_layout == TpLayout::D2_5 ? ":" + std::to_string(p.tp_depth) : "");
+  if (p.tp_layout != TpLayout::D1) {
+    o << " tp-layout " << to_string(p.tp_layout);
+    if (p.tp_layout == TpLayout::D2_5) o << ':' << p.tp_depth;
+  }
   auto list = [&](const char* what, const std::vector<int>& v) {
     o << " " << what << " ";
     for (std::size_t i = 0; i < v.size() && i < 8; ++i) o << (i ? "/" : "") << v[i];
