@@ -11,6 +11,7 @@
 #include "sim/multi_job.hpp"
 #include "sim/plan_search.hpp"
 #include "sim/simulate.hpp"
+#include "strategies/capacity.hpp"
 #include "traces/error.hpp"
 #include "traces/output.hpp"
 #include "traces/units.hpp"
@@ -29,6 +30,7 @@ const char* kUsage =
     "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out DIR'\n"
     "  plan       search a parallel plan with a planner, simulate the best candidates, write the chosen plan\n"
     "  bakeoff    run every planner on the same model and cluster and compare their plans in the simulator\n"
+    "  capacity   the largest model of a ladder each planner fits on a cluster (vs Megatron-style TP + DP)\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -706,6 +708,103 @@ int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
   if (!vm.count("quiet")) out << text;
   return 0;
 }
+int cmd_capacity(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim capacity: for each planner, the largest model of a ladder it fits on the cluster (its own memory check\n"
+      "and dtsim's analytic memory model), against Megatron-style 1-D TP inside a node + DP (the baseline)\n"
+      "example: dtsim capacity --cluster dgx1-v100:32 --gbs 256 --out capacity/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("cluster", po::value<std::string>(), "cluster preset or JSON file")
+    ("gbs", po::value<int>(), "global batch size in samples")
+    ("models", po::value<std::string>(), "comma-separated model ladder (default: the megatron-* presets by size)")
+    ("planners", po::value<std::string>(), "comma-separated planners (default: all, and megatron-tp)")
+    ("memory-limit", po::value<double>(), "per-GPU memory limit in GB (default: the device's)")
+    ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("out", po::value<std::string>(), "write capacity.json")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  for (const char* req : {"cluster", "gbs"})
+    if (!vm.count(req)) throw ConfigError(std::string("capacity: --") + req + " is required");
+  planning::PlannerInput in;
+  in.cluster = load_cluster(vm["cluster"].as<std::string>());
+  in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                           : default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = vm["gbs"].as<int>();
+  if (in.global_batch_size <= 0) throw ConfigError("capacity: --gbs must be positive");
+  if (vm.count("memory-limit")) {
+    in.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;
+    if (!(in.memory_limit_bytes > 0)) throw ConfigError("capacity: --memory-limit must be positive");
+  }
+  auto split = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::string cur;
+    for (char ch : s + ",") {
+      if (ch == ',') {
+        if (!cur.empty()) v.push_back(cur);
+        cur.clear();
+      } else {
+        cur += ch;
+      }
+    }
+    return v;
+  };
+  const auto ladder = vm.count("models") ? split(vm["models"].as<std::string>()) : planning::default_capacity_ladder();
+  for (const auto& m : ladder) load_model(m);  // a bad name fails before any search
+  std::vector<std::string> planners;
+  if (vm.count("planners")) {
+    planners = split(vm["planners"].as<std::string>());
+  } else {
+    planners = planning::planner_names();
+    planners.push_back(planning::kMegatronBaseline);
+  }
+  const auto rows = planning::capacity(in, ladder, planners);
+  double baseline = 0;
+  for (const auto& r : rows)
+    if (r.planner == planning::kMegatronBaseline) baseline = r.largest_params;
+  char line[512];
+  std::snprintf(line, sizeof line, "dtsim %s | capacity | %s, global batch %d, %zu models from %s to %s\n\n", DTSIM_VERSION,
+                in.cluster.name.c_str(), in.global_batch_size, ladder.size(), ladder.front().c_str(),
+                ladder.back().c_str());
+  std::string text = line;
+  text += "planner        largest model     params  vs megatron-tp  plan\n";
+  nlohmann::json jrows = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const bool any = !r.largest_model.empty();
+    std::string ratio = "-";
+    if (any && baseline > 0) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.2fx", r.largest_params / baseline);
+      ratio = b;
+    }
+    std::snprintf(line, sizeof line, "%-13s  %-15s  %7.1fB  %14s  %s\n", r.planner.c_str(),
+                  any ? r.largest_model.c_str() : "(none)", r.largest_params / 1e9, ratio.c_str(),
+                  any ? planning::describe(r.plan).c_str() : "-");
+    text += line;
+    nlohmann::json jr = {{"planner", r.planner}, {"fits", r.fits}};
+    if (any) {
+      jr["largest_model"] = r.largest_model;
+      jr["largest_params"] = r.largest_params;
+      jr["plan"] = to_json(r.plan, load_model(r.largest_model).num_layers);
+    } else {
+      jr["largest_model"] = nullptr;
+    }
+    jrows.push_back(jr);
+  }
+  if (vm.count("out")) {
+    nlohmann::json j = {{"schema", "dtsim.capacity"}, {"schema_version", 1}, {"cluster", in.cluster.name},
+                        {"global_batch_size", in.global_batch_size}, {"ladder", ladder}, {"planners", jrows}};
+    write_outputs(vm["out"].as<std::string>(), {{"capacity.json", j.dump(2) + "\n"}});
+  }
+  if (!vm.count("quiet")) out << text;
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -724,6 +823,7 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "calibrate") return cmd_calibrate(argc - 1, argv + 1, out);
   if (cmd == "plan") return cmd_plan(argc - 1, argv + 1, out);
   if (cmd == "bakeoff") return cmd_bakeoff(argc - 1, argv + 1, out);
+  if (cmd == "capacity") return cmd_capacity(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
@@ -731,7 +831,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, presets, version)");
 }
 
 }  // namespace dtsim::cli

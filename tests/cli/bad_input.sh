@@ -36,6 +36,10 @@ EOF
 cat >"$TMP/model_schema2.json" <<'EOF'
 {"schema_version": 2, "num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
 EOF
+cat >"$TMP/plan_bad_map.json" <<'EOF'
+{"schema_version": 1, "tp": 1, "pp": 1, "dp": 8, "micro_batch_size": 1, "global_batch_size": 8,
+ "device_map": [0, 1, 2, 3, 4, 5, 6, 6]}
+EOF
 # gbs 16 / (mbs 2 * dp 2) = 4 micro-batches, the file claims 3.
 cat >"$TMP/plan_bad_nmb.json" <<'EOF'
 {"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "global_batch_size": 16,
@@ -195,6 +199,13 @@ expect_error "plan without --gbs"            "--gbs is required"   plan --model 
 expect_error "plan --tp not dividing a node" "must divide the 8"   plan --planner dapple --tp 3 --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
 expect_error "bakeoff without --cluster"     "bakeoff: --cluster is required" bakeoff --model gpt3-1.3b --gbs 16
 expect_error "bakeoff unknown model"         "gpt5"                bakeoff --model gpt5 --cluster dgx-a100:8 --gbs 16
+expect_error "capacity without --gbs"        "capacity: --gbs is required" capacity --cluster dgx-a100:8
+expect_error "capacity unknown ladder model" "gpt5"                capacity --cluster dgx-a100:8 --gbs 16 --models megatron-1.7b,gpt5
+expect_error "capacity unknown planner"      "unknown planner 'oracle'" capacity --cluster dgx-a100:8 --gbs 16 --planners grid,oracle
+expect_error "tp layout not a square"        "cannot arrange tp 8"  simulate "${M[@]}" --cluster dgx-a100:8 --tp 8 --tp-layout 2d --gbs 8
+expect_error "tp layout 2.5d without depth"  "needs its depth"     simulate "${M[@]}" --cluster dgx-a100:8 --tp 8 --tp-layout 2.5d --gbs 8
+expect_error "unknown tp layout"             "'4d'"                simulate "${M[@]}" --cluster dgx-a100:8 --tp 8 --tp-layout 4d --gbs 8
+expect_error "device map reuses a GPU"       "to two ranks"        simulate "${M[@]}" --cluster dgx-a100:8 --plan "$TMP/plan_bad_map.json"
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
 expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
 expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"

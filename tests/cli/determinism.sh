@@ -65,6 +65,13 @@ cmp -s "$TMP/bakeoff1/bakeoff.json" "$TMP/bakeoff2/bakeoff.json" || fail "bakeof
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert [p['planner'] for p in d['planners']]==['grid','pipedream','dapple','rannc','uniap','luo']; assert all(p['plan'] for p in d['planners'])" \
   "$TMP/bakeoff1/bakeoff.json" || fail "bakeoff.json lacks a plan for every planner"
 
+# Capacity planning writes the same capacity.json twice.
+for k in 1 2; do
+  "$DTSIM" capacity --cluster dgx-a100:16 --gbs 64 --models megatron-1.7b,megatron-7.5b,megatron-39b \
+    --planners grid,dapple,luo,megatron-tp --quiet --out "$TMP/capacity$k" || fail "capacity run $k failed"
+done
+cmp -s "$TMP/capacity1/capacity.json" "$TMP/capacity2/capacity.json" || fail "capacity.json differs between two runs"
+
 if [[ $failures -ne 0 ]]; then
   echo "determinism: $failures checks FAILED"
   exit 1
