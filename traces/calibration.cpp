@@ -24,6 +24,7 @@ void Calibration::validate(const std::string& ctx) const {
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
   nonneg(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops");
   nonneg(kernel_launch_s, "compute.kernel_launch_s");
+  nonneg(host_issue_s, "compute.host_issue_s");
   nonneg(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param");
   nonneg(collective_step_overhead_s, "network.collective_step_overhead_s");
   nonneg(p2p_overhead_s, "network.p2p_overhead_s");
@@ -74,6 +75,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
             {"kernel_launch_s", c.kernel_launch_s},
+            {"host_issue_s", c.host_issue_s},
             {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
           {"network",
            {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
@@ -100,11 +102,12 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   auto cj = get<nlohmann::json>(j, ctx, "compute");
   const std::string cc = ctx + ".compute";
   json_util::reject_unknown(cj, cc, {"gemm_efficiency_max", "gemm_half_efficiency_flops", "memory_bandwidth_efficiency",
-                                     "kernel_launch_s", "optimizer_bytes_per_param"});
+                                     "kernel_launch_s", "host_issue_s", "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
+  c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);
   c.optimizer_bytes_per_param = get<double>(cj, cc, "optimizer_bytes_per_param");
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";

@@ -35,6 +35,9 @@ struct Calibration {
   double gemm_half_efficiency_flops = 1e9;  ///< GEMM size (FLOPs) at which efficiency is half the maximum
   double memory_bandwidth_efficiency = 0.8; ///< fraction of HBM bandwidth reached by memory-bound kernels
   double kernel_launch_s = 4e-6;            ///< fixed cost per kernel (launch + tail), seconds
+  /// Host (framework + launch API) time per modelled kernel: a kernel never takes less than this, because the
+  /// CPU issues kernels no faster (eager PyTorch at small micro-batches is host-bound). 0 = GPU-bound only.
+  double host_issue_s = 0;
   double optimizer_bytes_per_param = 28;    ///< HBM traffic of one fused Adam step per parameter, bytes
 
   // Network.

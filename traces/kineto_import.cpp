@@ -277,6 +277,9 @@ struct RawEvent {
   int block[3] = {0, 0, 0};
   bool has_collective_name = false;
   std::string collective_name, dtype, pg_name, pg_desc;
+  std::vector<std::vector<std::int64_t>> input_dims;  // "Input Dims"
+  std::vector<std::string> input_types;               // "Input type"
+  bool dims_item_bad = false;  ///< the "Input Dims" entry being read is not a flat list of integers
 
   void reset() {
     ph_is_x = cat_is_string = name_bad_type = false;
@@ -295,15 +298,19 @@ struct RawEvent {
     dtype.clear();
     pg_name.clear();
     pg_desc.clear();
+    input_dims.clear();
+    input_types.clear();
+    dims_item_bad = false;
   }
 };
 
-enum class Ctx : std::uint8_t { TOP_OBJECT, EVENTS, EVENT, ARGS, DIM3, DEVICES, DEVICE, DIST };
+/// DIMS: the "Input Dims" array; DIMS_ITEM: one entry of it; TYPES: the "Input type" array.
+enum class Ctx : std::uint8_t { TOP_OBJECT, EVENTS, EVENT, ARGS, DIM3, DEVICES, DEVICE, DIST, DIMS, DIMS_ITEM, TYPES };
 enum class TopKey : std::uint8_t { OTHER, TRACE_EVENTS, DEVICE_PROPERTIES, DISTRIBUTED_INFO };
 enum class EventKey : std::uint8_t { OTHER, PH, CAT, NAME, PID, TID, TS, DUR, ARGS };
 enum class ArgKey : std::uint8_t {
   OTHER, CORRELATION, EXTERNAL_ID, DEVICE, STREAM, GRID, BLOCK, COLLECTIVE_NAME, IN_NELEMS, OUT_NELEMS, DTYPE,
-  GROUP_SIZE, PG_NAME, PG_DESC
+  GROUP_SIZE, PG_NAME, PG_DESC, INPUT_DIMS, INPUT_TYPES
 };
 enum class DeviceKey : std::uint8_t { OTHER, ID, NAME, MEMORY, SMS, MAJOR, MINOR };
 
@@ -343,6 +350,8 @@ ArgKey classify_arg_key(const std::string& k) {
   if (k == "Group size") return ArgKey::GROUP_SIZE;
   if (k == "Process Group Name") return ArgKey::PG_NAME;
   if (k == "Process Group Description") return ArgKey::PG_DESC;
+  if (k == "Input Dims") return ArgKey::INPUT_DIMS;
+  if (k == "Input type") return ArgKey::INPUT_TYPES;
   return ArgKey::OTHER;
 }
 
@@ -513,6 +522,9 @@ public:
         device_key_ = DeviceKey::OTHER;
         stack_.push_back(Ctx::DEVICE);
         return true;
+      case Ctx::DIMS: ev_.input_dims.emplace_back(); break;  // an object is no shape: [] (content skipped)
+      case Ctx::DIMS_ITEM: ev_.dims_item_bad = true; break;
+      case Ctx::TYPES: ev_.input_types.emplace_back(); break;
       default: break;
     }
     skip_ = 1;
@@ -556,7 +568,24 @@ public:
           stack_.push_back(Ctx::DIM3);
           return true;
         }
+        if (arg_key_ == ArgKey::INPUT_DIMS) {
+          ev_.input_dims.clear();
+          stack_.push_back(Ctx::DIMS);
+          return true;
+        }
+        if (arg_key_ == ArgKey::INPUT_TYPES) {
+          ev_.input_types.clear();
+          stack_.push_back(Ctx::TYPES);
+          return true;
+        }
         break;
+      case Ctx::DIMS:
+        ev_.input_dims.emplace_back();
+        ev_.dims_item_bad = false;
+        stack_.push_back(Ctx::DIMS_ITEM);
+        return true;
+      case Ctx::DIMS_ITEM: ev_.dims_item_bad = true; break;  // a TensorList's nested shapes: kept as []
+      case Ctx::TYPES: ev_.input_types.emplace_back(); break;
       default: break;
     }
     skip_ = 1;
@@ -565,7 +594,10 @@ public:
 
   bool end_array() {
     if (skip_ > 0) return --skip_, true;
-    stack_.pop_back();  // events were finished one by one at their end_object
+    // Events were finished one by one at their end_object; an "Input Dims" entry that was not a flat list of
+    // integers is recorded as [].
+    if (stack_.back() == Ctx::DIMS_ITEM && ev_.dims_item_bad) ev_.input_dims.back().clear();
+    stack_.pop_back();
     return true;
   }
 
@@ -643,6 +675,14 @@ private:
         ++dim_index_;
         return true;
       case Ctx::DEVICE: device_value(v); return true;
+      case Ctx::DIMS: ev_.input_dims.emplace_back(); return true;  // a scalar entry: no shape
+      case Ctx::DIMS_ITEM:
+        if (auto x = v.as_int()) ev_.input_dims.back().push_back(*x);
+        else ev_.dims_item_bad = true;
+        return true;
+      case Ctx::TYPES:
+        ev_.input_types.push_back(v.type == Scalar::Type::STRING ? *v.text : std::string());
+        return true;
       case Ctx::DIST:
         if (dist_key_ == "rank" || dist_key_ == "world_size") {
           auto x = v.as_int();
@@ -726,6 +766,8 @@ private:
       case ArgKey::PG_DESC: text(ev_.pg_desc); break;
       case ArgKey::GRID:  // not an array: ignored
       case ArgKey::BLOCK:
+      case ArgKey::INPUT_DIMS:
+      case ArgKey::INPUT_TYPES:
       case ArgKey::OTHER: break;
     }
   }
@@ -810,6 +852,10 @@ private:
     for (int k = 0; k < 3; ++k) {
       e.grid[k] = ev_.grid[k];
       e.block[k] = ev_.block[k];
+    }
+    if (e.kind == TraceEventKind::CPU_OP) {
+      e.input_dims = std::move(ev_.input_dims);
+      e.input_types = std::move(ev_.input_types);
     }
 
     // Collective metadata carried by the event itself.

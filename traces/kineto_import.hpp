@@ -5,6 +5,8 @@
 // vocabularies: "cpu_op"/"Operator", "cuda_runtime"/"cuda_driver"/"Runtime"/HIP, "kernel"/"Kernel",
 // "gpu_memcpy"/"Memcpy", "gpu_memset"/"Memset", "user_annotation", "gpu_user_annotation"). Everything else
 // (flows, counters, metadata, "Trace" spans, "python_function", "cuda_sync", "cuda_profiler_range") is skipped.
+// CPU ops keep their argument shapes and types when the trace records them ("Input Dims", "Input type"; see
+// TraceEvent::input_dims); other args of CPU ops ("Input Strides", "Concrete Inputs", call stacks) are not kept.
 // Kineto times are microseconds, possibly fractional (nanosecond-resolution traces have three decimals); they
 // are converted from the JSON number's text to exact int64 nanoseconds (rounded half away from zero), so no
 // precision is lost to doubles. Every failure is a dtsim::FormatError / ConfigError naming the source.

@@ -45,6 +45,13 @@ struct TraceEvent {
   // Kernel launch shape when recorded (0 when not).
   int grid[3] = {0, 0, 0};
   int block[3] = {0, 0, 0};
+  /// CPU ops recorded with shapes (Kineto args "Input Dims" / "Input type", PyTorch profiler record_shapes=True):
+  /// one entry per operator argument, in argument order. A tensor argument has its sizes ([] for a 0-dim tensor);
+  /// a non-tensor argument (scalar, None, list) has [] and its type says what it is ("Scalar", "", "int", ...); a
+  /// TensorList argument (nested lists in newer traces) is kept as [] too. Empty when the trace has no shapes.
+  std::vector<std::vector<std::int64_t>> input_dims;
+  /// Argument types as recorded: "float", "c10::Half", "c10::BFloat16", "long", "Scalar", "TensorList", "" ...
+  std::vector<std::string> input_types;
   bool is_gpu() const {
     return kind == TraceEventKind::KERNEL || kind == TraceEventKind::MEMCPY || kind == TraceEventKind::MEMSET ||
            kind == TraceEventKind::GPU_ANNOTATION;

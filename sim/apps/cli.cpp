@@ -3,16 +3,21 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "sim/calibrate.hpp"
+#include "sim/calibrate_compute.hpp"
 #include "sim/collective_bench.hpp"
 #include "sim/multi_job.hpp"
 #include "sim/plan_search.hpp"
+#include "sim/replay.hpp"
 #include "sim/simulate.hpp"
+#include "sim/validate_published.hpp"
 #include "strategies/capacity.hpp"
 #include "traces/error.hpp"
+#include "traces/kineto_import.hpp"
 #include "traces/output.hpp"
 #include "traces/units.hpp"
 
@@ -27,10 +32,13 @@ const char* kUsage =
     "commands:\n"
     "  simulate   simulate one training iteration of a model, cluster and parallel plan\n"
     "  collective simulate one collective (or a sweep of sizes) and report nccl-tests algbw/busbw\n"
-    "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out DIR'\n"
+    "  calibrate  fit calibration inputs to measurements: 'calibrate nccl-tests LOG --cluster C --out DIR',\n"
+    "             'calibrate compute --trace FILE | --gemm-csv FILE ... --out DIR'\n"
     "  plan       search a parallel plan with a planner, simulate the best candidates, write the chosen plan\n"
     "  bakeoff    run every planner on the same model and cluster and compare their plans in the simulator\n"
     "  capacity   the largest model of a ladder each planner fits on a cluster (vs Megatron-style TP + DP)\n"
+    "  replay     replay a PyTorch-profiler (Kineto) trace on the simulator and predict what-if edits\n"
+    "  validate   score predictions against published measurements (validate published), fit a calibration (validate fit)\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -470,11 +478,96 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   }
   return 0;
 }
+/// `calibrate compute`: the compute fields (launch overhead, memory-bandwidth and GEMM efficiency) fitted to the
+/// kernel times of Kineto traces and GEMM sweep CSVs (sim/calibrate_compute.hpp). argv[0] is "compute".
+int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
+  namespace fs = std::filesystem;
+  po::options_description desc(
+      "dtsim calibrate compute: fit the compute calibration (kernel launch overhead, memory-bandwidth and GEMM\n"
+      "efficiency) to the kernel times of PyTorch-profiler traces recorded with shapes and/or GEMM sweep CSVs\n"
+      "example: dtsim calibrate compute --trace rank0.json.gz --gemm-csv gemm.csv --out cal/\n"
+      "         (writes cal/calibration.json and cal/points.csv)\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("trace", po::value<std::vector<std::string>>()->composing(), "Kineto trace (.json, .json.gz, or a .tar.gz of ranks); repeatable")
+    ("gemm-csv", po::value<std::vector<std::string>>()->composing(), "GEMM sweep CSV (m,n,k,dtype,time_s,tflops); repeatable")
+    ("gpu", po::value<std::string>(), "GPU preset or JSON file with its peaks (default: the traces' GPU)")
+    ("base", po::value<std::string>(), "base calibration: JSON file or GPU preset name (default: the GPU's built-in one)")
+    ("out", po::value<std::string>(), "directory to write calibration.json and points.csv into");
+  // clang-format on
+  std::string self = "calibrate compute";
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = self.data();
+  auto vm = parse(desc, argc, args.data());
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  const auto traces = vm.count("trace") ? vm["trace"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto csvs = vm.count("gemm-csv") ? vm["gemm-csv"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (traces.empty() && csvs.empty()) throw ConfigError("calibrate compute: give at least one --trace FILE or --gemm-csv FILE");
+  if (!vm.count("out")) throw ConfigError("calibrate compute: --out DIR is required");
+
+  // Traces, one per rank for archives; sources are named by file name (no directory), so outputs do not depend
+  // on where the inputs lie.
+  std::vector<std::pair<ImportedTrace, std::string>> imported;
+  for (const auto& path : traces) {
+    const std::string name = fs::path(path).filename().string();
+    auto ends = [&](const std::string& suffix) {
+      return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends(".tar.gz") || ends(".tgz") || ends(".tar")) {
+      for (auto& t : import_kineto_archive(path)) {
+        const std::string member = t.source.substr(std::min(t.source.size(), path.size() + 1));
+        imported.emplace_back(std::move(t), name + ":" + member);
+      }
+    } else {
+      imported.emplace_back(import_kineto(path), name);
+    }
+  }
+  GpuSpec gpu;
+  if (vm.count("gpu")) {
+    gpu = sim::load_gpu(vm["gpu"].as<std::string>());
+  } else if (!imported.empty()) {
+    gpu = sim::trace_gpu(imported.front().first, imported.front().second);
+    for (const auto& [t, name] : imported) {
+      const GpuSpec g = sim::trace_gpu(t, name);
+      if (g.name != gpu.name)
+        throw ConfigError("calibrate compute: " + name + " ran on " + g.name + " but " + imported.front().second +
+                          " on " + gpu.name + "; fit one GPU at a time or pass --gpu");
+    }
+  } else {
+    throw ConfigError("calibrate compute: --gpu is required when only GEMM CSVs are given");
+  }
+  Calibration base;
+  const std::string base_name = vm.count("base") ? vm["base"].as<std::string>() : gpu.name;
+  if (vm.count("base") && fs::is_regular_file(base_name)) {
+    base = load_calibration(base_name);
+  } else {
+    try {
+      base = default_calibration(base_name);
+    } catch (const ConfigError&) {
+      throw ConfigError("calibrate compute: no built-in calibration for '" + base_name + "'; pass --base FILE.json");
+    }
+  }
+  sim::ComputeSamples samples;
+  for (const auto& [t, name] : imported) samples.append(sim::samples_from_trace(t, gpu, name));
+  for (const auto& path : csvs) samples.append(sim::load_gemm_csv(path, gpu));
+  const auto fit = sim::fit_compute(std::move(samples), gpu, base);
+  const std::string dir = vm["out"].as<std::string>();
+  write_outputs(dir, {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}});
+  out << sim::summary_text(fit) << "wrote " << dir << "/calibration.json and " << dir << "/points.csv\n";
+  return 0;
+}
+
 int cmd_calibrate(int argc, char** argv, std::ostream& out) {
+  if (argc >= 2 && std::string(argv[1]) == "compute") return cmd_calibrate_compute(argc - 1, argv + 1, out);
   po::options_description desc(
       "dtsim calibrate nccl-tests LOG: fit the network's message-size segments (latency and bandwidth factors\n"
       "per size range) of one link class to an nccl-tests log and write a calibration file\n"
-      "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes cal/calibration.json)\n\noptions");
+      "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes cal/calibration.json)\n"
+      "('dtsim calibrate compute --help': the compute fit from kernel traces and GEMM sweeps)\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -500,7 +593,7 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("source") || vm["source"].as<std::string>() != "nccl-tests")
-    throw ConfigError("calibrate: the first argument must be 'nccl-tests' (the only source so far)");
+    throw ConfigError("calibrate: the first argument must be 'nccl-tests' or 'compute'");
   if (!vm.count("log")) throw ConfigError("calibrate: give the nccl-tests log file");
   if (!vm.count("cluster")) throw ConfigError("calibrate: --cluster is required");
   if (!vm.count("out")) throw ConfigError("calibrate: --out DIR is required");
@@ -805,6 +898,209 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
   if (!vm.count("quiet")) out << text;
   return 0;
 }
+
+int cmd_validate(int argc, char** argv, std::ostream& out) {
+  const std::string mode = argc >= 2 ? argv[1] : "";
+  if (mode != "published" && mode != "fit")
+    throw ConfigError("validate: expected 'published' or 'fit' (e.g. dtsim validate published --data FILE)");
+  po::options_description desc(
+      "dtsim validate published: predict every row of a file of measured runs and score the predictions\n"
+      "dtsim validate fit: fit the compute calibration to the rows of a split (MAPE, Nelder-Mead)\n"
+      "example: dtsim validate published --data ../shared/measurements/vtrain_ground_truth_single.csv --out val/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("data", po::value<std::string>(), "measurements: the vTrain CSV, a CSV with named columns, or JSON rows")
+    ("calibration", po::value<std::string>(), "calibration JSON (default: the GPU's shipped calibration)")
+    ("split", po::value<std::string>()->default_value("all"), "all | train (even rows) | test (odd rows)")
+    ("network", po::value<std::string>()->default_value("analytic"), "analytic | flow (flow: one child process per row)")
+    ("max-evals", po::value<int>()->default_value(300), "fit: objective evaluations (each predicts every row)")
+    ("out", po::value<std::string>(), "published: validation.json, validation.csv, predicted_vs_measured.svg; fit: calibration.json")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc - 1, argv + 1);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("data")) throw ConfigError("validate: --data is required");
+  const auto all = sim::load_published(vm["data"].as<std::string>());
+  const auto rows = sim::select_split(all, vm["split"].as<std::string>());
+  const Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
+                                                  : default_calibration(all.front().gpu);
+  const std::string net = vm["network"].as<std::string>();
+  if (net != "analytic" && net != "flow") throw ConfigError("validate: --network '" + net + "' is not known (known: flow, analytic)");
+  const auto network = net == "flow" ? sim::NetworkMode::FLOW : sim::NetworkMode::ANALYTIC;
+  char line[512];
+  std::string text;
+  if (mode == "fit") {
+    const int evals = vm["max-evals"].as<int>();
+    if (evals < 10) throw ConfigError("validate fit: --max-evals must be at least 10");
+    auto fr = sim::fit_published(rows, cal, evals);
+    nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
+    prov["fit"] = {{"source", vm["data"].as<std::string>()},
+                   {"split", vm["split"].as<std::string>()},
+                   {"rows", rows.size()},
+                   {"method", "Nelder-Mead on log parameters minimising the MAPE of predicted iteration times "
+                              "(analytic network engine); one value per parameter for all rows"},
+                   {"fitted", {"compute.gemm_efficiency_max", "compute.gemm_half_efficiency_flops",
+                               "compute.memory_bandwidth_efficiency", "compute.kernel_launch_s",
+                               "network.intra_bandwidth_efficiency", "compute.host_issue_s",
+                               "network.collective_step_overhead_s"}},
+                   {"mape_before", fr.mape_before},
+                   {"mape_after", fr.mape_after},
+                   {"evaluations", fr.evaluations}};
+    fr.calibration.provenance = prov;
+    std::snprintf(line, sizeof line,
+                  "dtsim %s | validate fit | %zu rows (%s split) | MAPE %.2f%% -> %.2f%% in %d evaluations\n"
+                  "gemm_efficiency_max %.4f  gemm_half_efficiency_flops %.4g  memory_bandwidth_efficiency %.4f  "
+                  "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  collective_step_overhead_s %.3g\n",
+                  DTSIM_VERSION, rows.size(), vm["split"].as<std::string>().c_str(), 100 * fr.mape_before,
+                  100 * fr.mape_after, fr.evaluations, fr.calibration.gemm_efficiency_max,
+                  fr.calibration.gemm_half_efficiency_flops, fr.calibration.memory_bandwidth_efficiency,
+                  fr.calibration.kernel_launch_s, fr.calibration.intra_bandwidth_efficiency, fr.calibration.host_issue_s,
+                  fr.calibration.collective_step_overhead_s);
+    text = line;
+    if (vm.count("out")) write_outputs(vm["out"].as<std::string>(), {{"calibration.json", to_json(fr.calibration).dump(2) + "\n"}});
+    if (!vm.count("quiet")) out << text;
+    return 0;
+  }
+  const auto results = sim::predict_rows(rows, cal, network);
+  const auto sc = sim::score(results);
+  std::snprintf(line, sizeof line,
+                "dtsim %s | validate published | %s | %zu rows (%s split), calibration '%s', %s network\n"
+                "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
+                DTSIM_VERSION, vm["data"].as<std::string>().c_str(), rows.size(), vm["split"].as<std::string>().c_str(),
+                cal.name.c_str(), net.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
+                sc.failed);
+  text = line;
+  text += "model group                    rows   MAPE   max err  Spearman\n";
+  for (const auto& g : sc.groups) {
+    std::snprintf(line, sizeof line, "%-29s %5d  %5.2f%%  %6.2f%%  %8.3f\n", g.group.c_str(), g.rows, 100 * g.mape,
+                  100 * g.max_abs_error, g.spearman);
+    text += line;
+  }
+  text += "\nMAPE by feature:\n";
+  for (const auto& [f, v] : sc.by_feature) {
+    std::snprintf(line, sizeof line, "  %-28s %6.2f%%\n", f.c_str(), 100 * v);
+    text += line;
+  }
+  if (vm.count("out")) {
+    nlohmann::json jrows = nlohmann::json::array();
+    std::string csv = "index,group,gpus,tp,pp,dp,micro_batch,global_batch,measured_s,predicted_s,error,compute_s,exposed_comm_s,bubble_s,oom,failure\n";
+    for (const auto& r : results) {
+      const auto& p = r.row.plan;
+      jrows.push_back({{"index", r.row.index}, {"group", r.row.group}, {"plan", to_json(p, r.row.model.num_layers)},
+                       {"measured_s", r.row.measured_s}, {"predicted_s", r.predicted_s}, {"error", r.error},
+                       {"compute_s", r.compute_s}, {"exposed_comm_s", r.exposed_comm_s}, {"bubble_s", r.bubble_s},
+                       {"oom", r.oom}, {"failure", r.failure}});
+      std::snprintf(line, sizeof line, "%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.6g,%.9g,%.9g,%.9g,%d,\"%s\"\n", r.row.index,
+                    r.row.group.c_str(), p.world_size(), p.tp, p.pp, p.dp, p.micro_batch_size, p.global_batch_size,
+                    r.row.measured_s, r.predicted_s, r.error, r.compute_s, r.exposed_comm_s, r.bubble_s, r.oom ? 1 : 0,
+                    r.failure.c_str());
+      csv += line;
+    }
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : sc.groups)
+      groups.push_back({{"group", g.group}, {"rows", g.rows}, {"mape", g.mape}, {"max_abs_error", g.max_abs_error},
+                        {"spearman", g.spearman}});
+    nlohmann::json feats = nlohmann::json::object();
+    for (const auto& [f, v] : sc.by_feature) feats[f] = v;
+    nlohmann::json j = {{"schema", "dtsim.validation"}, {"schema_version", 1}, {"data", vm["data"].as<std::string>()},
+                        {"split", vm["split"].as<std::string>()}, {"calibration", to_json(cal)}, {"network", net},
+                        {"rows", sc.rows}, {"failed", sc.failed}, {"mape", sc.mape}, {"max_abs_error", sc.max_abs_error},
+                        {"mean_error", sc.mean_error}, {"spearman_min", sc.spearman_min}, {"groups", groups},
+                        {"mape_by_feature", feats}, {"results", jrows}};
+    write_outputs(vm["out"].as<std::string>(),
+                  {{"validation.json", j.dump(2) + "\n"}, {"validation.csv", csv},
+                   {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + vm["data"].as<std::string>())}});
+  }
+  if (!vm.count("quiet")) out << text;
+  return 0;
+}
+int cmd_replay(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim replay: replay a PyTorch-profiler (Kineto) trace as a dependency graph on the simulator, report the\n"
+      "replay error, and predict the effect of edits (what-if)\n"
+      "example: dtsim replay --trace rank0.json.gz --scale-kernels 'gemm|cutlass|sm80_xmma=0.5' --out replay/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("trace", po::value<std::string>(), "Kineto trace: .json, .json.gz, or a .tar.gz of one trace per rank")
+    ("member", po::value<std::string>(), "with an archive: replay only this member (default: every rank, one by one)")
+    ("scale-kernels", po::value<std::vector<std::string>>()->composing(),
+     "REGEX=FACTOR: multiply the duration of non-collective GPU tasks whose name matches (repeatable; first match wins)")
+    ("collective-bw-scale", po::value<double>(), "collective (NCCL) bandwidth x F (alpha-beta model)")
+    ("collective-bw", po::value<double>(), "collective bus bandwidth in GB/s for collectives of known size")
+    ("collective-group", po::value<int>(), "new collective group size N (ring alpha-beta model)")
+    ("collective-alpha-us", po::value<double>(), "per-step latency alpha of the alpha-beta model, us (default 0)")
+    ("collective-time-scale", po::value<double>(), "multiply every collective kernel's time by F")
+    ("cpu-scale", po::value<double>(), "multiply CPU gaps (host work between runtime calls) by F")
+    ("runtime-scale", po::value<double>(), "multiply runtime calls' own time by F")
+    ("launch-latency-us", po::value<double>(), "launch latency, us (default: fitted from the trace)")
+    ("no-unexplained-gaps", "do not keep GPU idle time that no dependency explains (measures the dependency model alone)")
+    ("out", po::value<std::string>(), "write replay.json and replay_trace.json (Chrome trace of the replayed timeline)")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("trace")) throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz or a .tar.gz of ranks)");
+  sim::ReplayOptions opt;
+  if (vm.count("scale-kernels"))
+    for (const auto& s : vm["scale-kernels"].as<std::vector<std::string>>()) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
+  if (vm.count("collective-bw-scale")) opt.collective_bw_scale = vm["collective-bw-scale"].as<double>();
+  if (vm.count("collective-bw")) {
+    opt.collective_bandwidth_Bps = vm["collective-bw"].as<double>() * units::kGB;
+    if (!(opt.collective_bandwidth_Bps > 0)) throw ConfigError("replay: --collective-bw must be positive");
+  }
+  if (vm.count("collective-group")) {
+    opt.collective_group_size = vm["collective-group"].as<int>();
+    if (opt.collective_group_size < 2) throw ConfigError("replay: --collective-group must be at least 2");
+  }
+  if (vm.count("collective-alpha-us")) opt.collective_alpha_s = vm["collective-alpha-us"].as<double>() * 1e-6;
+  if (vm.count("collective-time-scale")) opt.collective_time_scale = vm["collective-time-scale"].as<double>();
+  if (vm.count("cpu-scale")) opt.cpu_gap_scale = vm["cpu-scale"].as<double>();
+  if (vm.count("runtime-scale")) opt.runtime_scale = vm["runtime-scale"].as<double>();
+  if (vm.count("launch-latency-us")) {
+    const double us = vm["launch-latency-us"].as<double>();
+    if (!(us >= 0) || !std::isfinite(us)) throw ConfigError("replay: --launch-latency-us must be a number >= 0");
+    opt.launch_latency_ns = static_cast<std::int64_t>(std::llround(us * 1e3));
+  }
+  opt.keep_unexplained_gaps = vm.count("no-unexplained-gaps") == 0;
+  opt.validate();
+  const auto wall0 = std::chrono::steady_clock::now();
+  const std::vector<ImportedTrace> traces =
+      sim::import_traces_for_replay(vm["trace"].as<std::string>(), vm.count("member") ? vm["member"].as<std::string>() : "");
+  std::vector<sim::Replay> replays;
+  replays.reserve(traces.size());
+  for (const auto& t : traces) replays.push_back(sim::replay_trace(t, opt));
+  std::vector<sim::ReplayReport> reports;
+  std::vector<const ImportedTrace*> tptr;
+  std::vector<const sim::Replay*> rptr;
+  std::string text;
+  for (std::size_t k = 0; k < replays.size(); ++k) {
+    reports.push_back(replays[k].report);
+    tptr.push_back(&traces[k]);
+    rptr.push_back(&replays[k]);
+    text += (k ? "\n" : "") + sim::replay_summary(replays[k].report);
+  }
+  if (vm.count("out"))
+    write_outputs(vm["out"].as<std::string>(), {{"replay.json", sim::replay_json(reports, opt)},
+                                                {"replay_trace.json", sim::replay_chrome_trace(tptr, rptr)}});
+  if (!vm.count("quiet")) {
+    out << text;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    char line[160];
+    std::snprintf(line, sizeof line, "\nreplayed %zu trace%s in %.2f s wall (analytic engine)\n", replays.size(),
+                  replays.size() == 1 ? "" : "s", wall);
+    out << line;
+    if (vm.count("out")) out << "wrote " << vm["out"].as<std::string>() << "/replay.json and replay_trace.json\n";
+  }
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -824,6 +1120,8 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "plan") return cmd_plan(argc - 1, argv + 1, out);
   if (cmd == "bakeoff") return cmd_bakeoff(argc - 1, argv + 1, out);
   if (cmd == "capacity") return cmd_capacity(argc - 1, argv + 1, out);
+  if (cmd == "replay") return cmd_replay(argc - 1, argv + 1, out);
+  if (cmd == "validate") return cmd_validate(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
@@ -831,7 +1129,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, presets, version)");
 }
 
 }  // namespace dtsim::cli

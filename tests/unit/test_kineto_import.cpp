@@ -177,7 +177,8 @@ bool same_event(const TraceEvent& a, const TraceEvent& b) {
          a.tid == b.tid && a.device == b.device && a.correlation == b.correlation && a.external_id == b.external_id &&
          a.collective == b.collective && a.comm.op == b.comm.op && a.comm.bytes == b.comm.bytes &&
          a.comm.group_size == b.comm.group_size && a.comm.process_group == b.comm.process_group &&
-         std::equal(a.grid, a.grid + 3, b.grid) && std::equal(a.block, a.block + 3, b.block);
+         std::equal(a.grid, a.grid + 3, b.grid) && std::equal(a.block, a.block + 3, b.block) &&
+         a.input_dims == b.input_dims && a.input_types == b.input_types;
 }
 
 void expect_identical(const ImportedTrace& a, const ImportedTrace& b) {
@@ -415,6 +416,35 @@ TEST(KinetoShared, NanosecondTimestampsKeepEveryDigit) {
   EXPECT_GT(not_whole_us, t.events.size() / 2);
 }
 
+// Operator shapes (record_shapes=True): the first aten::addmm of the A100 control trace, checked against the raw
+// JSON (External id 310: bias [512], input [1024, 1705], weight^T [1705, 512], beta, alpha).
+TEST(KinetoShared, CpuOpsKeepInputDimsAndTypes) {
+  const std::string path = shared_trace(std::string(kHta) + "trace_diff/control/control.json.gz");
+  if (!fs::exists(path)) GTEST_SKIP() << "shared trace absent: " << path;
+  const ImportedTrace t = dtsim::import_kineto(path);
+  const TraceEvent* addmm = nullptr;
+  std::size_t with_dims = 0, kernels_with_dims = 0;
+  for (const TraceEvent& e : t.events) {
+    if (e.kind == TraceEventKind::CPU_OP && e.name == "aten::addmm" && e.external_id == 310) addmm = &e;
+    if (e.kind == TraceEventKind::CPU_OP && !e.input_types.empty()) ++with_dims;
+    if (e.kind != TraceEventKind::CPU_OP && (!e.input_dims.empty() || !e.input_types.empty())) ++kernels_with_dims;
+  }
+  ASSERT_NE(addmm, nullptr);
+  const std::vector<std::vector<std::int64_t>> dims = {{512}, {1024, 1705}, {1705, 512}, {}, {}};
+  EXPECT_EQ(addmm->input_dims, dims);
+  const std::vector<std::string> types = {"float", "float", "float", "Scalar", "Scalar"};
+  EXPECT_EQ(addmm->input_types, types);
+  EXPECT_EQ(with_dims, 36468u);  // CPU ops with "Input Dims" (independent count, python3 + json)
+  EXPECT_EQ(kernels_with_dims, 0u);
+  // A trace recorded without shapes leaves them empty.
+  const std::string plain = shared_trace(std::string(kHta) + "nccl_parser_config/nccl_data.json.gz");
+  if (fs::exists(plain))
+    for (const TraceEvent& e : dtsim::import_kineto(plain).events) {
+      EXPECT_TRUE(e.input_dims.empty());
+      EXPECT_TRUE(e.input_types.empty());
+    }
+}
+
 TEST(KinetoShared, AmdMi250TraceImports) {
   const std::string path = shared_trace(std::string(kHta) + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz");
   if (!fs::exists(path)) GTEST_SKIP() << "shared trace absent: " << path;
@@ -588,6 +618,37 @@ TEST(KinetoSynthetic, OldAndNewVocabulariesAndFields) {
   EXPECT_EQ(k.grid[1], 2);
   EXPECT_EQ(k.block[0], 128);
   EXPECT_FALSE(k.collective);
+}
+
+// Shapes of every form met in traces: tensors, 0-dim tensors, scalars, TensorLists given as nested lists (newer
+// PyTorch) or as [] with type "TensorList"; odd entries (objects, strings, non-integers) become [] without failing.
+TEST(KinetoSynthetic, InputDimsAndTypesOfCpuOps) {
+  const ImportedTrace t = dtsim::parse_kineto(R"J({"traceEvents": [
+      {"ph":"X","cat":"cpu_op","name":"aten::bmm","pid":1,"tid":1,"ts":1,"dur":9,
+       "args":{"Input Dims":[[8,64,32],[8,32,16]],"Input type":["c10::Half","c10::Half"]}},
+      {"ph":"X","cat":"cpu_op","name":"aten::_foreach_add_","pid":1,"tid":1,"ts":2,"dur":1,
+       "args":{"Input Dims":[[[4,5],[6]],[],[]],"Input type":["TensorList","Scalar",""],"Input Strides":[[1]]}},
+      {"ph":"X","cat":"cpu_op","name":"aten::odd","pid":1,"tid":1,"ts":3,"dur":1,
+       "args":{"Input Dims":[{"a":[1]},"x",[2,1.5],[3,[4]],7,[5]],"Input type":["float",{"b":1},["c"],7]}},
+      {"ph":"X","cat":"cpu_op","name":"aten::none","pid":1,"tid":1,"ts":4,"dur":1,
+       "args":{"Input Dims":"n/a","Input type":5}},
+      {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":5,"dur":1,
+       "args":{"Input Dims":[[1]],"Input type":["float"]}}
+    ]})J",
+                                               "dims.json");
+  ASSERT_EQ(t.events.size(), 5u);
+  using Dims = std::vector<std::vector<std::int64_t>>;
+  using Types = std::vector<std::string>;
+  EXPECT_EQ(t.events[0].input_dims, (Dims{{8, 64, 32}, {8, 32, 16}}));
+  EXPECT_EQ(t.events[0].input_types, (Types{"c10::Half", "c10::Half"}));
+  EXPECT_EQ(t.events[1].input_dims, (Dims{{}, {}, {}}));
+  EXPECT_EQ(t.events[1].input_types, (Types{"TensorList", "Scalar", ""}));
+  EXPECT_EQ(t.events[2].input_dims, (Dims{{}, {}, {}, {}, {}, {5}}));
+  EXPECT_EQ(t.events[2].input_types, (Types{"float", "", "", ""}));
+  EXPECT_TRUE(t.events[3].input_dims.empty());
+  EXPECT_TRUE(t.events[3].input_types.empty());
+  EXPECT_EQ(t.events[4].kind, TraceEventKind::KERNEL);  // only CPU ops keep shapes
+  EXPECT_TRUE(t.events[4].input_dims.empty());
 }
 
 TEST(KinetoSynthetic, LegacyBareArrayIsAccepted) {

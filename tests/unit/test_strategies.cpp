@@ -552,7 +552,16 @@ TEST(LayerPasses, HeadLossAllReduceAndEmbeddingCollectives) {
 namespace {
 struct Roofline {
   dtsim::GpuSpec gpu = dtsim::gpu_preset("a100-sxm4-80gb");  // 312e12 FLOP/s fp16, 2039e9 B/s
-  dtsim::Calibration cal = dtsim::default_calibration("a100-sxm4-80gb");  // eff 0.75, half 1e9, mem 0.8, 4 us
+  // Explicit values (the formulas are under test, not the shipped preset): eff 0.75, half 1e9, mem 0.8, 4 us.
+  dtsim::Calibration cal = [] {
+    auto c = dtsim::default_calibration("a100-sxm4-80gb");
+    c.gemm_efficiency_max = 0.75;
+    c.gemm_half_efficiency_flops = 1e9;
+    c.memory_bandwidth_efficiency = 0.8;
+    c.kernel_launch_s = 4e-6;
+    c.host_issue_s = 0;
+    return c;
+  }();
 };
 }  // namespace
 
@@ -599,6 +608,17 @@ TEST(Roofline, StepTimeSumsOpsAndRejectsCollectives) {
   c.kind = Step::Kind::TP_COLLECTIVE;
   c.name = "ar";
   EXPECT_THROW(dtsim::cost::step_time_s(c, r.gpu, dtsim::DType::FP16, r.cal), dtsim::InternalError);
+}
+
+// The host floor: a kernel takes at least the host's issue time (small kernels of an eager framework), while a
+// kernel longer than that is unaffected.
+TEST(Roofline, HostIssueFloorsSmallKernelsOnly) {
+  Roofline r;
+  r.cal.host_issue_s = 50e-6;
+  const dtsim::cost::Op tiny{"tiny", false, 0, 1e6};
+  EXPECT_DOUBLE_EQ(dtsim::cost::op_time_s(tiny, r.gpu, dtsim::DType::FP16, r.cal), 50e-6);
+  const dtsim::cost::Op big{"big", false, 0, 1e9};
+  EXPECT_REL(dtsim::cost::op_time_s(big, r.gpu, dtsim::DType::FP16, r.cal), 1e9 / (2039e9 * 0.8) + 4e-6);
 }
 
 TEST(Roofline, CollectiveKindNames) {

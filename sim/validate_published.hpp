@@ -1,0 +1,87 @@
+// Accuracy harness: predictions of dtsim against published measured iteration times.
+//
+// Inputs: the vTrain CSV (VIA-Research/vTrain data/ground_truth_single.csv: GPUs, global batch, micro batch,
+// hidden size, attention heads, # layers, sequence length, TP, DP, PP, iteration time (ms)), or a generic CSV with
+// named columns (see GenericColumns in the .cpp / README) or a JSON list of rows.
+//
+// Config mapping for Megatron-DeepSpeed GPT runs (the vTrain rows; documented in README):
+//   model  GPT-2 style: vocabulary 50,257 padded to a multiple of 128 x TP (Megatron's
+//          --make-vocab-size-divisible-by 128), learned position embeddings, tied input/output embeddings,
+//          FFN 4h, fp16 with Adam (mixed precision);
+//   plan   TP x PP x DP as given, ranks TP innermost, 1F1B, activation recompute full (use_checkpoint: true),
+//          no ZeRO, DP all-reduce overlapped with the last backward in 25 MiB buckets;
+//   cluster one DGX A100 node (NVSwitch) with the row's GPU count.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/simulate.hpp"
+
+namespace dtsim::sim {
+
+/// One measured run.
+struct PublishedRow {
+  int index = 0;              ///< 0-based row of the file
+  std::string gpu = "a100-sxm4-80gb";
+  std::string cluster;        ///< cluster spec string ("dgx-a100:8") or JSON file
+  TransformerSpec model;
+  ParallelPlan plan;
+  double measured_s = 0;
+  std::string group;          ///< rows of the same model shape (for rank correlation)
+};
+
+/// Reads the vTrain CSV (detected by its header) or a generic CSV/JSON file. FormatError on a bad file.
+std::vector<PublishedRow> load_published(const std::string& path);
+
+struct RowResult {
+  PublishedRow row;
+  double predicted_s = 0;
+  double error = 0;           ///< (predicted - measured) / measured
+  double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;  ///< of the slowest simulated rank
+  bool oom = false;
+  std::string failure;        ///< non-empty when the row could not be simulated (the message)
+};
+
+struct GroupScore {
+  std::string group;
+  int rows = 0;
+  double mape = 0, max_abs_error = 0, spearman = 0;
+};
+
+struct ValidationScore {
+  int rows = 0, failed = 0;
+  double mape = 0;            ///< mean |error|
+  double max_abs_error = 0;
+  double mean_error = 0;      ///< signed (bias)
+  double spearman_min = 0;    ///< the smallest per-group Spearman correlation
+  std::vector<GroupScore> groups;
+  /// MAPE of rows split by which mechanism they exercise (pipeline, tensor, data parallel, micro-batch size).
+  std::vector<std::pair<std::string, double>> by_feature;
+};
+
+/// "all", "train" (even rows) or "test" (odd rows): the fixed split used for fitting and held-out scoring.
+std::vector<PublishedRow> select_split(const std::vector<PublishedRow>& rows, const std::string& split);
+
+/// Predicts every row with `cal` (ANALYTIC network: single-node rows have GPU-private NVSwitch ports, where the
+/// analytic engine equals the flow-level one; FLOW runs each row in a child process).
+std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal, NetworkMode network);
+
+ValidationScore score(const std::vector<RowResult>& results);
+
+/// Spearman rank correlation (average ranks for ties); 0 for fewer than 2 points.
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+/// Fits the compute calibration (GEMM efficiency curve, memory-bound efficiency, launch overhead, optimizer
+/// traffic) to `rows` by minimising the MAPE of the predictions (Nelder-Mead over log-parameters), starting
+/// from `base`. One set of values for all rows: no per-row or per-group terms.
+struct FitResult {
+  Calibration calibration;
+  double mape_before = 0, mape_after = 0;
+  int evaluations = 0;
+};
+FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration& base, int max_evaluations);
+
+/// predicted-vs-measured scatter (log-log) as a standalone SVG.
+std::string scatter_svg(const std::vector<RowResult>& results, const std::string& title);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tests/notebooks/run_notebooks.sh DTSIM -- executes notebooks/calibration_fits.ipynb headless (jupyter nbconvert
+# --to notebook --execute) into a temporary directory, with the given dtsim binary, and checks that every figure
+# it lists in its manifest was written as a PNG. Exit 77 (ctest SKIP_RETURN_CODE) when jupyter nbconvert, the
+# kernel's Python modules (ipykernel, nbformat, matplotlib) or the shared traces are missing.
+set -euo pipefail
+
+DTSIM=$(realpath -m "${1:?usage: run_notebooks.sh /path/to/dtsim}")
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+NOTEBOOK=$ROOT/notebooks/calibration_fits.ipynb
+
+skip() { echo "SKIP: $*"; exit 77; }
+JUPYTER=$(command -v jupyter || true)
+[[ -n $JUPYTER ]] || skip "jupyter not found (Debian: jupyter-nbconvert python3-nbconvert python3-ipykernel)"
+"$JUPYTER" nbconvert --version >/dev/null 2>&1 || skip "jupyter nbconvert not available"
+# The kernel runs on jupyter's own Python (ipykernel's native kernel): check its modules there.
+PY=$(head -n1 "$JUPYTER" | sed -e 's/^#! *//')
+[[ $PY == /* ]] || PY=python3
+# shellcheck disable=SC2086  # "$PY" may be "/usr/bin/env python3"
+$PY -c 'import ipykernel, nbformat, matplotlib, numpy' 2>/dev/null ||
+  skip "ipykernel, nbformat, matplotlib or numpy missing for $PY (Debian: python3-ipykernel python3-nbformat python3-matplotlib)"
+[[ -x $DTSIM ]] || { echo "FAIL dtsim binary not executable: $DTSIM"; exit 1; }
+SHARED=${DTSIM_SHARED:-$ROOT/../shared}
+[[ -d $SHARED/traces ]] || skip "shared traces absent: $SHARED/traces"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export DTSIM DTSIM_SHARED=$SHARED DTSIM_REPO=$ROOT NOTEBOOK_OUT=$TMP/out MPLBACKEND=Agg MPLCONFIGDIR=$TMP/mpl
+if ! "$JUPYTER" nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 --output-dir "$TMP" \
+     --output executed "$NOTEBOOK" >"$TMP/nbconvert.log" 2>&1; then
+  tail -n 40 "$TMP/nbconvert.log"
+  echo "FAIL notebook execution"
+  exit 1
+fi
+
+fail=0
+[[ -s $TMP/out/manifest.txt ]] || { echo "FAIL the notebook wrote no manifest.txt"; exit 1; }
+n=0
+while IFS= read -r png; do
+  n=$((n + 1))
+  if [[ ! -s $TMP/out/$png ]] || [[ $(head -c 4 "$TMP/out/$png" | od -An -tx1 | tr -d ' \n') != 89504e47 ]]; then
+    echo "FAIL $png missing or not a PNG"
+    fail=1
+  fi
+done <"$TMP/out/manifest.txt"
+for kind in measured_vs_predicted gemm_efficiency memory_bound; do
+  compgen -G "$TMP/out/${kind}_*.png" >/dev/null || { echo "FAIL no ${kind}_*.png"; fail=1; }
+done
+[[ $n -ge 6 ]] || { echo "FAIL only $n figures (expected 3 per trace, at least 2 traces)"; fail=1; }
+[[ $fail -eq 0 ]] || exit 1
+echo "PASS notebook calibration_fits: $n figures"

@@ -1,0 +1,109 @@
+// Accuracy harness: reading published measurements, scoring, rank correlation, and the fitted A100 preset on the
+// vTrain single-node set.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sim/validate_published.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+const std::string kVtrain = DTSIM_SHARED_DIR "/measurements/vtrain_ground_truth_single.csv";
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto p = std::filesystem::temp_directory_path() / ("dtsim_val_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+}  // namespace
+
+TEST(Spearman, MatchesHandComputedRanks) {
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
+  // Ranks (1, 2, 3) vs (2, 1, 3): 1 - 6 * 2 / (3 * 8) = 0.5.
+  EXPECT_NEAR(spearman({1, 2, 3}, {2, 1, 3}), 0.5, 1e-12);
+  // Ties take average ranks: (1.5, 1.5, 3) vs (1, 2, 3) -> Pearson of ranks = sqrt(3)/2.
+  EXPECT_NEAR(spearman({5, 5, 7}, {1, 2, 3}), std::sqrt(3.0) / 2, 1e-12);
+}
+
+TEST(PublishedData, VtrainCsvMapsToMegatronDeepSpeedRuns) {
+  if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
+  const auto rows = load_published(kVtrain);
+  ASSERT_EQ(rows.size(), 1440u);
+  // First data row: 2,16,8,1024,16,24,1024,1,1,2,372.160408
+  const auto& r = rows.front();
+  EXPECT_EQ(r.plan.world_size(), 2);
+  EXPECT_EQ(r.plan.pp, 2);
+  EXPECT_EQ(r.plan.micro_batch_size, 8);
+  EXPECT_EQ(r.plan.global_batch_size, 16);
+  EXPECT_EQ(r.plan.recompute, Recompute::FULL);
+  EXPECT_EQ(r.plan.schedule, Schedule::ONE_F_ONE_B);
+  EXPECT_EQ(r.model.hidden, 1024);
+  EXPECT_EQ(r.model.num_layers, 24);
+  EXPECT_EQ(r.model.vocab, 50304);  // 50,257 padded to a multiple of 128 x TP
+  EXPECT_NEAR(r.measured_s, 0.372160408, 1e-12);
+  EXPECT_EQ(select_split(rows, "train").size() + select_split(rows, "test").size(), rows.size());
+  EXPECT_EQ(select_split(rows, "test").front().index, 1);
+}
+
+// The shipped A100 preset was fitted on the even rows; the odd rows are held out. These bounds are the
+// figures recorded in README (MAPE 6.21%, max 36.0%, Spearman >= 0.985) with a small margin: a change of
+// the model that makes the held-out predictions worse fails here.
+TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
+  if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
+  const auto rows = select_split(load_published(kVtrain), "test");
+  const auto results = predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC);
+  const auto s = score(results);
+  EXPECT_EQ(s.failed, 0);
+  EXPECT_LT(s.mape, 0.065);
+  EXPECT_LT(s.max_abs_error, 0.38);
+  EXPECT_GT(s.spearman_min, 0.98);
+  EXPECT_LT(std::abs(s.mean_error), 0.02);
+}
+
+TEST(PublishedData, GenericCsvAndJsonRows) {
+  const std::string csv = write_temp("rows.csv",
+                                     "hidden,heads,num_layers,seq_len,tp,pp,dp,micro_batch,global_batch,measured_ms\n"
+                                     "1024,16,4,1024,2,1,1,4,8,120\n"
+                                     "1024,16,4,1024,1,2,1,4,8,130\n");
+  const auto rows = load_published(csv);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].plan.tp, 2);
+  EXPECT_EQ(rows[1].plan.pp, 2);
+  EXPECT_DOUBLE_EQ(rows[1].measured_s, 0.13);
+  const std::string json = write_temp("rows.json", R"([{"hidden": 1024, "heads": 16, "num_layers": 4, "tp": 2,
+      "micro_batch": 4, "global_batch": 8, "measured_s": 0.12, "recompute": "none", "schedule": "gpipe"}])");
+  const auto jr = load_published(json);
+  ASSERT_EQ(jr.size(), 1u);
+  EXPECT_EQ(jr[0].plan.recompute, Recompute::NONE);
+  EXPECT_EQ(jr[0].plan.schedule, Schedule::GPIPE);
+  const auto res = predict_rows(jr, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC);
+  ASSERT_EQ(res.size(), 1u);
+  EXPECT_TRUE(res[0].failure.empty()) << res[0].failure;
+  EXPECT_GT(res[0].predicted_s, 0);
+  std::filesystem::remove(csv);
+  std::filesystem::remove(json);
+}
+
+TEST(PublishedData, BadFilesNameTheProblem) {
+  const std::string bad_cols = write_temp("bad.csv", "\xEF\xBB\xBF# GPUs,global batch,micro batch,hidden size,attention heads,"
+                                                     "# layers,sequence length,tensor parallelism,data parallelism,"
+                                                     "pipeline parallelism,iteration time (ms)\n2,16,8,1024\n");
+  EXPECT_THROW(load_published(bad_cols), FormatError);
+  const std::string bad_degrees = write_temp("deg.csv", "\xEF\xBB\xBF# GPUs,global batch,micro batch,hidden size,attention heads,"
+                                                        "# layers,sequence length,tensor parallelism,data parallelism,"
+                                                        "pipeline parallelism,iteration time (ms)\n4,16,8,1024,16,24,1024,1,1,2,300\n");
+  try {
+    load_published(bad_degrees);
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("TP*DP*PP"), std::string::npos) << e.what();
+  }
+  const std::string unknown = write_temp("unk.csv", "a,b,c\n1,2,3\n");
+  EXPECT_THROW(load_published(unknown), FormatError);
+  EXPECT_THROW(load_published("/nonexistent/file.csv"), ConfigError);
+  for (const auto& f : {bad_cols, bad_degrees, unknown}) std::filesystem::remove(f);
+}
