@@ -53,7 +53,9 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   double t = 0;
   for (const auto& s : steps) {
     if (s.kind == cost::Step::Kind::COMPUTE) {
-      t += cost::step_time_s(s, c.gpu, dt, cal);
+      // The host issues the step's kernels while the GPU runs (simulator: the HOST stream); a step takes at
+      // least their issue time.
+      t += std::max(cost::step_time_s(s, c.gpu, dt, cal), static_cast<double>(s.ops.size()) * cal.host_issue_s);
     } else {
       const int a = static_cast<int>(s.axis);
       const int n = s.group_size > 0 ? s.group_size : tl.size[a];

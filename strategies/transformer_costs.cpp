@@ -497,7 +497,7 @@ double gemm_efficiency(double flops, const Calibration& cal) {
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = op.gemm ? op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal)) : 0;
-  return std::max(std::max(t_mem, t_flop) + cal.kernel_launch_s, cal.host_issue_s);
+  return std::max(t_mem, t_flop) + cal.kernel_launch_s;
 }
 
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal) {

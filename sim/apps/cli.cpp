@@ -910,7 +910,7 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("data", po::value<std::string>(), "measurements: the vTrain CSV, a CSV with named columns, or JSON rows")
+    ("data", po::value<std::vector<std::string>>(), "measurements (repeatable): the vTrain CSV, a CSV with named columns, or JSON rows")
     ("calibration", po::value<std::string>(), "calibration JSON (default: the GPU's shipped calibration)")
     ("split", po::value<std::string>()->default_value("all"), "all | train (even rows) | test (odd rows)")
     ("network", po::value<std::string>()->default_value("analytic"), "analytic | flow (flow: one child process per row)")
@@ -924,8 +924,15 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("data")) throw ConfigError("validate: --data is required");
-  const auto all = sim::load_published(vm["data"].as<std::string>());
-  const auto rows = sim::select_split(all, vm["split"].as<std::string>());
+  const auto files = vm["data"].as<std::vector<std::string>>();
+  std::string data_names;
+  std::vector<sim::PublishedRow> all, rows;
+  for (const auto& f : files) {
+    auto part = sim::load_published(f);  // the split is taken per file (row parity within the file)
+    for (auto& r : sim::select_split(part, vm["split"].as<std::string>())) rows.push_back(std::move(r));
+    for (auto& r : part) all.push_back(std::move(r));
+    data_names += (data_names.empty() ? "" : ", ") + f;
+  }
   const Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
                                                   : default_calibration(all.front().gpu);
   const std::string net = vm["network"].as<std::string>();
@@ -938,15 +945,16 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     if (evals < 10) throw ConfigError("validate fit: --max-evals must be at least 10");
     auto fr = sim::fit_published(rows, cal, evals);
     nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
-    prov["fit"] = {{"source", vm["data"].as<std::string>()},
+    prov["fit"] = {{"sources", files},
                    {"split", vm["split"].as<std::string>()},
                    {"rows", rows.size()},
-                   {"method", "Nelder-Mead on log parameters minimising the MAPE of predicted iteration times "
-                              "(analytic network engine); one value per parameter for all rows"},
+                   {"method", "Nelder-Mead on log parameters minimising the mean over model groups of each group's "
+                              "MAPE of predicted iteration times (analytic network engine); one value per parameter "
+                              "for all rows"},
                    {"fitted", {"compute.gemm_efficiency_max", "compute.gemm_half_efficiency_flops",
                                "compute.memory_bandwidth_efficiency", "compute.kernel_launch_s",
                                "network.intra_bandwidth_efficiency", "compute.host_issue_s",
-                               "network.collective_step_overhead_s"}},
+                               "network.collective_step_overhead_s", "network.p2p_overhead_s"}},
                    {"mape_before", fr.mape_before},
                    {"mape_after", fr.mape_after},
                    {"evaluations", fr.evaluations}};
@@ -970,7 +978,7 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   std::snprintf(line, sizeof line,
                 "dtsim %s | validate published | %s | %zu rows (%s split), calibration '%s', %s network\n"
                 "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
-                DTSIM_VERSION, vm["data"].as<std::string>().c_str(), rows.size(), vm["split"].as<std::string>().c_str(),
+                DTSIM_VERSION, data_names.c_str(), rows.size(), vm["split"].as<std::string>().c_str(),
                 cal.name.c_str(), net.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
                 sc.failed);
   text = line;
@@ -1006,14 +1014,14 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
                         {"spearman", g.spearman}});
     nlohmann::json feats = nlohmann::json::object();
     for (const auto& [f, v] : sc.by_feature) feats[f] = v;
-    nlohmann::json j = {{"schema", "dtsim.validation"}, {"schema_version", 1}, {"data", vm["data"].as<std::string>()},
+    nlohmann::json j = {{"schema", "dtsim.validation"}, {"schema_version", 1}, {"data", files},
                         {"split", vm["split"].as<std::string>()}, {"calibration", to_json(cal)}, {"network", net},
                         {"rows", sc.rows}, {"failed", sc.failed}, {"mape", sc.mape}, {"max_abs_error", sc.max_abs_error},
                         {"mean_error", sc.mean_error}, {"spearman_min", sc.spearman_min}, {"groups", groups},
                         {"mape_by_feature", feats}, {"results", jrows}};
     write_outputs(vm["out"].as<std::string>(),
                   {{"validation.json", j.dump(2) + "\n"}, {"validation.csv", csv},
-                   {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + vm["data"].as<std::string>())}});
+                   {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + data_names)}});
   }
   if (!vm.count("quiet")) out << text;
   return 0;

@@ -26,7 +26,7 @@ constexpr double kHostSpeed = 1e9;
 
 struct Endpoints {
   sg4::Host* compute = nullptr;
-  sg4::Host* timer[kNumStreams] = {nullptr, nullptr, nullptr, nullptr};
+  sg4::Host* timer[kNumStreams] = {};
   sg4::Host* nvl = nullptr;         // NVSwitch port
   sg4::Host* nvl_mirror = nullptr;  // sink sharing the port's links (folded axes)
   sg4::Host* net = nullptr;         // NIC

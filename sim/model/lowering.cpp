@@ -912,6 +912,16 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       t.flops = st.flops();
       id = add_on_stream(si, t);
       if (last >= 0) g_.depend(last, id);
+      if (cal_.host_issue_s > 0) {
+        // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot
+        // start before they are issued (it is host-bound when its kernels are shorter than their issue time).
+        Task h = t;
+        h.kind = TaskKind::DELAY;
+        h.stream = Stream::HOST;
+        h.flops = 0;
+        h.duration_s = static_cast<double>(st.ops.size()) * cal_.host_issue_s;
+        g_.depend(add_on_stream(si, h), id);
+      }
     } else {
       id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name,
                       layer, mb, last, nullptr, st.axis);
@@ -1165,7 +1175,11 @@ void Lowerer::setup_ranks() {
     if (fd.dp) c.dp = c.rep = 0;
     out_.sim_index_of[r] = out_.sim_index_of[p_.rank_of(c)];
   }
-  last_.assign(out_.ranks.size(), {-1, -1, -1, -1});
+  {
+    std::array<std::int32_t, kNumStreams> none;
+    none.fill(-1);
+    last_.assign(out_.ranks.size(), none);
+  }
   seq_.assign(out_.ranks.size(), {0, 0, 0, 0});
 }
 

@@ -10,6 +10,7 @@ const char* stream_name(Stream s) {
     case Stream::TP: return "tp-comm";
     case Stream::PP: return "pp-comm";
     case Stream::DP: return "dp-comm";
+    case Stream::HOST: return "host";
   }
   return "?";
 }

@@ -10,8 +10,9 @@
 
 namespace dtsim::sim {
 
-enum class Stream : std::uint8_t { COMPUTE = 0, TP = 1, PP = 2, DP = 3 };
-inline constexpr int kNumStreams = 4;
+/// HOST: the CPU thread that issues the rank's kernels (calibration host_issue_s > 0 only).
+enum class Stream : std::uint8_t { COMPUTE = 0, TP = 1, PP = 2, DP = 3, HOST = 4 };
+inline constexpr int kNumStreams = 5;
 const char* stream_name(Stream s);
 
 enum class TaskKind : std::uint8_t {

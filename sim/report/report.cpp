@@ -59,7 +59,7 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
     const Task& t = tasks[i];
     const double s = res.start_s[i], e = res.end_s[i];
     if (t.kind == TaskKind::COMPUTE) compute[t.rank].emplace_back(s, e);
-    if (t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) {
+    if ((t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST) {
       comm[t.rank].emplace_back(s, e);
       if (t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank) comm[t.peer].emplace_back(s, e);
     }

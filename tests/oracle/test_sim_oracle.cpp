@@ -624,3 +624,25 @@ TEST(Fabric, PcieServerRoutesThroughSwitchesAndSockets) {
   EXPECT_EQ(r.route(0, 2).size(), 4u);  // switch 0 -> CPU 0 -> switch 1
   EXPECT_EQ(r.route(0, 7).size(), 5u);  // ... and across the sockets
 }
+
+// Host issue stream (calibration host_issue_s): the CPU issues each step's kernels in program order, ahead of
+// the GPU. Host-bound (kernels shorter than their issue time): the iteration is the issue time of all steps plus
+// the last kernel. GPU-bound: one issue time, then the kernels back to back.
+TEST(HostIssue, HostBoundAndGpuBoundClosedForms) {
+  auto iteration = [](double kernel_s, double host_s) {
+    TransformerSpec model = tiny_model(4);
+    ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
+    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+    Calibration cal = ideal_calibration();
+    cal.host_issue_s = host_s;
+    SimOptions opt;
+    PassCosts pc = fixed_costs(kernel_s, kernel_s, 0, cluster.gpu.peak_flops(model.dtype), 0);
+    Lowered low = lower(model, cluster, plan, cal, opt, pc);
+    EngineResult res = run_analytic(low.graph, cluster, cal, {0});
+    return *std::max_element(res.end_s.begin(), res.end_s.end());
+  };
+  // 4 layers, one micro-batch: 8 steps (forward and backward of each layer), one kernel each.
+  EXPECT_NEAR(iteration(1e-6, 100e-6), 8 * 100e-6 + 1e-6, 1e-12);
+  EXPECT_NEAR(iteration(1e-3, 100e-6), 100e-6 + 8 * 1e-3, 1e-12);
+  EXPECT_NEAR(iteration(1e-3, 0.0), 8 * 1e-3, 1e-12);
+}

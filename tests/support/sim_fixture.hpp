@@ -21,6 +21,7 @@ inline Calibration ideal_calibration() {
   c.gemm_half_efficiency_flops = 0;
   c.memory_bandwidth_efficiency = 1.0;
   c.kernel_launch_s = 0;
+  c.host_issue_s = 0;
   c.optimizer_bytes_per_param = 0;
   c.intra_bandwidth_efficiency = 1.0;
   c.inter_bandwidth_efficiency = 1.0;

@@ -610,17 +610,6 @@ TEST(Roofline, StepTimeSumsOpsAndRejectsCollectives) {
   EXPECT_THROW(dtsim::cost::step_time_s(c, r.gpu, dtsim::DType::FP16, r.cal), dtsim::InternalError);
 }
 
-// The host floor: a kernel takes at least the host's issue time (small kernels of an eager framework), while a
-// kernel longer than that is unaffected.
-TEST(Roofline, HostIssueFloorsSmallKernelsOnly) {
-  Roofline r;
-  r.cal.host_issue_s = 50e-6;
-  const dtsim::cost::Op tiny{"tiny", false, 0, 1e6};
-  EXPECT_DOUBLE_EQ(dtsim::cost::op_time_s(tiny, r.gpu, dtsim::DType::FP16, r.cal), 50e-6);
-  const dtsim::cost::Op big{"big", false, 0, 1e9};
-  EXPECT_REL(dtsim::cost::op_time_s(big, r.gpu, dtsim::DType::FP16, r.cal), 1e9 / (2039e9 * 0.8) + 4e-6);
-}
-
 TEST(Roofline, CollectiveKindNames) {
   EXPECT_EQ(dtsim::cost::to_string(CollectiveKind::ALL_REDUCE), "all-reduce");
   EXPECT_EQ(dtsim::cost::to_string(CollectiveKind::REDUCE_SCATTER), "reduce-scatter");

@@ -50,7 +50,7 @@ TEST(PublishedData, VtrainCsvMapsToMegatronDeepSpeedRuns) {
 }
 
 // The shipped A100 preset was fitted on the even rows; the odd rows are held out. These bounds are the
-// figures recorded in README (MAPE 6.21%, max 36.0%, Spearman >= 0.985) with a small margin: a change of
+// figures recorded in README (MAPE 8.27%, max 29.1%, Spearman >= 0.973) with a small margin: a change of
 // the model that makes the held-out predictions worse fails here.
 TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
   if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
@@ -58,10 +58,18 @@ TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
   const auto results = predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC);
   const auto s = score(results);
   EXPECT_EQ(s.failed, 0);
-  EXPECT_LT(s.mape, 0.065);
-  EXPECT_LT(s.max_abs_error, 0.38);
-  EXPECT_GT(s.spearman_min, 0.98);
+  EXPECT_LT(s.mape, 0.085);
+  EXPECT_LT(s.max_abs_error, 0.30);
+  EXPECT_GT(s.spearman_min, 0.97);
   EXPECT_LT(std::abs(s.mean_error), 0.02);
+}
+
+// Generality check: the Megatron-LM README runs (1B..8B, pure TP in one DGX-A100) held out of the fit (2B, 8B).
+TEST(PublishedData, FittedA100PresetOnHeldOutMegatronReadmeRows) {
+  const auto rows = select_split(load_published(DTSIM_SOURCE_DIR "/tests/data/published/megatron_readme_a100.json"), "test");
+  ASSERT_EQ(rows.size(), 2u);
+  const auto s = score(predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC));
+  EXPECT_LT(s.max_abs_error, 0.12);
 }
 
 TEST(PublishedData, GenericCsvAndJsonRows) {
