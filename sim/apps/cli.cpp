@@ -1137,7 +1137,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, replay, presets, version)");
 }
 
 }  // namespace dtsim::cli

@@ -591,7 +591,8 @@ TEST(ReplayReal, DlrmArchiveRanksWithinTheirBound) {
   for (const auto& tr : ranks) check_replay(tr, kDlrmBoundPct, kDlrmModelBoundPct);
 }
 
-TEST(ReplayReal, LargestTraceImportAndReplayWithinTwoSeconds) {
+// The largest shared trace imports and replays (its time, <= 2 s targeted, is a benchmark: bench/run.sh).
+TEST(ReplayReal, LargestTraceImportsAndReplays) {
   const std::string p = shared_trace("HolisticTraceAnalysis/tests/data/df_index_resolver/df_index_resolver.json.gz");
   if (!fs::exists(p)) GTEST_SKIP() << p << " absent";
   const auto t0 = std::chrono::steady_clock::now();
@@ -602,9 +603,8 @@ TEST(ReplayReal, LargestTraceImportAndReplayWithinTwoSeconds) {
   const double import_s = std::chrono::duration<double>(t1 - t0).count(), replay_s = std::chrono::duration<double>(t2 - t1).count();
   std::printf("[ replay ] %zu events: import %.3f s, replay %.3f s (%zu tasks, %zu edges)\n", tr.events.size(), import_s,
               replay_s, r.base.nodes.size(), r.base.edges.size());
-#ifdef NDEBUG
-  EXPECT_LE(import_s + replay_s, 2.0);
-#endif
+  EXPECT_GT(r.base.nodes.size(), 100000u);
+  EXPECT_GT(r.base.edges.size(), r.base.nodes.size() / 2);
 }
 
 }  // namespace
