@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "sim/isolate.hpp"
+#include "strategies/estimator.hpp"
+#include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 
@@ -131,6 +133,9 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   else r.measured_s = get<double>(j, ctx, "measured_ms") / 1000.0;
   if (!(r.measured_s > 0)) throw FormatError(ctx + ": measured time must be positive");
   r.group = get_or<std::string>(j, ctx, "group", r.model.name);
+  r.measure = get_or<std::string>(j, ctx, "measure", "iteration");
+  if (r.measure != "iteration" && r.measure != "layer")
+    throw FormatError(ctx + ": measure '" + r.measure + "' is not known (known: iteration, layer)");
   return r;
 }
 
@@ -149,7 +154,7 @@ std::vector<PublishedRow> parse_generic_csv(std::istream& in, const std::string&
     nlohmann::json j = nlohmann::json::object();
     for (std::size_t i = 0; i < names.size(); ++i) {
       const auto& n = names[i];
-      if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu") j[n] = f[i];
+      if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu" || n == "measure") j[n] = f[i];
       else if (n == "sequence_parallel") j[n] = f[i] == "1" || f[i] == "true";
       else if (n == "measured_s" || n == "measured_ms") j[n] = to_number(f[i], ctx);
       else j[n] = to_int(f[i], ctx);
@@ -184,6 +189,19 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
   RowResult out;
   out.row = row;
   const ClusterSpec cluster = load_cluster(row.cluster);
+  if (row.measure == "layer") {
+    // One layer, one micro-batch: its passes with the TP group's collectives (the estimator's step times, which the
+    // simulator reproduces for a GPU-bound layer).
+    row.plan.validate(row.model, cluster);
+    if (row.plan.tp > cluster.gpus_per_node) throw ConfigError("layer rows need the TP group inside one node");
+    const auto passes = cost::layer_passes(row.model, cost::shape_of(row.plan, row.plan.micro_batch_size));
+    double t = 0;
+    for (const auto* steps : {&passes.forward, &passes.recompute, &passes.backward})
+      t += estimate::steps_time_s(*steps, cluster, cal, row.model.dtype, row.plan.tp);
+    out.predicted_s = out.compute_s = t;
+    out.error = (t - row.measured_s) / row.measured_s;
+    return out;
+  }
   SimOptions opt;
   opt.network = network;
   Inputs in{&row.model, &cluster, &row.plan, &cal, &opt};

@@ -28,6 +28,9 @@ struct PublishedRow {
   ParallelPlan plan;
   double measured_s = 0;
   std::string group;          ///< rows of the same model shape (for rank correlation)
+  /// "iteration" (a training iteration) or "layer" (forward + recompute + backward of one transformer layer for one
+  /// micro-batch, e.g. Korthikanti et al.'s Table 4), predicted from the layer's passes with the TP group's links.
+  std::string measure = "iteration";
 };
 
 /// Reads the vTrain CSV (detected by its header) or a generic CSV/JSON file. FormatError on a bad file.

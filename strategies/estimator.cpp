@@ -50,12 +50,11 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int strid
 
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                   const TpLinks& tl) {
-  double t = 0;
+  double t = 0, ops = 0;
   for (const auto& s : steps) {
     if (s.kind == cost::Step::Kind::COMPUTE) {
-      // The host issues the step's kernels while the GPU runs (simulator: the HOST stream); a step takes at
-      // least their issue time.
-      t += std::max(cost::step_time_s(s, c.gpu, dt, cal), static_cast<double>(s.ops.size()) * cal.host_issue_s);
+      t += cost::step_time_s(s, c.gpu, dt, cal);
+      ops += static_cast<double>(s.ops.size());
     } else {
       const int a = static_cast<int>(s.axis);
       const int n = s.group_size > 0 ? s.group_size : tl.size[a];
@@ -63,7 +62,9 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
                        tl.axis[a].bw, cal.collective_step_overhead_s);
     }
   }
-  return t;
+  // The host issues the kernels of the pass while the GPU runs (the simulator's HOST stream runs ahead): the pass
+  // takes at least their issue time.
+  return std::max(t, ops * cal.host_issue_s);
 }
 }  // namespace
 
