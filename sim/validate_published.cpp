@@ -84,15 +84,21 @@ ParallelPlan megatron_plan(int tp, int pp, int dp, int mbs, int gbs, Recompute r
   return p;
 }
 
-std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path) {
-  std::vector<PublishedRow> rows;
+/// Calls `row(fields, ctx)` for every non-empty line after the header; ctx is "path:line".
+void for_each_csv_row(std::istream& in, const std::string& path,
+                      const std::function<void(const std::vector<std::string>&, const std::string&)>& row) {
   std::string line;
   int lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line == "\r") continue;
-    const auto f = split_csv_line(line);
-    const std::string ctx = path + ":" + std::to_string(lineno);
+    row(split_csv_line(line), path + ":" + std::to_string(lineno));
+  }
+}
+
+std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path) {
+  std::vector<PublishedRow> rows;
+  for_each_csv_row(in, path, [&](const std::vector<std::string>& f, const std::string& ctx) {
     if (f.size() != 11) throw FormatError(ctx + ": expected 11 columns, found " + std::to_string(f.size()));
     const int gpus = to_int(f[0], ctx), gbs = to_int(f[1], ctx), mbs = to_int(f[2], ctx), h = to_int(f[3], ctx),
               a = to_int(f[4], ctx), L = to_int(f[5], ctx), s = to_int(f[6], ctx), tp = to_int(f[7], ctx),
@@ -108,7 +114,7 @@ std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path
     r.measured_s = ms / 1000.0;
     r.group = r.model.name;
     rows.push_back(std::move(r));
-  }
+  });
   return rows;
 }
 
@@ -142,13 +148,7 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
 std::vector<PublishedRow> parse_generic_csv(std::istream& in, const std::string& path, const std::string& header) {
   const auto names = split_csv_line(header);
   std::vector<PublishedRow> rows;
-  std::string line;
-  int lineno = 1;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.empty() || line == "\r") continue;
-    const auto f = split_csv_line(line);
-    const std::string ctx = path + ":" + std::to_string(lineno);
+  for_each_csv_row(in, path, [&](const std::vector<std::string>& f, const std::string& ctx) {
     if (f.size() != names.size())
       throw FormatError(ctx + ": expected " + std::to_string(names.size()) + " columns, found " + std::to_string(f.size()));
     nlohmann::json j = nlohmann::json::object();
@@ -160,7 +160,7 @@ std::vector<PublishedRow> parse_generic_csv(std::istream& in, const std::string&
       else j[n] = to_int(f[i], ctx);
     }
     rows.push_back(generic_row(j, ctx, static_cast<int>(rows.size())));
-  }
+  });
   return rows;
 }
 

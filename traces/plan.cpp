@@ -1,5 +1,7 @@
 #include "traces/plan.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -291,6 +293,31 @@ bool ParallelPlan::has_device_map() const {
   for (std::size_t r = 0; r < device_map.size(); ++r)
     if (device_map[r] != static_cast<int>(r)) return true;
   return false;
+}
+
+void ParallelPlan::place_ranks(std::vector<int> gpu_of_rank) {
+  DTSIM_ASSERT(static_cast<int>(gpu_of_rank.size()) == world_size(), "placement of " << gpu_of_rank.size()
+                                                                                     << " ranks for " << world_size());
+  device_map.clear();
+  auto matches = [&](const ParallelPlan& alt) {
+    for (int r = 0; r < world_size(); ++r)
+      if (gpu_of_rank[r] != alt.rank_of(coord_of(r))) return false;
+    return true;
+  };
+  if (matches(*this)) return;
+  if (!has_stage_replicas()) {  // rank_order only applies without stage replication
+    std::array<Axis, 3> order = {Axis::TP, Axis::DP, Axis::PP};
+    std::sort(order.begin(), order.end());
+    do {
+      ParallelPlan alt = *this;
+      alt.rank_order = order;
+      if (matches(alt)) {
+        rank_order = order;
+        return;
+      }
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+  device_map = std::move(gpu_of_rank);
 }
 
 void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& cluster) const {

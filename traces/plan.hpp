@@ -99,6 +99,10 @@ struct ParallelPlan {
   int gpu_of_rank(int rank) const { return device_map.empty() ? rank : device_map[rank]; }
   /// True when a device map is set and differs from the identity.
   bool has_device_map() const;
+  /// Places rank r (numbered in the current rank order) on GPU gpu_of_rank[r]: nothing is stored for the
+  /// identity, a placement that is just another rank order becomes that order (keeping the simulator's symmetry
+  /// folding), any other becomes device_map.
+  void place_ranks(std::vector<int> gpu_of_rank);
   RankCoord coord_of(int rank) const;
   /// Layers of each stage after applying the default uniform split (pp entries).
   std::vector<int> stage_layers(int num_layers) const;

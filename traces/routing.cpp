@@ -97,6 +97,17 @@ double GraphRouting::latency_s(int from, int to) const {
 
 bool is_network_link(const std::string& kind) { return kind == "ib" || kind == "nic" || kind == "ethernet"; }
 
+double calibrated_bandwidth_Bps(const TopologyGraph::Link& link, const Calibration& cal) {
+  return link.bandwidth_Bps * (is_network_link(link.kind) ? cal.inter_bandwidth_efficiency : cal.intra_bandwidth_efficiency);
+}
+
+double route_bandwidth_Bps(const GraphRouting& routing, const TopologyGraph& graph, const Calibration& cal, int from,
+                           int to) {
+  double bw = 1e300;
+  for (int d : routing.route(from, to)) bw = std::min(bw, calibrated_bandwidth_Bps(graph.links[d / 2], cal));
+  return bw;
+}
+
 PairLinks::PairLinks(const ClusterSpec& cluster, const Calibration& cal)
     : c_(cluster), cal_(cal), routing_(cluster.has_graph() ? std::make_unique<GraphRouting>(cluster.graph) : nullptr) {}
 PairLinks::~PairLinks() = default;
@@ -109,13 +120,7 @@ PairLink PairLinks::get(int a, int b) const {
     return pl;
   }
   if (routing_) {
-    pl.bandwidth_Bps = 1e300;
-    for (int d : routing_->route(a, b)) {
-      const auto& l = c_.graph.links[d / 2];
-      pl.latency_s += l.latency_s;
-      pl.bandwidth_Bps = std::min(pl.bandwidth_Bps, l.bandwidth_Bps * (is_network_link(l.kind) ? cal_.inter_bandwidth_efficiency
-                                                                                           : cal_.intra_bandwidth_efficiency));
-    }
+    pl = {routing_->latency_s(a, b), route_bandwidth_Bps(*routing_, c_.graph, cal_, a, b)};
   } else if (c_.node_of(a) == c_.node_of(b)) {
     pl = {c_.intra.latency_s, c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency};
   } else {

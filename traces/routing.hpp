@@ -27,6 +27,11 @@ private:
 /// Whether a graph link kind is a network link (NIC/InfiniBand/Ethernet: the calibration's inter-node
 /// efficiency applies) rather than an intra-node one (NVLink, PCIe, NVSwitch).
 bool is_network_link(const std::string& kind);
+/// A graph link's bandwidth after the calibration's efficiency for its kind.
+double calibrated_bandwidth_Bps(const TopologyGraph::Link& link, const Calibration& cal);
+/// Narrowest calibrated link on the routed path from GPU `from` to GPU `to`.
+double route_bandwidth_Bps(const GraphRouting& routing, const TopologyGraph& graph, const Calibration& cal, int from,
+                           int to);
 
 /// Latency and bottleneck bandwidth between two GPUs as one point-to-point transfer sees them, after the
 /// calibration's link efficiencies: on a graph, the routed path's summed latency and narrowest link; on a

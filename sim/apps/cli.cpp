@@ -44,11 +44,18 @@ const char* kUsage =
     "\n"
     "'dtsim <command> --help' describes a command's options.\n";
 
-std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
-  std::vector<int> out;
+/// The items of a comma-separated list (empty items kept, so callers can reject them).
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) {
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(s)) {
     char* end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0') throw ConfigError(what + " '" + s + "' is not a comma-separated list of integers");
@@ -637,21 +644,27 @@ void add_planner_options(po::options_description& desc) {
   // clang-format on
 }
 
-int planner_options(const po::variables_map& vm, const std::string& cmd, planning::PlannerInput& in,
-                    sim::SimOptions& opt) {
-  for (const char* req : {"model", "cluster", "gbs"})
+/// Cluster, calibration, global batch and memory limit of a planner input (shared by plan, bakeoff, capacity).
+void cluster_input(const po::variables_map& vm, const std::string& cmd, planning::PlannerInput& in) {
+  for (const char* req : {"cluster", "gbs"})
     if (!vm.count(req)) throw ConfigError(std::string(cmd + ": --") + req + " is required");
-  in.model = load_model(vm["model"].as<std::string>());
   in.cluster = load_cluster(vm["cluster"].as<std::string>());
   in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
                                            : default_calibration(in.cluster.gpu.name);
   in.global_batch_size = vm["gbs"].as<int>();
   if (in.global_batch_size <= 0) throw ConfigError(cmd + ": --gbs must be positive");
-  in.tensor_parallel = vm["tp"].as<int>();
   if (vm.count("memory-limit")) {
     in.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;
     if (!(in.memory_limit_bytes > 0)) throw ConfigError(cmd + ": --memory-limit must be positive");
   }
+}
+
+int planner_options(const po::variables_map& vm, const std::string& cmd, planning::PlannerInput& in,
+                    sim::SimOptions& opt) {
+  if (!vm.count("model")) throw ConfigError(cmd + ": --model is required");
+  in.model = load_model(vm["model"].as<std::string>());
+  cluster_input(vm, cmd, in);
+  in.tensor_parallel = vm["tp"].as<int>();
   const int top = vm["top"].as<int>();
   if (top < 1 || top > 100) throw ConfigError(cmd + ": --top must be between 1 and 100");
   const std::string net = vm["network"].as<std::string>();
@@ -823,29 +836,12 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
     out << desc << "\n";
     return 0;
   }
-  for (const char* req : {"cluster", "gbs"})
-    if (!vm.count(req)) throw ConfigError(std::string("capacity: --") + req + " is required");
   planning::PlannerInput in;
-  in.cluster = load_cluster(vm["cluster"].as<std::string>());
-  in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
-                                           : default_calibration(in.cluster.gpu.name);
-  in.global_batch_size = vm["gbs"].as<int>();
-  if (in.global_batch_size <= 0) throw ConfigError("capacity: --gbs must be positive");
-  if (vm.count("memory-limit")) {
-    in.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;
-    if (!(in.memory_limit_bytes > 0)) throw ConfigError("capacity: --memory-limit must be positive");
-  }
-  auto split = [](const std::string& s) {
+  cluster_input(vm, "capacity", in);
+  auto split = [](const std::string& list) {  // non-empty names only ("a,,b" -> a, b)
     std::vector<std::string> v;
-    std::string cur;
-    for (char ch : s + ",") {
-      if (ch == ',') {
-        if (!cur.empty()) v.push_back(cur);
-        cur.clear();
-      } else {
-        cur += ch;
-      }
-    }
+    for (auto& x : split_list(list))
+      if (!x.empty()) v.push_back(std::move(x));
     return v;
   };
   const auto ladder = vm.count("models") ? split(vm["models"].as<std::string>()) : planning::default_capacity_ladder();

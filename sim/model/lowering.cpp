@@ -73,15 +73,7 @@ private:
   const PassCosts& stage_costs(int stage) const { return stage_costs_.empty() ? costs_ : stage_costs_[stage]; }
   /// Bottleneck bandwidth of the hop from GPU a to GPU b (after calibrated efficiencies).
   double hop_bandwidth(Path path, int a, int b) const {
-    if (routing_) {
-      double bw = 1e300;
-      for (int d : routing_->route(gpu(a), gpu(b))) {
-        const auto& l = c_.graph.links[d / 2];
-        const bool network = is_network_link(l.kind);
-        bw = std::min(bw, l.bandwidth_Bps * (network ? cal_.inter_bandwidth_efficiency : cal_.intra_bandwidth_efficiency));
-      }
-      return bw;
-    }
+    if (routing_) return route_bandwidth_Bps(*routing_, c_.graph, cal_, gpu(a), gpu(b));
     return path == Path::INTRA_NODE ? c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency
                                     : c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency;
   }

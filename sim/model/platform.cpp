@@ -16,8 +16,7 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
     p.graph_mode = true;
     p.routing = std::make_shared<GraphRouting>(c.graph);
     for (const auto& l : c.graph.links) {
-      const bool network = is_network_link(l.kind);
-      const double bw = l.bandwidth_Bps * (network ? cal.inter_bandwidth_efficiency : cal.intra_bandwidth_efficiency);
+      const double bw = calibrated_bandwidth_Bps(l, cal);
       const std::string& a = c.graph.vertices[l.a].name;
       const std::string& b = c.graph.vertices[l.b].name;
       add(l.kind + ":" + a + "->" + b, bw, l.latency_s);

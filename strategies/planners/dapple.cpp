@@ -14,7 +14,6 @@
 // are powers of two and divide the micro-batch (the micro-batch is split evenly across a stage's replicas).
 // Bandwidths and latencies come from the cluster and calibration, not the paper's V100 constants.
 #include <algorithm>
-#include <array>
 #include <optional>
 #include <chrono>
 #include <cmath>
@@ -200,37 +199,12 @@ private:
     plan.dapple_warmup = true;
     // Ranks (tp t, copy c, stage s, replica j) -> GPUs of the chosen placement.
     std::vector<int> dmap(static_cast<std::size_t>(plan.world_size()));
-    bool identity = true;
     for (int c = 0; c < rp; ++c)
       for (int st = 0; st < p; ++st)
         for (int j = 0; j < reps_of[st]; ++j)
-          for (int t = 0; t < ch.tp; ++t) {
-            const int rank = plan.rank_of({t, c, st, plan.has_stage_replicas() ? j : 0});
-            dmap[rank] = best.at(c, st, j) * ch.tp + t;
-            identity = identity && dmap[rank] == rank;
-          }
-    if (!identity) {
-      // A placement that is just another rank order (e.g. Append-First without replicas = copies outermost) is
-      // written as that order, which keeps the simulator's symmetry folding; only other placements need a map.
-      bool expressed = false;
-      if (!plan.has_stage_replicas()) {
-        const std::array<std::array<Axis, 3>, 5> orders = {{{Axis::TP, Axis::PP, Axis::DP}, {Axis::DP, Axis::TP, Axis::PP},
-                                                            {Axis::DP, Axis::PP, Axis::TP}, {Axis::PP, Axis::TP, Axis::DP},
-                                                            {Axis::PP, Axis::DP, Axis::TP}}};
-        for (const auto& order : orders) {
-          ParallelPlan alt = plan;
-          alt.rank_order = order;
-          bool same = true;
-          for (int r = 0; r < plan.world_size() && same; ++r) same = dmap[r] == alt.rank_of(plan.coord_of(r));
-          if (same) {
-            plan.rank_order = order;
-            expressed = true;
-            break;
-          }
-        }
-      }
-      if (!expressed) plan.device_map = std::move(dmap);
-    }
+          for (int t = 0; t < ch.tp; ++t)
+            dmap[plan.rank_of({t, c, st, plan.has_stage_replicas() ? j : 0})] = best.at(c, st, j) * ch.tp + t;
+    plan.place_ranks(std::move(dmap));
     auto cand = make_candidate(in, std::move(plan), predicted, block);
     if (!cand.estimate.fits) return std::nullopt;  // the DP's memory check is the planner's; the model's decides
     return cand;

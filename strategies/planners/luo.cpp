@@ -95,10 +95,19 @@ using Mapping = std::vector<int>;
 
 struct MappedCosts {
   std::vector<double> boundary_s;  ///< c_k: both directions of boundary k for one micro-batch, slowest copy
-  std::vector<double> one_way_s;   ///< c_k / 2
   std::vector<double> all_reduce_s;
   double block = 0, objective = 0;
 };
+
+/// The list scheduler's view of a partition under a mapping: forward/backward per stage, one-way transfers.
+luo::StageTimes stage_times(const Partition& part, const MappedCosts& mc) {
+  luo::StageTimes st;
+  st.forward_s = part.F;
+  for (std::size_t s = 0; s < part.T.size(); ++s) st.backward_s.push_back(part.T[s] - part.F[s]);
+  for (double c : mc.boundary_s) st.send_s.push_back(c / 2);
+  st.all_reduce_s = mc.all_reduce_s;
+  return st;
+}
 
 MappedCosts mapped_costs(const Problem& pr, const Partition& part, const Mapping& map) {
   MappedCosts mc;
@@ -107,8 +116,6 @@ MappedCosts mapped_costs(const Problem& pr, const Partition& part, const Mapping
   for (int k = 0; k + 1 < pr.p; ++k)
     for (int d = 0; d < pr.dp; ++d)
       mc.boundary_s[k] = std::max(mc.boundary_s[k], 2.0 * pr.links->at(map[k * pr.dp + d], map[(k + 1) * pr.dp + d]).time_s(bytes));
-  mc.one_way_s = mc.boundary_s;
-  for (double& x : mc.one_way_s) x /= 2;
   mc.all_reduce_s.assign(static_cast<std::size_t>(pr.p), 0.0);
   if (pr.dp > 1)
     for (int s = 0; s < pr.p; ++s) {
@@ -128,12 +135,7 @@ MappedCosts mapped_costs(const Problem& pr, const Partition& part, const Mapping
     mc.objective = (pr.M - 1) * mc.block + fill + xfers;
     return mc;
   }
-  luo::StageTimes st;
-  st.forward_s = part.F;
-  for (int s = 0; s < pr.p; ++s) st.backward_s.push_back(part.T[s] - part.F[s]);
-  st.send_s = mc.one_way_s;
-  st.all_reduce_s = mc.all_reduce_s;
-  mc.objective = luo::evaluate_orders(pr.orders_1f1b, st, pr.M);
+  mc.objective = luo::evaluate_orders(pr.orders_1f1b, stage_times(part, mc), pr.M);
   return mc;
 }
 
@@ -337,11 +339,7 @@ ScheduleChoice choose_schedule(const Problem& pr, const Partition& part, const M
     for (int s = 0; s < pr.p; ++s) o.push_back(luo::warmup_order(pr.M, K[s]));
     return o;
   };
-  luo::StageTimes st;
-  st.forward_s = part.F;
-  for (int s = 0; s < pr.p; ++s) st.backward_s.push_back(part.T[s] - part.F[s]);
-  st.send_s = mc.one_way_s;
-  st.all_reduce_s = mc.all_reduce_s;
+  const luo::StageTimes st = stage_times(part, mc);
   ScheduleChoice best;
   for (int s = 0; s < pr.p; ++s) best.K.push_back(std::min({pr.M, pr.p - s, std::max(cap[s], 1)}));
   best.time_s = luo::evaluate_orders(orders_of(best.K), st, pr.M);
@@ -439,11 +437,7 @@ private:
     for (int s = 0; s < pr.p; ++s)
       for (int d = 0; d < pr.dp; ++d)
         for (int t = 0; t < tp; ++t) dmap[plan.rank_of({t, d, s, 0})] = mapped.map[s * pr.dp + d] * tp + t;
-    for (std::size_t i = 0; i < dmap.size(); ++i)
-      if (dmap[i] != static_cast<int>(i)) {
-        plan.device_map = std::move(dmap);
-        break;
-      }
+    plan.place_ranks(std::move(dmap));
     auto cand = make_candidate(in, std::move(plan), sc.time_s, mapped.costs.block);
     if (!cand.estimate.fits) return std::nullopt;
     return cand;

@@ -120,3 +120,26 @@ TEST(PairLinks, GraphClusterTakesTheRoutesNarrowestLinkAndSummedLatency) {
   // NVLink neighbours are faster than GPUs in different nodes.
   EXPECT_GT(links.get(0, 1).bandwidth_Bps, links.get(0, 9).bandwidth_Bps);
 }
+
+// place_ranks stores nothing for the identity, a rank order when the placement is one, a device map otherwise.
+TEST(DeviceMap, PlaceRanksPrefersRankOrders) {
+  ParallelPlan p = pp2_dp8();
+  std::vector<int> identity(16);
+  for (int r = 0; r < 16; ++r) identity[r] = r;
+  p.place_ranks(identity);
+  EXPECT_TRUE(p.device_map.empty());
+  std::vector<int> pipelines_inner(16);
+  for (int r = 0; r < 16; ++r) pipelines_inner[r] = 2 * p.coord_of(r).dp + p.coord_of(r).pp;
+  p.place_ranks(pipelines_inner);
+  EXPECT_TRUE(p.device_map.empty());
+  EXPECT_EQ(rank_order_string(p.rank_order), "tp,pp,dp");  // the first order (permutation order) that matches
+  for (int r = 0; r < 16; ++r) {
+    ParallelPlan d = pp2_dp8();
+    EXPECT_EQ(p.rank_of(d.coord_of(r)), pipelines_inner[r]);
+  }
+  ParallelPlan q = pp2_dp8();
+  std::vector<int> swapped = identity;
+  std::swap(swapped[0], swapped[5]);
+  q.place_ranks(swapped);
+  EXPECT_EQ(q.device_map, swapped);
+}
