@@ -135,6 +135,10 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   r.plan.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   r.plan.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
   r.cluster = get_or<std::string>(j, ctx, "cluster", "dgx-a100:" + std::to_string(r.plan.world_size()));
+  r.gpu = load_cluster(r.cluster).gpu.name;
+  if (j.contains("gpu") && get<std::string>(j, ctx, "gpu") != r.gpu)
+    throw FormatError(ctx + ": gpu '" + get<std::string>(j, ctx, "gpu") + "' is not the GPU of cluster '" + r.cluster +
+                      "' (" + r.gpu + ")");
   if (j.contains("measured_s")) r.measured_s = get<double>(j, ctx, "measured_s");
   else r.measured_s = get<double>(j, ctx, "measured_ms") / 1000.0;
   if (!(r.measured_s > 0)) throw FormatError(ctx + ": measured time must be positive");
@@ -275,11 +279,17 @@ std::vector<PublishedRow> select_split(const std::vector<PublishedRow>& rows, co
 }
 
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal, NetworkMode network) {
+  return predict_rows(rows, [&](const PublishedRow&) -> const Calibration& { return cal; }, network);
+}
+
+std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
+                                    const std::function<const Calibration&(const PublishedRow&)>& calibration_of,
+                                    NetworkMode network) {
   std::vector<RowResult> out;
   out.reserve(rows.size());
   for (const auto& r : rows) {
     try {
-      out.push_back(predict_one(r, cal, network));
+      out.push_back(predict_one(r, calibration_of(r), network));
     } catch (const Error& e) {
       RowResult rr;
       rr.row = r;

@@ -12,6 +12,7 @@
 //          no ZeRO, DP all-reduce overlapped with the last backward in 25 MiB buckets;
 //   cluster one DGX A100 node (NVSwitch) with the row's GPU count.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ std::vector<PublishedRow> select_split(const std::vector<PublishedRow>& rows, co
 /// Predicts every row with `cal` (ANALYTIC network: single-node rows have GPU-private NVSwitch ports, where the
 /// analytic engine equals the flow-level one; FLOW runs each row in a child process).
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal, NetworkMode network);
+/// Each row with its own calibration (e.g. the shipped one of the row's GPU).
+std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
+                                    const std::function<const Calibration&(const PublishedRow&)>& calibration_of,
+                                    NetworkMode network);
 
 ValidationScore score(const std::vector<RowResult>& results);
 

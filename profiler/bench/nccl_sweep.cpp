@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -278,6 +279,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (!o.output_dir.empty()) {  // created before any GPU work, so a bad path fails at once
+      std::error_code ec;
+      std::filesystem::create_directories(o.output_dir, ec);
+      if (ec) throw Failure("cannot create '" + o.output_dir + "': " + ec.message());
+    }
     Sweep sweep(o);
     std::fprintf(stderr, "dtsim_nccl_sweep: %d GPU%s%s\n", sweep.ranks(), sweep.ranks() == 1 ? "" : "s",
                  sweep.ranks() == 1 ? " (single-rank communicator: collectives are local copies)" : "");

@@ -929,8 +929,23 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     for (auto& r : part) all.push_back(std::move(r));
     data_names += (data_names.empty() ? "" : ", ") + f;
   }
-  const Calibration cal = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>())
-                                                  : default_calibration(all.front().gpu);
+  // One calibration per GPU kind: --calibration for rows of its GPU, else each row's GPU's shipped calibration.
+  std::map<std::string, Calibration> cal_of_gpu;
+  if (vm.count("calibration")) {
+    Calibration c = load_calibration(vm["calibration"].as<std::string>());
+    for (const auto& r : all)
+      if (!c.gpu.empty() && r.gpu != c.gpu)
+        throw ConfigError("validate: calibration '" + vm["calibration"].as<std::string>() + "' is for " + c.gpu +
+                          ", but row " + std::to_string(r.index) + " (" + r.group + ") runs on " + r.gpu +
+                          "; validate one GPU kind per calibration file");
+    for (const auto& r : all) cal_of_gpu.emplace(r.gpu, c);
+  } else {
+    for (const auto& r : all)
+      if (!cal_of_gpu.count(r.gpu)) cal_of_gpu.emplace(r.gpu, default_calibration(r.gpu));
+  }
+  const Calibration& cal = cal_of_gpu.begin()->second;
+  std::string cal_names;
+  for (const auto& [gpu, c] : cal_of_gpu) cal_names += (cal_names.empty() ? "'" : ", '") + c.name + "'";
   const std::string net = vm["network"].as<std::string>();
   if (net != "analytic" && net != "flow") throw ConfigError("validate: --network '" + net + "' is not known (known: flow, analytic)");
   const auto network = net == "flow" ? sim::NetworkMode::FLOW : sim::NetworkMode::ANALYTIC;
@@ -939,6 +954,9 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   if (mode == "fit") {
     const int evals = vm["max-evals"].as<int>();
     if (evals < 10) throw ConfigError("validate fit: --max-evals must be at least 10");
+    if (cal_of_gpu.size() > 1)
+      throw ConfigError("validate fit: the rows run on " + std::to_string(cal_of_gpu.size()) +
+                        " GPU kinds; fit one GPU kind at a time");
     auto fr = sim::fit_published(rows, cal, evals);
     nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
     prov["fit"] = {{"sources", files},
@@ -969,13 +987,14 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     if (!vm.count("quiet")) out << text;
     return 0;
   }
-  const auto results = sim::predict_rows(rows, cal, network);
+  const auto results = sim::predict_rows(
+      rows, [&](const sim::PublishedRow& r) -> const Calibration& { return cal_of_gpu.at(r.gpu); }, network);
   const auto sc = sim::score(results);
   std::snprintf(line, sizeof line,
-                "dtsim %s | validate published | %s | %zu rows (%s split), calibration '%s', %s network\n"
+                "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
                 "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
                 DTSIM_VERSION, data_names.c_str(), rows.size(), vm["split"].as<std::string>().c_str(),
-                cal.name.c_str(), net.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
+                cal_names.c_str(), net.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
                 sc.failed);
   text = line;
   text += "model group                    rows   MAPE   max err  Spearman\n";
