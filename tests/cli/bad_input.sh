@@ -222,6 +222,17 @@ expect_error "collective unknown op"         "'all-to-some'"       collective --
 expect_error "collective bad size"           "unknown unit"        collective --cluster dgx-a100:8 --bytes 12XB
 expect_error "collective sweep reversed"     "MIN above MAX"       collective --cluster dgx-a100:8 --sweep 1GiB:8
 expect_error "collective missing cluster"    "--cluster is required" collective --bytes 1MiB
+cat >"$TMP/rows_h100.json" <<'EOF'
+[{"hidden": 1024, "heads": 16, "num_layers": 2, "micro_batch": 1, "global_batch": 1, "cluster": "dgx-h100:1",
+  "measured_s": 0.01}]
+EOF
+cat >"$TMP/rows_gpu_mismatch.json" <<'EOF'
+[{"hidden": 1024, "heads": 16, "num_layers": 2, "micro_batch": 1, "global_batch": 1, "cluster": "dgx-h100:1",
+  "gpu": "a100-sxm4-80gb", "measured_s": 0.01}]
+EOF
+CAL_A100=$(cd "$(dirname "$0")/../.." && pwd)/traces/calibration/a100-sxm4-80gb.json  # the shipped A100 file
+expect_error "validate: calibration of another GPU" "is for a100-sxm4-80gb, but row 0" validate published --data "$TMP/rows_h100.json" --calibration "$CAL_A100"
+expect_error "validate: row gpu not the cluster's" "gpu 'a100-sxm4-80gb' is not the GPU of cluster 'dgx-h100:1'" validate published --data "$TMP/rows_gpu_mismatch.json"
 # ---- input files -------------------------------------------------------------------------------------
 expect_error "model file missing field"      "missing field 'hidden'" simulate --model "$TMP/model_missing_hidden.json" "${C[@]}" "${P[@]}"
 expect_error "model file typo'd field"       "unknown field 'hiden'" simulate --model "$TMP/model_typo.json" "${C[@]}" "${P[@]}"
