@@ -95,7 +95,7 @@ Dims dims(const TransformerSpec& m, const Shape& sh) {
 }
 
 Op gemm(const std::string& name, double M, double K, double N, double e) {
-  return {name, true, 2 * M * K * N, (M * K + K * N + M * N) * e, false};
+  return {name, true, 2 * M * K * N, (M * K + K * N + M * N) * e, false, M, K, N, 1};
 }
 Op mem(const std::string& name, double bytes) { return {name, false, 0, bytes, false}; }
 Step compute(const std::string& name, std::vector<Op> ops) {
@@ -115,7 +115,9 @@ Step coll(const std::string& name, CollectiveKind k, double bytes) {
 }
 // Backward of a GEMM: input gradient and weight gradient, each as many FLOPs as the forward.
 std::vector<Op> gemm_bwd(const Op& fwd) {
-  return {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes, false}, {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true}};
+  // dgrad: dY (m x n) * W^T (n x k); wgrad: X^T (k x m) * dY (m x n).
+  return {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes, false, fwd.m, fwd.n, fwd.k, fwd.batch},
+          {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true, fwd.k, fwd.m, fwd.n, fwd.batch}};
 }
 void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
@@ -124,10 +126,10 @@ std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_di
   double bh = d.b * heads_per_rank;
   double scores = bh * d.s * d.s;  // elements of the score matrix
   // QK^T and AV multiply two activations: their backward has no weight gradient.
-  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false},
+  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false, d.s, head_dim, d.s, bh},
           mem("softmax", 2 * scores * d.e),
           mem("attn-dropout", scores * (2 * d.e + 1)),
-          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false}};
+          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false, d.s, d.s, head_dim, bh}};
 }
 }  // namespace
 

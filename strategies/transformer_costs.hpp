@@ -26,6 +26,9 @@ struct Op {
   double flops = 0;  ///< FLOPs per TP rank
   double bytes = 0;  ///< HBM bytes moved per TP rank
   bool weight_grad = false;  ///< a weight-gradient GEMM (the W pass when the backward is split)
+  /// GEMM shape per TP rank: batch x (m x k) * (k x n), flops = 2 batch m k n (0 when not a GEMM). The cost model
+  /// needs only flops and bytes; the executor (validate/) runs kernels of these shapes.
+  double m = 0, k = 0, n = 0, batch = 1;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are

@@ -903,6 +903,12 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       t.duration_s = cost::step_time_s(st, c_.gpu, m_.dtype, cal_);
       t.flops = st.flops();
       id = add_on_stream(si, t);
+      if (opt_.record_kernels) {
+        std::vector<KernelSpec> ks;
+        ks.reserve(st.ops.size());
+        for (const auto& op : st.ops) ks.push_back({op.name, op.gemm, op.m, op.k, op.n, op.batch, op.flops, op.bytes});
+        g_.set_kernels(id, std::move(ks));
+      }
       if (last >= 0) g_.depend(last, id);
       if (cal_.host_issue_s > 0) {
         // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot
@@ -1134,6 +1140,8 @@ void Lowerer::lower_rank(int si) {
   opt.duration_s =
       shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
+  if (opt_.record_kernels)
+    g_.set_kernels(opt_id, {{"adam-step", false, 0, 0, 0, 1, 0, shard * cal_.optimizer_bytes_per_param}});
   if (last_compute >= 0) g_.depend(last_compute, opt_id);
   for (auto d : dp_done)
     if (d >= 0) g_.depend(d, opt_id);

@@ -66,6 +66,17 @@ std::int32_t TaskGraph::intern(const std::string& name) {
   return it->second;
 }
 
+void TaskGraph::set_kernels(std::int32_t task, std::vector<KernelSpec> kernels) {
+  DTSIM_ASSERT(task >= 0 && static_cast<std::size_t>(task) < tasks_.size(), "set_kernels of unknown task " << task);
+  if (kernels_.size() <= static_cast<std::size_t>(task)) kernels_.resize(tasks_.size());
+  kernels_[task] = std::move(kernels);
+}
+
+const std::vector<KernelSpec>& TaskGraph::kernels(std::int32_t task) const {
+  static const std::vector<KernelSpec> none;
+  return task >= 0 && static_cast<std::size_t>(task) < kernels_.size() ? kernels_[task] : none;
+}
+
 void TaskGraph::finalize() {
   DTSIM_ASSERT(!finalized_, "finalize called twice");
   finalized_ = true;

@@ -68,6 +68,16 @@ struct Task {
   double bytes = 0;            ///< FLOW: payload; COLLECTIVE pieces: for annotation
 };
 
+/// One kernel of a COMPUTE task, as the cost model sized it (recorded when SimOptions::record_kernels is set):
+/// a GEMM batch x (m x k) * (k x n), or a memory-bound kernel moving `bytes` through HBM. The executor
+/// (validate/) runs these; the simulator only needs the task's duration.
+struct KernelSpec {
+  std::string name;
+  bool gemm = false;
+  double m = 0, k = 0, n = 0, batch = 1;
+  double flops = 0, bytes = 0;
+};
+
 /// A DAG of tasks. Dependencies are kept as an edge list while building and as CSR after finalize().
 class TaskGraph {
 public:
@@ -77,6 +87,9 @@ public:
   /// Records a memory change of the task's rank when the task starts (at_end = false) or ends.
   void memory(std::int32_t task, bool at_end, MemCategory category, double bytes);
   const std::vector<MemEvent>& memory_events() const { return mem_; }
+  /// The kernels of COMPUTE task `task` (see KernelSpec); empty when they were not recorded.
+  void set_kernels(std::int32_t task, std::vector<KernelSpec> kernels);
+  const std::vector<KernelSpec>& kernels(std::int32_t task) const;
   /// Builds successor lists and predecessor counts; checks acyclicity. Call once, after the last add.
   void finalize();
 
@@ -96,6 +109,7 @@ private:
   std::vector<std::int32_t> succ_begin_, succ_, npred_;
   std::vector<std::string> names_;
   std::vector<MemEvent> mem_;
+  std::vector<std::vector<KernelSpec>> kernels_;  ///< by task; sized on the first set_kernels
   std::map<std::string, std::int32_t> name_ids_;
   bool finalized_ = false;
 };

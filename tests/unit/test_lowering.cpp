@@ -274,3 +274,48 @@ TEST(GraphRouting, ClusterJsonRoundTripKeepsTheGraph) {
   }
   EXPECT_NO_THROW(back.validate());
 }
+
+// The executor runs the kernels the cost model sized: with record_kernels every COMPUTE task carries them, their
+// FLOPs add up to the task's, each GEMM's shape gives its FLOPs, and the task's duration is their modelled time.
+TEST(TaskGraph, RecordedKernelsAreTheCostModelsKernels) {
+  for (const auto recompute : {Recompute::NONE, Recompute::FULL}) {
+    Scenario s = small(2, 2, 1, "dgx-a100:4");
+    s.plan.recompute = recompute;
+    s.opt.record_kernels = true;
+    s.cal.host_issue_s = 0;
+    const Lowered low = s.lower();
+    const auto& g = low.graph;
+    std::size_t compute = 0, gemms = 0;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
+      const Task& t = g.tasks()[i];
+      if (t.kind != TaskKind::COMPUTE) {
+        EXPECT_TRUE(g.kernels(i).empty());
+        continue;
+      }
+      ++compute;
+      const auto& ks = g.kernels(i);
+      ASSERT_FALSE(ks.empty()) << g.names()[t.name];
+      double flops = 0, time = 0;
+      for (const auto& k : ks) {
+        flops += k.flops;
+        if (k.gemm) {
+          ++gemms;
+          EXPECT_NEAR(k.flops, 2 * k.batch * k.m * k.k * k.n, 1e-9 * k.flops) << k.name;
+          EXPECT_GT(k.m * k.k * k.n, 0) << k.name;
+        } else {
+          EXPECT_GT(k.bytes, 0) << k.name;
+        }
+        cost::Op op{k.name, k.gemm, k.flops, k.bytes};
+        time += cost::op_time_s(op, s.cluster.gpu, s.model.dtype, s.cal);
+      }
+      EXPECT_NEAR(flops, t.flops, 1e-9 * std::max(1.0, t.flops)) << g.names()[t.name];
+      EXPECT_NEAR(time, t.duration_s, 1e-9 * t.duration_s) << g.names()[t.name];
+    }
+    EXPECT_GT(compute, 100u);
+    EXPECT_GT(gemms, 100u);
+    // Without the option nothing is kept.
+    s.opt.record_kernels = false;
+    const Lowered plain = s.lower();
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(plain.graph.size()); ++i) EXPECT_TRUE(plain.graph.kernels(i).empty());
+  }
+}
