@@ -7,7 +7,7 @@
 
 namespace dtsim::sim {
 
-Simulation simulate(const Inputs& in) {
+Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust) {
   in.model->validate();
   in.cluster->validate();
   in.plan->validate(*in.model, *in.cluster);
@@ -25,6 +25,7 @@ Simulation simulate(const Inputs& in) {
   }
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
+  if (adjust) adjust(s.lowered);
   std::vector<int> gpus;
   for (const auto& r : s.lowered.ranks) gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
   s.engine = in.options->network == NetworkMode::ANALYTIC

@@ -1,5 +1,6 @@
 // One simulation end to end: lower the plan, run it on SimGrid, analyse the result.
 #pragma once
+#include <functional>
 #include "sim/engine/simgrid_runtime.hpp"
 #include "sim/model/lowering.hpp"
 #include "sim/report/report.hpp"
@@ -13,6 +14,7 @@ struct Simulation {
 };
 
 /// Validates the inputs (ConfigError on inconsistency), then simulates. Once per process (SimGrid).
-Simulation simulate(const Inputs& in);
+/// `adjust`, when given, edits the lowered graph before it runs (e.g. measured task durations).
+Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust = {});
 
 }  // namespace dtsim::sim

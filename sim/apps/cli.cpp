@@ -1,6 +1,9 @@
 #include "sim/apps/cli.hpp"
 
 #include <boost/program_options.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +23,8 @@
 #include "traces/kineto_import.hpp"
 #include "traces/output.hpp"
 #include "traces/units.hpp"
+#include "validate/compare.hpp"
+#include "validate/measured_timeline.hpp"
 
 namespace po = boost::program_options;
 
@@ -38,7 +43,9 @@ const char* kUsage =
     "  bakeoff    run every planner on the same model and cluster and compare their plans in the simulator\n"
     "  capacity   the largest model of a ladder each planner fits on a cluster (vs Megatron-style TP + DP)\n"
     "  replay     replay a PyTorch-profiler (Kineto) trace on the simulator and predict what-if edits\n"
-    "  validate   score predictions against published measurements (validate published), fit a calibration (validate fit)\n"
+    "  validate   score predictions against published measurements (validate published), fit a calibration (validate fit),\n"
+    "             run a plan on this GPU and compare (validate run; validate measured: an executor run as a timeline)\n"
+    "  compare    compare a predicted run directory (simulate --out) with a measured one: per task, rank, phase, memory\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -895,10 +902,134 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
   return 0;
 }
 
+/// `dtsim validate measured`: the executor's measurements.json as a timeline in the simulator's format.
+int cmd_validate_measured(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim validate measured: turn an executor run (dtsim-exec's measurements.json) into a measured run directory\n"
+      "in the simulator's format (summary.json + trace.json) for 'dtsim compare': the predicted graph re-timed with the\n"
+      "measured compute durations (ex-situ: communication keeps its predicted times), with the measured peak memory\n"
+      "example: dtsim validate measured --predicted pred/ --measurements meas/measurements.json --out meas/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("predicted", po::value<std::string>(), "the --out directory of the 'dtsim simulate' run the executor ran")
+    ("measurements", po::value<std::string>(), "dtsim-exec's measurements.json")
+    ("out", po::value<std::string>(), "directory to write summary.json and trace.json into")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  for (const char* req : {"predicted", "measurements", "out"})
+    if (!vm.count(req)) throw ConfigError(std::string("validate measured: --") + req + " is required");
+  const auto rc = sim::load_run_config(vm["predicted"].as<std::string>());
+  const auto m = exec::load_measurements(vm["measurements"].as<std::string>());
+  const auto t = exec::measured_timeline(rc, m);
+  write_outputs(vm["out"].as<std::string>(), {{"summary.json", t.summary.dump(2) + "\n"}, {"trace.json", t.trace}});
+  if (!vm.count("quiet")) {
+    char line[256];
+    std::snprintf(line, sizeof line, "measured on %s: %zu of %zu compute tasks; re-timed iteration %.6f s\n",
+                  m.device_name.c_str(), t.measured_tasks, t.compute_tasks,
+                  t.summary["results"]["iteration_time_s"].get<double>());
+    out << line;
+    for (const auto& r : m.ranks)
+      if (!r.ok) out << "rank " << r.sim_rank << " (global " << r.global_rank << ") failed: " << r.error << "\n";
+  }
+  return 0;
+}
+
+/// Runs `args` (args[0] is the program) as a child process and waits; ConfigError naming `what` on failure.
+void run_child(const std::vector<std::string>& args, const std::string& what) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    throw ConfigError("validate run: cannot start " + what + " (" + args[0] + ")");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw ConfigError("validate run: " + what + " failed (exit status " +
+                      std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "; its message is above)");
+}
+
+/// `dtsim validate run`: simulate + execute on this machine's GPU + compare, in child processes (SimGrid allows
+/// one engine per process); everything lands in --out only when all steps succeed.
+int cmd_validate_run(int argc, char** argv, std::ostream& out) {
+  std::string dir, exec_path, warmup = "2", iters = "5", device = "0";
+  bool quiet = false;
+  std::vector<std::string> sim_args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ConfigError("validate run: " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--out") dir = value();
+    else if (a == "--exec") exec_path = value();
+    else if (a == "--warmup") warmup = value();
+    else if (a == "--iters") iters = value();
+    else if (a == "--device") device = value();
+    else if (a == "-q" || a == "--quiet") quiet = true;
+    else if (a == "-h" || a == "--help") {
+      out << "dtsim validate run: simulate a plan, run it on this machine's GPU with dtsim-exec (each simulated rank\n"
+             "alone, ex-situ; a one-rank plan is a full run), and compare task by task\n"
+             "usage: dtsim validate run --out DIR [--exec PATH] [--warmup N] [--iters N] [--device D] [-q]\n"
+             "                          SIMULATE OPTIONS (as 'dtsim simulate': --model, --cluster, --plan or --tp ...)\n"
+             "writes DIR/predicted, DIR/measured (measurements.json, summary.json, trace.json), DIR/compare\n";
+      return 0;
+    } else sim_args.push_back(a);
+  }
+  if (dir.empty()) throw ConfigError("validate run: --out is required");
+  namespace fs = std::filesystem;
+  if (fs::exists(dir) && !fs::is_empty(dir)) throw ConfigError("validate run: --out directory '" + dir + "' is not empty");
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  if (exec_path.empty())
+    for (const fs::path& c : {self.parent_path() / "dtsim-exec", self.parent_path() / "../validate/exec/dtsim-exec"})
+      if (fs::exists(c)) {
+        exec_path = fs::weakly_canonical(c).string();
+        break;
+      }
+  if (exec_path.empty()) exec_path = "dtsim-exec";  // from PATH
+  const fs::path work = dir + ".tmp-" + std::to_string(getpid());
+  fs::remove_all(work);
+  try {
+    const std::string pred = (work / "predicted").string(), meas = (work / "measured").string();
+    std::vector<std::string> simulate = {self.string(), "simulate"};
+    simulate.insert(simulate.end(), sim_args.begin(), sim_args.end());
+    simulate.insert(simulate.end(), {"--out", pred, "-q"});
+    run_child(simulate, "the simulation");
+    run_child({exec_path, "--predicted", pred, "--out", meas, "--warmup", warmup, "--iters", iters, "--device", device,
+               "-q"},
+              "the executor");
+    run_child({self.string(), "validate", "measured", "--predicted", pred, "--measurements", meas + "/measurements.json",
+               "--out", meas, "-q"},
+              "building the measured timeline");
+    const auto report = validate::compare(validate::load_timeline(pred), validate::load_timeline(meas));
+    write_outputs((work / "compare").string(),
+                  {{"compare.json", validate::report_json(report).dump(2) + "\n"},
+                   {"compare_trace.json", validate::compare_trace_json(validate::load_timeline(pred), validate::load_timeline(meas))}});
+    fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path());
+    fs::remove(dir);  // empty or absent
+    fs::rename(work, dir);
+    if (!quiet) out << validate::report_text(report) << "\nwrote " << dir << "/{predicted,measured,compare}\n";
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(work, ec);
+    throw;
+  }
+  return 0;
+}
+
 int cmd_validate(int argc, char** argv, std::ostream& out) {
   const std::string mode = argc >= 2 ? argv[1] : "";
+  if (mode == "measured") return cmd_validate_measured(argc - 1, argv + 1, out);
+  if (mode == "run") return cmd_validate_run(argc - 1, argv + 1, out);
   if (mode != "published" && mode != "fit")
-    throw ConfigError("validate: expected 'published' or 'fit' (e.g. dtsim validate published --data FILE)");
+    throw ConfigError("validate: expected 'published', 'fit', 'measured' or 'run' (e.g. dtsim validate published --data FILE)");
   po::options_description desc(
       "dtsim validate published: predict every row of a file of measured runs and score the predictions\n"
       "dtsim validate fit: fit the compute calibration to the rows of a split (MAPE, Nelder-Mead)\n"
@@ -1124,6 +1255,39 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
   }
   return 0;
 }
+int cmd_compare(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim compare: compare a predicted run directory (dtsim simulate --out) with a measured one in the same format\n"
+      "(trace.json + summary.json): per task, per rank (compute / exposed comm / bubble), per phase, peak memory and\n"
+      "iteration time; error = measured / predicted - 1\n"
+      "example: dtsim compare --predicted out/predicted --measured out/measured --out out/compare\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("predicted", po::value<std::string>(), "predicted run directory (trace.json + summary.json)")
+    ("measured", po::value<std::string>(), "measured run directory in the same format")
+    ("out", po::value<std::string>(), "write compare.json and compare_trace.json (both sides in one Chrome trace)")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  for (const char* req : {"predicted", "measured"})
+    if (!vm.count(req)) throw ConfigError(std::string("compare: --") + req + " is required");
+  const validate::Timeline predicted = validate::load_timeline(vm["predicted"].as<std::string>());
+  const validate::Timeline measured = validate::load_timeline(vm["measured"].as<std::string>());
+  const validate::CompareReport report = validate::compare(predicted, measured);
+  if (vm.count("out"))
+    write_outputs(vm["out"].as<std::string>(), {{"compare.json", validate::report_json(report).dump(2) + "\n"},
+                                                {"compare_trace.json", validate::compare_trace_json(predicted, measured)}});
+  if (!vm.count("quiet")) {
+    out << validate::report_text(report);
+    if (vm.count("out")) out << "\nwrote " << vm["out"].as<std::string>() << "/compare.json and compare_trace.json\n";
+  }
+  return 0;
+}
 }  // namespace
 
 int run(int argc, char** argv, std::ostream& out) {
@@ -1145,6 +1309,7 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "capacity") return cmd_capacity(argc - 1, argv + 1, out);
   if (cmd == "replay") return cmd_replay(argc - 1, argv + 1, out);
   if (cmd == "validate") return cmd_validate(argc - 1, argv + 1, out);
+  if (cmd == "compare") return cmd_compare(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
@@ -1152,7 +1317,7 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, replay, presets, version)");
+  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, compare, replay, presets, version)");
 }
 
 }  // namespace dtsim::cli

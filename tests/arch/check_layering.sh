@@ -6,9 +6,12 @@
 #   1. only files under sim/engine/ include SimGrid headers (<simgrid/...>, and its <xbt/...>, <smpi/...>);
 #   2. nothing under traces/ includes "strategies/", "sim/", "profiler/" or "validate/" headers;
 #   3. nothing under strategies/ includes "sim/", "profiler/", "validate/" or SimGrid headers;
-#   4. nothing under traces/, strategies/ or sim/ includes GPU libraries (<cuda...>, <cupti...>, <nccl...>,
+#   4. validate may include traces only: the always-built comparison (validate/compare.*, the dtsim::validate
+#      library) includes no "strategies/", "sim/", "profiler/", SimGrid or GPU headers (the executor side of
+#      validate/, which runs the simulator's own lowered graph, is not covered);
+#   5. nothing under traces/, strategies/ or sim/ includes GPU libraries (<cuda...>, <cupti...>, <nccl...>,
 #      <cublas...>, <cudnn...>): the simulator must build on machines without CUDA;
-#   5. no exit() (exit, std::exit, _Exit, quick_exit) in library code: errors are exceptions that main()
+#   6. no exit() (exit, std::exit, _Exit, quick_exit) in library code: errors are exceptions that main()
 #      turns into "dtsim: error: ..." and exit code 2; sim/apps/dtsim_main.cpp is the only main file, and
 #      tests/ are not library code. // comments are ignored for this rule.
 # Files scanned: *.hpp *.cpp *.h *.cc (plus *.cpp.in *.hpp.in *.cu *.cuh) under ROOT, excluding build*/ and
@@ -69,9 +72,11 @@ rule "traces/ includes no strategies/, sim/, profiler/, validate/ headers" '^tra
   'strategies/|sim/|profiler/|validate/'
 rule "strategies/ includes no sim/, profiler/, validate/ or SimGrid headers" '^strategies/' '' \
   "sim/|profiler/|validate/|$SIMGRID"
+rule "validate/compare.* includes traces/ headers only" '^validate/compare\.' '' \
+  "strategies/|sim/|profiler/|$SIMGRID|$GPU"
 rule "traces/, strategies/, sim/ include no CUDA, CUPTI or NCCL headers" '^(traces|strategies|sim)/' '' "$GPU"
 
-# Rule 5: exit() outside the main file. Comments after // are dropped before matching.
+# Rule 6: exit() outside the main file. Comments after // are dropped before matching.
 exit_hits=$(select_files '' '^(sim/apps/dtsim_main\.cpp|tests/)' | xargs -0 -r grep -nHE -- \
   '(\bexit|std::exit|\b_Exit|\bquick_exit)[[:space:]]*\(' |
   awk '{

@@ -233,6 +233,12 @@ EOF
 CAL_A100=$(cd "$(dirname "$0")/../.." && pwd)/traces/calibration/a100-sxm4-80gb.json  # the shipped A100 file
 expect_error "validate: calibration of another GPU" "is for a100-sxm4-80gb, but row 0" validate published --data "$TMP/rows_h100.json" --calibration "$CAL_A100"
 expect_error "validate: row gpu not the cluster's" "gpu 'a100-sxm4-80gb' is not the GPU of cluster 'dgx-h100:1'" validate published --data "$TMP/rows_gpu_mismatch.json"
+# dtsim compare: a predicted run directory from a tiny valid simulation, and a measured one whose trace is cut off.
+"$DTSIM" simulate "${T[@]}" --tp 2 --pp 2 --dp 2 --mbs 2 --gbs 16 --out "$TMP/run_pred" -q
+mkdir "$TMP/run_trunc" && cp "$TMP/run_pred/summary.json" "$TMP/run_trunc/"
+head -c 1000 "$TMP/run_pred/trace.json" >"$TMP/run_trunc/trace.json"
+expect_error "compare: missing --measured dir" "run directory '$TMP/no_such_run' does not exist" compare --predicted "$TMP/run_pred" --measured "$TMP/no_such_run"
+expect_error "compare: truncated measured trace" "run_trunc/trace.json' is not valid JSON" compare --predicted "$TMP/run_pred" --measured "$TMP/run_trunc"
 # ---- input files -------------------------------------------------------------------------------------
 expect_error "model file missing field"      "missing field 'hidden'" simulate --model "$TMP/model_missing_hidden.json" "${C[@]}" "${P[@]}"
 expect_error "model file typo'd field"       "unknown field 'hiden'" simulate --model "$TMP/model_typo.json" "${C[@]}" "${P[@]}"
