@@ -1,4 +1,5 @@
 #include "sim/apps/cli.hpp"
+#include "sim/apps/commands.hpp"
 
 #include <boost/program_options.hpp>
 #include <spawn.h>
@@ -46,6 +47,9 @@ const char* kUsage =
     "  validate   score predictions against published measurements (validate published), fit a calibration (validate fit),\n"
     "             run a plan on this GPU and compare (validate run; validate measured: an executor run as a timeline)\n"
     "  compare    compare a predicted run directory (simulate --out) with a measured one: per task, rank, phase, memory\n"
+    "  sweep      simulate a grid/random space of scenarios (-j N workers, resumable; under mpirun: sharded)\n"
+    "  pareto     the throughput-vs-memory Pareto front of sweep results, per GPU count\n"
+    "  report     a self-contained HTML page of sweep results (plots as inline SVG, top strategies)\n"
     "  presets    list model, GPU and cluster presets\n"
     "  version    print versions\n"
     "\n"
@@ -822,6 +826,8 @@ int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
   return 0;
 }
 int cmd_capacity(int argc, char** argv, std::ostream& out) {
+  for (int i = 1; i < argc; ++i)  // the deadline form: smallest GPU count that trains T tokens in D days
+    if (std::string(argv[i]) == "--tokens" || std::string(argv[i]) == "--days") return cmd_capacity_deadline(argc, argv, out);
   po::options_description desc(
       "dtsim capacity: for each planner, the largest model of a ladder it fits on the cluster (its own memory check\n"
       "and dtsim's analytic memory model), against Megatron-style 1-D TP inside a node + DP (the baseline)\n"
@@ -1310,6 +1316,9 @@ int run(int argc, char** argv, std::ostream& out) {
   if (cmd == "replay") return cmd_replay(argc - 1, argv + 1, out);
   if (cmd == "validate") return cmd_validate(argc - 1, argv + 1, out);
   if (cmd == "compare") return cmd_compare(argc - 1, argv + 1, out);
+  if (cmd == "sweep") return cmd_sweep(argc - 1, argv + 1, out);
+  if (cmd == "pareto") return cmd_pareto(argc - 1, argv + 1, out);
+  if (cmd == "report") return cmd_report(argc - 1, argv + 1, out);
   if (cmd == "version" || cmd == "--version") {
     po::options_description desc("dtsim version: print versions");
     desc.add_options()("help,h", "this help");
