@@ -2,6 +2,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cmath>
@@ -104,10 +105,16 @@ public:
       const std::string name = low_.graph.names()[t.name];
       apply_memory(id, false, name);
       if (t.kind == sim::TaskKind::COMPUTE) {
+        // An NVTX range per task, so a profile of the run (our CUPTI profiler, Nsight) names every kernel's task.
+        std::string range = std::string("task ") + std::to_string(id) + " " + name;
+        if (t.layer >= 0) range += std::string(" layer ") + std::to_string(t.layer);
+        if (t.microbatch >= 0) range += std::string(" mb ") + std::to_string(t.microbatch);
+        nvtxRangePushA(range.c_str());
         auto& ev = event_pair(id);
         check(cudaEventRecord(ev.first, stream_), "cudaEventRecord");
         for (const auto& k : low_.graph.kernels(id)) launch(k, name);
         check(cudaEventRecord(ev.second, stream_), "cudaEventRecord");
+        nvtxRangePop();
       }
       apply_memory(id, true, name);
     }
