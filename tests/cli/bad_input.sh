@@ -233,6 +233,9 @@ EOF
 CAL_A100=$(cd "$(dirname "$0")/../.." && pwd)/traces/calibration/a100-sxm4-80gb.json  # the shipped A100 file
 expect_error "validate: calibration of another GPU" "is for a100-sxm4-80gb, but row 0" validate published --data "$TMP/rows_h100.json" --calibration "$CAL_A100"
 expect_error "validate: row gpu not the cluster's" "gpu 'a100-sxm4-80gb' is not the GPU of cluster 'dgx-h100:1'" validate published --data "$TMP/rows_gpu_mismatch.json"
+expect_error "capacity: unknown GPU"          "--gpu 'b200' is not known" capacity --model gpt3-1.3b --tokens 1B --days 1 --gpu b200
+expect_error "capacity: bad token count"     "--tokens '12XB' has an unknown suffix" capacity --model gpt3-1.3b --tokens 12XB --days 1 --gpu dgx-h100
+expect_error "capacity: deadline not positive" "--days must be positive" capacity --model gpt3-1.3b --tokens 1B --days 0 --gpu dgx-h100
 # dtsim compare: a predicted run directory from a tiny valid simulation, and a measured one whose trace is cut off.
 "$DTSIM" simulate "${T[@]}" --tp 2 --pp 2 --dp 2 --mbs 2 --gbs 16 --out "$TMP/run_pred" -q
 mkdir "$TMP/run_trunc" && cp "$TMP/run_pred/summary.json" "$TMP/run_trunc/"
