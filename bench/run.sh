@@ -79,3 +79,31 @@ if [[ -f $TRACE ]]; then
 else
   echo "replay benchmark skipped: $TRACE absent"
 fi
+
+# Sweeps issue: throughput of `dtsim sweep -j 2` (SWEEP_JOBS to change): 1,000 random GPT-3 175B points on
+# dgx-a100:1024 at analytic fidelity with and without the memory pre-filter, and 100 points at flow fidelity (a
+# fresh process per scenario). One run each. "points/min" counts every point of the sweep (pre-filtered ones
+# included), "simulated/min" only the simulations. Targets: >= 1,000/min analytic, >= 60/min flow, on 2 cores.
+SWEEPS="$(dirname "$0")/../examples/sweeps"
+sweep_case() {  # name, spec, extra args...
+  local name=$1 spec=$2
+  shift 2
+  rm -rf "$tmp/sweep"
+  local t0 t1
+  t0=$EPOCHREALTIME
+  "$DTSIM" sweep "$spec" -j "${SWEEP_JOBS:-2}" -q --out "$tmp/sweep" "$@"
+  t1=$EPOCHREALTIME
+  python3 - "$name" "$tmp/sweep/sweep.json" "$t0" "$t1" <<'PY'
+import json, sys
+name, path, t0, t1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+wall = t1 - t0
+c = json.load(open(path))["counts"]
+pts, sim, st = c["scenarios"], c["simulated_this_run"], c["status"]
+print(f"{name:34s} {pts} points ({c['prefiltered']} pre-filtered), {sim} simulated in {wall:.1f} s wall: "
+      f"{pts / wall * 60:,.0f} points/min, {sim / wall * 60:,.0f} simulated/min "
+      f"({st['ok']} ok, {st['oom']} oom, {st['failed']} failed, {st['crashed']} crashed)")
+PY
+}
+sweep_case "sweep analytic, pre-filter" "$SWEEPS/gpt3-175b-1024.json"
+sweep_case "sweep analytic, no pre-filter" "$SWEEPS/gpt3-175b-1024.json" --no-prefilter
+sweep_case "sweep flow, pre-filter" "$SWEEPS/gpt3-175b-1024-flow.json"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${DTSIM_BUILD_DIR:-build}
 PACKAGES=(build-essential cmake ninja-build pkg-config python3 time
           libsimgrid-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev libgtest-dev
-          coinor-libcbc-dev libarchive-dev
+          coinor-libcbc-dev libarchive-dev libopenmpi-dev openmpi-bin
           jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
 
 if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then

@@ -3,6 +3,8 @@
 # --to notebook --execute) into a temporary directory, with the given dtsim binary, and checks that every figure
 # it lists in its manifest was written as a PNG. Exit 77 (ctest SKIP_RETURN_CODE) when jupyter nbconvert, the
 # kernel's Python modules (ipykernel, nbformat, matplotlib) or the shared traces are missing.
+# run_notebooks.sh DTSIM sweep_plots -- executes notebooks/sweep_plots.ipynb instead, on the committed synthetic sweep
+# results (tests/data/sweep/sweep_small.jsonl, no shared data needed), and checks its four PNGs.
 set -euo pipefail
 
 DTSIM=$(realpath -m "${1:?usage: run_notebooks.sh /path/to/dtsim}")
@@ -20,6 +22,27 @@ PY=$(head -n1 "$JUPYTER" | sed -e 's/^#! *//')
 $PY -c 'import ipykernel, nbformat, matplotlib, numpy' 2>/dev/null ||
   skip "ipykernel, nbformat, matplotlib or numpy missing for $PY (Debian: python3-ipykernel python3-nbformat python3-matplotlib)"
 [[ -x $DTSIM ]] || { echo "FAIL dtsim binary not executable: $DTSIM"; exit 1; }
+if [[ ${2:-} == sweep_plots ]]; then
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+  export DTSIM DTSIM_REPO=$ROOT NOTEBOOK_OUT=$TMP/out MPLBACKEND=Agg MPLCONFIGDIR=$TMP/mpl \
+    SWEEP_RESULTS=$ROOT/tests/data/sweep/sweep_small.jsonl
+  if ! "$JUPYTER" nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 --output-dir "$TMP" \
+       --output executed "$ROOT/notebooks/sweep_plots.ipynb" >"$TMP/nbconvert.log" 2>&1; then
+    tail -n 40 "$TMP/nbconvert.log"
+    echo "FAIL notebook execution"
+    exit 1
+  fi
+  fail=0
+  for png in sweep_throughput_vs_gpus sweep_memory_by_strategy sweep_pareto sweep_time_breakdown; do
+    grep -qx "$png.png" "$TMP/out/sweep_manifest.txt" 2>/dev/null || { echo "FAIL $png.png not in sweep_manifest.txt"; fail=1; }
+    [[ -s $TMP/out/$png.png && $(head -c 4 "$TMP/out/$png.png" | od -An -tx1 | tr -d ' \n') == 89504e47 ]] ||
+      { echo "FAIL $png.png missing or not a PNG"; fail=1; }
+  done
+  [[ $fail -eq 0 ]] || exit 1
+  echo "PASS notebook sweep_plots: 4 figures"
+  exit 0
+fi
 SHARED=${DTSIM_SHARED:-$ROOT/../shared}
 [[ -d $SHARED/traces ]] || skip "shared traces absent: $SHARED/traces"
 

@@ -1,0 +1,309 @@
+// Unit tests of sweeps (sim/sweep.hpp): spec checking, expansion and filtering counts on hand-counted specs,
+// deterministic ids and random samples, the memory pre-filter, rows of analytic scenarios (run in-process: the
+// analytic engine does not use SimGrid) and the CSV form. Process handling, resume and MPI are tested by
+// tests/cli/sweep_resume.sh and sweep_mpi.sh.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/sweep.hpp"
+#include "strategies/memory_model.hpp"
+#include "strategies/planner.hpp"
+#include "traces/error.hpp"
+
+namespace sw = dtsim::sim::sweep;
+using nlohmann::json;
+
+namespace {
+std::size_t skipped(const sw::Expansion& ex, const std::string& reason) {
+  auto it = ex.skipped.find(reason);
+  return it == ex.skipped.end() ? 0 : it->second;
+}
+std::size_t total_skipped(const sw::Expansion& ex) {
+  std::size_t n = 0;
+  for (const auto& [r, c] : ex.skipped) n += c;
+  return n;
+}
+}  // namespace
+
+// gpt3-1.3b (24 layers, 16 heads) on 24 GPUs, gbs 48 and 40, tp {1,3,8} x pp {1,2} x dp {auto,6} x mbs {1,2}:
+// 48 points. Per gbs: dp 6 never gives tp*pp*dp = 24 (12 points); tp 3 with dp auto has dp 8 or 4 but 3 does not
+// divide 16 heads (4); tp 8 pp 2 needs 16 | 24 (2, dp auto). Left: (tp,pp,dp) = (1,1,24), (1,2,12), (8,1,3) x mbs
+// 1, 2: all 6 valid for gbs 48 (48 % (mbs dp) = 0), none for gbs 40 (40 % 24, 48, 12, 24, 3, 6 != 0: 6 skipped).
+TEST(SweepExpansion, DivisibilityCountsByHand) {
+  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"clusters", {"dgx-a100:24"}},
+                     {"gbs", {48, 40}},     {"tp", {1, 3, 8}},        {"pp", {1, 2}},
+                     {"dp", {"auto", 6}},   {"mbs", {1, 2}}};
+  const auto ex = sw::expand(spec);
+  EXPECT_EQ(ex.grid_points, 48u);
+  EXPECT_EQ(ex.scenarios.size(), 6u);
+  EXPECT_EQ(skipped(ex, "divisibility: tp*pp*dp != gpus"), 24u);
+  EXPECT_EQ(skipped(ex, "divisibility: heads % tp != 0"), 8u);
+  EXPECT_EQ(skipped(ex, "divisibility: tp*pp does not divide gpus (dp auto)"), 4u);
+  EXPECT_EQ(skipped(ex, "divisibility: gbs % (mbs*dp) != 0"), 6u);
+  EXPECT_EQ(total_skipped(ex), 42u);
+  for (std::size_t i = 0; i < ex.scenarios.size(); ++i) {
+    const auto& s = ex.scenarios[i];
+    EXPECT_EQ(s.index, static_cast<int>(i));
+    EXPECT_EQ(s.plan.global_batch_size, 48);
+    EXPECT_EQ(s.plan.tp * s.plan.pp * s.plan.dp, 24);
+  }
+  // Grid order: tp, then pp, then dp, then mbs.
+  EXPECT_EQ(ex.scenarios[0].plan.tp, 1);
+  EXPECT_EQ(ex.scenarios[0].plan.micro_batch_size, 1);
+  EXPECT_EQ(ex.scenarios[1].plan.micro_batch_size, 2);
+  EXPECT_EQ(ex.scenarios[2].plan.pp, 2);
+  EXPECT_EQ(ex.scenarios[5].plan.tp, 8);
+}
+
+// gpt3-1.3b on 16 GPUs, gbs 32, tp {1,2} x pp {1,2,4} x vp {1,5} x schedule {1f1b, interleaved} x sp {no, yes}:
+// 48 points. For each (tp, sp) pair, 12 points: 1f1b with vp 5 (3 pp: "vp > 1 needs interleaved"), interleaved
+// with vp 1 (3: "interleaved needs vp > 1"), interleaved vp 5 at pp 1 (1: "needs pp > 1") and at pp 2, 4 (2:
+// 24 % 10 and 24 % 20, "layers"), 1f1b vp 1 (3 valid). With tp 1 and sp the 5 points that pass the schedule
+// rules are no-ops (sequence parallelism without tp). Totals: 12, 12, 4, 6 (layers: tp 1 sp loses 2 to the
+// no-op rule), 5 no-ops, 9 valid.
+TEST(SweepExpansion, ScheduleRulesCountsByHand) {
+  const json spec = {{"schema_version", 1},
+                     {"models", {"gpt3-1.3b"}},
+                     {"gpus", {16}},
+                     {"cluster_preset", "dgx-a100"},
+                     {"gbs", 32},
+                     {"tp", {1, 2}},
+                     {"pp", {1, 2, 4}},
+                     {"vp", {1, 5}},
+                     {"schedule", {"1f1b", "interleaved"}},
+                     {"sequence_parallel", {false, true}}};
+  const auto ex = sw::expand(spec);
+  EXPECT_EQ(ex.grid_points, 48u);
+  EXPECT_EQ(ex.scenarios.size(), 9u);
+  EXPECT_EQ(skipped(ex, "schedule: vp > 1 needs the interleaved schedule"), 12u);
+  EXPECT_EQ(skipped(ex, "schedule: interleaved needs vp > 1"), 12u);
+  EXPECT_EQ(skipped(ex, "schedule: interleaved needs pp > 1"), 4u);
+  EXPECT_EQ(skipped(ex, "divisibility: layers % (pp*vp) != 0"), 6u);
+  EXPECT_EQ(skipped(ex, "no-op: sequence_parallel with tp 1"), 5u);
+  EXPECT_EQ(total_skipped(ex), 39u);
+  for (const auto& s : ex.scenarios) EXPECT_EQ(s.plan.schedule_name(), "1f1b");
+}
+
+TEST(SweepExpansion, PlanValidationDuplicatesAndPlanners) {
+  // 2-D TP needs tp = q^2: tp 2 fails ParallelPlan::validate, tp 4 (q = 2) is valid. The second cluster is the
+  // first one again (same contents, same ids): every point is a duplicate. Two planners x one model, two
+  // clusters (the second a duplicate again), one gbs: 2 planner scenarios after the grid points.
+  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}},   {"clusters", {"dgx-a100:16"}},
+                     {"gpus", {16}},        {"gbs", {32}},               {"tp", {2, 4}},
+                     {"tp_layout", {"2d"}}, {"planners", {"grid", "dapple:8"}}};
+  const auto ex = sw::expand(spec);
+  EXPECT_EQ(ex.grid_points, 4u);
+  EXPECT_EQ(skipped(ex, "plan validation: tensor-parallel layout 2d cannot arrange tp N (2d: tp = q^2; 2.5d: tp = "
+                        "q^2 * depth; 3d: tp = q^3)"),
+            2u);
+  EXPECT_EQ(skipped(ex, "duplicate (the same scenario listed twice)"), 1u + 2u);
+  ASSERT_EQ(ex.scenarios.size(), 3u);
+  EXPECT_EQ(ex.scenarios[0].plan.tp, 4);
+  EXPECT_EQ(ex.scenarios[1].planner, "grid");
+  EXPECT_EQ(ex.scenarios[2].planner, "dapple:8");
+  EXPECT_EQ(ex.scenarios[2].index, 2);
+  const auto row = sw::row_skeleton(ex, ex.scenarios[1], "crashed", "x");
+  EXPECT_EQ(row["planner"], "grid");
+  EXPECT_EQ(row["tp"], 0);  // a planner's plan is only known once it ran
+  EXPECT_EQ(row["gbs"], 32);
+  EXPECT_EQ(row["tp_layout"], "");
+}
+
+TEST(SweepExpansion, IdsAreDeterministicAndContentBased) {
+  EXPECT_EQ(sw::fnv1a_hex(""), "cbf29ce484222325");
+  EXPECT_EQ(sw::fnv1a_hex("a"), "af63dc4c8601ec8c");
+  json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"gpus", {16, 32}}, {"gbs", {64}},
+               {"tp", {1, 2, 4}},     {"pp", {1, 2}},            {"mbs", {1, 2}},    {"network", {"analytic", "flow"}}};
+  const auto a = sw::expand(spec), b = sw::expand(spec);
+  ASSERT_EQ(a.scenarios.size(), b.scenarios.size());
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < a.scenarios.size(); ++i) {
+    EXPECT_EQ(a.scenarios[i].id, b.scenarios[i].id);
+    EXPECT_EQ(a.scenarios[i].id.size(), 16u);
+    ids.insert(a.scenarios[i].id);
+  }
+  EXPECT_EQ(ids.size(), a.scenarios.size());
+  // An id depends on the scenario, not on its position: adding a gbs keeps the existing ids.
+  spec["gbs"] = {32, 64};
+  const auto c = sw::expand(spec);
+  std::set<std::string> cids;
+  for (const auto& s : c.scenarios) cids.insert(s.id);
+  for (const auto& id : ids) EXPECT_TRUE(cids.count(id)) << id;
+}
+
+TEST(SweepExpansion, RandomSamplesAreDeterministicSubsetsInGridOrder) {
+  json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"gpus", {16, 32, 64}}, {"gbs", {64, 128}},
+               {"tp", {1, 2, 4, 8}},  {"pp", {1, 2, 4}},         {"mbs", {1, 2}},        {"recompute", {"none", "full"}}};
+  const auto all = sw::expand(spec);
+  spec["random"] = {{"samples", 20}, {"seed", 7}};
+  const auto a = sw::expand(spec), b = sw::expand(spec);
+  ASSERT_EQ(a.scenarios.size(), 20u);
+  EXPECT_EQ(a.skipped.at("not sampled (random)"), all.scenarios.size() - 20);
+  std::set<std::string> every;
+  for (const auto& s : all.scenarios) every.insert(s.id);
+  std::vector<int> order;
+  for (std::size_t i = 0; i < a.scenarios.size(); ++i) {
+    EXPECT_EQ(a.scenarios[i].id, b.scenarios[i].id);
+    EXPECT_TRUE(every.count(a.scenarios[i].id));
+    for (std::size_t k = 0; k < all.scenarios.size(); ++k)
+      if (all.scenarios[k].id == a.scenarios[i].id) order.push_back(static_cast<int>(k));
+  }
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+  spec["random"]["seed"] = 8;
+  const auto c = sw::expand(spec);
+  int same = 0;
+  for (std::size_t i = 0; i < 20; ++i) same += c.scenarios[i].id == a.scenarios[i].id;
+  EXPECT_LT(same, 20);
+  spec["random"]["samples"] = 100000;  // more than there are: all of them
+  EXPECT_EQ(sw::expand(spec).scenarios.size(), all.scenarios.size());
+}
+
+TEST(SweepExpansion, MemoryPrefilter) {
+  // GPT-3 175B on one DGX node: 175e9 x 16 B / 8 GPUs = 350 GB per GPU of static memory, never fits 80 GB.
+  // GPT-3 1.3B on the same node fits easily.
+  const json spec = {{"schema_version", 1}, {"models", {"gpt3-175b", "gpt3-1.3b"}}, {"clusters", {"dgx-a100:8"}},
+                     {"gbs", {8}},          {"tp", {8}}};
+  const auto on = sw::expand(spec, ".", true);
+  ASSERT_EQ(on.scenarios.size(), 2u);
+  EXPECT_EQ(on.prefiltered, 1u);
+  EXPECT_TRUE(on.scenarios[0].prefiltered);
+  EXPECT_FALSE(on.scenarios[1].prefiltered);
+  const auto off = sw::expand(spec, ".", false);
+  EXPECT_EQ(off.prefiltered, 0u);
+  EXPECT_EQ(off.scenarios[0].id, on.scenarios[0].id);
+}
+
+TEST(SweepExpansion, PrefilterPeakEqualsTheMemoryModel) {
+  // The pre-filter's one-pass version equals memory::analytic_peak_bytes maximised over the stages, for every
+  // schedule, recompute mode, ZeRO stage and a few shapes.
+  const auto m = dtsim::model_preset("gpt3-1.3b");
+  int checked = 0;
+  for (const char* sched : {"gpipe", "1f1b", "1f1b:dapple", "interleaved:2", "zb-h1", "zb-h2"})
+    for (int pp : {2, 4})
+      for (int mbs : {1, 2})
+        for (auto rc : {dtsim::Recompute::NONE, dtsim::Recompute::SELECTIVE, dtsim::Recompute::FULL})
+          for (int zero : {0, 3}) {
+            dtsim::ParallelPlan p;
+            p.tp = 2, p.pp = pp, p.dp = 4, p.micro_batch_size = mbs, p.global_batch_size = 64;
+            dtsim::set_schedule(p, sched, "test");
+            p.recompute = rc, p.zero_stage = zero, p.sequence_parallel = zero == 3;
+            double expect = 0;
+            for (int st = 0; st < pp; ++st) expect = std::max(expect, dtsim::memory::analytic_peak_bytes(m, p, st, 2e9));
+            EXPECT_DOUBLE_EQ(sw::analytic_peak_bytes(m, p, 2e9), expect) << dtsim::planning::describe(p);
+            ++checked;
+          }
+  EXPECT_EQ(checked, 144);
+}
+
+TEST(SweepExpansion, SpecErrors) {
+  const json good = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"gpus", {16}}, {"gbs", {32}}};
+  EXPECT_NO_THROW(sw::expand(good));
+  auto bad = [&](const char* key, const json& value, const std::string& expect) {
+    json s = good;
+    if (value.is_null()) s.erase(key);
+    else s[key] = value;
+    try {
+      sw::expand(s);
+      ADD_FAILURE() << key << ": no error";
+    } catch (const dtsim::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  };
+  bad("tpp", json::array({2}), "unknown field 'tpp'");
+  bad("gbs", nullptr, "'gbs'");
+  bad("schema_version", nullptr, "schema_version");
+  bad("schema_version", 2, "schema_version 2");
+  bad("schedule", json::array({"interleaved:2"}), "'vp'");
+  bad("schedule", json::array({"2f2b"}), "unknown schedule");
+  bad("tp", json::array({0}), "'tp' value 0");
+  bad("dp", json::array({"all"}), "\"auto\"");
+  bad("network", json::array({"packet"}), "network 'packet'");
+  bad("planners", json::array({"nope"}), "nope");
+  bad("models", json::array(), "empty list");
+  bad("random", json{{"samples", 0}}, "samples");
+  bad("random", json{{"n", 3}}, "unknown field 'n'");
+}
+
+TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
+  // Ran in this process: analytic network only (no SimGrid).
+  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b", "gpt3-175b"}}, {"clusters", {"dgx-a100:8"}},
+                     {"gbs", {8}},          {"tp", {8}},                             {"network", "analytic"}};
+  const auto ex = sw::expand(spec, ".", false);
+  ASSERT_EQ(ex.scenarios.size(), 2u);
+  const auto ok = sw::run_scenario(ex, ex.scenarios[0]);
+  const std::vector<std::string> keys = {
+      "id", "index", "model", "params", "cluster", "gpu", "gpus", "nodes", "network", "planner", "tp", "pp", "dp",
+      "vp", "mbs", "gbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel", "status", "error",
+      "iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "model_tflops_per_gpu", "peak_memory_bytes",
+      "memory_capacity_bytes", "fits", "memory_bytes", "compute_s", "exposed_comm_s", "bubble_s", "sim_wall_s"};
+  std::vector<std::string> got;
+  for (const auto& [k, v] : ok.items()) got.push_back(k);
+  EXPECT_EQ(got, keys);
+  EXPECT_EQ(ok["status"], "ok") << ok["error"];
+  EXPECT_EQ(ok["error"], "");
+  EXPECT_EQ(ok["model"], "gpt3-1.3b");
+  EXPECT_EQ(ok["cluster"], "dgx-a100:8");
+  EXPECT_EQ(ok["gpus"], 8);
+  EXPECT_EQ(ok["nodes"], 1);
+  EXPECT_EQ(ok["network"], "analytic");
+  EXPECT_EQ(ok["schedule"], "1f1b");
+  EXPECT_EQ(ok["tp_layout"], "1d");
+  EXPECT_EQ(ok["fits"], true);
+  const double t = ok["iteration_time_s"];
+  EXPECT_GT(t, 0);
+  EXPECT_NEAR(ok["samples_per_s"].get<double>(), 8 / t, 1e-9 * 8 / t);
+  EXPECT_NEAR(ok["tokens_per_s"].get<double>(), 8 * 2048 / t, 1e-6 * 8 * 2048 / t);
+  EXPECT_GT(ok["mfu"].get<double>(), 0);
+  EXPECT_LT(ok["mfu"].get<double>(), 1);
+  double mem = 0;
+  for (const auto& [k, v] : ok["memory_bytes"].items()) mem += v.get<double>();
+  EXPECT_NEAR(mem, ok["peak_memory_bytes"].get<double>(), 1.0);
+  EXPECT_LT(ok["peak_memory_bytes"].get<double>(), ok["memory_capacity_bytes"].get<double>());
+  // One rank's time splits into compute, exposed communication and bubble: their sum is the iteration.
+  EXPECT_NEAR(ok["compute_s"].get<double>() + ok["exposed_comm_s"].get<double>() + ok["bubble_s"].get<double>(), t,
+              1e-9 * t);
+  EXPECT_GE(ok["sim_wall_s"].get<double>(), 0);
+
+  const auto oom = sw::run_scenario(ex, ex.scenarios[1]);
+  EXPECT_EQ(oom["status"], "oom");
+  EXPECT_NE(oom["error"].get<std::string>().find("out of memory on 8 of 8 ranks"), std::string::npos) << oom["error"];
+  EXPECT_TRUE(oom["iteration_time_s"].is_null());
+  EXPECT_TRUE(oom["tokens_per_s"].is_null());
+  EXPECT_TRUE(oom["compute_s"].is_null());
+  EXPECT_EQ(oom["fits"], false);
+  EXPECT_GT(oom["peak_memory_bytes"].get<double>(), oom["memory_capacity_bytes"].get<double>());
+}
+
+TEST(SweepRows, SpecFileErrorAndCsv) {
+  // A schedule file that does not exist is an error of the spec, found before anything runs.
+  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"clusters", {"dgx-a100:8"}}, {"gbs", {8}},
+                     {"schedule", {"custom:/nonexistent/order.json"}}};
+  EXPECT_THROW(sw::expand(spec), dtsim::ConfigError);
+
+  const json ok_spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"clusters", {"dgx-a100:8"}}, {"gbs", {8}}};
+  const auto ex = sw::expand(ok_spec);
+  auto row = sw::row_skeleton(ex, ex.scenarios[0], "failed", "a \"quoted\", comma");
+  const std::string header = sw::csv_header(), line = sw::csv_line(row);
+  EXPECT_EQ(header.substr(0, 20), "id,index,model,param");
+  EXPECT_NE(header.find(",memory_bytes.weights,memory_bytes.gradients,memory_bytes.optimizer,"
+                        "memory_bytes.activations,memory_bytes.reserved,"),
+            std::string::npos);
+  EXPECT_EQ(header.back(), '\n');
+  EXPECT_NE(line.find(",failed,\"a \"\"quoted\"\", comma\",,,"), std::string::npos) << line;
+  auto count = [](const std::string& s) {  // fields outside quotes
+    std::size_t n = 1;
+    bool q = false;
+    for (char c : s) {
+      if (c == '"') q = !q;
+      if (c == ',' && !q) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count(header), count(line));
+  EXPECT_EQ(count(header), 40u);  // 36 keys, memory_bytes as 5 columns
+}
