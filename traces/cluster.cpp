@@ -1,6 +1,7 @@
 #include "traces/cluster.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <sstream>
 
@@ -24,7 +25,7 @@ int ClusterSpec::leaf_of(int gpu_id) const {
 
 int ClusterSpec::num_leaves() const {
   if (inter.topology == "switch") return 1;
-  const int groups = (num_nodes + inter.nodes_per_leaf - 1) / inter.nodes_per_leaf;
+  const int groups = static_cast<int>((static_cast<std::int64_t>(num_nodes) + inter.nodes_per_leaf - 1) / inter.nodes_per_leaf);
   return inter.topology == "rail" ? groups * inter.nics_per_node : groups;
 }
 
@@ -273,16 +274,23 @@ ClusterSpec load_cluster(const std::string& spec) {
         if (parts[i].empty() || *end != '\0') throw ConfigError("cluster '" + spec + "': " + what + " '" + parts[i] + "' is not a number");
         return v;
       };
+      auto count = [&](std::size_t i, const char* what) {  // an int field: no cast of 1e20 or nan to int
+        const double v = num(i, what);
+        if (!(v >= 0 && v <= kMaxGpus) || v != std::floor(v))
+          throw ConfigError("cluster '" + spec + "': " + what + " '" + parts[i] + "' is not an integer from 0 to " +
+                            std::to_string(kMaxGpus));
+        return static_cast<int>(v);
+      };
       if (fabric != "fat-tree" && fabric != "rail" && fabric != "switch")
         throw ConfigError("cluster '" + spec + "': unknown fabric '" + fabric +
                           "' (known: switch, fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
                           "rail:NODES_PER_RAIL:OVERSUB)");
       c.inter.topology = fabric;
       if (fabric != "switch") {
-        c.inter.nodes_per_leaf = static_cast<int>(num(3, "nodes per leaf"));
+        c.inter.nodes_per_leaf = count(3, "nodes per leaf");
         c.inter.oversubscription = parts.size() > 4 ? num(4, "oversubscription") : 1.0;
         if (fabric == "fat-tree" && parts.size() > 5) {  // three levels: ...:LEAVES_PER_POD[:POD_OVERSUB]
-          c.inter.leaves_per_pod = static_cast<int>(num(5, "leaves per pod"));
+          c.inter.leaves_per_pod = count(5, "leaves per pod");
           c.inter.pod_oversubscription = parts.size() > 6 ? num(6, "pod oversubscription") : 1.0;
           if (parts.size() > 7) throw ConfigError("cluster '" + spec + "': too many fields");
         } else if (parts.size() > 5) {

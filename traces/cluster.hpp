@@ -1,5 +1,6 @@
 // Cluster specification: GPU type, nodes x GPUs, intra-node switch fabric and inter-node NICs (schema_version 1).
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,7 +78,9 @@ struct ClusterSpec {
   int total_gpus() const { return num_nodes * gpus_per_node; }
   int node_of(int gpu_id) const { return gpu_id / gpus_per_node; }
   /// NIC index (within its node) used by global GPU `gpu`.
-  int nic_of(int gpu_id) const { return (gpu_id % gpus_per_node) * inter.nics_per_node / gpus_per_node; }
+  int nic_of(int gpu_id) const {
+    return static_cast<int>(static_cast<std::int64_t>(gpu_id % gpus_per_node) * inter.nics_per_node / gpus_per_node);
+  }
   /// Leaf (or rail) switch of global GPU `gpu_id`'s NIC; 0 for a single switch.
   int leaf_of(int gpu_id) const;
   int num_leaves() const;

@@ -10,13 +10,21 @@ json read_file(const std::string& path) {
   if (!in) throw ConfigError("cannot open '" + path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
+  return parse_text(ss.str(), path);
+}
+
+json parse_text(const std::string& text, const std::string& name) {
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     auto pos = what.find("parse error");
-    throw FormatError("'" + path + "' is not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+    throw FormatError("'" + name + "' is not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const json::exception& e) {  // out_of_range.406: a number beyond double ("1e400")
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    throw FormatError("'" + name + "' is not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
   }
 }
 

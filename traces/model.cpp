@@ -1,11 +1,18 @@
 #include "traces/model.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 
 namespace dtsim {
 using json_util::get;
 using json_util::get_or;
+
+namespace {
+constexpr double kMaxParams = 1e15;  // ~1000x the largest published dense models; keeps every size an exact int64
+}  // namespace
 
 int dtype_bytes(DType d) { return d == DType::FP32 ? 4 : 2; }
 
@@ -66,6 +73,14 @@ void TransformerSpec::validate() const {
   if (heads % kv_heads != 0)
     throw ConfigError(ctx + ": heads " + std::to_string(heads) + " is not divisible by kv_heads " +
                       std::to_string(kv_heads));
+  // total_params() and the per-layer sizes are int64 products of these fields: bound them (in double) first.
+  const double h = hidden, kv = static_cast<double>(kv_heads) * (hidden / heads), f = ffn_hidden;
+  const double params = num_layers * (h * (h + 2 * kv) + h * h + 3 * h * f + 4 * h + 2 * kv + f) +
+                        2.0 * vocab * h + static_cast<double>(seq_len) * h + 2 * h;
+  if (!(params <= kMaxParams))
+    throw ConfigError(ctx + ": " + std::to_string(num_layers) + " layers of hidden " + std::to_string(hidden) +
+                      ", ffn_hidden " + std::to_string(ffn_hidden) + ", vocab " + std::to_string(vocab) +
+                      " make more than 10^15 parameters, beyond what dtsim models");
 }
 
 namespace {
@@ -183,7 +198,8 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   m.hidden = get<int>(j, ctx, "hidden");
   m.heads = get<int>(j, ctx, "heads");
   m.kv_heads = get_or<int>(j, ctx, "kv_heads", m.heads);
-  m.ffn_hidden = get_or<int>(j, ctx, "ffn_hidden", 4 * m.hidden);
+  // The default 4 * hidden in 64 bits: a hidden of 2^30 or more makes it too large for validate() to accept.
+  m.ffn_hidden = get_or<int>(j, ctx, "ffn_hidden", static_cast<int>(std::min<std::int64_t>(4LL * m.hidden, INT32_MAX)));
   m.seq_len = get<int>(j, ctx, "seq_len");
   m.vocab = get<int>(j, ctx, "vocab");
   m.dtype = dtype_from_string(get_or<std::string>(j, ctx, "dtype", "fp16"), ctx);

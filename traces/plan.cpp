@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <sstream>
 
@@ -142,14 +143,17 @@ nlohmann::json custom_to_json(const std::vector<std::vector<PipeOp>>& order) {
 }  // namespace
 
 void load_custom_schedule(ParallelPlan& plan, const std::string& path) {
-  const std::string ctx = "custom schedule '" + path + "'";
-  auto j = json_util::read_file(path);
+  custom_schedule_from_json(plan, json_util::read_file(path), path);
+}
+
+void custom_schedule_from_json(ParallelPlan& plan, const nlohmann::json& j, const std::string& source) {
+  const std::string ctx = "custom schedule '" + source + "'";
   json_util::check_schema_version(j, ctx, 1);
   json_util::reject_unknown(j, ctx, {"schema_version", "virtual_stages", "stages", "comment"});
   plan.schedule = Schedule::CUSTOM;
   plan.virtual_stages = get_or<int>(j, ctx, "virtual_stages", 1);
   plan.custom_order = custom_from_json(get<nlohmann::json>(j, ctx, "stages"), ctx);
-  plan.custom_source = path;
+  plan.custom_source = source;
 }
 std::string to_string(Recompute r) {
   return r == Recompute::NONE ? "none" : r == Recompute::SELECTIVE ? "selective" : "full";
@@ -340,14 +344,17 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
         throw ConfigError(ctx + ": stage " + std::to_string(s) + " has " + std::to_string(stage_replicas[s]) +
                           " replicas, which do not divide the micro batch of " + std::to_string(micro_batch_size));
     }
-    if (world_size() != cluster.total_gpus())
+    // In 64 bits: the int world_size() is only safe once it equals the cluster's GPU count.
+    const std::int64_t devices = std::accumulate(stage_replicas.begin(), stage_replicas.end(), std::int64_t{0});
+    const std::int64_t world = static_cast<std::int64_t>(tp) * dp * devices;
+    if (world != cluster.total_gpus())
       throw ConfigError(ctx + ": tp*dp*sum(stage_replicas) = " + std::to_string(tp) + "*" + std::to_string(dp) + "*" +
-                        std::to_string(devices_per_pipeline()) + " = " + std::to_string(world_size()) +
+                        std::to_string(devices) + " = " + std::to_string(world) +
                         " does not match the " + std::to_string(cluster.total_gpus()) + " GPUs of cluster '" +
                         cluster.name + "'");
-  } else if (world_size() != cluster.total_gpus()) {
+  } else if (const std::int64_t world = static_cast<std::int64_t>(tp) * pp * dp; world != cluster.total_gpus()) {
     throw ConfigError(ctx + ": tp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(pp) + "*" +
-                      std::to_string(dp) + " = " + std::to_string(world_size()) + " does not match the " +
+                      std::to_string(dp) + " = " + std::to_string(world) + " does not match the " +
                       std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
   }
   if (!device_map.empty()) {
@@ -364,9 +371,9 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
         throw ConfigError(ctx + ": device_map gives GPU " + std::to_string(g) + " to two ranks");
     }
   }
-  if (global_batch_size % (micro_batch_size * dp) != 0)
+  if (const std::int64_t per_step = static_cast<std::int64_t>(micro_batch_size) * dp; global_batch_size % per_step != 0)
     throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) +
-                      " is not divisible by micro batch * dp = " + std::to_string(micro_batch_size * dp));
+                      " is not divisible by micro batch * dp = " + std::to_string(per_step));
   // 1-D splits the heads tp ways; 2-D/2.5-D/3-D split them q ways (the hidden columns) [seed-algorithms §2].
   const int head_split = tp_layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(tp_layout, tp, tp_depth));
   if (model.heads % head_split != 0)
@@ -418,8 +425,9 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
     throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
   }
-  if (pp * virtual_stages > model.num_layers)
-    throw ConfigError(ctx + ": pp * virtual stages = " + std::to_string(pp * virtual_stages) + " exceeds the " +
+  if (static_cast<std::int64_t>(pp) * virtual_stages > model.num_layers)
+    throw ConfigError(ctx + ": pp * virtual stages = " + std::to_string(static_cast<std::int64_t>(pp) * virtual_stages) +
+                      " exceeds the " +
                       std::to_string(model.num_layers) + " layers of '" + model.name + "'");
   if (schedule == Schedule::CUSTOM && static_cast<int>(custom_order.size()) != pp)
     throw ConfigError(ctx + ": the custom schedule" + (custom_source.empty() ? "" : " '" + custom_source + "'") +
@@ -436,7 +444,7 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
                         " model chunks");
     for (int l : layers_per_stage)
       if (l <= 0) throw ConfigError(ctx + ": layers_per_stage entries must be positive");
-    int sum = std::accumulate(layers_per_stage.begin(), layers_per_stage.end(), 0);
+    const std::int64_t sum = std::accumulate(layers_per_stage.begin(), layers_per_stage.end(), std::int64_t{0});
     if (sum != model.num_layers)
       throw ConfigError(ctx + ": layers_per_stage sums to " + std::to_string(sum) + " but the model has " +
                         std::to_string(model.num_layers) + " layers");
@@ -513,9 +521,10 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.dp_bucket_bytes = get_or<double>(j, ctx, "dp_bucket_bytes", p.dp_bucket_bytes);
   if (j.contains("num_microbatches") && p.micro_batch_size > 0 && p.dp > 0) {
     int m = get<int>(j, ctx, "num_microbatches");
-    if (m != p.num_microbatches())
+    const std::int64_t derived = p.global_batch_size / (static_cast<std::int64_t>(p.micro_batch_size) * p.dp);
+    if (m != derived)
       throw ConfigError(ctx + ": num_microbatches " + std::to_string(m) + " disagrees with global_batch_size / (micro_batch_size * dp) = " +
-                        std::to_string(p.num_microbatches()));
+                        std::to_string(derived));
   }
   return p;
 }

@@ -118,6 +118,8 @@ struct ParallelPlan {
 void set_schedule(ParallelPlan& plan, const std::string& spec, const std::string& ctx);
 /// Reads a custom schedule file: {"schema_version": 1, "virtual_stages": v, "stages": [["F0", "B0", ...], ...]}.
 void load_custom_schedule(ParallelPlan& plan, const std::string& path);
+/// The same from a parsed document; `source` names it in errors and becomes plan.custom_source.
+void custom_schedule_from_json(ParallelPlan& plan, const nlohmann::json& j, const std::string& source);
 
 std::string rank_order_string(const std::array<Axis, 3>& order);
 std::array<Axis, 3> rank_order_from_string(const std::string& s, const std::string& ctx);

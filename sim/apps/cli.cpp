@@ -1018,9 +1018,12 @@ int cmd_validate_run(int argc, char** argv, std::ostream& out) {
     write_outputs((work / "compare").string(),
                   {{"compare.json", validate::report_json(report).dump(2) + "\n"},
                    {"compare_trace.json", validate::compare_trace_json(validate::load_timeline(pred), validate::load_timeline(meas))}});
-    fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path());
-    fs::remove(dir);  // empty or absent
-    fs::rename(work, dir);
+    // The finished work directory replaces DIR (absent or empty); errors are the user's, not internal ones.
+    std::error_code ec;
+    fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path(), ec);
+    if (!ec) fs::remove(dir, ec);  // empty or absent
+    if (!ec) fs::rename(work, dir, ec);
+    if (ec) throw ConfigError("cannot install the results as '" + dir + "': " + ec.message() + " (give a new or empty --out)");
     if (!quiet) out << validate::report_text(report) << "\nwrote " << dir << "/{predicted,measured,compare}\n";
   } catch (...) {
     std::error_code ec;

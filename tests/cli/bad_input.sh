@@ -263,6 +263,19 @@ expect_error "dp bucket size NaN"            "bucket"              simulate "${M
 expect_error "dp bucket size infinite"       "bucket"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --dp-bucket-mb inf
 expect_error "stray positional argument"     "false"               simulate "${M[@]}" "${C[@]}" "${P[@]}" --sequence-parallel false
 
+# Fuzzing findings (fuzz/, README "Reliability"): a number beyond double escaped as an internal error (exit 3);
+# int fields out of range were wrapped (4294967297 read as 1) or converted with undefined behaviour; products of
+# valid degrees overflowed int.
+printf '{"num_layers": 2, "hidden": 1e400, "heads": 16, "seq_len": 1024, "vocab": 32000}' >"$TMP/model_1e400.json"
+printf '{"num_layers": 4294967297, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}' >"$TMP/model_wrap.json"
+printf '{"num_layers": 1000000, "hidden": 1000000, "heads": 16, "seq_len": 1024, "vocab": 32000}' >"$TMP/model_huge.json"
+printf '{"tp": 65536, "pp": 65536, "dp": 1, "micro_batch_size": 1, "global_batch_size": 16}' >"$TMP/plan_overflow.json"
+expect_error "model file number beyond double" "number overflow"   simulate --model "$TMP/model_1e400.json" "${C[@]}" "${P[@]}"
+expect_error "model file int field > 2^31"   "is not an integer from" simulate --model "$TMP/model_wrap.json" "${C[@]}" "${P[@]}"
+expect_error "model file over 10^15 params"  "10^15 parameters"    simulate --model "$TMP/model_huge.json" "${C[@]}" "${P[@]}"
+expect_error "plan file tp*pp beyond int"    "= 4294967296 does not match" simulate "${T[@]}" --plan "$TMP/plan_overflow.json"
+expect_error "cluster fabric count 1e20"     "is not an integer from 0" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1e20 --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 16
+
 # ---- an existing --out directory is left untouched by a bad input ------------------------------------
 # expect_untouched NAME ARGS... -- --out points at a directory holding keep.txt (content and mtime fixed);
 # after the failing run it must hold exactly keep.txt, unchanged.
