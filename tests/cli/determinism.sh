@@ -72,6 +72,28 @@ for k in 1 2; do
 done
 cmp -s "$TMP/capacity1/capacity.json" "$TMP/capacity2/capacity.json" || fail "capacity.json differs between two runs"
 
+# Every golden scenario (tests/golden/scenarios.txt: schedules, ZeRO, stage replicas, fabrics, graph clusters)
+# twice, this time with its trace: summary.json and trace.json byte-identical. (golden/check.sh compares the
+# summaries with committed references but runs without traces.)
+# shellcheck source=../golden/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../golden/common.sh"
+DTSIM_ABS=$(golden_dtsim_path "$DTSIM")
+golden_count=0
+while IFS=$'\t' read -r name args; do
+  read -ra argv <<<"$args"
+  for k in 1 2; do
+    (cd "$GOLDEN_DIR" && "$DTSIM_ABS" simulate "${argv[@]}" --out "$TMP/golden/$name.$k" --quiet) </dev/null ||
+      fail "golden/$name: run $k failed"
+  done
+  for f in summary.json trace.json; do
+    if ! cmp -s "$TMP/golden/$name.1/$f" "$TMP/golden/$name.2/$f"; then
+      fail "golden/$name: $f differs between two runs (or is missing)"
+    fi
+  done
+  golden_count=$((golden_count + 1))
+done < <(golden_scenarios)
+echo "ok  golden scenarios: $golden_count x (summary.json, trace.json) byte-identical over two runs"
+
 if [[ $failures -ne 0 ]]; then
   echo "determinism: $failures checks FAILED"
   exit 1

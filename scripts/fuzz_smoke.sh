@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Fuzz smoke test (CI, from scripts/test.sh): builds the libFuzzer targets (fuzz/, clang, ASan + UBSan) into
+# build-fuzz, builds their seed corpus (fuzz/make_corpus.sh) and runs every target for a few seconds on it
+# (fuzz/run.sh). Skipped, with a message, where clang++ or the libFuzzer runtime is missing (setup.sh installs
+# clang and libclang-rt-14-dev).
+# Environment: DTSIM_FUZZ_DIR (default build-fuzz), DTSIM_FUZZ_SECONDS (per target, default 15), JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR=${DTSIM_FUZZ_DIR:-build-fuzz}
+CXX_FUZZ=${CXX_FUZZ:-clang++}
+if ! command -v "$CXX_FUZZ" >/dev/null; then
+  echo "fuzz smoke: skipped ($CXX_FUZZ not found)"
+  exit 0
+fi
+rt=$("$CXX_FUZZ" -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null || true)
+if [[ ! -f $rt ]]; then
+  rt=$("$CXX_FUZZ" -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a
+  if [[ ! -f $rt ]]; then
+    echo "fuzz smoke: skipped (no libclang_rt.fuzzer for $CXX_FUZZ; Debian: apt-get install libclang-rt-14-dev)"
+    exit 0
+  fi
+fi
+start=$SECONDS
+CC=${CC_FUZZ:-clang} CXX=$CXX_FUZZ cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+  -DBUILD_TESTING=OFF -DDTSIM_FUZZ=ON -DDTSIM_BUILD_PROFILER=OFF >/dev/null
+cmake --build "$DIR" --target fuzzers -j "${JOBS:-$(nproc)}"
+built=$((SECONDS - start))
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+fuzz/make_corpus.sh "$corpus"
+fuzz/run.sh --seconds "${DTSIM_FUZZ_SECONDS:-15}" --jobs "${JOBS:-$(nproc)}" --dict "$DIR" "$corpus"
+echo "fuzz smoke: passed (build ${built}s, total $((SECONDS - start))s)"
