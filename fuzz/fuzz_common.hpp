@@ -19,8 +19,7 @@ template <typename F>
 int only_errors(F&& body) {
   try {
     body();
-  } catch (const dtsim::Error&) {
-  }
+  } catch (const dtsim::Error&) {}
   return 0;
 }
 

@@ -9,7 +9,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '{')
       (void)dtsim::parse_nccl_tests_json(text, "nccl-tests output 'fuzz.json'");
-    else
-      (void)dtsim::parse_nccl_tests(text, "nccl-tests output 'fuzz.txt'");
+    else (void)dtsim::parse_nccl_tests(text, "nccl-tests output 'fuzz.txt'");
   });
 }

@@ -98,8 +98,9 @@ NcclFit fit_nccl_tests(const NcclTestsRun& run, const ClusterSpec& cluster, cons
       {"source", source},
       {"collective", op},
       {"ranks", n},
-      {"method", "least-squares line T = A + C*S per message-size segment, inverted through the ring model "
-                 "T = steps (alpha lf + o + (S/n)/(B bf)); see sim/calibrate.hpp"},
+      {"method",
+       "least-squares line T = A + C*S per message-size segment, inverted through the ring model "
+       "T = steps (alpha lf + o + (S/n)/(B bf)); see sim/calibrate.hpp"},
       {"max_relative_error", fit.max_rel_error},
       {"mean_relative_error", fit.mean_rel_error}};
   return fit;

@@ -95,12 +95,23 @@ std::optional<TensorType> tensor_type(std::string_view type) {
   std::string t(type);
   if (t.rfind("c10::", 0) == 0) t = t.substr(5);
   static const std::pair<const char*, TensorType> kNamed[] = {
-      {"float", {4, "fp32"}},           {"double", {8, "fp64"}},         {"Half", {2, "fp16"}},
-      {"BFloat16", {2, "bf16"}},        {"long", {8, "int64"}},          {"long int", {8, "int64"}},
-      {"int64_t", {8, "int64"}},        {"int", {4, "int32"}},           {"short", {2, "int16"}},
-      {"signed char", {1, "int8"}},     {"unsigned char", {1, "uint8"}}, {"bool", {1, "bool"}},
-      {"complex<float>", {8, "complex64"}}, {"complex<double>", {16, "complex128"}},
-      {"complex<c10::Half>", {4, "complex32"}}, {"Float8_e4m3fn", {1, "fp8"}}, {"Float8_e5m2", {1, "fp8"}},
+      {"float", {4, "fp32"}},
+      {"double", {8, "fp64"}},
+      {"Half", {2, "fp16"}},
+      {"BFloat16", {2, "bf16"}},
+      {"long", {8, "int64"}},
+      {"long int", {8, "int64"}},
+      {"int64_t", {8, "int64"}},
+      {"int", {4, "int32"}},
+      {"short", {2, "int16"}},
+      {"signed char", {1, "int8"}},
+      {"unsigned char", {1, "uint8"}},
+      {"bool", {1, "bool"}},
+      {"complex<float>", {8, "complex64"}},
+      {"complex<double>", {16, "complex128"}},
+      {"complex<c10::Half>", {4, "complex32"}},
+      {"Float8_e4m3fn", {1, "fp8"}},
+      {"Float8_e5m2", {1, "fp8"}},
   };
   for (const auto& [name, info] : kNamed)
     if (t == name) return info;
@@ -133,24 +144,87 @@ std::string op_class_of(std::string_view name) {
 }
 
 const std::set<std::string, std::less<>>& gemm_classes() {
-  static const std::set<std::string, std::less<>> s = {"mm",    "addmm",  "bmm",    "baddbmm",
+  static const std::set<std::string, std::less<>> s = {"mm",     "addmm",  "bmm",    "baddbmm",
                                                        "addbmm", "matmul", "linear", "_addmm_activation"};
   return s;
 }
 /// Element-wise, normalisation, dropout, copy/fill and reduction operators: memory-bound kernels.
 const std::set<std::string, std::less<>>& memory_classes() {
-  static const std::set<std::string, std::less<>> s = {
-      "add", "sub", "rsub", "mul", "div", "neg", "abs", "exp", "log", "log2", "log1p", "sqrt", "rsqrt", "pow",
-      "reciprocal", "sign", "sigmoid", "tanh", "relu", "gelu", "silu", "hardtanh", "leaky_relu", "elu",
-      "threshold", "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
-      "clamp", "clamp_min", "clamp_max", "where", "masked_fill", "nan_to_num", "addcmul", "addcdiv", "lerp",
-      "fill", "zero", "copy", "_to_copy", "clone", "softmax", "_softmax", "log_softmax", "_log_softmax",
-      "_softmax_backward_data", "_log_softmax_backward_data", "layer_norm", "native_layer_norm",
-      "native_layer_norm_backward", "rms_norm", "_fused_rms_norm", "group_norm", "native_group_norm",
-      "native_group_norm_backward", "batch_norm", "native_batch_norm", "native_batch_norm_backward",
-      "cudnn_batch_norm", "cudnn_batch_norm_backward", "_batch_norm_impl_index", "dropout", "native_dropout",
-      "native_dropout_backward", "_fused_dropout", "bernoulli", "sum", "mean", "norm", "linalg_vector_norm",
-      "amax", "amin"};
+  static const std::set<std::string, std::less<>> s = {"add",
+                                                       "sub",
+                                                       "rsub",
+                                                       "mul",
+                                                       "div",
+                                                       "neg",
+                                                       "abs",
+                                                       "exp",
+                                                       "log",
+                                                       "log2",
+                                                       "log1p",
+                                                       "sqrt",
+                                                       "rsqrt",
+                                                       "pow",
+                                                       "reciprocal",
+                                                       "sign",
+                                                       "sigmoid",
+                                                       "tanh",
+                                                       "relu",
+                                                       "gelu",
+                                                       "silu",
+                                                       "hardtanh",
+                                                       "leaky_relu",
+                                                       "elu",
+                                                       "threshold",
+                                                       "threshold_backward",
+                                                       "gelu_backward",
+                                                       "silu_backward",
+                                                       "sigmoid_backward",
+                                                       "tanh_backward",
+                                                       "clamp",
+                                                       "clamp_min",
+                                                       "clamp_max",
+                                                       "where",
+                                                       "masked_fill",
+                                                       "nan_to_num",
+                                                       "addcmul",
+                                                       "addcdiv",
+                                                       "lerp",
+                                                       "fill",
+                                                       "zero",
+                                                       "copy",
+                                                       "_to_copy",
+                                                       "clone",
+                                                       "softmax",
+                                                       "_softmax",
+                                                       "log_softmax",
+                                                       "_log_softmax",
+                                                       "_softmax_backward_data",
+                                                       "_log_softmax_backward_data",
+                                                       "layer_norm",
+                                                       "native_layer_norm",
+                                                       "native_layer_norm_backward",
+                                                       "rms_norm",
+                                                       "_fused_rms_norm",
+                                                       "group_norm",
+                                                       "native_group_norm",
+                                                       "native_group_norm_backward",
+                                                       "batch_norm",
+                                                       "native_batch_norm",
+                                                       "native_batch_norm_backward",
+                                                       "cudnn_batch_norm",
+                                                       "cudnn_batch_norm_backward",
+                                                       "_batch_norm_impl_index",
+                                                       "dropout",
+                                                       "native_dropout",
+                                                       "native_dropout_backward",
+                                                       "_fused_dropout",
+                                                       "bernoulli",
+                                                       "sum",
+                                                       "mean",
+                                                       "norm",
+                                                       "linalg_vector_norm",
+                                                       "amax",
+                                                       "amin"};
   return s;
 }
 bool is_reduction(std::string_view c) {
@@ -245,7 +319,8 @@ const char* const kSkipNoLaunch = "no launching runtime call in the trace (corre
 const char* const kSkipNoOp = "no CPU operator encloses the launch";
 const char* const kSkipNoShapes = "operator recorded without shapes (profile with record_shapes=True)";
 const char* const kSkipConv = "convolution: reported, not fitted";
-const char* const kSkipGemmUnderOther = "GEMM kernel under an operator without GEMM shapes (autograd node, compiled graph)";
+const char* const kSkipGemmUnderOther =
+    "GEMM kernel under an operator without GEMM shapes (autograd node, compiled graph)";
 const char* const kSkipOther = "other operator class (embedding, index, sort, compiled graph, ...): not modelled";
 const char* const kSkipGemmShape = "GEMM with inconsistent or empty shapes";
 const char* const kSkipNoPeak = "dtype without a peak on this GPU (fp64, integer, or a peak of 0)";
@@ -302,8 +377,8 @@ GpuSpec load_gpu(const std::string& preset_or_file) {
   if (!std::filesystem::is_regular_file(preset_or_file)) return gpu_preset(preset_or_file);
   const std::string ctx = "GPU file '" + preset_or_file + "'";
   const auto j = json_util::read_file(preset_or_file);
-  json_util::reject_unknown(j, ctx, {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops",
-                                     "hbm_Bps", "memory_bytes"});
+  json_util::reject_unknown(
+      j, ctx, {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "hbm_Bps", "memory_bytes"});
   GpuSpec g;
   if (j.contains("preset")) g = gpu_preset(json_util::get<std::string>(j, ctx, "preset"));
   g.name = json_util::get_or<std::string>(j, ctx, "name", g.name.empty() ? "custom" : g.name);
@@ -369,7 +444,8 @@ ComputeSamples samples_from_trace(const ImportedTrace& trace, const GpuSpec& gpu
     }
     const TraceEvent& call = ev[rt->second];
     if (call.external_id >= 0)
-      if (auto op = op_by_external.find(call.external_id); op != op_by_external.end() && encloses(ev[op->second], call)) {
+      if (auto op = op_by_external.find(call.external_id);
+          op != op_by_external.end() && encloses(ev[op->second], call)) {
         kernels_of_op[op->second].push_back(i);
         continue;
       }
@@ -487,8 +563,9 @@ ComputeSamples samples_from_trace(const ImportedTrace& trace, const GpuSpec& gpu
     if (d.name == device && d.total_memory_bytes > 0 && gpu.memory_bytes > 0) {
       const double ratio = d.total_memory_bytes / gpu.memory_bytes;
       if (ratio < 0.9 || ratio > 1.1)
-        out.notes.push_back(source + ": device '" + device + "' has " + fmt("%.0f", d.total_memory_bytes / units::kGiB) +
-                            " GiB, preset '" + gpu.name + "' " + fmt("%.0f", gpu.memory_bytes / units::kGiB) +
+        out.notes.push_back(source + ": device '" + device + "' has " +
+                            fmt("%.0f", d.total_memory_bytes / units::kGiB) + " GiB, preset '" + gpu.name + "' " +
+                            fmt("%.0f", gpu.memory_bytes / units::kGiB) +
                             " GiB: its HBM bandwidth may differ from the preset's " + fmt("%.0f", gpu.hbm_Bps / 1e9) +
                             " GB/s, which memory_bandwidth_efficiency is relative to");
       break;
@@ -543,7 +620,8 @@ ComputeSamples samples_from_gemm_csv(const std::string& text, const GpuSpec& gpu
       continue;
     }
     if (f.size() != header.size())
-      throw FormatError(where + ": expected " + std::to_string(header.size()) + " fields, got " + std::to_string(f.size()));
+      throw FormatError(where + ": expected " + std::to_string(header.size()) + " fields, got " +
+                        std::to_string(f.size()));
     auto integer = [&](const char* name) {
       const std::string& v = f[col.at(name)];
       std::int64_t x = 0;
@@ -590,8 +668,8 @@ ComputeSamples samples_from_gemm_csv(const std::string& text, const GpuSpec& gpu
   }
   if (header.empty()) throw FormatError(source + ": empty GEMM CSV (expected the header m,n,k,dtype,time_s,tflops)");
   if (rows == 0) throw FormatError(source + ": no data rows after the header");
-  out.sources.push_back({{"file", source}, {"kind", "gemm-csv"}, {"gpu", gpu.name}, {"rows", rows},
-                         {"samples", out.samples.size()}});
+  out.sources.push_back(
+      {{"file", source}, {"kind", "gemm-csv"}, {"gpu", gpu.name}, {"rows", rows}, {"samples", out.samples.size()}});
   return out;
 }
 
@@ -678,8 +756,8 @@ ResidualStats stats_of(const std::vector<double>& abs_rel) {
 struct RobustResult {
   bool ok = false;
   std::array<double, 2> x{};
-  std::vector<Row> rows;         ///< rows of the final iteration
-  std::vector<double> weights;   ///< their Huber weights
+  std::vector<Row> rows;        ///< rows of the final iteration
+  std::vector<double> weights;  ///< their Huber weights
   std::size_t outliers = 0;
 };
 
@@ -984,39 +1062,48 @@ ComputeFit fit_compute(ComputeSamples in, const GpuSpec& gpu, const Calibration&
                        {"own_fit", line_json(c.own, c.category)},
                        {"residuals_global_fit", stats_json(c.global)}});
   prov["compute_fit"] = {
-      {"model", "T = kernel_launch_s + max(bytes / (hbm_Bps * memory_bandwidth_efficiency), flops / (peak * eff(flops))), "
-                "eff(f) = gemm_efficiency_max * f / (f + gemm_half_efficiency_flops), flops term for GEMMs only "
-                "(strategies/transformer_costs.cpp op_time_s); tf32 peak = peak_fp16 / 2"},
-      {"method", "1. memory-bound operators: kernel_launch_s and memory_bandwidth_efficiency; 2. GEMMs with those "
-                 "fixed: gemm_efficiency_max and gemm_half_efficiency_flops (GEMMs on the memory branch leave the "
-                 "fit); 3. per class, reported only. Each: least squares on relative residuals, Huber IRLS "
-                 "(k = 1.345, scale 1.4826 median |r|), exact under the bounds eff <= 1, launch >= 0, "
-                 "f_half >= 0; at least 3 samples of 2 sizes. One sample = one operator instance (its kernels "
-                 "summed); see sim/calibrate_compute.hpp"},
-      {"gpu", {{"name", gpu.name},
-               {"peak_fp16_flops", gpu.peak_fp16_flops},
-               {"peak_bf16_flops", gpu.peak_bf16_flops},
-               {"peak_fp32_flops", gpu.peak_fp32_flops},
-               {"peak_tf32_flops", tf32_peak(gpu)},
-               {"hbm_Bps", gpu.hbm_Bps}}},
+      {"model",
+       "T = kernel_launch_s + max(bytes / (hbm_Bps * memory_bandwidth_efficiency), flops / (peak * eff(flops))), "
+       "eff(f) = gemm_efficiency_max * f / (f + gemm_half_efficiency_flops), flops term for GEMMs only "
+       "(strategies/transformer_costs.cpp op_time_s); tf32 peak = peak_fp16 / 2"},
+      {"method",
+       "1. memory-bound operators: kernel_launch_s and memory_bandwidth_efficiency; 2. GEMMs with those "
+       "fixed: gemm_efficiency_max and gemm_half_efficiency_flops (GEMMs on the memory branch leave the "
+       "fit); 3. per class, reported only. Each: least squares on relative residuals, Huber IRLS "
+       "(k = 1.345, scale 1.4826 median |r|), exact under the bounds eff <= 1, launch >= 0, "
+       "f_half >= 0; at least 3 samples of 2 sizes. One sample = one operator instance (its kernels "
+       "summed); see sim/calibrate_compute.hpp"},
+      {"gpu",
+       {{"name", gpu.name},
+        {"peak_fp16_flops", gpu.peak_fp16_flops},
+        {"peak_bf16_flops", gpu.peak_bf16_flops},
+        {"peak_fp32_flops", gpu.peak_fp32_flops},
+        {"peak_tf32_flops", tf32_peak(gpu)},
+        {"hbm_Bps", gpu.hbm_Bps}}},
       {"sources", fit.inputs.sources},
-      {"kernels", {{"seen", fit.inputs.kernels}, {"used", used_kernels}, {"skipped", skipped_kernels},
-                   {"skipped_by_reason", skipped}}},
+      {"kernels",
+       {{"seen", fit.inputs.kernels},
+        {"used", used_kernels},
+        {"skipped", skipped_kernels},
+        {"skipped_by_reason", skipped}}},
       {"samples", {{"memory", mem.size()}, {"gemm", gemm.size()}}},
-      {"memory_bound", [&] {
+      {"memory_bound",
+       [&] {
          nlohmann::json j = line_json(fit.memory, ComputeCategory::MEMORY);
          j["bytes_range"] = range(mem, false);
          return j;
        }()},
-      {"gemm", [&] {
+      {"gemm",
+       [&] {
          nlohmann::json j = line_json(fit.gemm, ComputeCategory::GEMM);
          j["fit_set"] = fit.gemm_fit_set;
          j["flops_range"] = range(gemm_set, true);
          return j;
        }()},
-      {"residuals", {{"memory", stats_json(fit.memory_residuals)},
-                     {"gemm", stats_json(fit.gemm_residuals)},
-                     {"all", stats_json(fit.all_residuals)}}},
+      {"residuals",
+       {{"memory", stats_json(fit.memory_residuals)},
+        {"gemm", stats_json(fit.gemm_residuals)},
+        {"all", stats_json(fit.all_residuals)}}},
       {"classes", classes},
       {"notes", fit.notes}};
   cal.name = base.name + " + compute fit";
@@ -1059,8 +1146,8 @@ std::string summary_text(const ComputeFit& fit) {
     if (s.count == 0) return std::string("none (no samples)");
     return "median " + pct(s.median) + ", mean " + pct(s.mean) + ", max " + pct(s.max);
   };
-  o << "compute fit on " << fit.gpu.name << " from " << traces << " trace(s) and " << csvs << " GEMM CSV(s): "
-    << fit.points.size() << " samples (" << used << " kernels";
+  o << "compute fit on " << fit.gpu.name << " from " << traces << " trace(s) and " << csvs
+    << " GEMM CSV(s): " << fit.points.size() << " samples (" << used << " kernels";
   if (fit.inputs.kernels > 0) o << " of " << fit.inputs.kernels << " in traces";
   o << ")\n";
   std::size_t nm = 0, ng = 0;
@@ -1089,9 +1176,10 @@ std::string summary_text(const ComputeFit& fit) {
   for (const auto& k : fit.classes) {
     std::string own = "-";
     if (k.own.fitted)
-      own = k.category == ComputeCategory::MEMORY
-                ? "launch " + fmt("%.3g", k.own.launch_s * 1e6) + " us, eff_mem " + fmt("%.3f", k.own.memory_efficiency)
-                : "eff_max " + fmt("%.3f", k.own.efficiency_max) + ", f_half " + fmt("%.3g", k.own.half_efficiency_flops);
+      own =
+          k.category == ComputeCategory::MEMORY
+              ? "launch " + fmt("%.3g", k.own.launch_s * 1e6) + " us, eff_mem " + fmt("%.3f", k.own.memory_efficiency)
+              : "eff_max " + fmt("%.3f", k.own.efficiency_max) + ", f_half " + fmt("%.3g", k.own.half_efficiency_flops);
     std::snprintf(line, sizeof line, "  %-28.28s %-6s %6zu %8s %8s %8s  %s\n", k.name.c_str(),
                   k.category == ComputeCategory::MEMORY ? "memory" : "gemm", k.samples, pct(k.global.median).c_str(),
                   pct(k.global.mean).c_str(), pct(k.global.max).c_str(), own.c_str());

@@ -6,9 +6,9 @@
 // with L = kernel_launch_s, H the GPU's HBM bandwidth, P its peak for the operator's dtype; the flops term
 // exists for GEMMs only. op_time_s also floors an operator at host_issue_s (the host's issue rate): that floor
 // bounds how fast the CPU feeds kernels, not how long a kernel runs, so it is neither applied to the measured
-// kernel durations nor fitted here; the output keeps the base's host_issue_s. Since f / (P eff(f)) = (f + f_half) / (P eff_max), the compute branch is linear in the
-// unknowns: T = L + (u f + v) / P with u = 1/eff_max, v = f_half/eff_max; the memory branch is T = L + w bytes/H
-// with w = 1/eff_mem.
+// kernel durations nor fitted here; the output keeps the base's host_issue_s. Since f / (P eff(f)) = (f + f_half) / (P
+// eff_max), the compute branch is linear in the unknowns: T = L + (u f + v) / P with u = 1/eff_max, v = f_half/eff_max;
+// the memory branch is T = L + w bytes/H with w = 1/eff_mem.
 //
 // Fit (deterministic; every residual is relative, (T_model - T) / T):
 //  1. memory-bound operators -> L (intercept) and eff_mem (slope), bounds L >= 0, eff_mem <= 1;
@@ -69,19 +69,19 @@ const char* to_string(ComputeCategory c);
 
 /// One measured operator instance (a trace's operator with its kernels, or one GEMM sweep row).
 struct ComputeSample {
-  std::string source;      ///< file name (no directory) of the input
-  std::string op;          ///< operator name as recorded ("aten::addmm"), "gemm" for sweep rows
-  std::string op_class;    ///< op without "aten::" and a trailing '_' ("add" for aten::add_), "gemm-sweep"
+  std::string source;    ///< file name (no directory) of the input
+  std::string op;        ///< operator name as recorded ("aten::addmm"), "gemm" for sweep rows
+  std::string op_class;  ///< op without "aten::" and a trailing '_' ("add" for aten::add_), "gemm-sweep"
   ComputeCategory category = ComputeCategory::OTHER;
-  std::string dtype;       ///< "fp16", "bf16", "tf32", "fp32", "fp64", "int64", ... (first tensor argument)
-  double peak_flops = 0;   ///< FLOP/s the GPU offers this GEMM's dtype (GEMMs only)
-  double flops = 0;        ///< GEMMs: 2 M N K x batch
-  double bytes = 0;        ///< HBM traffic estimate (see the header comment)
-  double measured_s = 0;   ///< summed duration of the operator's kernels
-  int kernels = 1;         ///< kernels summed into measured_s
+  std::string dtype;      ///< "fp16", "bf16", "tf32", "fp32", "fp64", "int64", ... (first tensor argument)
+  double peak_flops = 0;  ///< FLOP/s the GPU offers this GEMM's dtype (GEMMs only)
+  double flops = 0;       ///< GEMMs: 2 M N K x batch
+  double bytes = 0;       ///< HBM traffic estimate (see the header comment)
+  double measured_s = 0;  ///< summed duration of the operator's kernels
+  int kernels = 1;        ///< kernels summed into measured_s
   // Filled by fit_compute:
-  double predicted_s = 0;  ///< the fitted calibration's time for this sample
-  double weight = 0;       ///< final Huber weight in the fit that used it (1 = inlier), 0 = in no fit
+  double predicted_s = 0;      ///< the fitted calibration's time for this sample
+  double weight = 0;           ///< final Huber weight in the fit that used it (1 = inlier), 0 = in no fit
   bool memory_branch = false;  ///< GEMMs: the memory term is the larger one under the fitted calibration
 };
 
@@ -94,10 +94,10 @@ struct SkipTally {
 /// Samples gathered from one or several inputs.
 struct ComputeSamples {
   std::vector<ComputeSample> samples;
-  std::map<std::string, SkipTally> skipped;  ///< reason -> kernels (CSV: rows) and their time
-  std::size_t kernels = 0;                   ///< GPU kernels seen in traces (used + skipped)
+  std::map<std::string, SkipTally> skipped;          ///< reason -> kernels (CSV: rows) and their time
+  std::size_t kernels = 0;                           ///< GPU kernels seen in traces (used + skipped)
   nlohmann::json sources = nlohmann::json::array();  ///< one object per input: file, kind, device, counts
-  std::vector<std::string> notes;            ///< caveats met while reading (e.g. the preset's memory differs)
+  std::vector<std::string> notes;                    ///< caveats met while reading (e.g. the preset's memory differs)
   /// Appends `other` (its samples after ours).
   void append(ComputeSamples other);
 };
@@ -143,11 +143,11 @@ struct ResidualStats {
 /// One robust fit's result: the memory-bound pair or the GEMM pair is set, as the fit was.
 struct LineFit {
   bool fitted = false;
-  double launch_s = 0, memory_efficiency = 0;              ///< memory-bound fits
-  double efficiency_max = 0, half_efficiency_flops = 0;    ///< GEMM fits
-  std::size_t samples = 0;   ///< samples in the fit (GEMMs on the memory branch excluded)
-  std::size_t outliers = 0;  ///< samples with Huber weight < 1 at the end
-  ResidualStats residuals;   ///< of the samples the fit was made on, under its own parameters
+  double launch_s = 0, memory_efficiency = 0;            ///< memory-bound fits
+  double efficiency_max = 0, half_efficiency_flops = 0;  ///< GEMM fits
+  std::size_t samples = 0;                               ///< samples in the fit (GEMMs on the memory branch excluded)
+  std::size_t outliers = 0;                              ///< samples with Huber weight < 1 at the end
+  ResidualStats residuals;  ///< of the samples the fit was made on, under its own parameters
 };
 
 /// Per operator class (or GEMM dtype): counts, its own fit and its residuals under the global calibration.
@@ -156,9 +156,9 @@ struct ClassResult {
   ComputeCategory category = ComputeCategory::OTHER;
   std::size_t samples = 0;
   std::size_t kernels = 0;
-  double measured_s = 0;     ///< total time of its samples
-  LineFit own;               ///< fit restricted to the class (not fitted when too few samples)
-  ResidualStats global;      ///< residuals under the fitted global calibration
+  double measured_s = 0;  ///< total time of its samples
+  LineFit own;            ///< fit restricted to the class (not fitted when too few samples)
+  ResidualStats global;   ///< residuals under the fitted global calibration
 };
 
 struct ComputeFit {
@@ -171,9 +171,9 @@ struct ComputeFit {
   LineFit gemm;                       ///< step 2 (global)
   std::string gemm_fit_set;           ///< "tensor-core (fp16, bf16, tf32)" or "all"
   ResidualStats memory_residuals, gemm_residuals, all_residuals;  ///< under the fitted calibration
-  std::vector<ClassResult> classes;   ///< memory classes, GEMM classes, then GEMM dtypes; by name within each
-  ComputeSamples inputs;              ///< what was read (samples moved into points)
-  std::vector<std::string> notes;     ///< inputs' notes plus the fit's (kept base values, ...)
+  std::vector<ClassResult> classes;  ///< memory classes, GEMM classes, then GEMM dtypes; by name within each
+  ComputeSamples inputs;             ///< what was read (samples moved into points)
+  std::vector<std::string> notes;    ///< inputs' notes plus the fit's (kept base values, ...)
 };
 
 /// Fits the compute fields of `base` to `in` (see the header comment) on `gpu`. ConfigError (one line, with the

@@ -14,7 +14,8 @@ DeadlineResult plan_for_deadline(const DeadlineInput& in) {
   if (in.price_per_gpu_hour < 0) throw ConfigError("capacity: --price-per-gpu-hour must not be negative");
   if (in.max_gpus < 1) throw ConfigError("capacity: --max-gpus must be positive");
   in.model.validate();
-  const ClusterSpec probe = load_cluster(in.cluster_preset + ":" + std::to_string(load_cluster(in.cluster_preset + ":8").gpus_per_node));
+  const ClusterSpec probe =
+      load_cluster(in.cluster_preset + ":" + std::to_string(load_cluster(in.cluster_preset + ":8").gpus_per_node));
   DeadlineResult out;
   const double seconds = in.days * 86400.0;
   out.required_tokens_per_s = in.tokens / seconds;

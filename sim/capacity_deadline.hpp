@@ -19,21 +19,21 @@ namespace dtsim::sim {
 
 struct DeadlineInput {
   TransformerSpec model;
-  std::string cluster_preset;      ///< "dgx-a100": clusters are "<preset>:N"
+  std::string cluster_preset;  ///< "dgx-a100": clusters are "<preset>:N"
   Calibration calibration;
-  double tokens = 0;               ///< to train
-  double days = 0;                 ///< deadline
-  double price_per_gpu_hour = 0;   ///< 0: no cost column
-  int global_batch_size = 0;       ///< sequences per iteration
-  double memory_limit_bytes = 0;   ///< 0 = the device's
+  double tokens = 0;              ///< to train
+  double days = 0;                ///< deadline
+  double price_per_gpu_hour = 0;  ///< 0: no cost column
+  int global_batch_size = 0;      ///< sequences per iteration
+  double memory_limit_bytes = 0;  ///< 0 = the device's
   int max_gpus = 16384;
-  int top = 3;                     ///< candidates simulated per GPU count
+  int top = 3;  ///< candidates simulated per GPU count
   SimOptions options;
 };
 
 struct DeadlineStep {
   int gpus = 0;
-  bool found = false;              ///< a plan fits memory
+  bool found = false;  ///< a plan fits memory
   ParallelPlan plan;
   double iteration_s = 0, tokens_per_s = 0, days = 0, cost = 0, mfu = 0;
   bool meets = false;
@@ -42,9 +42,9 @@ struct DeadlineStep {
 
 struct DeadlineResult {
   double required_tokens_per_s = 0;
-  double bound_gpus = 0;           ///< the hardware bound above (fractional)
-  std::vector<DeadlineStep> steps; ///< in the order tried
-  int answer = -1;                 ///< index into steps; -1: not met up to max_gpus
+  double bound_gpus = 0;            ///< the hardware bound above (fractional)
+  std::vector<DeadlineStep> steps;  ///< in the order tried
+  int answer = -1;                  ///< index into steps; -1: not met up to max_gpus
 };
 
 /// ConfigError on bad input (non-positive tokens, days or batch; unknown preset).

@@ -57,7 +57,8 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
     const std::string jc = "job '" + job.name + "'";
     if (job.first_gpu < 0 || job.first_gpu + n > cluster.total_gpus())
       throw ConfigError(jc + ": GPUs " + std::to_string(job.first_gpu) + ".." + std::to_string(job.first_gpu + n - 1) +
-                        " are not all in the " + std::to_string(cluster.total_gpus()) + " GPUs of '" + cluster.name + "'");
+                        " are not all in the " + std::to_string(cluster.total_gpus()) + " GPUs of '" + cluster.name +
+                        "'");
     if (n > cluster.gpus_per_node && (n % cluster.gpus_per_node != 0 || job.first_gpu % cluster.gpus_per_node != 0))
       throw ConfigError(jc + ": a job larger than a node must use whole nodes (first_gpu and size multiples of " +
                         std::to_string(cluster.gpus_per_node) + ")");

@@ -25,7 +25,7 @@ struct JobResult {
   Lowered lowered;
   EngineResult engine;  ///< this job's tasks (start/end) and the shared links
   Report report;
-  SimOptions options;   ///< with first_gpu set
+  SimOptions options;            ///< with first_gpu set
   double alone_iteration_s = 0;  ///< the same job alone on the cluster (0 when not compared)
 };
 

@@ -145,7 +145,10 @@ nlohmann::json pareto_json(const std::vector<ParetoGroup>& groups, const std::st
       for (const SweepRow* d : p.duplicates) row["duplicates"].push_back(d->id);
       front.push_back(std::move(row));
     }
-    jg.push_back({{"model", g.model}, {"gpus", g.gpus}, {"clusters", g.clusters}, {"counts", counts_json(g.counts)},
+    jg.push_back({{"model", g.model},
+                  {"gpus", g.gpus},
+                  {"clusters", g.clusters},
+                  {"counts", counts_json(g.counts)},
                   {"front", std::move(front)}});
   }
   return {{"source", source},
@@ -167,13 +170,30 @@ std::string pareto_csv(const std::vector<ParetoGroup>& groups) {
         if (!dups.empty()) dups += ' ';
         dups += d->id;
       }
-      const std::vector<std::string> f = {
-          g.model, std::to_string(g.gpus), std::to_string(k + 1), r.id, r.strategy(), r.planner, r.cluster,
-          std::to_string(r.tp), std::to_string(r.pp), std::to_string(r.dp), std::to_string(r.vp),
-          std::to_string(r.mbs), std::to_string(r.gbs), std::to_string(r.zero), r.recompute, r.tp_layout,
-          r.sequence_parallel ? "true" : "false", shortest(r.tokens_per_s), shortest(r.samples_per_s),
-          shortest(r.mfu), shortest(r.iteration_time_s), shortest(r.peak_memory_bytes),
-          shortest(r.memory_capacity_bytes), dups};
+      const std::vector<std::string> f = {g.model,
+                                          std::to_string(g.gpus),
+                                          std::to_string(k + 1),
+                                          r.id,
+                                          r.strategy(),
+                                          r.planner,
+                                          r.cluster,
+                                          std::to_string(r.tp),
+                                          std::to_string(r.pp),
+                                          std::to_string(r.dp),
+                                          std::to_string(r.vp),
+                                          std::to_string(r.mbs),
+                                          std::to_string(r.gbs),
+                                          std::to_string(r.zero),
+                                          r.recompute,
+                                          r.tp_layout,
+                                          r.sequence_parallel ? "true" : "false",
+                                          shortest(r.tokens_per_s),
+                                          shortest(r.samples_per_s),
+                                          shortest(r.mfu),
+                                          shortest(r.iteration_time_s),
+                                          shortest(r.peak_memory_bytes),
+                                          shortest(r.memory_capacity_bytes),
+                                          dups};
       for (std::size_t i = 0; i < f.size(); ++i) {
         if (i) out += ',';
         out += csv_field(f[i]);

@@ -14,8 +14,8 @@
 #include "sim/engine/analytic_runtime.hpp"
 #include "traces/archive.hpp"
 #include "traces/chrome_trace.hpp"
-#include "traces/kineto_import.hpp"
 #include "traces/error.hpp"
+#include "traces/kineto_import.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -179,10 +179,10 @@ struct Call {
 struct GpuTask {
   std::int32_t event = -1;
   std::int32_t lane = -1;
-  std::int32_t call = -1;        // launching top-level call, -1 if none
-  std::int64_t offset = 0;       // launch offset inside the call (nested runtime calls)
-  std::int64_t launch = 0;       // call start + offset, or the measured start when unlinked
-  std::int64_t launch_max = 0;   // running max of `launch` along the stream (for "launched before t" searches)
+  std::int32_t call = -1;       // launching top-level call, -1 if none
+  std::int64_t offset = 0;      // launch offset inside the call (nested runtime calls)
+  std::int64_t launch = 0;      // call start + offset, or the measured start when unlinked
+  std::int64_t launch_max = 0;  // running max of `launch` along the stream (for "launched before t" searches)
   std::int64_t start = 0, end = 0;
   std::int32_t node = -1;
 };
@@ -326,10 +326,12 @@ void ReplayOptions::validate() const {
 std::string ReplayOptions::describe() const {
   std::vector<std::string> parts;
   for (const auto& k : kernel_scales) parts.push_back("kernels /" + k.pattern + "/ x" + fmt("%g", k.factor));
-  if (collective_bandwidth_Bps > 0) parts.push_back("collective bandwidth " + fmt("%g", collective_bandwidth_Bps / 1e9) + " GB/s");
+  if (collective_bandwidth_Bps > 0)
+    parts.push_back("collective bandwidth " + fmt("%g", collective_bandwidth_Bps / 1e9) + " GB/s");
   if (collective_bw_scale != 1.0) parts.push_back("collective bandwidth x" + fmt("%g", collective_bw_scale));
   if (collective_group_size > 0) parts.push_back("collective group " + std::to_string(collective_group_size));
-  if ((collective_bandwidth_Bps > 0 || collective_bw_scale != 1.0 || collective_group_size > 0) && collective_alpha_s > 0)
+  if ((collective_bandwidth_Bps > 0 || collective_bw_scale != 1.0 || collective_group_size > 0) &&
+      collective_alpha_s > 0)
     parts.push_back("alpha " + fmt("%g", collective_alpha_s * 1e6) + " us");
   if (collective_time_scale != 1.0) parts.push_back("collective time x" + fmt("%g", collective_time_scale));
   if (cpu_gap_scale != 1.0) parts.push_back("cpu gaps x" + fmt("%g", cpu_gap_scale));
@@ -348,7 +350,8 @@ std::vector<ImportedTrace> import_traces_for_replay(const std::string& path, con
     return {import_kineto(path)};
   }
   std::vector<ArchiveMember> members = read_archive_members(path);
-  std::sort(members.begin(), members.end(), [](const ArchiveMember& a, const ArchiveMember& b) { return a.name < b.name; });
+  std::sort(members.begin(), members.end(),
+            [](const ArchiveMember& a, const ArchiveMember& b) { return a.name < b.name; });
   std::vector<ImportedTrace> traces;
   std::string names;
   for (const ArchiveMember& m : members) {
@@ -358,7 +361,8 @@ std::vector<ImportedTrace> import_traces_for_replay(const std::string& path, con
     traces.push_back(parse_kineto(m.content, path + ":" + m.name));
   }
   if (names.empty()) throw FormatError(path + ": no '.json' member in the archive");
-  if (traces.empty()) throw ConfigError("replay: member '" + member + "' is not in " + path + " (members: " + names + ")");
+  if (traces.empty())
+    throw ConfigError("replay: member '" + member + "' is not in " + path + " (members: " + names + ")");
   return traces;
 }
 
@@ -632,7 +636,8 @@ ReplayGraph build_replay(const ImportedTrace& trace, const ReplayOptions& o) {
       next_lane[c - c0] = next;
       if (call_gpu_begin[c] < call_gpu_begin[c + 1]) next = gpu[call_gpu[call_gpu_begin[c]]].lane;
     }
-    std::int32_t prev = b.add(ReplayNodeKind::ANCHOR, static_cast<std::int32_t>(lane), -1, th.first_start, th.first_start);
+    std::int32_t prev =
+        b.add(ReplayNodeKind::ANCHOR, static_cast<std::int32_t>(lane), -1, th.first_start, th.first_start);
     thread_anchor[lane] = prev;
     std::int64_t prev_end = th.first_start;
     std::int32_t last_lane = -1;    // GPU lane this thread launched to last
@@ -642,8 +647,8 @@ ReplayGraph build_replay(const ImportedTrace& trace, const ReplayOptions& o) {
       Call& call = calls[c];
       const TraceEvent& e = ev[call.event];
       const std::int64_t gap = call.start - prev_end;
-      const auto gap_node = b.add(ReplayNodeKind::GAP, static_cast<std::int32_t>(lane), call.event, gap,
-                                  scaled_ns(gap, o.cpu_gap_scale));
+      const auto gap_node =
+          b.add(ReplayNodeKind::GAP, static_cast<std::int32_t>(lane), call.event, gap, scaled_ns(gap, o.cpu_gap_scale));
       b.depend(prev, gap_node);
       call.gap_node = gap_node;
       const int device = last_lane >= 0 ? g.lanes[last_lane].device : -2;
@@ -765,7 +770,8 @@ ReplayGraph build_replay(const ImportedTrace& trace, const ReplayOptions& o) {
     }
     if (th.last_end > prev_end || c0 == c1) {
       const std::int64_t tail = std::max<std::int64_t>(0, th.last_end - prev_end);
-      const auto node = b.add(ReplayNodeKind::GAP, static_cast<std::int32_t>(lane), -1, tail, scaled_ns(tail, o.cpu_gap_scale));
+      const auto node =
+          b.add(ReplayNodeKind::GAP, static_cast<std::int32_t>(lane), -1, tail, scaled_ns(tail, o.cpu_gap_scale));
       b.depend(prev, node);
     }
   }
@@ -804,7 +810,7 @@ ReplayGraph build_replay(const ImportedTrace& trace, const ReplayOptions& o) {
   for (std::size_t l = first_gpu_lane; l < g.lanes.size(); ++l) {
     for (auto k = lane_gpu_begin[l]; k < lane_gpu_begin[l + 1]; ++k) {
       const GpuTask& t = gpu[k];
-      if (t.call < 0) continue;  // unlinked tasks keep their measured start
+      if (t.call < 0) continue;                                          // unlinked tasks keep their measured start
       if (k > lane_gpu_begin[l] && gpu[k - 1].call == t.call) continue;  // graph gap: start kept by the gap
       std::int64_t earliest = std::max(t.launch + g.launch_latency_ns, explained_until[k]);
       if (k > lane_gpu_begin[l]) earliest = std::max(earliest, gpu[k - 1].end + g.dispatch_gap_ns);
@@ -828,16 +834,16 @@ ReplayGraph build_replay(const ImportedTrace& trace, const ReplayOptions& o) {
       {
         const std::int32_t lane = calls[t.call].lane;
         const auto first = calls.begin() + lane_calls_begin[lane], last = calls.begin() + lane_calls_begin[lane + 1];
-        auto it = std::partition_point(first, last, [&](const Call& c) {
-          return c.start + g.launch_latency_ns <= t.start + kClockSlackNs;
-        });
+        auto it = std::partition_point(
+            first, last, [&](const Call& c) { return c.start + g.launch_latency_ns <= t.start + kClockSlackNs; });
         if (it != first && std::prev(it)->start + g.launch_latency_ns > earliest)
           best_call = static_cast<std::int32_t>(std::prev(it) - calls.begin());
       }
       // The explanation is kept with the residual delay the trace shows after it, so the task starts as measured.
       if (best_call >= 0 && (best_gpu < 0 || calls[best_call].start + g.launch_latency_ns > gpu[best_gpu].end)) {
-        const std::int64_t lag =
-            o.keep_unexplained_gaps ? std::max(g.launch_latency_ns, t.start - calls[best_call].start) : g.launch_latency_ns;
+        const std::int64_t lag = o.keep_unexplained_gaps
+                                     ? std::max(g.launch_latency_ns, t.start - calls[best_call].start)
+                                     : g.launch_latency_ns;
         const auto launch = b.add(ReplayNodeKind::LAUNCH, t.lane, t.event, lag, lag);
         b.depend(calls[best_call].gap_node, launch, true);
         b.depend(launch, t.node);
@@ -856,8 +862,8 @@ ReplayGraph build_replay(const ImportedTrace& trace, const ReplayOptions& o) {
         // Nothing in the trace explains the wait: the constraint that bound the task (its launch, its stream
         // predecessor or its stream-wait source) is kept with the measured delay after it.
         const std::int64_t by_launch = t.launch + g.launch_latency_ns;
-        const std::int64_t by_prev = k > lane_gpu_begin[l] ? gpu[k - 1].end + g.dispatch_gap_ns
-                                                           : std::numeric_limits<std::int64_t>::min();
+        const std::int64_t by_prev =
+            k > lane_gpu_begin[l] ? gpu[k - 1].end + g.dispatch_gap_ns : std::numeric_limits<std::int64_t>::min();
         if (by_launch >= by_prev && by_launch >= explained_until[k]) {
           const std::int64_t lag = t.start - calls[t.call].start;
           g.nodes[launch_node[k]].dur_ns = g.nodes[launch_node[k]].measured_dur_ns = lag;
@@ -928,7 +934,7 @@ double pct(std::int64_t a, std::int64_t b) {
 }
 
 std::vector<std::pair<std::string, std::int64_t>> sorted_desc(const std::map<std::string, std::int64_t>& m,
-                                                             std::size_t limit) {
+                                                              std::size_t limit) {
   std::vector<std::pair<std::string, std::int64_t>> v(m.begin(), m.end());
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   if (v.size() > limit) v.resize(limit);
@@ -1094,41 +1100,40 @@ std::string replay_json(const std::vector<ReplayReport>& reports, const ReplayOp
   nlohmann::json traces = nlohmann::json::array();
   for (const auto& r : reports) {
     const auto& s = r.stats;
-    nlohmann::json j = {
-        {"source", r.source},
-        {"rank", r.rank},
-        {"world_size", r.world_size},
-        {"vendor", r.vendor},
-        {"engine", "analytic"},
-        {"graph",
-         {{"cpu_threads", s.cpu_threads},
-          {"gpu_streams", s.gpu_streams},
-          {"runtime_calls", s.runtime_calls},
-          {"nested_runtime_calls", s.nested_calls},
-          {"gpu_tasks", s.gpu_tasks},
-          {"linked_gpu_tasks", s.linked_gpu_tasks},
-          {"launch_latency_ns", r.launch_latency_ns},
-          {"launch_latency_samples", s.launch_latency_samples},
-          {"dispatch_gap_ns", r.dispatch_gap_ns},
-          {"dispatch_gap_samples", s.dispatch_gap_samples},
-          {"graph_gaps", s.graph_gaps},
-          {"late_starts_on_other_streams", s.gpu_waits_inferred},
-          {"late_starts_relaunched", s.late_starts_relaunched},
-          {"thread_starts_linked", s.thread_starts_linked},
-          {"unexplained_gaps", s.unexplained_gaps},
-          {"unexplained_gap_ns", s.unexplained_gap_ns},
-          {"blocking_calls", s.blocking_calls},
-          {"sync_waits", s.sync_waits},
-          {"sync_waits_dropped", s.sync_waits_dropped},
-          {"stream_waits", s.stream_waits},
-          {"stream_waits_dropped", s.stream_waits_dropped},
-          {"cycle_edges_dropped", s.cycle_edges_dropped},
-          {"collective_kernels", s.collectives}}},
-        {"measured_span_ns", r.measured_span_ns},
-        {"replayed_span_ns", r.replayed_span_ns},
-        {"error_pct", r.error_pct},
-        {"lanes", lanes_json(r.lanes)},
-        {"critical_path", critical_json(r.critical_path)}};
+    nlohmann::json j = {{"source", r.source},
+                        {"rank", r.rank},
+                        {"world_size", r.world_size},
+                        {"vendor", r.vendor},
+                        {"engine", "analytic"},
+                        {"graph",
+                         {{"cpu_threads", s.cpu_threads},
+                          {"gpu_streams", s.gpu_streams},
+                          {"runtime_calls", s.runtime_calls},
+                          {"nested_runtime_calls", s.nested_calls},
+                          {"gpu_tasks", s.gpu_tasks},
+                          {"linked_gpu_tasks", s.linked_gpu_tasks},
+                          {"launch_latency_ns", r.launch_latency_ns},
+                          {"launch_latency_samples", s.launch_latency_samples},
+                          {"dispatch_gap_ns", r.dispatch_gap_ns},
+                          {"dispatch_gap_samples", s.dispatch_gap_samples},
+                          {"graph_gaps", s.graph_gaps},
+                          {"late_starts_on_other_streams", s.gpu_waits_inferred},
+                          {"late_starts_relaunched", s.late_starts_relaunched},
+                          {"thread_starts_linked", s.thread_starts_linked},
+                          {"unexplained_gaps", s.unexplained_gaps},
+                          {"unexplained_gap_ns", s.unexplained_gap_ns},
+                          {"blocking_calls", s.blocking_calls},
+                          {"sync_waits", s.sync_waits},
+                          {"sync_waits_dropped", s.sync_waits_dropped},
+                          {"stream_waits", s.stream_waits},
+                          {"stream_waits_dropped", s.stream_waits_dropped},
+                          {"cycle_edges_dropped", s.cycle_edges_dropped},
+                          {"collective_kernels", s.collectives}}},
+                        {"measured_span_ns", r.measured_span_ns},
+                        {"replayed_span_ns", r.replayed_span_ns},
+                        {"error_pct", r.error_pct},
+                        {"lanes", lanes_json(r.lanes)},
+                        {"critical_path", critical_json(r.critical_path)}};
     if (r.edited)
       j["what_if"] = {{"edits", r.edits},
                       {"predicted_span_ns", r.predicted_span_ns},
@@ -1149,7 +1154,8 @@ std::string replay_json(const std::vector<ReplayReport>& reports, const ReplayOp
   return doc.dump(2) + "\n";
 }
 
-std::string replay_chrome_trace(const std::vector<const ImportedTrace*>& traces, const std::vector<const Replay*>& replays) {
+std::string replay_chrome_trace(const std::vector<const ImportedTrace*>& traces,
+                                const std::vector<const Replay*>& replays) {
   DTSIM_ASSERT(traces.size() == replays.size(), "one replay per trace");
   ChromeTraceWriter w;
   std::vector<TraceArg> args;
@@ -1172,7 +1178,8 @@ std::string replay_chrome_trace(const std::vector<const ImportedTrace*>& traces,
         w.process_name(pid, label + " gpu " + std::to_string(l.device), pid);
       }
     auto pid_of = [&](const ReplayLane& l) { return l.gpu ? pid_of_device.at(l.device) : host_pid; };
-    for (std::size_t l = 0; l < g.lanes.size(); ++l) w.thread_name(pid_of(g.lanes[l]), static_cast<int>(l), g.lanes[l].name);
+    for (std::size_t l = 0; l < g.lanes.size(); ++l)
+      w.thread_name(pid_of(g.lanes[l]), static_cast<int>(l), g.lanes[l].name);
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       const ReplayNode& n = g.nodes[i];
       const ReplayLane& lane = g.lanes[n.lane];
@@ -1189,7 +1196,8 @@ std::string replay_chrome_trace(const std::vector<const ImportedTrace*>& traces,
         args.push_back(TraceArg::integer("measured_start_ns", e.start_ns));
         args.push_back(TraceArg::integer("measured_dur_ns", e.dur_ns));
         if (e.correlation >= 0) args.push_back(TraceArg::integer("correlation", e.correlation));
-        w.complete(pid_of(lane), n.lane, e.name, n.blocking ? "runtime (blocking)" : "runtime", s, t.end_ns[i] - s, args);
+        w.complete(pid_of(lane), n.lane, e.name, n.blocking ? "runtime (blocking)" : "runtime", s, t.end_ns[i] - s,
+                   args);
       } else if (n.kind == ReplayNodeKind::GAP && t.end_ns[i] > t.start_ns[i]) {
         w.complete(pid_of(lane), n.lane, "cpu", "gap", t.start_ns[i], t.end_ns[i] - t.start_ns[i], args);
       }

@@ -144,12 +144,12 @@ const char* to_string(ReplayNodeKind kind);
 
 /// A CPU thread or a GPU stream of the trace.
 struct ReplayLane {
-  std::string name;          ///< "thread 4515/25556", "gpu 0 stream 7"
+  std::string name;  ///< "thread 4515/25556", "gpu 0 stream 7"
   bool gpu = false;
-  std::int64_t pid = 0;      ///< CPU: process id; GPU: device index
-  std::int64_t tid = 0;      ///< CPU: thread id; GPU: stream id
-  int device = -1;           ///< GPU lanes
-  std::size_t tasks = 0;     ///< GPU tasks, or top-level runtime calls of a thread
+  std::int64_t pid = 0;               ///< CPU: process id; GPU: device index
+  std::int64_t tid = 0;               ///< CPU: thread id; GPU: stream id
+  int device = -1;                    ///< GPU lanes
+  std::size_t tasks = 0;              ///< GPU tasks, or top-level runtime calls of a thread
   std::int64_t measured_busy_ns = 0;  ///< GPU: union of task intervals; CPU: time in top-level runtime calls
   std::int64_t measured_end_ns = 0;   ///< last end of a replayed event on the lane (from the trace origin)
 };
@@ -157,50 +157,50 @@ struct ReplayLane {
 /// One task of the replay graph (parallel to ReplayGraph::graph.tasks()).
 struct ReplayNode {
   ReplayNodeKind kind = ReplayNodeKind::GAP;
-  bool blocking = false;        ///< RUNTIME: waits for GPU work (its start is the max of its inputs)
-  std::int32_t lane = -1;       ///< index into ReplayGraph::lanes (LAUNCH: the GPU task's lane)
-  std::int32_t event = -1;      ///< index into ImportedTrace::events (RUNTIME, GPU; GAP: the call it precedes)
-  std::int32_t call_start = -1; ///< RUNTIME: the node whose end is the call's start (the gap before it)
+  bool blocking = false;             ///< RUNTIME: waits for GPU work (its start is the max of its inputs)
+  std::int32_t lane = -1;            ///< index into ReplayGraph::lanes (LAUNCH: the GPU task's lane)
+  std::int32_t event = -1;           ///< index into ImportedTrace::events (RUNTIME, GPU; GAP: the call it precedes)
+  std::int32_t call_start = -1;      ///< RUNTIME: the node whose end is the call's start (the gap before it)
   std::int64_t measured_dur_ns = 0;  ///< as measured (blocking RUNTIME: the measured tail)
-  std::int64_t dur_ns = 0;      ///< replayed duration, after edits
+  std::int64_t dur_ns = 0;           ///< replayed duration, after edits
 };
 
 /// Counts describing how the graph was built.
 struct ReplayBuildStats {
   std::size_t cpu_threads = 0, gpu_streams = 0;
-  std::size_t runtime_calls = 0;         ///< top-level calls
-  std::size_t nested_calls = 0;          ///< runtime calls folded into an enclosing call
+  std::size_t runtime_calls = 0;  ///< top-level calls
+  std::size_t nested_calls = 0;   ///< runtime calls folded into an enclosing call
   std::size_t gpu_tasks = 0, linked_gpu_tasks = 0;
   std::size_t launch_latency_samples = 0;
   std::size_t dispatch_gap_samples = 0;
-  std::size_t blocking_calls = 0;        ///< calls given at least one GPU wait
-  std::size_t sync_waits = 0, sync_waits_dropped = 0;        ///< GPU -> blocking call edges kept / contradicted
-  std::size_t stream_waits = 0, stream_waits_dropped = 0;    ///< cudaStreamWaitEvent edges kept / contradicted
-  std::size_t gpu_waits_inferred = 0;    ///< late GPU starts explained by another stream's task
-  std::size_t thread_starts_linked = 0;  ///< threads whose start follows another thread's call
-  std::size_t graph_gaps = 0;            ///< GPU_GAP nodes (idle time inside one launch's GPU work)
+  std::size_t blocking_calls = 0;                          ///< calls given at least one GPU wait
+  std::size_t sync_waits = 0, sync_waits_dropped = 0;      ///< GPU -> blocking call edges kept / contradicted
+  std::size_t stream_waits = 0, stream_waits_dropped = 0;  ///< cudaStreamWaitEvent edges kept / contradicted
+  std::size_t gpu_waits_inferred = 0;                      ///< late GPU starts explained by another stream's task
+  std::size_t thread_starts_linked = 0;                    ///< threads whose start follows another thread's call
+  std::size_t graph_gaps = 0;                              ///< GPU_GAP nodes (idle time inside one launch's GPU work)
   std::size_t late_starts_relaunched = 0;  ///< late GPU starts explained by a later runtime call of their thread
-  std::size_t unexplained_gaps = 0;      ///< late GPU starts nothing explains (stream idle time kept as measured)
-  std::int64_t unexplained_gap_ns = 0;   ///< their total delay beyond what the graph would otherwise allow
-  std::size_t cycle_edges_dropped = 0;   ///< inferred edges removed because they closed a cycle (never expected)
+  std::size_t unexplained_gaps = 0;        ///< late GPU starts nothing explains (stream idle time kept as measured)
+  std::int64_t unexplained_gap_ns = 0;     ///< their total delay beyond what the graph would otherwise allow
+  std::size_t cycle_edges_dropped = 0;     ///< inferred edges removed because they closed a cycle (never expected)
   // Edits.
-  std::size_t gpu_tasks_scaled = 0;      ///< matched a kernel_scales rule with factor != 1
-  std::size_t collectives = 0;           ///< collective kernels
-  std::size_t collectives_modelled = 0;  ///< re-timed by the alpha-beta model
+  std::size_t gpu_tasks_scaled = 0;           ///< matched a kernel_scales rule with factor != 1
+  std::size_t collectives = 0;                ///< collective kernels
+  std::size_t collectives_modelled = 0;       ///< re-timed by the alpha-beta model
   std::size_t collectives_without_bytes = 0;  ///< modelled by the bandwidth ratio (no message size)
   std::size_t collectives_without_group = 0;  ///< a group-size edit was not applied (group or op unknown, p2p)
 };
 
 /// The dependency graph of one trace with the durations of one set of options.
 struct ReplayGraph {
-  TaskGraph graph;                        ///< finalized; COMPUTE/DELAY tasks with duration_s = dur_ns / 1e9
-  std::vector<ReplayNode> nodes;          ///< per task
+  TaskGraph graph;                ///< finalized; COMPUTE/DELAY tasks with duration_s = dur_ns / 1e9
+  std::vector<ReplayNode> nodes;  ///< per task
   std::vector<std::pair<std::int32_t, std::int32_t>> edges;  ///< (before, after), as given to the graph
-  std::vector<ReplayLane> lanes;          ///< CPU threads by (pid, tid), then GPU streams by (device, stream)
-  std::int64_t launch_latency_ns = 0;     ///< used (fitted unless overridden)
-  std::int64_t dispatch_gap_ns = 0;       ///< used (fitted unless overridden)
-  std::int64_t measured_begin_ns = 0;     ///< earliest start of a replayed event (relative to the trace origin)
-  std::int64_t measured_end_ns = 0;       ///< latest end of a replayed event
+  std::vector<ReplayLane> lanes;       ///< CPU threads by (pid, tid), then GPU streams by (device, stream)
+  std::int64_t launch_latency_ns = 0;  ///< used (fitted unless overridden)
+  std::int64_t dispatch_gap_ns = 0;    ///< used (fitted unless overridden)
+  std::int64_t measured_begin_ns = 0;  ///< earliest start of a replayed event (relative to the trace origin)
+  std::int64_t measured_end_ns = 0;    ///< latest end of a replayed event
   ReplayBuildStats stats;
 };
 
@@ -227,16 +227,16 @@ ReplayTimeline run_replay(const ReplayGraph& g);
 struct LaneReport {
   std::string name;
   bool gpu = false;
-  std::size_t tasks = 0;                 ///< GPU tasks or runtime calls
-  std::int64_t measured_busy_ns = 0;     ///< GPU: union of task intervals; CPU: time in runtime calls
+  std::size_t tasks = 0;              ///< GPU tasks or runtime calls
+  std::int64_t measured_busy_ns = 0;  ///< GPU: union of task intervals; CPU: time in runtime calls
   std::int64_t replayed_busy_ns = 0;
-  std::int64_t measured_end_ns = 0;      ///< last end on the lane (relative to the trace origin)
+  std::int64_t measured_end_ns = 0;  ///< last end on the lane (relative to the trace origin)
   std::int64_t replayed_end_ns = 0;
 };
 
 /// The chain of tasks that sets the replayed end, its time split by category.
 struct CriticalPath {
-  std::int64_t length_ns = 0;            ///< = the latest replayed end (from the trace origin)
+  std::int64_t length_ns = 0;  ///< = the latest replayed end (from the trace origin)
   std::size_t tasks = 0;
   /// Time per category ("gpu kernel", "gpu collective", "gpu memcpy", "gpu memset", "runtime call",
   /// "sync tail", "cpu gap", "launch latency", "gpu gap", "anchor"), largest first; sums to length_ns.
@@ -251,16 +251,16 @@ struct ReplayReport {
   std::string vendor;
   std::int64_t launch_latency_ns = 0;
   std::int64_t dispatch_gap_ns = 0;
-  ReplayBuildStats stats;                ///< of the base graph (edit counts from the edited one when edited)
-  std::int64_t measured_span_ns = 0;     ///< measured_end - measured_begin
-  std::int64_t replayed_span_ns = 0;     ///< replayed last end - measured_begin
-  double error_pct = 0;                  ///< 100 (replayed - measured) / measured
-  std::vector<LaneReport> lanes;         ///< base replay
-  CriticalPath critical_path;            ///< base replay
+  ReplayBuildStats stats;             ///< of the base graph (edit counts from the edited one when edited)
+  std::int64_t measured_span_ns = 0;  ///< measured_end - measured_begin
+  std::int64_t replayed_span_ns = 0;  ///< replayed last end - measured_begin
+  double error_pct = 0;               ///< 100 (replayed - measured) / measured
+  std::vector<LaneReport> lanes;      ///< base replay
+  CriticalPath critical_path;         ///< base replay
   bool edited = false;
-  std::string edits;                     ///< ReplayOptions::describe()
-  std::int64_t predicted_span_ns = 0;    ///< edited replay (= replayed_span_ns when not edited)
-  double change_pct = 0;                 ///< 100 (predicted - replayed) / replayed
+  std::string edits;                   ///< ReplayOptions::describe()
+  std::int64_t predicted_span_ns = 0;  ///< edited replay (= replayed_span_ns when not edited)
+  double change_pct = 0;               ///< 100 (predicted - replayed) / replayed
   std::vector<LaneReport> predicted_lanes;
   CriticalPath predicted_critical_path;
 };
@@ -270,7 +270,7 @@ struct Replay {
   ReplayGraph base;
   ReplayTimeline base_times;
   bool edited = false;
-  ReplayGraph what_if;                   ///< meaningful when edited
+  ReplayGraph what_if;  ///< meaningful when edited
   ReplayTimeline what_if_times;
   ReplayReport report;
 };
@@ -287,7 +287,8 @@ std::string replay_json(const std::vector<ReplayReport>& reports, const ReplayOp
 
 /// Chrome trace of the replayed timelines (the edited one when edited): per trace, one process for the CPU
 /// threads and one per GPU device, one track per lane; runtime calls, CPU gaps and GPU tasks.
-std::string replay_chrome_trace(const std::vector<const ImportedTrace*>& traces, const std::vector<const Replay*>& replays);
+std::string replay_chrome_trace(const std::vector<const ImportedTrace*>& traces,
+                                const std::vector<const Replay*>& replays);
 
 /// Readable summary of one report (several lines, ending in a newline).
 std::string replay_summary(const ReplayReport& report);

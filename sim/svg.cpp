@@ -96,11 +96,13 @@ std::string c(double v) { return fixed(v, 1); }
 Canvas::Canvas(double width, double height, const std::string& title) : w_(width), h_(height), title_(title) {}
 
 void Canvas::line(double x1, double y1, double x2, double y2, const std::string& style) {
-  body_ += "<line x1=\"" + c(x1) + "\" y1=\"" + c(y1) + "\" x2=\"" + c(x2) + "\" y2=\"" + c(y2) + "\" " + style + "/>\n";
+  body_ +=
+      "<line x1=\"" + c(x1) + "\" y1=\"" + c(y1) + "\" x2=\"" + c(x2) + "\" y2=\"" + c(y2) + "\" " + style + "/>\n";
 }
 
 void Canvas::rect(double x, double y, double w, double h, const std::string& style) {
-  body_ += "<rect x=\"" + c(x) + "\" y=\"" + c(y) + "\" width=\"" + c(w) + "\" height=\"" + c(h) + "\" " + style + "/>\n";
+  body_ +=
+      "<rect x=\"" + c(x) + "\" y=\"" + c(y) + "\" width=\"" + c(w) + "\" height=\"" + c(h) + "\" " + style + "/>\n";
 }
 
 void Canvas::circle(double cx, double cy, double r, const std::string& style) {

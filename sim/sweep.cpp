@@ -112,8 +112,8 @@ std::vector<std::size_t> sample_positions(std::size_t n, std::size_t k, std::uin
 
 std::string resolve(const std::string& path, const std::string& dir) {
   namespace fs = std::filesystem;
-  const bool is_path = path.find('/') != std::string::npos ||
-                       (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0);
+  const bool is_path =
+      path.find('/') != std::string::npos || (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0);
   if (!is_path || fs::path(path).is_absolute()) return path;
   std::error_code ec;
   const fs::path near_spec = fs::path(dir) / path;
@@ -137,9 +137,17 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
 
 /// The canonical inputs of a grid point (the id hashes them with the model, cluster and calibration contents).
 json plan_knobs(const ParallelPlan& p) {
-  return {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"vp", p.virtual_stages}, {"mbs", p.micro_batch_size},
-          {"gbs", p.global_batch_size}, {"schedule", p.schedule_name()}, {"zero", p.zero_stage},
-          {"recompute", to_string(p.recompute)}, {"tp_layout", layout_name(p)}, {"sequence_parallel", p.sequence_parallel}};
+  return {{"tp", p.tp},
+          {"pp", p.pp},
+          {"dp", p.dp},
+          {"vp", p.virtual_stages},
+          {"mbs", p.micro_batch_size},
+          {"gbs", p.global_batch_size},
+          {"schedule", p.schedule_name()},
+          {"zero", p.zero_stage},
+          {"recompute", to_string(p.recompute)},
+          {"tp_layout", layout_name(p)},
+          {"sequence_parallel", p.sequence_parallel}};
 }
 
 }  // namespace
@@ -193,10 +201,31 @@ json load_spec(const std::string& path) { return json_util::read_file(path); }
 
 Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) {
   json_util::reject_unknown(spec, kCtx,
-                            {"schema_version", "name", "description", "models", "clusters", "gpus", "cluster_preset",
-                             "calibration", "tp", "pp", "dp", "vp", "mbs", "gbs", "schedule", "zero", "recompute",
-                             "tp_layout", "sequence_parallel", "network", "grid_points", "planners", "random"});
-  if (!spec.contains("schema_version")) throw ConfigError(kCtx + ": missing field 'schema_version' (this dtsim reads 1)");
+                            {"schema_version",
+                             "name",
+                             "description",
+                             "models",
+                             "clusters",
+                             "gpus",
+                             "cluster_preset",
+                             "calibration",
+                             "tp",
+                             "pp",
+                             "dp",
+                             "vp",
+                             "mbs",
+                             "gbs",
+                             "schedule",
+                             "zero",
+                             "recompute",
+                             "tp_layout",
+                             "sequence_parallel",
+                             "network",
+                             "grid_points",
+                             "planners",
+                             "random"});
+  if (!spec.contains("schema_version"))
+    throw ConfigError(kCtx + ": missing field 'schema_version' (this dtsim reads 1)");
   json_util::check_schema_version(spec, kCtx, 1);
   Expansion ex;
   ex.spec = spec;
@@ -216,7 +245,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   }
   if (ex.clusters.empty()) throw ConfigError(kCtx + ": give 'clusters' and/or 'gpus' (with 'cluster_preset')");
   std::string cal_path;
-  if (spec.contains("calibration")) cal_path = resolve(json_util::get<std::string>(spec, kCtx, "calibration"), spec_dir);
+  if (spec.contains("calibration"))
+    cal_path = resolve(json_util::get<std::string>(spec, kCtx, "calibration"), spec_dir);
   for (const auto& c : ex.clusters)
     ex.calibrations.push_back(cal_path.empty() ? default_calibration(c.gpu.name) : load_calibration(cal_path));
   std::vector<std::string> model_hash, cluster_hash, cal_hash;
@@ -246,7 +276,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
     if (s != "interleaved") set_schedule(probe, s, kCtx);
   }
   std::vector<Recompute> recomputes;
-  for (const std::string& s : strings(spec, "recompute", {"none"})) recomputes.push_back(recompute_from_string(s, kCtx));
+  for (const std::string& s : strings(spec, "recompute", {"none"}))
+    recomputes.push_back(recompute_from_string(s, kCtx));
   std::vector<std::pair<TpLayout, int>> layouts;
   for (const std::string& s : strings(spec, "tp_layout", {"1d"})) {
     if (s.rfind("2.5d:", 0) == 0) {
@@ -278,7 +309,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
     if (colon != std::string::npos) {
       const std::string t = p.substr(colon + 1);
       if (t.empty() || t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1)
-        throw ConfigError(kCtx + ": planner '" + p + "': after ':' give the GPUs per device (tensor parallel), e.g. dapple:8");
+        throw ConfigError(kCtx + ": planner '" + p +
+                          "': after ':' give the GPUs per device (tensor parallel), e.g. dapple:8");
     }
   }
   const bool grid = json_util::get_or<bool>(spec, kCtx, "grid_points", true);
@@ -298,8 +330,11 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   std::unordered_set<std::string> ids;
   auto skip = [&](const std::string& reason) { ++ex.skipped[reason]; };
   auto id_of = [&](int m, int c, NetworkMode net, const json& what) {
-    const json key = {{"model", model_hash[m]}, {"cluster", cluster_hash[c]}, {"calibration", cal_hash[c]},
-                      {"network", to_string(net)}, {"scenario", what}};
+    const json key = {{"model", model_hash[m]},
+                      {"cluster", cluster_hash[c]},
+                      {"calibration", cal_hash[c]},
+                      {"network", to_string(net)},
+                      {"scenario", what}};
     return fnv1a_hex(key.dump());
   };
   if (grid) {
@@ -448,11 +483,12 @@ Row row_skeleton(const Expansion& ex, const Scenario& s, const std::string& stat
   set_plan_fields(r, s.plan, s.planner.empty());
   r["status"] = status;
   r["error"] = error;
-  for (const char* k : {"iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "model_tflops_per_gpu",
-                        "peak_memory_bytes"})
+  for (const char* k :
+       {"iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "model_tflops_per_gpu", "peak_memory_bytes"})
     r[k] = nullptr;
   r["memory_capacity_bytes"] = c.gpu.memory_bytes;
-  for (const char* k : {"fits", "memory_bytes", "compute_s", "exposed_comm_s", "bubble_s", "sim_wall_s"}) r[k] = nullptr;
+  for (const char* k : {"fits", "memory_bytes", "compute_s", "exposed_comm_s", "bubble_s", "sim_wall_s"})
+    r[k] = nullptr;
   return r;
 }
 
@@ -530,7 +566,8 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
     }
   } catch (const std::exception& e) {
     Row f = row_skeleton(ex, s, "failed", e.what());
-    for (const char* k : {"tp", "pp", "dp", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel"})
+    for (const char* k :
+         {"tp", "pp", "dp", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel"})
       f[k] = r[k];  // a planner's chosen plan stays visible
     r = std::move(f);
   }
@@ -550,11 +587,42 @@ std::string csv_field(const json& v) {
   return q + "\"";
 }
 const char* const kMemKeys[] = {"weights", "gradients", "optimizer", "activations", "reserved"};
-const char* const kColumns[] = {
-    "id", "index", "model", "params", "cluster", "gpu", "gpus", "nodes", "network", "planner", "tp", "pp", "dp", "vp",
-    "mbs", "gbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel", "status", "error",
-    "iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "model_tflops_per_gpu", "peak_memory_bytes",
-    "memory_capacity_bytes", "fits", "memory_bytes", "compute_s", "exposed_comm_s", "bubble_s", "sim_wall_s"};
+const char* const kColumns[] = {"id",
+                                "index",
+                                "model",
+                                "params",
+                                "cluster",
+                                "gpu",
+                                "gpus",
+                                "nodes",
+                                "network",
+                                "planner",
+                                "tp",
+                                "pp",
+                                "dp",
+                                "vp",
+                                "mbs",
+                                "gbs",
+                                "schedule",
+                                "zero",
+                                "recompute",
+                                "tp_layout",
+                                "sequence_parallel",
+                                "status",
+                                "error",
+                                "iteration_time_s",
+                                "tokens_per_s",
+                                "samples_per_s",
+                                "mfu",
+                                "model_tflops_per_gpu",
+                                "peak_memory_bytes",
+                                "memory_capacity_bytes",
+                                "fits",
+                                "memory_bytes",
+                                "compute_s",
+                                "exposed_comm_s",
+                                "bubble_s",
+                                "sim_wall_s"};
 }  // namespace
 
 std::string csv_header() {

@@ -46,22 +46,22 @@ using Row = nlohmann::ordered_json;
 
 struct Scenario {
   int index = 0;
-  std::string id;             ///< 16 hex digits
-  int model = 0, cluster = 0; ///< into Expansion::models / clusters
+  std::string id;              ///< 16 hex digits
+  int model = 0, cluster = 0;  ///< into Expansion::models / clusters
   NetworkMode network = NetworkMode::ANALYTIC;
-  std::string planner;        ///< "" for grid points, else "NAME" or "NAME:TP"
-  ParallelPlan plan;          ///< grid points: the plan; planner scenarios: only the global batch is set
-  bool prefiltered = false;   ///< analytic memory estimate over capacity (not simulated with the pre-filter on)
+  std::string planner;       ///< "" for grid points, else "NAME" or "NAME:TP"
+  ParallelPlan plan;         ///< grid points: the plan; planner scenarios: only the global batch is set
+  bool prefiltered = false;  ///< analytic memory estimate over capacity (not simulated with the pre-filter on)
 };
 
 struct Expansion {
-  nlohmann::json spec;                   ///< as given
+  nlohmann::json spec;  ///< as given
   std::vector<TransformerSpec> models;
   std::vector<ClusterSpec> clusters;
-  std::vector<Calibration> calibrations;   ///< per cluster
-  std::vector<Scenario> scenarios;         ///< in index order, pre-filtered ones included
-  std::size_t grid_points = 0;             ///< size of the knob grid (all combinations)
-  std::size_t prefiltered = 0;             ///< scenarios the memory pre-filter marks
+  std::vector<Calibration> calibrations;       ///< per cluster
+  std::vector<Scenario> scenarios;             ///< in index order, pre-filtered ones included
+  std::size_t grid_points = 0;                 ///< size of the knob grid (all combinations)
+  std::size_t prefiltered = 0;                 ///< scenarios the memory pre-filter marks
   std::map<std::string, std::size_t> skipped;  ///< reason -> grid points dropped before numbering
 };
 

@@ -134,8 +134,8 @@ std::string stacked_bars(const std::vector<ParetoGroup>& groups, const std::vect
   std::vector<Canvas::LegendEntry> legend;
   for (const Category& c : cats) legend.push_back({c.name, c.color, 's'});
   if (capacity && !caps.empty()) {
-    legend.push_back({caps.size() == 1 ? "capacity " + fixed(*caps.begin() / unit, 1) + " " + unit_name : "capacity",
-                      "#222", 'd'});
+    legend.push_back(
+        {caps.size() == 1 ? "capacity " + fixed(*caps.begin() / unit, 1) + " " + unit_name : "capacity", "#222", 'd'});
     if (caps.size() == 1) cv.line(x(*caps.begin() / unit), T, x(*caps.begin() / unit), yend, dash);
   }
   cv.legend(x1 + 70, T, legend);
@@ -167,7 +167,8 @@ std::string pareto_chart(const std::vector<SweepRow>& rows, const std::vector<Pa
     if (r.ok() && r.tokens_per_s > 0) {
       const std::string& c = colors[{r.model, r.gpus}];
       cv.circle(x(r.peak_memory_bytes / units::kGB), y(r.tokens_per_s), 2.5,
-                r.fits ? "fill=\"" + c + "\" fill-opacity=\"0.25\"" : "fill=\"none\" stroke=\"" + c + "\" stroke-opacity=\"0.4\"");
+                r.fits ? "fill=\"" + c + "\" fill-opacity=\"0.25\""
+                       : "fill=\"none\" stroke=\"" + c + "\" stroke-opacity=\"0.4\"");
     }
   const std::string dash = R"(stroke="#222" stroke-width="1.5" stroke-dasharray="5 3")";
   for (double c : caps) cv.line(x(c), T, x(c), B, dash);
@@ -230,18 +231,24 @@ std::string skip_tables(const std::vector<SweepRow>& rows, const std::vector<Par
   for (const SweepRow& r : rows)
     if (!r.ok()) errors[{r.status, r.error}].push_back(r.id);
   if (errors.empty()) return h + "<p>Every scenario ran.</p>\n";
-  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<std::string>>> sorted(errors.begin(), errors.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
-  h += "<table>\n<tr><th>count</th><th class=\"s\">status</th><th class=\"s\">error</th><th class=\"s\">e.g.</th></tr>\n";
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<std::string>>> sorted(errors.begin(),
+                                                                                               errors.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  h += "<table>\n<tr><th>count</th><th class=\"s\">status</th><th class=\"s\">error</th><th "
+       "class=\"s\">e.g.</th></tr>\n";
   const std::size_t shown = std::min<std::size_t>(sorted.size(), 20);
   for (std::size_t k = 0; k < shown; ++k) {
     const auto& [key, ids] = sorted[k];
     std::string eg;
-    for (std::size_t i = 0; i < std::min<std::size_t>(ids.size(), 3); ++i) eg += (i ? std::string(" ") : std::string()) + ids[i];
-    h += "<tr>" + td(std::to_string(ids.size())) + td(key.first, true) + td(key.second, true) + td(eg, true) + "</tr>\n";
+    for (std::size_t i = 0; i < std::min<std::size_t>(ids.size(), 3); ++i)
+      eg += (i ? std::string(" ") : std::string()) + ids[i];
+    h +=
+        "<tr>" + td(std::to_string(ids.size())) + td(key.first, true) + td(key.second, true) + td(eg, true) + "</tr>\n";
   }
   h += "</table>\n";
-  if (sorted.size() > shown) h += "<p>... and " + std::to_string(sorted.size() - shown) + " more distinct errors.</p>\n";
+  if (sorted.size() > shown)
+    h += "<p>... and " + std::to_string(sorted.size() - shown) + " more distinct errors.</p>\n";
   return h;
 }
 

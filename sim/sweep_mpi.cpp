@@ -32,7 +32,8 @@ Session::Session() {
   // libsimgrid exports MPI_* too (SMPI); if the link order let it win, MPI_Init would start SMPI and abort.
   Dl_info info{};
   const void* init = ::dlsym(RTLD_DEFAULT, "MPI_Init_thread");
-  if (init && ::dladdr(init, &info) && info.dli_fname && std::string(info.dli_fname).find("simgrid") != std::string::npos)
+  if (init && ::dladdr(init, &info) && info.dli_fname &&
+      std::string(info.dli_fname).find("simgrid") != std::string::npos)
     throw ConfigError(std::string("sweep: MPI_Init_thread resolves to ") + info.dli_fname +
                       " (SimGrid's SMPI), not to the MPI library: link MPI before SimGrid (sim/CMakeLists.txt)");
   // Workers are forked after MPI_Init; they never call MPI, so Open MPI's fork warning is noise.
@@ -73,8 +74,9 @@ void Session::abort(int code) const {
 #else
 bool available() { return false; }
 Session::Session() {
-  throw ConfigError("sweep: this dtsim was built without MPI, so it cannot shard a sweep over mpirun's ranks "
-                    "(install libopenmpi-dev and rebuild, or run without mpirun and use -j)");
+  throw ConfigError(
+      "sweep: this dtsim was built without MPI, so it cannot shard a sweep over mpirun's ranks "
+      "(install libopenmpi-dev and rebuild, or run without mpirun and use -j)");
 }
 Session::~Session() = default;
 std::vector<std::string> Session::gather(const std::string&) const { return {}; }

@@ -107,8 +107,8 @@ json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); 
 }  // namespace
 
 std::string SweepRow::strategy() const {
-  std::string s = std::string("tp") + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) + " vp" +
-                  std::to_string(vp) + " mbs" + std::to_string(mbs) + " zero" + std::to_string(zero) +
+  std::string s = std::string("tp") + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
+                  " vp" + std::to_string(vp) + " mbs" + std::to_string(mbs) + " zero" + std::to_string(zero) +
                   " recompute=" + (recompute.empty() ? std::string("none") : recompute) +
                   " layout=" + (tp_layout.empty() ? std::string("1d") : tp_layout) + (sequence_parallel ? " sp" : "");
   return planner.empty() ? s : std::string("planner ") + planner + ": " + s;
@@ -151,8 +151,9 @@ std::vector<SweepRow> parse_sweep_results(std::istream& in, const std::string& n
       j = json::parse(line);
     } catch (const json::parse_error& e) {
       if (!terminated)
-        throw FormatError(ctx + ": torn last line (incomplete JSON without a newline: the sweep was interrupted while "
-                                "writing it; resume the sweep or delete the line)");
+        throw FormatError(ctx +
+                          ": torn last line (incomplete JSON without a newline: the sweep was interrupted while "
+                          "writing it; resume the sweep or delete the line)");
       const std::string what = e.what();
       const auto at = what.find("parse error");
       throw FormatError(ctx + ": not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
@@ -168,7 +169,8 @@ SweepResults load_sweep_results(const std::string& path) {
   std::string file = path;
   if (fs::is_directory(path, ec)) {
     file = (fs::path(path) / "results.jsonl").string();
-    if (!fs::exists(file, ec)) throw ConfigError("'" + path + "' is a directory without results.jsonl (not a sweep output?)");
+    if (!fs::exists(file, ec))
+      throw ConfigError("'" + path + "' is a directory without results.jsonl (not a sweep output?)");
   } else if (!fs::exists(path, ec)) {
     throw ConfigError("'" + path + "' does not exist (give a results.jsonl or a sweep output directory)");
   }

@@ -112,8 +112,9 @@ public:
     if (tty_) {
       if (!force && t - last_ < 0.1) return;
       const int width = 30, fill = static_cast<int>(width * done / total_);
-      std::snprintf(line, sizeof line, "\r\033[Ksweep [%s%s] %zu/%zu %3.0f%% | %.0f/min | ETA %s", std::string(fill, '#').c_str(),
-                    std::string(width - fill, '.').c_str(), done, total_, 100.0 * done / total_, rate, clock(eta).c_str());
+      std::snprintf(line, sizeof line, "\r\033[Ksweep [%s%s] %zu/%zu %3.0f%% | %.0f/min | ETA %s",
+                    std::string(fill, '#').c_str(), std::string(width - fill, '.').c_str(), done, total_,
+                    100.0 * done / total_, rate, clock(eta).c_str());
     } else {
       const std::size_t step = 20 * done / total_;  // every 5%
       if (!force && step == last_step_ && t - last_ < 10) return;
@@ -213,8 +214,7 @@ public:
     if (w.to >= 0) ::close(w.to);
     if (w.from >= 0) ::close(w.from);
     if (w.pid > 0)
-      while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {}
     w.pid = -1, w.to = -1, w.from = -1;
     return status;
   }
@@ -348,7 +348,8 @@ void execute(const Expansion& ex, const std::vector<int>& tasks, const RunOption
 }
 
 std::string stats_line(const ShardStats& s) {
-  return nlohmann::json{{"resumed", s.resumed}, {"simulated", s.simulated}, {"retried", s.retried}, {"wall_s", s.wall_s}}
+  return nlohmann::json{
+      {"resumed", s.resumed}, {"simulated", s.simulated}, {"retried", s.retried}, {"wall_s", s.wall_s}}
       .dump();
 }
 
@@ -394,14 +395,15 @@ nlohmann::json run_sweep(const Expansion& ex, const RunOptions& opt, std::ostrea
   const int fd = ::open(own.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw ConfigError("cannot open '" + own.string() + "': " + std::strerror(errno));
   try {
-    execute(ex, tasks, opt, progress,
-            [&](Row&& row) {
-              const std::string line = dump(row) + "\n";
-              if (!write_all(fd, line.data(), line.size()) || ::fsync(fd) != 0)
-                throw ConfigError("cannot append to '" + own.string() + "': " + std::strerror(errno));
-              rows.emplace(row["id"].get<std::string>(), std::move(row));
-            },
-            stats);
+    execute(
+        ex, tasks, opt, progress,
+        [&](Row&& row) {
+          const std::string line = dump(row) + "\n";
+          if (!write_all(fd, line.data(), line.size()) || ::fsync(fd) != 0)
+            throw ConfigError("cannot append to '" + own.string() + "': " + std::strerror(errno));
+          rows.emplace(row["id"].get<std::string>(), std::move(row));
+        },
+        stats);
   } catch (...) {
     ::close(fd);
     throw;
@@ -461,7 +463,8 @@ nlohmann::json run_sweep(const Expansion& ex, const RunOptions& opt, std::ostrea
       {"schema_version", 1},
       {"dtsim_version", DTSIM_VERSION},
       {"spec", ex.spec},
-      {"options", {{"jobs", opt.jobs}, {"ranks", opt.ranks}, {"prefilter", opt.prefilter}, {"timeout_s", opt.timeout_s}}},
+      {"options",
+       {{"jobs", opt.jobs}, {"ranks", opt.ranks}, {"prefilter", opt.prefilter}, {"timeout_s", opt.timeout_s}}},
       {"counts",
        {{"grid_points", ex.grid_points},
         {"skipped", skipped},

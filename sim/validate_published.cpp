@@ -128,8 +128,8 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   r.model = gpt_model(get<int>(j, ctx, "hidden"), get<int>(j, ctx, "heads"), get<int>(j, ctx, "num_layers"),
                       get_or<int>(j, ctx, "seq_len", 2048), get_or<int>(j, ctx, "vocab", 50257), tp);
   if (j.contains("ffn_hidden")) r.model.ffn_hidden = get<int>(j, ctx, "ffn_hidden");
-  r.plan = megatron_plan(tp, get_or<int>(j, ctx, "pp", 1), get_or<int>(j, ctx, "dp", 1), get<int>(j, ctx, "micro_batch"),
-                         get<int>(j, ctx, "global_batch"),
+  r.plan = megatron_plan(tp, get_or<int>(j, ctx, "pp", 1), get_or<int>(j, ctx, "dp", 1),
+                         get<int>(j, ctx, "micro_batch"), get<int>(j, ctx, "global_batch"),
                          recompute_from_string(get_or<std::string>(j, ctx, "recompute", "full"), ctx));
   set_schedule(r.plan, get_or<std::string>(j, ctx, "schedule", "1f1b"), ctx);
   r.plan.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
@@ -154,11 +154,13 @@ std::vector<PublishedRow> parse_generic_csv(std::istream& in, const std::string&
   std::vector<PublishedRow> rows;
   for_each_csv_row(in, path, [&](const std::vector<std::string>& f, const std::string& ctx) {
     if (f.size() != names.size())
-      throw FormatError(ctx + ": expected " + std::to_string(names.size()) + " columns, found " + std::to_string(f.size()));
+      throw FormatError(ctx + ": expected " + std::to_string(names.size()) + " columns, found " +
+                        std::to_string(f.size()));
     nlohmann::json j = nlohmann::json::object();
     for (std::size_t i = 0; i < names.size(); ++i) {
       const auto& n = names[i];
-      if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu" || n == "measure") j[n] = f[i];
+      if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu" || n == "measure")
+        j[n] = f[i];
       else if (n == "sequence_parallel") j[n] = f[i] == "1" || f[i] == "true";
       else if (n == "measured_s" || n == "measured_ms") j[n] = to_number(f[i], ctx);
       else j[n] = to_int(f[i], ctx);
@@ -212,17 +214,20 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
   auto fill = [&](const Report& rep) {
     std::array<double, 5> v{rep.iteration_time_s, 0, 0, 0, rep.oom.empty() ? 0.0 : 1.0};
     for (const auto& r : rep.ranks)
-      if (r.compute_s + r.exposed_comm_s + r.bubble_s > v[1] + v[2] + v[3]) v[1] = r.compute_s, v[2] = r.exposed_comm_s, v[3] = r.bubble_s;
+      if (r.compute_s + r.exposed_comm_s + r.bubble_s > v[1] + v[2] + v[3])
+        v[1] = r.compute_s, v[2] = r.exposed_comm_s, v[3] = r.bubble_s;
     return v;
   };
   std::array<double, 5> v{};
   if (network == NetworkMode::ANALYTIC) {
     v = fill(simulate(in).report);
   } else {
-    auto r = run_isolated([&] {
-      auto a = fill(simulate(in).report);
-      return std::vector<double>(a.begin(), a.end());
-    }, 5);
+    auto r = run_isolated(
+        [&] {
+          auto a = fill(simulate(in).report);
+          return std::vector<double>(a.begin(), a.end());
+        },
+        5);
     std::copy(r.begin(), r.end(), v.begin());
   }
   out.predicted_s = v[0];
@@ -278,8 +283,10 @@ std::vector<PublishedRow> select_split(const std::vector<PublishedRow>& rows, co
   return out;
 }
 
-std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal, NetworkMode network) {
-  return predict_rows(rows, [&](const PublishedRow&) -> const Calibration& { return cal; }, network);
+std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal,
+                                    NetworkMode network) {
+  return predict_rows(
+      rows, [&](const PublishedRow&) -> const Calibration& { return cal; }, network);
 }
 
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
@@ -353,7 +360,8 @@ ValidationScore score(const std::vector<RowResult>& results) {
     s.spearman_min = std::min(s.spearman_min, g.spearman);
     s.groups.push_back(g);
   }
-  for (const auto& [name, v] : features) s.by_feature.emplace_back(name + " (" + std::to_string(v.size()) + " rows)", mean(v));
+  for (const auto& [name, v] : features)
+    s.by_feature.emplace_back(name + " (" + std::to_string(v.size()) + " rows)", mean(v));
   return s;
 }
 
@@ -361,9 +369,13 @@ namespace {
 // The fitted parameters, as logs so the simplex moves multiplicatively and stays positive.
 constexpr int kParams = 8;
 std::array<double, kParams> params_of(const Calibration& c) {
-  return {std::log(c.gemm_efficiency_max), std::log(c.gemm_half_efficiency_flops), std::log(c.memory_bandwidth_efficiency),
-          std::log(c.kernel_launch_s), std::log(c.intra_bandwidth_efficiency),
-          std::log(std::max(c.host_issue_s, 1e-6)), std::log(std::max(c.collective_step_overhead_s, 1e-7)),
+  return {std::log(c.gemm_efficiency_max),
+          std::log(c.gemm_half_efficiency_flops),
+          std::log(c.memory_bandwidth_efficiency),
+          std::log(c.kernel_launch_s),
+          std::log(c.intra_bandwidth_efficiency),
+          std::log(std::max(c.host_issue_s, 1e-6)),
+          std::log(std::max(c.collective_step_overhead_s, 1e-7)),
           std::log(std::max(c.p2p_overhead_s, 1e-7))};
 }
 Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
@@ -429,7 +441,8 @@ std::pair<std::array<double, kParams>, double> nelder_mead(
       } else {
         for (int i = 0; i <= kParams; ++i)
           if (i != best) {
-            for (int k = 0; k < kParams; ++k) simplex[i][k] = simplex[best][k] + 0.5 * (simplex[i][k] - simplex[best][k]);
+            for (int k = 0; k < kParams; ++k)
+              simplex[i][k] = simplex[best][k] + 0.5 * (simplex[i][k] - simplex[best][k]);
             value[i] = f(simplex[i]);
             ++evaluations;
           }
@@ -481,20 +494,27 @@ std::string scatter_svg(const std::vector<RowResult>& results, const std::string
   lo = std::pow(10, std::floor(std::log10(lo)));
   hi = std::pow(10, std::ceil(std::log10(hi)));
   const double W = 560, H = 560, M = 60;
-  auto px = [&](double v) { return M + (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) * (W - 2 * M); };
-  auto py = [&](double v) { return H - M - (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) * (H - 2 * M); };
+  auto px = [&](double v) {
+    return M + (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) * (W - 2 * M);
+  };
+  auto py = [&](double v) {
+    return H - M - (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) * (H - 2 * M);
+  };
   std::ostringstream o;
   o.setf(std::ios::fixed);
   o.precision(1);
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">" << title << "</text>\n";
   o << "<line x1=\"" << px(lo) << "\" y1=\"" << py(lo) << "\" x2=\"" << px(hi) << "\" y2=\"" << py(hi)
     << "\" stroke=\"#888\" stroke-dasharray=\"4 3\"/>\n";
   for (double t = lo; t <= hi * 1.001; t *= 10) {
-    o << "<line x1=\"" << px(t) << "\" y1=\"" << H - M << "\" x2=\"" << px(t) << "\" y2=\"" << H - M + 5 << "\" stroke=\"black\"/>";
+    o << "<line x1=\"" << px(t) << "\" y1=\"" << H - M << "\" x2=\"" << px(t) << "\" y2=\"" << H - M + 5
+      << "\" stroke=\"black\"/>";
     o << "<text x=\"" << px(t) << "\" y=\"" << H - M + 18 << "\" text-anchor=\"middle\">" << t << " s</text>\n";
-    o << "<line x1=\"" << M - 5 << "\" y1=\"" << py(t) << "\" x2=\"" << M << "\" y2=\"" << py(t) << "\" stroke=\"black\"/>";
+    o << "<line x1=\"" << M - 5 << "\" y1=\"" << py(t) << "\" x2=\"" << M << "\" y2=\"" << py(t)
+      << "\" stroke=\"black\"/>";
     o << "<text x=\"" << M - 8 << "\" y=\"" << py(t) + 4 << "\" text-anchor=\"end\">" << t << "</text>\n";
   }
   o << "<rect x=\"" << M << "\" y=\"" << M << "\" width=\"" << W - 2 * M << "\" height=\"" << H - 2 * M
@@ -506,7 +526,10 @@ std::string scatter_svg(const std::vector<RowResult>& results, const std::string
   for (const auto& r : results)
     if (r.failure.empty())
       o << "<circle cx=\"" << px(r.row.measured_s) << "\" cy=\"" << py(r.predicted_s) << "\" r=\"2\" fill=\""
-        << (r.row.plan.pp > 1 ? "#d62728" : r.row.plan.tp > 1 ? "#1f77b4" : "#2ca02c") << "\" fill-opacity=\"0.6\"/>\n";
+        << (r.row.plan.pp > 1   ? "#d62728"
+            : r.row.plan.tp > 1 ? "#1f77b4"
+                                : "#2ca02c")
+        << "\" fill-opacity=\"0.6\"/>\n";
   o << "<text x=\"" << M + 10 << "\" y=\"" << M + 18 << "\" fill=\"#d62728\">pp &gt; 1</text>";
   o << "<text x=\"" << M + 10 << "\" y=\"" << M + 34 << "\" fill=\"#1f77b4\">tp &gt; 1, pp = 1</text>";
   o << "<text x=\"" << M + 10 << "\" y=\"" << M + 50 << "\" fill=\"#2ca02c\">data parallel only</text>\n";

@@ -22,13 +22,13 @@ namespace dtsim::sim {
 
 /// One measured run.
 struct PublishedRow {
-  int index = 0;              ///< 0-based row of the file
+  int index = 0;  ///< 0-based row of the file
   std::string gpu = "a100-sxm4-80gb";
-  std::string cluster;        ///< cluster spec string ("dgx-a100:8") or JSON file
+  std::string cluster;  ///< cluster spec string ("dgx-a100:8") or JSON file
   TransformerSpec model;
   ParallelPlan plan;
   double measured_s = 0;
-  std::string group;          ///< rows of the same model shape (for rank correlation)
+  std::string group;  ///< rows of the same model shape (for rank correlation)
   /// "iteration" (a training iteration) or "layer" (forward + recompute + backward of one transformer layer for one
   /// micro-batch, e.g. Korthikanti et al.'s Table 4), predicted from the layer's passes with the TP group's links.
   std::string measure = "iteration";
@@ -40,10 +40,10 @@ std::vector<PublishedRow> load_published(const std::string& path);
 struct RowResult {
   PublishedRow row;
   double predicted_s = 0;
-  double error = 0;           ///< (predicted - measured) / measured
+  double error = 0;                                        ///< (predicted - measured) / measured
   double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;  ///< of the slowest simulated rank
   bool oom = false;
-  std::string failure;        ///< non-empty when the row could not be simulated (the message)
+  std::string failure;  ///< non-empty when the row could not be simulated (the message)
 };
 
 struct GroupScore {
@@ -54,10 +54,10 @@ struct GroupScore {
 
 struct ValidationScore {
   int rows = 0, failed = 0;
-  double mape = 0;            ///< mean |error|
+  double mape = 0;  ///< mean |error|
   double max_abs_error = 0;
-  double mean_error = 0;      ///< signed (bias)
-  double spearman_min = 0;    ///< the smallest per-group Spearman correlation
+  double mean_error = 0;    ///< signed (bias)
+  double spearman_min = 0;  ///< the smallest per-group Spearman correlation
   std::vector<GroupScore> groups;
   /// MAPE of rows split by which mechanism they exercise (pipeline, tensor, data parallel, micro-batch size).
   std::vector<std::pair<std::string, double>> by_feature;

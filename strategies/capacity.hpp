@@ -15,9 +15,9 @@ inline constexpr const char* kMegatronBaseline = "megatron-tp";
 
 struct CapacityRow {
   std::string planner;
-  std::string largest_model;   ///< "" when none of the ladder fits
+  std::string largest_model;  ///< "" when none of the ladder fits
   double largest_params = 0;
-  ParallelPlan plan;           ///< the planner's best candidate for that model
+  ParallelPlan plan;              ///< the planner's best candidate for that model
   std::vector<std::string> fits;  ///< every model of the ladder that fits, in ladder order
 };
 

@@ -39,8 +39,8 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int strid
   l.tp = tp;
   const int q = layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(layout, tp, depth));
   // (members, stride in tp index) of each axis; see cost::tp_axis_members for the layout of t.
-  const std::pair<int, int> axes[7] = {{tp, 1},          {q, 1}, {q, q},     {tp / std::max(1, q * q), q * q},
-                                       {q, q},           {q, q * q}, {q, 1}};
+  const std::pair<int, int> axes[7] = {{tp, 1}, {q, 1},     {q, q}, {tp / std::max(1, q * q), q * q},
+                                       {q, q},  {q, q * q}, {q, 1}};
   for (int a = 0; a < 7; ++a) {
     l.size[a] = std::max(1, axes[a].first);
     l.axis[a] = hop(c, cal, l.size[a], axes[a].second * stride_tp);
@@ -114,8 +114,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   for (double t : stage_time) fill += t;
   fill -= bottleneck;
   const double p2p = p > 1 ? pp_link.alpha + cal.p2p_overhead_s +
-                                 static_cast<double>(plan.micro_batch_size) * m.seq_len * m.hidden * dtype_bytes(m.dtype) /
-                                     plan.tp / pp_link.bw
+                                 static_cast<double>(plan.micro_batch_size) * m.seq_len * m.hidden *
+                                     dtype_bytes(m.dtype) / plan.tp / pp_link.bw
                            : 0;
   double bubble = fill + 2.0 * (p - 1) * p2p;
   if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
@@ -148,7 +148,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
     dp_time = std::max(dp_time, std::max(0.0, hidden_part - overlap) + exposed_part);
     const double shard = sm.params / (plan.zero_stage >= 1 ? n : 1);
-    opt_time = std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));
+    opt_time =
+        std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));
   }
   e.dp_exposed_s = dp_time;
   e.optimizer_s = opt_time;

@@ -14,13 +14,13 @@ namespace dtsim::estimate {
 
 struct Estimate {
   double iteration_s = 0;
-  double pipeline_s = 0;      ///< forward/backward of all micro-batches including fill and drain
+  double pipeline_s = 0;          ///< forward/backward of all micro-batches including fill and drain
   double bottleneck_stage_s = 0;  ///< forward + backward of one micro-batch on the slowest stage
-  double dp_exposed_s = 0;    ///< gradient synchronisation not hidden behind the last backward
+  double dp_exposed_s = 0;        ///< gradient synchronisation not hidden behind the last backward
   double optimizer_s = 0;
   std::vector<double> stage_peak_bytes;
   double peak_bytes = 0;
-  bool fits = true;           ///< every stage under the device memory
+  bool fits = true;  ///< every stage under the device memory
 };
 
 /// Time of one ring collective of `bytes` over `n` ranks whose ring hops have latency `alpha_s` and bandwidth

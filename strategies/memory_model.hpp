@@ -9,10 +9,10 @@
 namespace dtsim::memory {
 
 struct StaticMemory {
-  double params = 0;            ///< parameters held by the rank
-  double weight_bytes = 0;      ///< model-precision weights
-  double gradient_bytes = 0;    ///< model-precision gradients (sharded over DP with ZeRO-2 and 3)
-  double optimizer_bytes = 0;   ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO >= 1)
+  double params = 0;           ///< parameters held by the rank
+  double weight_bytes = 0;     ///< model-precision weights
+  double gradient_bytes = 0;   ///< model-precision gradients (sharded over DP with ZeRO-2 and 3)
+  double optimizer_bytes = 0;  ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO >= 1)
   double total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
 };
 

@@ -32,12 +32,12 @@ struct Candidate {
 
 struct PlannerResult {
   std::string planner;
-  std::vector<Candidate> ranked;    ///< feasible candidates, best predicted first
-  std::size_t considered = 0;       ///< plans generated
-  std::size_t invalid = 0;          ///< rejected by plan validation (divisibility, batch)
-  std::size_t over_memory = 0;      ///< valid but predicted over the memory limit
-  std::size_t pruned = 0;           ///< not evaluated: dominated by a bound, or the search ran out of time
-  double search_s = 0;              ///< wall time of the search
+  std::vector<Candidate> ranked;  ///< feasible candidates, best predicted first
+  std::size_t considered = 0;     ///< plans generated
+  std::size_t invalid = 0;        ///< rejected by plan validation (divisibility, batch)
+  std::size_t over_memory = 0;    ///< valid but predicted over the memory limit
+  std::size_t pruned = 0;         ///< not evaluated: dominated by a bound, or the search ran out of time
+  double search_s = 0;            ///< wall time of the search
 };
 
 class Planner {

@@ -70,7 +70,8 @@ std::vector<PipeOp> zb_h1(int p, int m, int s) {
 // List scheduling of all stages together with unit pass times: each stage, when it can start something,
 // takes B before F before W; F only while fewer than lim_b[s] micro-batches wait for B and fewer than
 // lim_w[s] wait for W. Ties between stages go to the lower stage. Deterministic.
-std::vector<std::vector<PipeOp>> list_schedule(int p, int m, const std::vector<int>& lim_b, const std::vector<int>& lim_w) {
+std::vector<std::vector<PipeOp>> list_schedule(int p, int m, const std::vector<int>& lim_b,
+                                               const std::vector<int>& lim_w) {
   std::map<std::tuple<int, int, int>, double> done;  // (kind, mb, stage) -> end time
   std::vector<double> t(p, 0.0);
   std::vector<int> nf(p, 0), nb(p, 0), nw(p, 0);
@@ -146,12 +147,8 @@ std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan) {
   const int p = plan.pp, m = plan.num_microbatches();
   std::vector<std::vector<PipeOp>> orders;
   switch (plan.schedule) {
-    case Schedule::CUSTOM:
-      orders = plan.custom_order;
-      break;
-    case Schedule::ZB_H2:
-      orders = zb_h2(p, m);
-      break;
+    case Schedule::CUSTOM: orders = plan.custom_order; break;
+    case Schedule::ZB_H2: orders = zb_h2(p, m); break;
     case Schedule::INTERLEAVED:
       for (int s = 0; s < p; ++s) orders.push_back(interleaved(p, m, plan.virtual_stages, s));
       break;
@@ -170,11 +167,13 @@ void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int 
     std::map<std::tuple<int, int, int>, int> seen;
     for (const auto& op : orders[s]) {
       const std::string where = ctx + ": stage " + std::to_string(s) + " pass " + to_string(op);
-      if (op.microbatch >= m) throw ConfigError(where + " names micro-batch " + std::to_string(op.microbatch) + " but there are " + std::to_string(m));
-      if (op.chunk >= v) throw ConfigError(where + " names chunk " + std::to_string(op.chunk) + " but there are " + std::to_string(v));
+      if (op.microbatch >= m)
+        throw ConfigError(where + " names micro-batch " + std::to_string(op.microbatch) + " but there are " +
+                          std::to_string(m));
+      if (op.chunk >= v)
+        throw ConfigError(where + " names chunk " + std::to_string(op.chunk) + " but there are " + std::to_string(v));
       if (op.kind == Kind::W && !split) throw ConfigError(where + ": W passes need every stage to list them");
-      if (seen[{static_cast<int>(op.kind), op.microbatch, op.chunk}]++)
-        throw ConfigError(where + " appears twice");
+      if (seen[{static_cast<int>(op.kind), op.microbatch, op.chunk}]++) throw ConfigError(where + " appears twice");
     }
     for (int c = 0; c < v; ++c)
       for (int i = 0; i < m; ++i)
@@ -197,7 +196,8 @@ void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int 
         const int k = op.chunk * p + s, last = v * p - 1;
         bool ready = true;
         if (op.kind == Kind::F) ready = k == 0 || is_done(Kind::F, op.microbatch, k - 1);
-        if (op.kind == Kind::B) ready = is_done(Kind::F, op.microbatch, k) && (k == last || is_done(Kind::B, op.microbatch, k + 1));
+        if (op.kind == Kind::B)
+          ready = is_done(Kind::F, op.microbatch, k) && (k == last || is_done(Kind::B, op.microbatch, k + 1));
         if (op.kind == Kind::W) ready = is_done(Kind::B, op.microbatch, k);
         if (!ready) break;
         done[{static_cast<int>(op.kind), op.microbatch, k}] = true;

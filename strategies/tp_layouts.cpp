@@ -147,8 +147,8 @@ LayerTpCost transformer_layer_cost(Layout layout, int devices, int depth, double
   LayerTpCost out;
   bool swapped = false;
   for (const Spec& sp : specs) {
-    LinearCost c = linear_cost(layout, devices, depth, LinearShape{batch_tokens, sp.h_in, sp.h_out, elem_bytes},
-                               sp.split);
+    LinearCost c =
+        linear_cost(layout, devices, depth, LinearShape{batch_tokens, sp.h_in, sp.h_out, elem_bytes}, sp.split);
     // [D §2] 3-D: consecutive linears swap the roles of the input and output groups (no re-layout).
     if (layout == Layout::D3 && swapped) {
       for (auto* list : {&c.forward, &c.backward})

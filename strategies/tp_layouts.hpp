@@ -59,10 +59,10 @@ double ring_bytes_sent(const Collective& c);
 enum class Split1D { Column, Row };
 
 struct LinearCost {
-  double flops_per_device;                ///< forward GEMM FLOPs (2·B·h_in·h_out / p); backward is 2×
-  double weight_bytes_per_device;         ///< stored shard of A (not the transient gathered copy)
-  double activation_in_bytes_per_device;  ///< stored shard of X
-  double activation_out_bytes_per_device; ///< stored shard of Y
+  double flops_per_device;                 ///< forward GEMM FLOPs (2·B·h_in·h_out / p); backward is 2×
+  double weight_bytes_per_device;          ///< stored shard of A (not the transient gathered copy)
+  double activation_in_bytes_per_device;   ///< stored shard of X
+  double activation_out_bytes_per_device;  ///< stored shard of Y
   std::vector<Collective> forward, backward;
   double comm_bytes_per_device;  ///< total bytes each device sends, forward + backward, ring algorithms
 };
@@ -73,9 +73,9 @@ LinearCost linear_cost(Layout layout, int devices, int depth, const LinearShape&
                        Split1D split = Split1D::Column);
 
 struct LayerTpCost {
-  double flops_per_device = 0;         ///< forward GEMM FLOPs of the four linears
+  double flops_per_device = 0;  ///< forward GEMM FLOPs of the four linears
   double weight_bytes_per_device = 0;
-  double comm_bytes_per_device = 0;    ///< forward + backward
+  double comm_bytes_per_device = 0;           ///< forward + backward
   std::vector<Collective> forward, backward;  ///< the linears' lists concatenated in layer order
   std::vector<LinearCost> linears;            ///< QKV, proj, FFN-in, FFN-out
 };

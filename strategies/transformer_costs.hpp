@@ -23,8 +23,8 @@ std::string to_string(CollectiveKind k);
 struct Op {
   std::string name;
   bool gemm = false;
-  double flops = 0;  ///< FLOPs per TP rank
-  double bytes = 0;  ///< HBM bytes moved per TP rank
+  double flops = 0;          ///< FLOPs per TP rank
+  double bytes = 0;          ///< HBM bytes moved per TP rank
   bool weight_grad = false;  ///< a weight-gradient GEMM (the W pass when the backward is split)
   /// GEMM shape per TP rank: batch x (m x k) * (k x n), flops = 2 batch m k n (0 when not a GEMM). The cost model
   /// needs only flops and bytes; the executor (validate/) runs kernels of these shapes.
@@ -44,11 +44,11 @@ std::vector<int> tp_axis_members(TpLayout layout, int tp, int depth, TpAxis axis
 struct Step {
   enum class Kind { COMPUTE, TP_COLLECTIVE } kind = Kind::COMPUTE;
   std::string name;
-  std::vector<Op> ops;            ///< COMPUTE
+  std::vector<Op> ops;  ///< COMPUTE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
-  double collective_bytes = 0;    ///< TP_COLLECTIVE: size of the full (unsharded) buffer S, bytes
-  TpAxis axis = TpAxis::ALL;      ///< TP_COLLECTIVE: the ranks it runs over
-  int group_size = 0;             ///< TP_COLLECTIVE: members (0 = the whole TP group)
+  double collective_bytes = 0;  ///< TP_COLLECTIVE: size of the full (unsharded) buffer S, bytes
+  TpAxis axis = TpAxis::ALL;    ///< TP_COLLECTIVE: the ranks it runs over
+  int group_size = 0;           ///< TP_COLLECTIVE: members (0 = the whole TP group)
   double flops() const;
 };
 

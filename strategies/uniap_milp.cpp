@@ -174,8 +174,7 @@ struct CbcDeleter {
 
 }  // namespace
 
-double evaluate(const Problem& pb, const std::vector<int>& stage_of_layer,
-                const std::vector<int>& strategy_of_layer) {
+double evaluate(const Problem& pb, const std::vector<int>& stage_of_layer, const std::vector<int>& strategy_of_layer) {
   validate(pb);
   const int L = pb.num_layers, p = pb.num_stages, K = pb.num_strategies;
   if (stage_of_layer.size() != static_cast<std::size_t>(L) || strategy_of_layer.size() != static_cast<std::size_t>(L))
@@ -353,10 +352,8 @@ Solution solve(const Problem& pb) {
             out_arcs[static_cast<std::size_t>(&X(l, s, k) - x.data())].push_back(f);
             in_arcs[static_cast<std::size_t>(&X(l + 1, s2, k2) - x.data())].push_back(f);
             if (cost > 0) {
-              if (s2 == s)
-                stage_arcs[static_cast<std::size_t>(s)].emplace_back(f, cost);
-              else
-                link_arcs[static_cast<std::size_t>(s)].emplace_back(f, cost);
+              if (s2 == s) stage_arcs[static_cast<std::size_t>(s)].emplace_back(f, cost);
+              else link_arcs[static_cast<std::size_t>(s)].emplace_back(f, cost);
             }
           }
       }
@@ -404,10 +401,8 @@ Solution solve(const Problem& pb) {
 
   const double* best = Cbc_bestSolution(model);
   if (Cbc_isProvenInfeasible(model) || best == nullptr) {
-    if (Cbc_isProvenInfeasible(model))
-      sol.status = "infeasible: no placement meets the memory limit";
-    else if (Cbc_isSecondsLimitReached(model))
-      sol.status = "no feasible solution found within the time limit";
+    if (Cbc_isProvenInfeasible(model)) sol.status = "infeasible: no placement meets the memory limit";
+    else if (Cbc_isSecondsLimitReached(model)) sol.status = "no feasible solution found within the time limit";
     else {
       std::ostringstream os;
       os << "no solution (CBC status " << Cbc_status(model) << ", secondary " << Cbc_secondaryStatus(model) << ")";

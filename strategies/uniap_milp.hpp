@@ -38,13 +38,13 @@ struct Problem {
 };
 
 struct Solution {
-  bool feasible = false;             ///< an assignment satisfying every constraint was found
-  bool optimal = false;              ///< ... and proven optimal (CBC: gap closed; brute force: always)
-  std::vector<int> stage_of_layer;   ///< [layer] -> stage in 0..p-1 (empty when !feasible)
-  std::vector<int> strategy_of_layer;///< [layer] -> strategy in 0..K-1 (empty when !feasible)
-  double objective_s = 0;            ///< tpi as defined above (the solver's objective value for solve())
-  double solve_s = 0;                ///< wall-clock time of the solve / enumeration
-  std::string status;                ///< human-readable outcome ("optimal", "infeasible: ...", ...)
+  bool feasible = false;               ///< an assignment satisfying every constraint was found
+  bool optimal = false;                ///< ... and proven optimal (CBC: gap closed; brute force: always)
+  std::vector<int> stage_of_layer;     ///< [layer] -> stage in 0..p-1 (empty when !feasible)
+  std::vector<int> strategy_of_layer;  ///< [layer] -> strategy in 0..K-1 (empty when !feasible)
+  double objective_s = 0;              ///< tpi as defined above (the solver's objective value for solve())
+  double solve_s = 0;                  ///< wall-clock time of the solve / enumeration
+  std::string status;                  ///< human-readable outcome ("optimal", "infeasible: ...", ...)
 };
 
 /// Builds and solves the MILP with CBC (log level 0, single thread, deterministic).

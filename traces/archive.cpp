@@ -27,7 +27,9 @@ ArchivePtr open_reader(const std::string& path, bool raw) {
     archive_read_support_format_raw(a.get());
   }
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw FormatError(path + ": cannot read (" + std::string(archive_error_string(a.get()) ? archive_error_string(a.get()) : "unknown error") + ")");
+    throw FormatError(path + ": cannot read (" +
+                      std::string(archive_error_string(a.get()) ? archive_error_string(a.get()) : "unknown error") +
+                      ")");
   return a;
 }
 
@@ -38,7 +40,8 @@ std::string read_entry(struct archive* a, const std::string& path) {
     la_ssize_t n = archive_read_data(a, buf, sizeof buf);
     if (n < 0) {
       const char* msg = archive_error_string(a);
-      throw FormatError(path + ": truncated or corrupt compressed data (" + std::string(msg ? msg : "read error") + ")");
+      throw FormatError(path + ": truncated or corrupt compressed data (" + std::string(msg ? msg : "read error") +
+                        ")");
     }
     if (n == 0) break;
     out.append(buf, static_cast<std::size_t>(n));

@@ -116,12 +116,9 @@ void ChromeTraceWriter::complete(int pid, int tid, const std::string& name, cons
       first = false;
       append_json_string(out_, a.key);
       out_ += ':';
-      if (a.kind == TraceArg::Kind::INT)
-        append_int(out_, a.i);
-      else if (a.kind == TraceArg::Kind::DOUBLE)
-        append_json_number(out_, a.d);
-      else
-        append_json_string(out_, a.s);
+      if (a.kind == TraceArg::Kind::INT) append_int(out_, a.i);
+      else if (a.kind == TraceArg::Kind::DOUBLE) append_json_number(out_, a.d);
+      else append_json_string(out_, a.s);
     }
     out_ += '}';
   }

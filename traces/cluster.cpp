@@ -25,7 +25,8 @@ int ClusterSpec::leaf_of(int gpu_id) const {
 
 int ClusterSpec::num_leaves() const {
   if (inter.topology == "switch") return 1;
-  const int groups = static_cast<int>((static_cast<std::int64_t>(num_nodes) + inter.nodes_per_leaf - 1) / inter.nodes_per_leaf);
+  const int groups =
+      static_cast<int>((static_cast<std::int64_t>(num_nodes) + inter.nodes_per_leaf - 1) / inter.nodes_per_leaf);
   return inter.topology == "rail" ? groups * inter.nics_per_node : groups;
 }
 
@@ -46,7 +47,8 @@ void ClusterSpec::validate() const {
     throw ConfigError(ctx + ": " + std::to_string(num_nodes) + " x " + std::to_string(gpus_per_node) +
                       " GPUs is more than the supported " + std::to_string(kMaxGpus));
   if (gpu.peak_fp16_flops <= 0 || gpu.peak_bf16_flops <= 0 || gpu.peak_fp32_flops <= 0)
-    throw ConfigError(ctx + ": gpu '" + gpu.name + "' needs positive peak_fp16_flops, peak_bf16_flops, peak_fp32_flops");
+    throw ConfigError(ctx + ": gpu '" + gpu.name +
+                      "' needs positive peak_fp16_flops, peak_bf16_flops, peak_fp32_flops");
   if (gpu.hbm_Bps <= 0) throw ConfigError(ctx + ": gpu.hbm_Bps must be positive");
   if (gpu.memory_bytes <= 0) throw ConfigError(ctx + ": gpu.memory_bytes must be positive");
   if (intra.bandwidth_Bps <= 0) throw ConfigError(ctx + ": intra_node.bandwidth_Bps must be positive");
@@ -66,9 +68,10 @@ void ClusterSpec::validate() const {
     std::vector<int> seen(total_gpus(), 0);
     for (const auto& v : graph.vertices) {
       if (v.gpu >= total_gpus())
-        throw ConfigError(ctx + ": graph vertex '" + v.name + "' is GPU " + std::to_string(v.gpu) + " but the cluster has " +
-                          std::to_string(total_gpus()) + " GPUs");
-      if (v.gpu >= 0 && seen[v.gpu]++) throw ConfigError(ctx + ": GPU " + std::to_string(v.gpu) + " appears twice in the graph");
+        throw ConfigError(ctx + ": graph vertex '" + v.name + "' is GPU " + std::to_string(v.gpu) +
+                          " but the cluster has " + std::to_string(total_gpus()) + " GPUs");
+      if (v.gpu >= 0 && seen[v.gpu]++)
+        throw ConfigError(ctx + ": GPU " + std::to_string(v.gpu) + " appears twice in the graph");
     }
     for (int g = 0; g < total_gpus(); ++g)
       if (!seen[g]) throw ConfigError(ctx + ": GPU " + std::to_string(g) + " is missing from the graph");
@@ -81,7 +84,8 @@ void ClusterSpec::validate() const {
     }
   }
   if (inter.topology != "switch" && inter.topology != "fat-tree" && inter.topology != "rail")
-    throw ConfigError(ctx + ": inter_node.topology '" + inter.topology + "' is not known (known: switch, fat-tree, rail)");
+    throw ConfigError(ctx + ": inter_node.topology '" + inter.topology +
+                      "' is not known (known: switch, fat-tree, rail)");
   if (inter.topology != "switch") {
     if (inter.nodes_per_leaf <= 0) throw ConfigError(ctx + ": inter_node.nodes_per_leaf must be positive");
     if (!(inter.oversubscription >= 1) || !std::isfinite(inter.oversubscription))
@@ -150,8 +154,8 @@ std::vector<std::string> gpu_preset_names() {
 GpuSpec gpu_preset(const std::string& name) {
   for (const auto& g : gpus())
     if (g.name == name) return g;
-  throw ConfigError("unknown gpu preset '" + name + "' (known: " +
-                    names_of(gpus(), [](const GpuSpec& g) { return g.name; }) + ")");
+  throw ConfigError("unknown gpu preset '" + name +
+                    "' (known: " + names_of(gpus(), [](const GpuSpec& g) { return g.name; }) + ")");
 }
 
 namespace {
@@ -250,8 +254,7 @@ std::vector<std::string> cluster_preset_names() {
 }
 
 ClusterSpec load_cluster(const std::string& spec) {
-  bool is_file = spec.find('/') != std::string::npos ||
-                 (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json");
+  bool is_file = spec.find('/') != std::string::npos || (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json");
   ClusterSpec c;
   if (is_file) {
     c = cluster_from_json(json_util::read_file(spec), "cluster file '" + spec + "'");
@@ -271,7 +274,8 @@ ClusterSpec load_cluster(const std::string& spec) {
         if (i >= parts.size()) throw ConfigError("cluster '" + spec + "': " + fabric + " needs " + what);
         char* end = nullptr;
         double v = std::strtod(parts[i].c_str(), &end);
-        if (parts[i].empty() || *end != '\0') throw ConfigError("cluster '" + spec + "': " + what + " '" + parts[i] + "' is not a number");
+        if (parts[i].empty() || *end != '\0')
+          throw ConfigError("cluster '" + spec + "': " + what + " '" + parts[i] + "' is not a number");
         return v;
       };
       auto count = [&](std::size_t i, const char* what) {  // an int field: no cast of 1e20 or nan to int
@@ -313,8 +317,8 @@ ClusterSpec load_cluster(const std::string& spec) {
     for (const auto& cp : cluster_presets())
       if (base == cp.name) p = &cp;
     if (!p)
-      throw ConfigError("unknown cluster preset '" + base + "' (known: " +
-                        names_of(cluster_presets(), [](const ClusterPreset& x) { return x.name; }) +
+      throw ConfigError("unknown cluster preset '" + base +
+                        "' (known: " + names_of(cluster_presets(), [](const ClusterPreset& x) { return x.name; }) +
                         "; use NAME:GPUS, e.g. dgx-a100:64)");
     if (n_gpus < 0) n_gpus = p->gpus_per_node;
     c.name = spec;
@@ -332,7 +336,8 @@ ClusterSpec load_cluster(const std::string& spec) {
     if (base == "dgx1-v100" || base == "pcie-a100") {
       if (n_gpus % 8 != 0) throw ConfigError("cluster '" + spec + "': " + base + " comes in whole 8-GPU nodes");
       if (c.inter.topology != "switch") throw ConfigError("cluster '" + spec + "': " + base + " has its own fabric");
-      ClusterSpec d = base == "dgx1-v100" ? dgx1_v100(static_cast<int>(n_gpus / 8)) : pcie_a100(static_cast<int>(n_gpus / 8));
+      ClusterSpec d =
+          base == "dgx1-v100" ? dgx1_v100(static_cast<int>(n_gpus / 8)) : pcie_a100(static_cast<int>(n_gpus / 8));
       d.name = spec;
       d.validate();
       return d;
@@ -349,28 +354,30 @@ ClusterSpec load_cluster(const std::string& spec) {
 }
 
 nlohmann::json to_json(const ClusterSpec& c) {
-  nlohmann::json j = {{"schema_version", 1},
-          {"name", c.name},
-          {"gpu",
-           {{"name", c.gpu.name},
-            {"peak_fp16_flops", c.gpu.peak_fp16_flops},
-            {"peak_bf16_flops", c.gpu.peak_bf16_flops},
-            {"peak_fp32_flops", c.gpu.peak_fp32_flops},
-            {"hbm_Bps", c.gpu.hbm_Bps},
-            {"memory_bytes", c.gpu.memory_bytes}}},
-          {"num_nodes", c.num_nodes},
-          {"gpus_per_node", c.gpus_per_node},
-          {"intra_node", {{"kind", c.intra.kind}, {"bandwidth_Bps", c.intra.bandwidth_Bps}, {"latency_s", c.intra.latency_s}}},
-          {"inter_node",
-           {{"nics_per_node", c.inter.nics_per_node},
-            {"nic_bandwidth_Bps", c.inter.nic_bandwidth_Bps},
-            {"latency_s", c.inter.latency_s},
-            {"topology", c.inter.topology},
-            {"nodes_per_leaf", c.inter.nodes_per_leaf},
-            {"oversubscription", c.inter.oversubscription},
-            {"spine_latency_s", c.inter.spine_latency_s},
-            {"leaves_per_pod", c.inter.leaves_per_pod},
-            {"pod_oversubscription", c.inter.pod_oversubscription}}}};
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"name", c.name},
+      {"gpu",
+       {{"name", c.gpu.name},
+        {"peak_fp16_flops", c.gpu.peak_fp16_flops},
+        {"peak_bf16_flops", c.gpu.peak_bf16_flops},
+        {"peak_fp32_flops", c.gpu.peak_fp32_flops},
+        {"hbm_Bps", c.gpu.hbm_Bps},
+        {"memory_bytes", c.gpu.memory_bytes}}},
+      {"num_nodes", c.num_nodes},
+      {"gpus_per_node", c.gpus_per_node},
+      {"intra_node",
+       {{"kind", c.intra.kind}, {"bandwidth_Bps", c.intra.bandwidth_Bps}, {"latency_s", c.intra.latency_s}}},
+      {"inter_node",
+       {{"nics_per_node", c.inter.nics_per_node},
+        {"nic_bandwidth_Bps", c.inter.nic_bandwidth_Bps},
+        {"latency_s", c.inter.latency_s},
+        {"topology", c.inter.topology},
+        {"nodes_per_leaf", c.inter.nodes_per_leaf},
+        {"oversubscription", c.inter.oversubscription},
+        {"spine_latency_s", c.inter.spine_latency_s},
+        {"leaves_per_pod", c.inter.leaves_per_pod},
+        {"pod_oversubscription", c.inter.pod_oversubscription}}}};
   if (c.has_graph()) {
     nlohmann::json vs = nlohmann::json::array(), ls = nlohmann::json::array();
     for (const auto& v : c.graph.vertices) {
@@ -390,8 +397,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
 
 ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(j, ctx,
-                            {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node", "graph"});
+  json_util::reject_unknown(
+      j, ctx, {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node", "graph"});
   ClusterSpec c;
   c.name = get_or<std::string>(j, ctx, "name", "custom");
   auto gj = get<nlohmann::json>(j, ctx, "gpu");
@@ -399,7 +406,9 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     c.gpu = gpu_preset(gj.get<std::string>());
   } else {
     const std::string gctx = ctx + ".gpu";
-    json_util::reject_unknown(gj, gctx, {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "hbm_Bps", "memory_bytes"});
+    json_util::reject_unknown(
+        gj, gctx,
+        {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "hbm_Bps", "memory_bytes"});
     if (gj.contains("preset")) c.gpu = gpu_preset(get<std::string>(gj, gctx, "preset"));
     c.gpu.name = get_or<std::string>(gj, gctx, "name", c.gpu.name.empty() ? "custom" : c.gpu.name);
     c.gpu.peak_fp16_flops = get_or<double>(gj, gctx, "peak_fp16_flops", c.gpu.peak_fp16_flops);
@@ -418,8 +427,9 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
   if (c.num_nodes > 1 || j.contains("inter_node")) {
     auto nj = get<nlohmann::json>(j, ctx, "inter_node");
     const std::string ic = ctx + ".inter_node";
-    json_util::reject_unknown(nj, ic, {"nics_per_node", "nic_bandwidth_Bps", "latency_s", "topology", "nodes_per_leaf",
-                                       "oversubscription", "spine_latency_s", "leaves_per_pod", "pod_oversubscription"});
+    json_util::reject_unknown(nj, ic,
+                              {"nics_per_node", "nic_bandwidth_Bps", "latency_s", "topology", "nodes_per_leaf",
+                               "oversubscription", "spine_latency_s", "leaves_per_pod", "pod_oversubscription"});
     c.inter.nics_per_node = get<int>(nj, ic, "nics_per_node");
     c.inter.nic_bandwidth_Bps = get<double>(nj, ic, "nic_bandwidth_Bps");
     c.inter.latency_s = get<double>(nj, ic, "latency_s");
@@ -441,7 +451,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
       const std::string vc = gc + ".vertices[" + std::to_string(i) + "]";
       json_util::reject_unknown(vj[i], vc, {"name", "gpu"});
       TopologyGraph::Vertex v{get<std::string>(vj[i], vc, "name"), get_or<int>(vj[i], vc, "gpu", -1)};
-      if (!index.emplace(v.name, static_cast<int>(i)).second) throw ConfigError(vc + ": vertex '" + v.name + "' is defined twice");
+      if (!index.emplace(v.name, static_cast<int>(i)).second)
+        throw ConfigError(vc + ": vertex '" + v.name + "' is defined twice");
       c.graph.vertices.push_back(v);
     }
     auto lj = get<nlohmann::json>(graph_j, gc, "links");

@@ -38,10 +38,10 @@ struct InterNodeNetwork {
   double nic_bandwidth_Bps = 0;  ///< per NIC, per direction
   double latency_s = 0;          ///< NIC to NIC through the leaf switch, one way
   std::string topology = "switch";
-  int nodes_per_leaf = 0;        ///< fat-tree, rail: nodes under one leaf (rail) switch
-  double oversubscription = 1;   ///< fat-tree, rail: leaf downlink capacity / uplink capacity
-  double spine_latency_s = 0;    ///< fat-tree, rail: extra one-way latency per switch level above the leaves
-  int leaves_per_pod = 0;        ///< fat-tree with three levels: leaves under one pod (aggregation) switch; 0 = two levels
+  int nodes_per_leaf = 0;       ///< fat-tree, rail: nodes under one leaf (rail) switch
+  double oversubscription = 1;  ///< fat-tree, rail: leaf downlink capacity / uplink capacity
+  double spine_latency_s = 0;   ///< fat-tree, rail: extra one-way latency per switch level above the leaves
+  int leaves_per_pod = 0;  ///< fat-tree with three levels: leaves under one pod (aggregation) switch; 0 = two levels
   double pod_oversubscription = 1;  ///< three levels: pod downlink capacity / uplink capacity to the core
 };
 

@@ -170,10 +170,8 @@ bool looks_like_protobuf(std::string_view text) {
 std::string parse_reason(const json::exception& e) {
   std::string_view what = e.what();
   const auto pos = what.find("syntax error while parsing ");
-  if (pos != std::string_view::npos)
-    what.remove_prefix(pos);
-  else if (const auto br = what.find("] "); br != std::string_view::npos)
-    what.remove_prefix(br + 2);
+  if (pos != std::string_view::npos) what.remove_prefix(pos);
+  else if (const auto br = what.find("] "); br != std::string_view::npos) what.remove_prefix(br + 2);
   return printable(what, 160);
 }
 
@@ -484,26 +482,16 @@ void parse_et_node(const json& n, std::size_t index, const std::string& source, 
   const json* rf_id = nullptr;
   const json* tid = nullptr;
   auto take = [&](std::string_view key, const json* value) {
-    if (key == "op_schema")
-      op_schema = value;
-    else if (key == "rf_id")
-      rf_id = value;
-    else if (key == "tid")
-      tid = value;
-    else if (key == "collective_name")
-      aux.collective_name = value;
-    else if (key == "dtype")
-      aux.dtype = value;
-    else if (key == "in_msg_nelems")
-      aux.in_msg_nelems = value;
-    else if (key == "pg_size")
-      aux.pg_size = value;
-    else if (key == "pg_name")
-      aux.pg_name = value;
-    else if (key == "out_msg_nelems")
-      aux.out_msg_nelems = value;
-    else if (key == "pg_desc")
-      aux.pg_desc = value;
+    if (key == "op_schema") op_schema = value;
+    else if (key == "rf_id") rf_id = value;
+    else if (key == "tid") tid = value;
+    else if (key == "collective_name") aux.collective_name = value;
+    else if (key == "dtype") aux.dtype = value;
+    else if (key == "in_msg_nelems") aux.in_msg_nelems = value;
+    else if (key == "pg_size") aux.pg_size = value;
+    else if (key == "pg_name") aux.pg_name = value;
+    else if (key == "out_msg_nelems") aux.out_msg_nelems = value;
+    else if (key == "pg_desc") aux.pg_desc = value;
   };
   if (const json* attrs = member(n, "attrs"); attrs && !attrs->is_null()) {
     if (!attrs->is_array()) throw FormatError(ctx + ": field 'attrs' has the wrong type (" + attrs->type_name() + ")");
@@ -544,10 +532,8 @@ void parse_et_node(const json& n, std::size_t index, const std::string& source, 
     for (const auto& t : *list) {
       sizes.emplace_back(t.id, t.bytes);
       if (!starts_with(t.device, "cpu")) node.gpu = true;
-      if (!first_device)
-        first_device = &t.device;
-      else if (*first_device != t.device)
-        several_devices = true;
+      if (!first_device) first_device = &t.device;
+      else if (*first_device != t.device) several_devices = true;
     }
   std::sort(sizes.begin(), sizes.end());
   node.tensor_bytes = 0;
@@ -851,14 +837,10 @@ std::int64_t micros_to_ns(std::int64_t us, const std::string& ctx) {
 
 void finish_comm(ExecNode& node, std::optional<std::int64_t> type, std::optional<std::int64_t> comm_type) {
   if (node.kind != ExecNodeKind::COMMUNICATION) return;
-  if (comm_type)
-    node.comm.op = chakra_comm_op(*comm_type);
-  else if (type == 5)
-    node.comm.op = "send";
-  else if (type == 6)
-    node.comm.op = "recv";
-  else
-    node.comm.op = normalize_collective(node.name);
+  if (comm_type) node.comm.op = chakra_comm_op(*comm_type);
+  else if (type == 5) node.comm.op = "send";
+  else if (type == 6) node.comm.op = "recv";
+  else node.comm.op = normalize_collective(node.name);
 }
 
 /// {"workload_graph": [{"Id", "Name", "NodeType", ...}]}: the input of Chakra's JSON feeder.
@@ -938,12 +920,9 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
     }
     std::optional<std::int64_t> type = 0;
     if (const json* t = member(n, "type"); t && !t->is_null()) {
-      if (t->is_string())
-        type = chakra_type_from_name(t->get_ref<const std::string&>());
-      else if (t->is_number_integer())
-        type = as_int64(*t);
-      else
-        throw FormatError(ctx + ": field 'type' has the wrong type (" + t->type_name() + ")");
+      if (t->is_string()) type = chakra_type_from_name(t->get_ref<const std::string&>());
+      else if (t->is_number_integer()) type = as_int64(*t);
+      else throw FormatError(ctx + ": field 'type' has the wrong type (" + t->type_name() + ")");
     }
     node.kind = chakra_kind(type.value_or(-1));
     node.data_deps = chakra_ids(n, {"dataDeps", "data_deps"}, ctx, true);
@@ -961,18 +940,12 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
         const std::string& key = a["name"].get_ref<const std::string&>();
         const json* v = attr_value(a);
         if (!v) continue;
-        if (key == "is_cpu_op" && v->is_boolean())
-          node.gpu = !v->get<bool>();
-        else if (key == "comm_type")
-          comm_type = as_int64(*v);
-        else if (key == "comm_size")
-          comm_size = static_cast<double>(as_int64(*v).value_or(0));
-        else if (key == "tensor_size")
-          tensor_size = static_cast<double>(as_int64(*v).value_or(0));
-        else if (key == "rf_id")
-          node.rf_id = as_int64(*v).value_or(-1);
-        else if (key == "tid")
-          node.thread = as_int64(*v).value_or(0);
+        if (key == "is_cpu_op" && v->is_boolean()) node.gpu = !v->get<bool>();
+        else if (key == "comm_type") comm_type = as_int64(*v);
+        else if (key == "comm_size") comm_size = static_cast<double>(as_int64(*v).value_or(0));
+        else if (key == "tensor_size") tensor_size = static_cast<double>(as_int64(*v).value_or(0));
+        else if (key == "rf_id") node.rf_id = as_int64(*v).value_or(-1);
+        else if (key == "tid") node.thread = as_int64(*v).value_or(0);
         else if ((key == "pg_name" || key == "process_group") && v->is_string())
           node.comm.process_group = v->get<std::string>();
         else if ((key == "comm_group_size" || key == "pg_size") && as_int64(*v)) {
@@ -993,10 +966,8 @@ ExecGraph build_chakra(const std::vector<json>& values, DocKind kind, const std:
   g.source = source;
   g.format = "chakra-json";
   g.rank = rank_from_file_name(source);
-  if (kind == DocKind::CHAKRA_FEEDER)
-    build_chakra_feeder(values.front(), g);
-  else
-    build_chakra_jsonizer(values, g);
+  if (kind == DocKind::CHAKRA_FEEDER) build_chakra_feeder(values.front(), g);
+  else build_chakra_jsonizer(values, g);
   std::sort(g.nodes.begin(), g.nodes.end(), [](const ExecNode& a, const ExecNode& b) { return a.id < b.id; });
   check_unique_ids(g.nodes, source);
   return g;

@@ -24,10 +24,8 @@ void check_integral(const json& v, const std::string& ctx, const std::string& na
     constexpr auto lo = std::numeric_limits<T>::min();
     constexpr auto hi = std::numeric_limits<T>::max();
     bool ok = false;
-    if (v.is_number_unsigned())
-      ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi);
-    else if (v.is_number_integer())
-      ok = std::in_range<T>(v.get<std::int64_t>());
+    if (v.is_number_unsigned()) ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi);
+    else if (v.is_number_integer()) ok = std::in_range<T>(v.get<std::int64_t>());
     else {
       const double d = v.get<double>();
       ok = d == std::trunc(d) && d >= static_cast<double>(lo) && d < static_cast<double>(hi) + 1.0;
@@ -35,7 +33,8 @@ void check_integral(const json& v, const std::string& ctx, const std::string& na
     if (!ok)
       throw ConfigError(ctx + ": field '" + name + "' = " + v.dump() + " is not an integer from " + std::to_string(lo) +
                         " to " + std::to_string(hi));
-  } else if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string> && !std::is_same_v<T, json>) {
+  } else if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string> &&
+                       !std::is_same_v<T, json>) {
     if (v.is_array())
       for (const auto& e : v) check_integral<typename T::value_type>(e, ctx, name);
   }

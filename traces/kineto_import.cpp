@@ -137,13 +137,13 @@ std::string normalize_collective_op(std::string_view name) {
 int dtype_size_bytes(std::string_view dtype) {
   const std::string s = lower_alnum(dtype);
   static constexpr std::pair<const char*, int> kSizes[] = {
-      {"float", 4},        {"float32", 4},       {"fp32", 4},          {"double", 8},          {"float64", 8},
-      {"fp64", 8},         {"half", 2},          {"float16", 2},       {"fp16", 2},            {"bfloat16", 2},
-      {"bf16", 2},         {"complexhalf", 4},   {"complexfloat", 8},  {"complexdouble", 16},  {"byte", 1},
-      {"uint8", 1},        {"char", 1},          {"int8", 1},          {"short", 2},           {"int16", 2},
-      {"int", 4},          {"int32", 4},         {"long", 8},          {"int64", 8},           {"bool", 1},
-      {"uint16", 2},       {"uint32", 4},        {"uint64", 8},        {"qint8", 1},           {"quint8", 1},
-      {"qint32", 4},       {"quint4x2", 1},      {"float8e5m2", 1},    {"float8e4m3fn", 1},    {"float8e5m2fnuz", 1},
+      {"float", 4},         {"float32", 4},     {"fp32", 4},         {"double", 8},         {"float64", 8},
+      {"fp64", 8},          {"half", 2},        {"float16", 2},      {"fp16", 2},           {"bfloat16", 2},
+      {"bf16", 2},          {"complexhalf", 4}, {"complexfloat", 8}, {"complexdouble", 16}, {"byte", 1},
+      {"uint8", 1},         {"char", 1},        {"int8", 1},         {"short", 2},          {"int16", 2},
+      {"int", 4},           {"int32", 4},       {"long", 8},         {"int64", 8},          {"bool", 1},
+      {"uint16", 2},        {"uint32", 4},      {"uint64", 8},       {"qint8", 1},          {"quint8", 1},
+      {"qint32", 4},        {"quint4x2", 1},    {"float8e5m2", 1},   {"float8e4m3fn", 1},   {"float8e5m2fnuz", 1},
       {"float8e4m3fnuz", 1}};
   for (const auto& [n, size] : kSizes)
     if (s == n) return size;
@@ -173,7 +173,8 @@ struct Scalar {
     switch (type) {
       case Type::INT: return i;
       case Type::UINT:
-        if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return static_cast<std::int64_t>(u);
+        if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+          return static_cast<std::int64_t>(u);
         return std::nullopt;
       case Type::FLOAT:
         if (d >= -9.0e18 && d <= 9.0e18 && static_cast<double>(static_cast<std::int64_t>(d)) == d)
@@ -309,8 +310,22 @@ enum class Ctx : std::uint8_t { TOP_OBJECT, EVENTS, EVENT, ARGS, DIM3, DEVICES, 
 enum class TopKey : std::uint8_t { OTHER, TRACE_EVENTS, DEVICE_PROPERTIES, DISTRIBUTED_INFO };
 enum class EventKey : std::uint8_t { OTHER, PH, CAT, NAME, PID, TID, TS, DUR, ARGS };
 enum class ArgKey : std::uint8_t {
-  OTHER, CORRELATION, EXTERNAL_ID, DEVICE, STREAM, GRID, BLOCK, COLLECTIVE_NAME, IN_NELEMS, OUT_NELEMS, DTYPE,
-  GROUP_SIZE, PG_NAME, PG_DESC, INPUT_DIMS, INPUT_TYPES
+  OTHER,
+  CORRELATION,
+  EXTERNAL_ID,
+  DEVICE,
+  STREAM,
+  GRID,
+  BLOCK,
+  COLLECTIVE_NAME,
+  IN_NELEMS,
+  OUT_NELEMS,
+  DTYPE,
+  GROUP_SIZE,
+  PG_NAME,
+  PG_DESC,
+  INPUT_DIMS,
+  INPUT_TYPES
 };
 enum class DeviceKey : std::uint8_t { OTHER, ID, NAME, MEMORY, SMS, MAJOR, MINOR };
 
@@ -442,8 +457,8 @@ struct ParseFacts {
   bool saw_hip_runtime = false;   ///< runtime calls named hip*
   bool saw_cuda_runtime = false;  ///< runtime/driver calls named cuda* / cu*
   bool saw_rccl = false;
-  bool saw_roctracer = false;     ///< "roctracer" named in top-level metadata
-  bool saw_cupti = false;         ///< cupti_version / cuda_runtime_version at top level
+  bool saw_roctracer = false;  ///< "roctracer" named in top-level metadata
+  bool saw_cupti = false;      ///< cupti_version / cuda_runtime_version at top level
 };
 
 class KinetoSax {
@@ -638,10 +653,8 @@ public:
     const bool at_end = detail.find("unexpected end of input") != std::string::npos ||
                         (position >= text_size_ && detail.find("missing closing quote") != std::string::npos);
     const std::size_t byte = std::min(position, text_size_);
-    if (at_end)
-      error_ = "truncated JSON at byte " + std::to_string(byte) + " (unexpected end of input)";
-    else
-      error_ = "invalid JSON at byte " + std::to_string(byte) + ": " + shorten(detail, 160);
+    if (at_end) error_ = "truncated JSON at byte " + std::to_string(byte) + " (unexpected end of input)";
+    else error_ = "invalid JSON at byte " + std::to_string(byte) + ": " + shorten(detail, 160);
     return false;
   }
 
@@ -659,7 +672,8 @@ private:
         if (top_key_ == TopKey::TRACE_EVENTS) return fail("'traceEvents' is not an array");
         out_.metadata[top_key_name_] = v.to_text();
         if (top_key_name_ == "cupti_version" || top_key_name_ == "cuda_runtime_version") facts_.saw_cupti = true;
-        if (icontains(top_key_name_, "roctracer") || (v.type == Scalar::Type::STRING && icontains(*v.text, "roctracer")))
+        if (icontains(top_key_name_, "roctracer") ||
+            (v.type == Scalar::Type::STRING && icontains(*v.text, "roctracer")))
           facts_.saw_roctracer = true;
         return true;
       case Ctx::EVENTS: return fail("traceEvents[" + std::to_string(event_index_) + "] is not an object");
@@ -680,9 +694,7 @@ private:
         if (auto x = v.as_int()) ev_.input_dims.back().push_back(*x);
         else ev_.dims_item_bad = true;
         return true;
-      case Ctx::TYPES:
-        ev_.input_types.push_back(v.type == Scalar::Type::STRING ? *v.text : std::string());
-        return true;
+      case Ctx::TYPES: ev_.input_types.push_back(v.type == Scalar::Type::STRING ? *v.text : std::string()); return true;
       case Ctx::DIST:
         if (dist_key_ == "rank" || dist_key_ == "world_size") {
           auto x = v.as_int();
@@ -783,9 +795,10 @@ private:
         if (v.type == Scalar::Type::STRING) device_.name = *v.text;
         break;
       case DeviceKey::MEMORY:
-        if (v.is_number()) device_.total_memory_bytes = v.type == Scalar::Type::INT    ? static_cast<double>(v.i)
-                                                        : v.type == Scalar::Type::UINT ? static_cast<double>(v.u)
-                                                                                       : v.d;
+        if (v.is_number())
+          device_.total_memory_bytes = v.type == Scalar::Type::INT    ? static_cast<double>(v.i)
+                                       : v.type == Scalar::Type::UINT ? static_cast<double>(v.u)
+                                                                      : v.d;
         break;
       case DeviceKey::SMS: to_int(device_.sm_count); break;
       case DeviceKey::MAJOR: to_int(device_.compute_major); break;
@@ -867,7 +880,8 @@ private:
     if (elem_bytes > 0 && (ev_.in_nelems.has || ev_.out_nelems.has)) {
       // Size of the whole buffer (nccl-tests' convention): the input for all-reduce/reduce-scatter/broadcast, the
       // output for all-gather.
-      const std::int64_t nelems = std::max(ev_.in_nelems.has ? ev_.in_nelems.v : 0, ev_.out_nelems.has ? ev_.out_nelems.v : 0);
+      const std::int64_t nelems =
+          std::max(ev_.in_nelems.has ? ev_.in_nelems.v : 0, ev_.out_nelems.has ? ev_.out_nelems.v : 0);
       e.comm.bytes = static_cast<double>(nelems) * elem_bytes;
     }
     if (ev_.group_size.has && ev_.group_size.v > 0 && ev_.group_size.v <= std::numeric_limits<int>::max())
@@ -988,10 +1002,12 @@ void propagate_collectives(std::vector<TraceEvent>& events) {
     if (rt != runtime_by_correlation.end()) {
       const TraceEvent& r = events[rt->second];
       if (r.external_id >= 0)
-        if (auto it = by_external_id.find(r.external_id); it != by_external_id.end()) merge_missing(from_cpu[k], it->second);
+        if (auto it = by_external_id.find(r.external_id); it != by_external_id.end())
+          merge_missing(from_cpu[k], it->second);
       queries[{r.pid, r.tid}].push_back({r.start_ns, r.start_ns + r.dur_ns, k});
     } else if (e.external_id >= 0) {
-      if (auto it = by_external_id.find(e.external_id); it != by_external_id.end()) merge_missing(from_cpu[k], it->second);
+      if (auto it = by_external_id.find(e.external_id); it != by_external_id.end())
+        merge_missing(from_cpu[k], it->second);
     }
   }
   // Sweep each thread: ranges by start (outer first), queries by start; a stack of open ranges.

@@ -34,8 +34,8 @@ DType dtype_from_string(const std::string& s, const std::string& ctx) {
 
 std::int64_t TransformerSpec::layer_params() const {
   const std::int64_t h = hidden, kv = kv_dim(), f = ffn_hidden;
-  std::int64_t attn = h * (h + 2 * kv) + (h + 2 * kv)  // QKV weight + bias
-                      + h * h + h;                     // output projection
+  std::int64_t attn = h * (h + 2 * kv) + (h + 2 * kv)    // QKV weight + bias
+                      + h * h + h;                       // output projection
   std::int64_t ffn = mlp == MlpKind::SWIGLU ? 3 * h * f  // gate, up, down (no biases, as LLaMA)
                                             : 2 * h * f + f + h;
   std::int64_t norms = 2 * 2 * h;  // two layer norms, scale and shift
@@ -75,8 +75,8 @@ void TransformerSpec::validate() const {
                       std::to_string(kv_heads));
   // total_params() and the per-layer sizes are int64 products of these fields: bound them (in double) first.
   const double h = hidden, kv = static_cast<double>(kv_heads) * (hidden / heads), f = ffn_hidden;
-  const double params = num_layers * (h * (h + 2 * kv) + h * h + 3 * h * f + 4 * h + 2 * kv + f) +
-                        2.0 * vocab * h + static_cast<double>(seq_len) * h + 2 * h;
+  const double params = num_layers * (h * (h + 2 * kv) + h * h + 3 * h * f + 4 * h + 2 * kv + f) + 2.0 * vocab * h +
+                        static_cast<double>(seq_len) * h + 2 * h;
   if (!(params <= kMaxParams))
     throw ConfigError(ctx + ": " + std::to_string(num_layers) + " layers of hidden " + std::to_string(hidden) +
                       ", ffn_hidden " + std::to_string(ffn_hidden) + ", vocab " + std::to_string(vocab) +
@@ -206,12 +206,9 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   m.tied_embeddings = get_or<bool>(j, ctx, "tied_embeddings", true);
   m.learned_pos_embedding = get_or<bool>(j, ctx, "learned_pos_embedding", true);
   std::string mlp = get_or<std::string>(j, ctx, "mlp", "gelu");
-  if (mlp == "gelu")
-    m.mlp = MlpKind::GELU;
-  else if (mlp == "swiglu")
-    m.mlp = MlpKind::SWIGLU;
-  else
-    throw ConfigError(ctx + ": unknown mlp '" + mlp + "' (known: gelu, swiglu)");
+  if (mlp == "gelu") m.mlp = MlpKind::GELU;
+  else if (mlp == "swiglu") m.mlp = MlpKind::SWIGLU;
+  else throw ConfigError(ctx + ": unknown mlp '" + mlp + "' (known: gelu, swiglu)");
   return m;
 }
 

@@ -20,8 +20,8 @@ struct TransformerSpec {
   int num_layers = 0;
   int hidden = 0;
   int heads = 0;
-  int kv_heads = 0;          ///< = heads for multi-head attention; fewer for GQA/MQA
-  int ffn_hidden = 0;        ///< 4*hidden for GPT
+  int kv_heads = 0;    ///< = heads for multi-head attention; fewer for GQA/MQA
+  int ffn_hidden = 0;  ///< 4*hidden for GPT
   int seq_len = 0;
   int vocab = 0;
   DType dtype = DType::FP16;

@@ -21,7 +21,8 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& ctx) {
     if (first == std::string::npos) continue;
     if (line[first] == '#') {
       // "# Collective test starting: all_reduce_perf", "#  Rank  0 Group  0 Pid ... device  0 [...]"
-      for (const char* name : {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"}) {
+      for (const char* name :
+           {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"}) {
         if (run.op.empty() && line.find(std::string(name) + "_perf") != std::string::npos) {
           run.op = name;
           for (auto& c : run.op)
@@ -42,7 +43,8 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& ctx) {
     const std::string where = ctx + ": line " + std::to_string(lineno);
     if (f.size() == 1 && f[0].rfind("Avg", 0) == 0) continue;
     if (f.size() < 8) {
-      if (line.find("Out of bounds") != std::string::npos || line.find("Avg bus bandwidth") != std::string::npos) continue;
+      if (line.find("Out of bounds") != std::string::npos || line.find("Avg bus bandwidth") != std::string::npos)
+        continue;
       throw FormatError(where + ": expected 'size count type redop root time algbw busbw ...', got '" + line + "'");
     }
     auto num = [&](const std::string& s, const char* what) {
@@ -92,7 +94,8 @@ NcclTestsRun parse_nccl_tests_json(const std::string& text, const std::string& c
     throw FormatError(ctx + ": no 'results' list (is this nccl-tests -J output?)");
   if (j.contains("args") && j["args"].is_array() && !j["args"].empty() && j["args"][0].is_string())
     run.op = op_from_program(j["args"][0].get<std::string>());
-  if (j.contains("config") && j["config"].is_object() && j["config"].contains("devices") && j["config"]["devices"].is_array())
+  if (j.contains("config") && j["config"].is_object() && j["config"].contains("devices") &&
+      j["config"]["devices"].is_array())
     run.ranks = static_cast<int>(j["config"]["devices"].size());
   for (std::size_t i = 0; i < j["results"].size(); ++i) {
     const auto& r = j["results"][i];
@@ -109,7 +112,8 @@ NcclTestsRun parse_nccl_tests_json(const std::string& text, const std::string& c
     row.time_us = number((*body)[tkey], where + ".time");
     row.algbw_GBps = body->contains("alg_bw") ? number((*body)["alg_bw"], where + ".alg_bw") : 0;
     row.busbw_GBps = body->contains("bus_bw") ? number((*body)["bus_bw"], where + ".bus_bw") : 0;
-    if (!(row.bytes > 0) || !(row.time_us > 0)) throw FormatError(ctx + ": " + where + ": size and time must be positive");
+    if (!(row.bytes > 0) || !(row.time_us > 0))
+      throw FormatError(ctx + ": " + where + ": size and time must be positive");
     run.rows.push_back(row);
   }
   if (run.rows.empty()) throw FormatError(ctx + ": no result rows");
@@ -124,7 +128,8 @@ NcclTestsRun load_nccl_tests(const std::string& path) {
   const std::string text = ss.str();
   const auto first = text.find_first_not_of(" \t\r\n");
   const std::string ctx = "nccl-tests output '" + path + "'";
-  return first != std::string::npos && text[first] == '{' ? parse_nccl_tests_json(text, ctx) : parse_nccl_tests(text, ctx);
+  return first != std::string::npos && text[first] == '{' ? parse_nccl_tests_json(text, ctx)
+                                                          : parse_nccl_tests(text, ctx);
 }
 
 }  // namespace dtsim

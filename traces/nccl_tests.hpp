@@ -8,14 +8,14 @@ namespace dtsim {
 
 struct NcclTestsRow {
   double bytes = 0;
-  double time_us = 0;      ///< out-of-place
-  double algbw_GBps = 0;   ///< out-of-place
-  double busbw_GBps = 0;   ///< out-of-place
+  double time_us = 0;     ///< out-of-place
+  double algbw_GBps = 0;  ///< out-of-place
+  double busbw_GBps = 0;  ///< out-of-place
 };
 
 struct NcclTestsRun {
-  std::string op;      ///< "all-reduce", "all-gather", "reduce-scatter", ... ("" if the log does not say)
-  int ranks = 0;       ///< from the "#  Rank" lines (0 if absent)
+  std::string op;  ///< "all-reduce", "all-gather", "reduce-scatter", ... ("" if the log does not say)
+  int ranks = 0;   ///< from the "#  Rank" lines (0 if absent)
   std::vector<NcclTestsRow> rows;
 };
 

@@ -300,8 +300,8 @@ bool ParallelPlan::has_device_map() const {
 }
 
 void ParallelPlan::place_ranks(std::vector<int> gpu_of_rank) {
-  DTSIM_ASSERT(static_cast<int>(gpu_of_rank.size()) == world_size(), "placement of " << gpu_of_rank.size()
-                                                                                     << " ranks for " << world_size());
+  DTSIM_ASSERT(static_cast<int>(gpu_of_rank.size()) == world_size(),
+               "placement of " << gpu_of_rank.size() << " ranks for " << world_size());
   device_map.clear();
   auto matches = [&](const ParallelPlan& alt) {
     for (int r = 0; r < world_size(); ++r)
@@ -336,8 +336,8 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(global_batch_size, "global batch size");
   if (has_stage_replicas()) {
     if (static_cast<int>(stage_replicas.size()) != pp)
-      throw ConfigError(ctx + ": stage_replicas has " + std::to_string(stage_replicas.size()) +
-                        " entries but pp is " + std::to_string(pp));
+      throw ConfigError(ctx + ": stage_replicas has " + std::to_string(stage_replicas.size()) + " entries but pp is " +
+                        std::to_string(pp));
     for (int s = 0; s < pp; ++s) {
       if (stage_replicas[s] <= 0) throw ConfigError(ctx + ": stage_replicas entries must be positive");
       if (micro_batch_size % stage_replicas[s] != 0)
@@ -349,13 +349,12 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     const std::int64_t world = static_cast<std::int64_t>(tp) * dp * devices;
     if (world != cluster.total_gpus())
       throw ConfigError(ctx + ": tp*dp*sum(stage_replicas) = " + std::to_string(tp) + "*" + std::to_string(dp) + "*" +
-                        std::to_string(devices) + " = " + std::to_string(world) +
-                        " does not match the " + std::to_string(cluster.total_gpus()) + " GPUs of cluster '" +
-                        cluster.name + "'");
+                        std::to_string(devices) + " = " + std::to_string(world) + " does not match the " +
+                        std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
   } else if (const std::int64_t world = static_cast<std::int64_t>(tp) * pp * dp; world != cluster.total_gpus()) {
-    throw ConfigError(ctx + ": tp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(pp) + "*" +
-                      std::to_string(dp) + " = " + std::to_string(world) + " does not match the " +
-                      std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+    throw ConfigError(ctx + ": tp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(pp) + "*" + std::to_string(dp) +
+                      " = " + std::to_string(world) + " does not match the " + std::to_string(cluster.total_gpus()) +
+                      " GPUs of cluster '" + cluster.name + "'");
   }
   if (!device_map.empty()) {
     if (static_cast<int>(device_map.size()) != world_size())
@@ -366,7 +365,8 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
       const int g = device_map[r];
       if (g < 0 || g >= cluster.total_gpus())
         throw ConfigError(ctx + ": device_map[" + std::to_string(r) + "] = " + std::to_string(g) +
-                          " is not a GPU of cluster '" + cluster.name + "' (0.." + std::to_string(cluster.total_gpus() - 1) + ")");
+                          " is not a GPU of cluster '" + cluster.name + "' (0.." +
+                          std::to_string(cluster.total_gpus() - 1) + ")");
       if (used[static_cast<std::size_t>(g)]++)
         throw ConfigError(ctx + ": device_map gives GPU " + std::to_string(g) + " to two ranks");
     }
@@ -378,7 +378,8 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   const int head_split = tp_layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(tp_layout, tp, tp_depth));
   if (model.heads % head_split != 0)
     throw ConfigError(ctx + ": " + (tp_layout == TpLayout::D1 ? "tp " : "the grid side ") + std::to_string(head_split) +
-                      " does not divide the " + std::to_string(model.heads) + " attention heads of '" + model.name + "'");
+                      " does not divide the " + std::to_string(model.heads) + " attention heads of '" + model.name +
+                      "'");
   if (model.kv_heads % head_split != 0 && head_split % model.kv_heads != 0)
     throw ConfigError(ctx + ": " + std::to_string(head_split) + " head groups and kv_heads " +
                       std::to_string(model.kv_heads) + " must divide one another");
@@ -397,10 +398,12 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     const int q = tp_grid_side(tp_layout, tp, tp_depth);
     if (q == 0)
       throw ConfigError(ctx + ": tensor-parallel layout " + to_string(tp_layout) + " cannot arrange tp " +
-                        std::to_string(tp) + (tp_layout == TpLayout::D2_5 ? " with depth " + std::to_string(tp_depth) : "") +
+                        std::to_string(tp) +
+                        (tp_layout == TpLayout::D2_5 ? " with depth " + std::to_string(tp_depth) : "") +
                         " (2d: tp = q^2; 2.5d: tp = q^2 * depth; 3d: tp = q^3)");
     if (sequence_parallel)
-      throw ConfigError(ctx + ": sequence parallelism is part of the 1d layout (2d/2.5d/3d partition activations already)");
+      throw ConfigError(ctx +
+                        ": sequence parallelism is part of the 1d layout (2d/2.5d/3d partition activations already)");
     if (model.hidden % q != 0 || model.ffn_hidden % q != 0)
       throw ConfigError(ctx + ": layout " + to_string(tp_layout) + " splits hidden " + std::to_string(model.hidden) +
                         " and ffn_hidden " + std::to_string(model.ffn_hidden) + " into " + std::to_string(q) +
@@ -410,8 +413,7 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     if (tokens % rows != 0)
       throw ConfigError(ctx + ": layout " + to_string(tp_layout) + " splits the " + std::to_string(tokens) +
                         " tokens of a micro-batch into " + std::to_string(rows) + " row blocks: not divisible");
-    if (has_stage_replicas())
-      throw ConfigError(ctx + ": stage replication is only supported with the 1d layout");
+    if (has_stage_replicas()) throw ConfigError(ctx + ": stage replication is only supported with the 1d layout");
   }
   if (pp > model.num_layers)
     throw ConfigError(ctx + ": pp " + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) +
@@ -426,18 +428,19 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
   }
   if (static_cast<std::int64_t>(pp) * virtual_stages > model.num_layers)
-    throw ConfigError(ctx + ": pp * virtual stages = " + std::to_string(static_cast<std::int64_t>(pp) * virtual_stages) +
-                      " exceeds the " +
-                      std::to_string(model.num_layers) + " layers of '" + model.name + "'");
+    throw ConfigError(ctx +
+                      ": pp * virtual stages = " + std::to_string(static_cast<std::int64_t>(pp) * virtual_stages) +
+                      " exceeds the " + std::to_string(model.num_layers) + " layers of '" + model.name + "'");
   if (schedule == Schedule::CUSTOM && static_cast<int>(custom_order.size()) != pp)
     throw ConfigError(ctx + ": the custom schedule" + (custom_source.empty() ? "" : " '" + custom_source + "'") +
                       " lists " + std::to_string(custom_order.size()) + " stages but pp is " + std::to_string(pp));
   if (!layers_per_stage.empty()) {
     const int n = static_cast<int>(layers_per_stage.size());
     if (n != pp && n != pp * virtual_stages)
-      throw ConfigError(ctx + ": layers_per_stage has " + std::to_string(layers_per_stage.size()) +
-                        " entries but pp is " + std::to_string(pp) +
-                        (virtual_stages > 1 ? " (pp * virtual stages is " + std::to_string(pp * virtual_stages) + ")" : ""));
+      throw ConfigError(
+          ctx + ": layers_per_stage has " + std::to_string(layers_per_stage.size()) + " entries but pp is " +
+          std::to_string(pp) +
+          (virtual_stages > 1 ? " (pp * virtual stages is " + std::to_string(pp * virtual_stages) + ")" : ""));
     if (n != pp * virtual_stages)
       throw ConfigError(ctx + ": with " + std::to_string(virtual_stages) +
                         " virtual stages, layers_per_stage must give all " + std::to_string(pp * virtual_stages) +
@@ -456,22 +459,23 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
 }
 
 nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
-  nlohmann::json j = {{"schema_version", 1},
-          {"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"micro_batch_size", p.micro_batch_size},
-          {"global_batch_size", p.global_batch_size},
-          {"num_microbatches", p.num_microbatches()},
-          {"layers_per_stage", p.virtual_stages > 1 ? p.chunk_layers(num_layers) : p.stage_layers(num_layers)},
-          {"schedule", p.schedule == Schedule::CUSTOM ? std::string("custom") : p.schedule_name()},
-          {"virtual_stages", p.virtual_stages},
-          {"zero_stage", p.zero_stage},
-          {"recompute", to_string(p.recompute)},
-          {"sequence_parallel", p.sequence_parallel},
-          {"rank_order", rank_order_string(p.rank_order)},
-          {"dp_overlap", p.dp_overlap},
-          {"dp_bucket_bytes", p.dp_bucket_bytes}};
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"tp", p.tp},
+      {"pp", p.pp},
+      {"dp", p.dp},
+      {"micro_batch_size", p.micro_batch_size},
+      {"global_batch_size", p.global_batch_size},
+      {"num_microbatches", p.num_microbatches()},
+      {"layers_per_stage", p.virtual_stages > 1 ? p.chunk_layers(num_layers) : p.stage_layers(num_layers)},
+      {"schedule", p.schedule == Schedule::CUSTOM ? std::string("custom") : p.schedule_name()},
+      {"virtual_stages", p.virtual_stages},
+      {"zero_stage", p.zero_stage},
+      {"recompute", to_string(p.recompute)},
+      {"sequence_parallel", p.sequence_parallel},
+      {"rank_order", rank_order_string(p.rank_order)},
+      {"dp_overlap", p.dp_overlap},
+      {"dp_bucket_bytes", p.dp_bucket_bytes}};
   if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
   if (!p.device_map.empty()) j["device_map"] = p.device_map;
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
@@ -486,10 +490,28 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
 ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
   json_util::reject_unknown(j, ctx,
-                            {"schema_version", "tp", "pp", "dp", "micro_batch_size", "global_batch_size",
-                             "num_microbatches", "layers_per_stage", "schedule", "virtual_stages", "custom_order",
-                             "custom_source", "zero_stage", "recompute", "sequence_parallel", "rank_order",
-                             "dp_overlap", "dp_bucket_bytes", "stage_replicas", "device_map", "tp_layout", "tp_depth"});
+                            {"schema_version",
+                             "tp",
+                             "pp",
+                             "dp",
+                             "micro_batch_size",
+                             "global_batch_size",
+                             "num_microbatches",
+                             "layers_per_stage",
+                             "schedule",
+                             "virtual_stages",
+                             "custom_order",
+                             "custom_source",
+                             "zero_stage",
+                             "recompute",
+                             "sequence_parallel",
+                             "rank_order",
+                             "dp_overlap",
+                             "dp_bucket_bytes",
+                             "stage_replicas",
+                             "device_map",
+                             "tp_layout",
+                             "tp_depth"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -523,8 +545,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
     int m = get<int>(j, ctx, "num_microbatches");
     const std::int64_t derived = p.global_batch_size / (static_cast<std::int64_t>(p.micro_batch_size) * p.dp);
     if (m != derived)
-      throw ConfigError(ctx + ": num_microbatches " + std::to_string(m) + " disagrees with global_batch_size / (micro_batch_size * dp) = " +
-                        std::to_string(derived));
+      throw ConfigError(ctx + ": num_microbatches " + std::to_string(m) +
+                        " disagrees with global_batch_size / (micro_batch_size * dp) = " + std::to_string(derived));
   }
   return p;
 }

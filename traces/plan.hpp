@@ -63,11 +63,11 @@ struct ParallelPlan {
   /// innermost, then the replicas of a stage, then the stages, then the dp pipeline copies.
   std::vector<int> stage_replicas;
   Schedule schedule = Schedule::ONE_F_ONE_B;
-  int virtual_stages = 1;             ///< model chunks per stage (interleaved 1F1B: v; 1 otherwise)
-  bool dapple_warmup = false;         ///< 1F1B warm-up K_s = p-s (DAPPLE) instead of p-s-1 (Megatron)
+  int virtual_stages = 1;                         ///< model chunks per stage (interleaved 1F1B: v; 1 otherwise)
+  bool dapple_warmup = false;                     ///< 1F1B warm-up K_s = p-s (DAPPLE) instead of p-s-1 (Megatron)
   std::vector<std::vector<PipeOp>> custom_order;  ///< CUSTOM: the pass order of every stage
-  std::string custom_source;          ///< CUSTOM: file the order was read from (for messages and outputs)
-  int zero_stage = 0;                 ///< 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters, = FSDP)
+  std::string custom_source;                      ///< CUSTOM: file the order was read from (for messages and outputs)
+  int zero_stage = 0;  ///< 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters, = FSDP)
   Recompute recompute = Recompute::NONE;
   bool sequence_parallel = false;
   TpLayout tp_layout = TpLayout::D1;  ///< layout of each tensor-parallel group
@@ -78,7 +78,7 @@ struct ParallelPlan {
   /// job's first GPU). Empty = rank r on GPU r. Planners that map stages onto arbitrary connectivity (after
   /// Luo et al.) set it; ranks are then simulated unfolded.
   std::vector<int> device_map;
-  bool dp_overlap = true;             ///< overlap gradient all-reduce buckets with the last backward
+  bool dp_overlap = true;                     ///< overlap gradient all-reduce buckets with the last backward
   double dp_bucket_bytes = 25.0 * 1048576.0;  ///< PyTorch DDP default bucket size (25 MiB)
 
   int world_size() const { return tp * dp * devices_per_pipeline(); }

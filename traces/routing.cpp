@@ -1,8 +1,8 @@
 #include "traces/routing.hpp"
 
+#include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
-#include <algorithm>
 #include <limits>
 
 #include "traces/error.hpp"
@@ -10,8 +10,9 @@
 namespace dtsim {
 
 struct GraphRouting::Impl {
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-                                      boost::property<boost::edge_weight_t, double, boost::property<boost::edge_index_t, int>>>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                            boost::property<boost::edge_weight_t, double, boost::property<boost::edge_index_t, int>>>;
   const TopologyGraph& topo;
   Graph g;
   std::vector<int> out_node, in_node;  // per topology vertex
@@ -98,7 +99,8 @@ double GraphRouting::latency_s(int from, int to) const {
 bool is_network_link(const std::string& kind) { return kind == "ib" || kind == "nic" || kind == "ethernet"; }
 
 double calibrated_bandwidth_Bps(const TopologyGraph::Link& link, const Calibration& cal) {
-  return link.bandwidth_Bps * (is_network_link(link.kind) ? cal.inter_bandwidth_efficiency : cal.intra_bandwidth_efficiency);
+  return link.bandwidth_Bps *
+         (is_network_link(link.kind) ? cal.inter_bandwidth_efficiency : cal.intra_bandwidth_efficiency);
 }
 
 double route_bandwidth_Bps(const GraphRouting& routing, const TopologyGraph& graph, const Calibration& cal, int from,
@@ -113,7 +115,8 @@ PairLinks::PairLinks(const ClusterSpec& cluster, const Calibration& cal)
 PairLinks::~PairLinks() = default;
 
 PairLink PairLinks::get(int a, int b) const {
-  DTSIM_ASSERT(a >= 0 && b >= 0 && a < c_.total_gpus() && b < c_.total_gpus(), "GPU " << a << " or " << b << " out of range");
+  DTSIM_ASSERT(a >= 0 && b >= 0 && a < c_.total_gpus() && b < c_.total_gpus(),
+               "GPU " << a << " or " << b << " out of range");
   PairLink pl;
   if (a == b) {
     pl.bandwidth_Bps = c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency;

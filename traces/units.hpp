@@ -4,9 +4,9 @@
 #include <cstdint>
 
 namespace dtsim::units {
-inline constexpr double kGB = 1e9;             ///< decimal gigabyte, bytes
-inline constexpr double kGiB = 1073741824.0;   ///< binary gibibyte, bytes
-inline constexpr double kMiB = 1048576.0;      ///< binary mebibyte, bytes
+inline constexpr double kGB = 1e9;            ///< decimal gigabyte, bytes
+inline constexpr double kGiB = 1073741824.0;  ///< binary gibibyte, bytes
+inline constexpr double kMiB = 1048576.0;     ///< binary mebibyte, bytes
 inline constexpr double kTera = 1e12;
 inline constexpr double kGbit_Bps = 1e9 / 8.0;  ///< one Gb/s in bytes per second
 

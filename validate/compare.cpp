@@ -171,8 +171,7 @@ Timeline load_timeline(const std::string& dir) {
 
   const json summary = ju::read_file(summary_path);
   const json results = ju::get_or<json>(summary, summary_path, "results", json::object());
-  t.iteration_time_s =
-      ju::get_or<double>(results, summary_path + ": results", "iteration_time_s", span_s);
+  t.iteration_time_s = ju::get_or<double>(results, summary_path + ": results", "iteration_time_s", span_s);
   const json ranks = ju::get_or<json>(summary, summary_path, "ranks", json::array());
   if (!ranks.is_array()) throw ConfigError(summary_path + ": field 'ranks' is not an array");
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -231,10 +230,11 @@ CompareReport compare(const Timeline& predicted, const Timeline& measured) {
   if (s.count) s.mape /= static_cast<double>(s.count);
   s.weighted_mape = total > 0 ? abs_diff / total : 0;
 
-  for_union(breakdown(predicted), breakdown(measured), Breakdown{}, [&](int pid, const Breakdown& p, const Breakdown& m) {
-    r.ranks[pid] = {metric(p.compute_s, m.compute_s), metric(p.exposed_comm_s, m.exposed_comm_s),
-                    metric(p.bubble_s, m.bubble_s)};
-  });
+  for_union(breakdown(predicted), breakdown(measured), Breakdown{},
+            [&](int pid, const Breakdown& p, const Breakdown& m) {
+              r.ranks[pid] = {metric(p.compute_s, m.compute_s), metric(p.exposed_comm_s, m.exposed_comm_s),
+                              metric(p.bubble_s, m.bubble_s)};
+            });
   for_union(phase_compute(predicted), phase_compute(measured), 0.0,
             [&](const std::string& phase, double p, double m) { r.phase_compute_s[phase] = metric(p, m); });
   for_union(predicted.peak_memory_bytes, measured.peak_memory_bytes, kNaN,
@@ -249,12 +249,20 @@ json report_json(const CompareReport& r) {
                      {"compute_s", metric_json(d.compute_s)},
                      {"exposed_comm_s", metric_json(d.exposed_comm_s)},
                      {"bubble_s", metric_json(d.bubble_s)}});
-  for (const auto& [rank, m] : r.peak_memory_bytes) memory.push_back({{"rank", rank}, {"peak_memory_bytes", metric_json(m)}});
+  for (const auto& [rank, m] : r.peak_memory_bytes)
+    memory.push_back({{"rank", rank}, {"peak_memory_bytes", metric_json(m)}});
   for (const auto& [phase, m] : r.phase_compute_s) phases[phase] = metric_json(m);
   for (const auto& t : r.tasks)
-    tasks.push_back({{"rank", t.key.pid}, {"stream", t.key.tid}, {"name", t.key.name}, {"phase", t.key.phase},
-                     {"layer", t.key.layer}, {"microbatch", t.key.microbatch}, {"occurrence", t.key.occurrence},
-                     {"predicted_s", t.dur_s.predicted}, {"measured_s", t.dur_s.measured}, {"error", t.dur_s.error}});
+    tasks.push_back({{"rank", t.key.pid},
+                     {"stream", t.key.tid},
+                     {"name", t.key.name},
+                     {"phase", t.key.phase},
+                     {"layer", t.key.layer},
+                     {"microbatch", t.key.microbatch},
+                     {"occurrence", t.key.occurrence},
+                     {"predicted_s", t.dur_s.predicted},
+                     {"measured_s", t.dur_s.measured},
+                     {"error", t.dur_s.error}});
   const TaskStats& s = r.compute_tasks;
   return {{"schema", "dtsim.compare"},
           {"schema_version", 1},
@@ -262,8 +270,12 @@ json report_json(const CompareReport& r) {
           {"measured", r.measured_dir},
           {"error_definition", "measured / predicted - 1"},
           {"iteration_time_s", metric_json(r.iteration_time_s)},
-          {"compute_tasks", {{"count", s.count}, {"mape", s.mape}, {"weighted_mape", s.weighted_mape},
-                             {"max_abs_error", s.max_abs_error}, {"worst", s.worst}}},
+          {"compute_tasks",
+           {{"count", s.count},
+            {"mape", s.mape},
+            {"weighted_mape", s.weighted_mape},
+            {"max_abs_error", s.max_abs_error},
+            {"worst", s.worst}}},
           {"matched_tasks", r.tasks.size()},
           {"only_predicted", unmatched_json(r.only_predicted)},
           {"only_measured", unmatched_json(r.only_measured)},
@@ -336,7 +348,8 @@ std::string compare_trace_json(const Timeline& predicted, const Timeline& measur
     }
     int named = -1;
     for (const auto& [pid, tid] : streams) {
-      if (pid != named) w.process_name(offset + pid, std::string(label) + std::to_string(pid), 2 * pid + (is_predicted ? 0 : 1));
+      if (pid != named)
+        w.process_name(offset + pid, std::string(label) + std::to_string(pid), 2 * pid + (is_predicted ? 0 : 1));
       named = pid;
       w.thread_name(offset + pid, tid, stream_name(tid));
     }

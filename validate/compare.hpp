@@ -15,8 +15,8 @@ namespace dtsim::validate {
 
 /// One complete ("X") event of a trace.json; times in microseconds, as written.
 struct TimelineEvent {
-  int pid = 0;                      ///< simulated rank
-  int tid = 0;                      ///< stream: 0 compute, 1 tp-comm, 2 pp-comm, 3 dp-comm, 4 host
+  int pid = 0;  ///< simulated rank
+  int tid = 0;  ///< stream: 0 compute, 1 tp-comm, 2 pp-comm, 3 dp-comm, 4 host
   std::string name, cat;
   std::string phase;                ///< args.phase, "" when absent
   int layer = -1, microbatch = -1;  ///< args.layer, args.microbatch; -1 when absent
@@ -77,13 +77,13 @@ struct TaskStats {
   double mape = 0;           ///< mean |error|
   double weighted_mape = 0;  ///< sum |measured - predicted| / sum predicted (duration-weighted)
   double max_abs_error = 0;
-  std::string worst;         ///< the task with the largest |error|
+  std::string worst;  ///< the task with the largest |error|
 };
 
 struct CompareReport {
   std::string predicted_dir, measured_dir;
   Metric iteration_time_s;
-  std::vector<TaskDiff> tasks;                    ///< every matched task, in key order
+  std::vector<TaskDiff> tasks;  ///< every matched task, in key order
   Unmatched only_predicted, only_measured;
   std::map<int, RankDiff> ranks;                  ///< by pid, ranks of either side
   std::map<std::string, Metric> phase_compute_s;  ///< compute-stream durations summed per args.phase

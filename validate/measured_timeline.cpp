@@ -14,7 +14,8 @@ MeasuredTimeline measured_timeline(const sim::RunConfig& config, const Measureme
   auto s = sim::simulate(in, [&](sim::Lowered& low) {
     auto& tasks = low.graph.tasks();
     for (const auto& t : m.tasks) {
-      if (t.task < 0 || static_cast<std::size_t>(t.task) >= tasks.size() || tasks[t.task].kind != sim::TaskKind::COMPUTE)
+      if (t.task < 0 || static_cast<std::size_t>(t.task) >= tasks.size() ||
+          tasks[t.task].kind != sim::TaskKind::COMPUTE)
         throw FormatError("measurements: task " + std::to_string(t.task) +
                           " is not a compute task of this plan's graph (measured for another plan?)");
       if (t.duration_s.empty()) continue;
@@ -34,17 +35,23 @@ MeasuredTimeline measured_timeline(const sim::RunConfig& config, const Measureme
   }
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& r : m.ranks)
-    ranks.push_back({{"sim_rank", r.sim_rank}, {"global_rank", r.global_rank}, {"ok", r.ok}, {"error", r.error},
-                     {"iteration_median_s", median(r.iteration_s)}, {"peak_memory_bytes", r.peak_memory_bytes},
-                     {"context_bytes", r.context_bytes}, {"pool_used_high_bytes", r.pool_used_high_bytes},
+    ranks.push_back({{"sim_rank", r.sim_rank},
+                     {"global_rank", r.global_rank},
+                     {"ok", r.ok},
+                     {"error", r.error},
+                     {"iteration_median_s", median(r.iteration_s)},
+                     {"peak_memory_bytes", r.peak_memory_bytes},
+                     {"context_bytes", r.context_bytes},
+                     {"pool_used_high_bytes", r.pool_used_high_bytes},
                      {"scratch_bytes", r.scratch_bytes}});
   out.summary["measured"] = {{"device", m.device_name},
                              {"warmup", m.warmup},
                              {"iterations", m.iterations},
                              {"compute_tasks", out.compute_tasks},
                              {"measured_tasks", out.measured_tasks},
-                             {"method", "the predicted graph re-timed with the measured median duration of every "
-                                        "executed compute task; other tasks keep predicted durations"},
+                             {"method",
+                              "the predicted graph re-timed with the measured median duration of every "
+                              "executed compute task; other tasks keep predicted durations"},
                              {"ranks", ranks}};
   out.trace = sim::trace_json(in, s.lowered, s.engine, s.report);
   return out;

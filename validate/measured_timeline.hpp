@@ -15,8 +15,8 @@
 namespace dtsim::exec {
 
 struct MeasuredTimeline {
-  nlohmann::json summary;   ///< summary.json, with a "measured" block (device, samples, failures, coverage)
-  std::string trace;        ///< trace.json
+  nlohmann::json summary;  ///< summary.json, with a "measured" block (device, samples, failures, coverage)
+  std::string trace;       ///< trace.json
   std::size_t compute_tasks = 0, measured_tasks = 0;
 };
 

@@ -28,9 +28,8 @@ nlohmann::json to_json(const Measurements& m) {
                      {"peak_memory_bytes", r.peak_memory_bytes},
                      {"scratch_bytes", r.scratch_bytes}});
   for (const auto& t : m.tasks) tasks.push_back({{"task", t.task}, {"duration_s", t.duration_s}});
-  return {{"schema", "dtsim-measurements"}, {"schema_version", 1},  {"device", m.device_name},
-          {"warmup", m.warmup},             {"iterations", m.iterations}, {"ranks", ranks},
-          {"tasks", tasks}};
+  return {{"schema", "dtsim-measurements"}, {"schema_version", 1}, {"device", m.device_name}, {"warmup", m.warmup},
+          {"iterations", m.iterations},     {"ranks", ranks},      {"tasks", tasks}};
 }
 
 Measurements measurements_from_json(const nlohmann::json& j, const std::string& ctx) {

@@ -12,13 +12,13 @@ struct RankMeasurement {
   int sim_rank = 0;
   int global_rank = 0;
   bool ok = true;
-  std::string error;              ///< OOM / CUDA / cuBLAS failure, with the task it happened in
-  std::vector<double> iteration_s;  ///< first compute task start to last compute task end, per timed iteration
-  double context_bytes = 0;       ///< device memory in use by this process before the model's (context, cuBLAS)
+  std::string error;                    ///< OOM / CUDA / cuBLAS failure, with the task it happened in
+  std::vector<double> iteration_s;      ///< first compute task start to last compute task end, per timed iteration
+  double context_bytes = 0;             ///< device memory in use by this process before the model's (context, cuBLAS)
   double pool_used_high_bytes = 0;      ///< high-water mark of the model's live allocations
   double pool_reserved_high_bytes = 0;  ///< high-water mark of memory the pool held (fragmentation included)
-  double peak_memory_bytes = 0;   ///< context_bytes + pool_reserved_high_bytes
-  double scratch_bytes = 0;       ///< GEMM operand scratch, outside the memory model
+  double peak_memory_bytes = 0;         ///< context_bytes + pool_reserved_high_bytes
+  double scratch_bytes = 0;             ///< GEMM operand scratch, outside the memory model
 };
 
 struct TaskMeasurement {

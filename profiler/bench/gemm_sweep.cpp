@@ -83,12 +83,9 @@ Options parse_args(int argc, char** argv) {
     };
     if (a == "--dtype") {
       const std::string v = value();
-      if (v == "both")
-        o.dtypes = {"fp16", "bf16"};
-      else if (v == "fp16" || v == "bf16")
-        o.dtypes = {v};
-      else
-        throw std::invalid_argument("--dtype must be fp16, bf16 or both");
+      if (v == "both") o.dtypes = {"fp16", "bf16"};
+      else if (v == "fp16" || v == "bf16") o.dtypes = {v};
+      else throw std::invalid_argument("--dtype must be fp16, bf16 or both");
     } else if (a == "--warmup") {
       o.warmup = std::stoi(value());
     } else if (a == "--reps") {
@@ -126,10 +123,8 @@ std::vector<std::uint16_t> random_halves(std::size_t n, bool bf16, std::uint32_t
     const std::uint32_t r = rng();
     const std::uint32_t sign = r >> 31;
     const std::uint32_t exp_off = (r >> 28) % 3;  // 2^-2 .. 2^0
-    if (bf16)
-      x = static_cast<std::uint16_t>(sign << 15 | (125 + exp_off) << 7 | (r & 0x7F));
-    else
-      x = static_cast<std::uint16_t>(sign << 15 | (13 + exp_off) << 10 | (r & 0x3FF));
+    if (bf16) x = static_cast<std::uint16_t>(sign << 15 | (125 + exp_off) << 7 | (r & 0x7F));
+    else x = static_cast<std::uint16_t>(sign << 15 | (13 + exp_off) << 10 | (r & 0x3FF));
   }
   return v;
 }
@@ -183,11 +178,11 @@ int run(const Options& o) {
     for (const Shape& s : o.shapes) {
       const float alpha = 1.0f, beta = 0.0f;
       auto gemm = [&] {
-        check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.m), static_cast<int>(s.n),
-                           static_cast<int>(s.k), &alpha, a, type, static_cast<int>(s.m), b, type,
-                           static_cast<int>(s.k), &beta, c, type, static_cast<int>(s.m), CUBLAS_COMPUTE_32F,
-                           CUBLAS_GEMM_DEFAULT),
-              "cublasGemmEx");
+        check(
+            cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.m), static_cast<int>(s.n),
+                         static_cast<int>(s.k), &alpha, a, type, static_cast<int>(s.m), b, type, static_cast<int>(s.k),
+                         &beta, c, type, static_cast<int>(s.m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx");
       };
       for (int i = 0; i < o.warmup; ++i) gemm();
       check(cudaDeviceSynchronize(), "warm-up");
@@ -198,8 +193,8 @@ int run(const Options& o) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
       const double time_s = static_cast<double>(ms) / 1e3 / o.reps;
-      const double tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) /
-                            time_s / 1e12;
+      const double tflops =
+          2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / time_s / 1e12;
       std::printf("%lld,%lld,%lld,%s,%.9g,%.6g\n", static_cast<long long>(s.m), static_cast<long long>(s.n),
                   static_cast<long long>(s.k), dtype.c_str(), time_s, tflops);
       std::fflush(stdout);

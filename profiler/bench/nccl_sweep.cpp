@@ -2,7 +2,8 @@
 // (ncclCommInitAll), printed in the text format of NVIDIA's nccl-tests so that traces/nccl_tests.hpp reads it:
 //   # Collective test starting: all_reduce_perf ...
 //   #  Rank  0 Group  0 Pid ... device  0 [...] NVIDIA H100 ...
-//   #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+//   #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw
+//   #wrong
 //            8             2     float     sum      -1    12.34    0.00    0.00    N/A    12.01    0.00    0.00    N/A
 // Columns: size in bytes, element count, then out-of-place and in-place time (us per call, mean over the timed
 // iterations), algbw = size / time and busbw = algbw * (2(n-1)/n for all-reduce, (n-1)/n for all-gather and
@@ -57,14 +58,10 @@ std::size_t parse_bytes(const std::string& s) {
   const unsigned long long v = std::stoull(s, &pos);
   std::size_t mult = 1;
   const std::string suffix = s.substr(pos);
-  if (suffix == "K" || suffix == "k")
-    mult = std::size_t{1} << 10;
-  else if (suffix == "M" || suffix == "m")
-    mult = std::size_t{1} << 20;
-  else if (suffix == "G" || suffix == "g")
-    mult = std::size_t{1} << 30;
-  else if (!suffix.empty())
-    throw std::invalid_argument("bad size '" + s + "'");
+  if (suffix == "K" || suffix == "k") mult = std::size_t{1} << 10;
+  else if (suffix == "M" || suffix == "m") mult = std::size_t{1} << 20;
+  else if (suffix == "G" || suffix == "g") mult = std::size_t{1} << 30;
+  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + s + "'");
   return static_cast<std::size_t>(v) * mult;
 }
 
@@ -105,8 +102,8 @@ Options parse_args(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + a + "'");
     }
   }
-  if (o.ops.empty() || o.min_bytes == 0 || o.max_bytes < o.min_bytes || o.factor < 2 || o.warmup < 0 ||
-      o.iters < 1 || o.gpus < 0)
+  if (o.ops.empty() || o.min_bytes == 0 || o.max_bytes < o.min_bytes || o.factor < 2 || o.warmup < 0 || o.iters < 1 ||
+      o.gpus < 0)
     throw std::invalid_argument("bad option values");
   return o;
 }
@@ -189,12 +186,15 @@ public:
     if (n == 1)
       out += "# Note: one visible GPU: a single-rank communicator; the collective is a local copy, busbw is 0\n";
     out += "#\n";
-    out += "#                                                              out-of-place                       "
-           "in-place          \n";
-    out += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
-           "   busbw #wrong\n";
-    out += "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
-           "  (GB/s)       \n";
+    out +=
+        "#                                                              out-of-place                       "
+        "in-place          \n";
+    out +=
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+        "   busbw #wrong\n";
+    out +=
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+        "  (GB/s)       \n";
     const double bus_factor = op == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
     double busbw_sum = 0;
     int rows = 0;
@@ -208,9 +208,10 @@ public:
       const double ip_us = time_us(op, count, true);
       const double oop_algbw = static_cast<double>(bytes) / oop_us / 1e3;  // bytes/us / 1e3 = GB/s
       const double ip_algbw = static_cast<double>(bytes) / ip_us / 1e3;
-      std::snprintf(line, sizeof line, "%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5s  %7.2f  %6.2f  %6.2f  %5s\n",
-                    bytes, count, "float", op == "all_gather" ? "none" : "sum", -1, oop_us, oop_algbw,
-                    oop_algbw * bus_factor, "N/A", ip_us, ip_algbw, ip_algbw * bus_factor, "N/A");
+      std::snprintf(line, sizeof line,
+                    "%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5s  %7.2f  %6.2f  %6.2f  %5s\n", bytes, count,
+                    "float", op == "all_gather" ? "none" : "sum", -1, oop_us, oop_algbw, oop_algbw * bus_factor, "N/A",
+                    ip_us, ip_algbw, ip_algbw * bus_factor, "N/A");
       out += line;
       busbw_sum += oop_algbw * bus_factor;
       ++rows;

@@ -139,14 +139,10 @@ Converted on_api(const CUpti_ActivityAPI& r, ApiDomain domain, Profile& out) {
 
 Converted on_marker(const CUpti_ActivityMarker2& r, Profile& out) {
   MarkerRecord m;
-  if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_START)
-    m.kind = MarkerRecord::Kind::START;
-  else if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_END)
-    m.kind = MarkerRecord::Kind::END;
-  else if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS)
-    m.kind = MarkerRecord::Kind::INSTANT;
-  else
-    return Converted::UNSUPPORTED_KIND;  // NVTX sync markers (acquire/release) are not drawn
+  if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) m.kind = MarkerRecord::Kind::START;
+  else if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) m.kind = MarkerRecord::Kind::END;
+  else if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) m.kind = MarkerRecord::Kind::INSTANT;
+  else return Converted::UNSUPPORTED_KIND;  // NVTX sync markers (acquire/release) are not drawn
   m.id = r.id;
   m.timestamp_ns = ns(r.timestamp);
   m.name = str(r.name);
@@ -184,12 +180,9 @@ Converted on_name(const CUpti_ActivityName& r, Profile& out) {
 
 Converted on_memory(const MemoryT& r, Profile& out) {
   MemoryRecord m;
-  if (r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
-    m.op = MemoryRecord::Op::ALLOCATION;
-  else if (r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
-    m.op = MemoryRecord::Op::RELEASE;
-  else
-    return Converted::UNSUPPORTED_KIND;
+  if (r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) m.op = MemoryRecord::Op::ALLOCATION;
+  else if (r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) m.op = MemoryRecord::Op::RELEASE;
+  else return Converted::UNSUPPORTED_KIND;
   m.memory_kind = memory_kind(r.memoryKind);
   m.address = r.address;
   m.bytes = r.bytes;

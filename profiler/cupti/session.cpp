@@ -79,9 +79,7 @@ Session& Session::instance() {
   return *session;
 }
 
-void Session::report(const std::string& message) const {
-  std::fprintf(stderr, "dtsim_cupti: %s\n", message.c_str());
-}
+void Session::report(const std::string& message) const { std::fprintf(stderr, "dtsim_cupti: %s\n", message.c_str()); }
 
 void CUPTIAPI Session::buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
   Session& s = instance();
@@ -132,8 +130,7 @@ void Session::enable_kinds() {
     CUptiResult r = CUPTI_SUCCESS;
 #if CUPTI_API_VERSION >= 130000
     // Device records are emitted when the driver initializes; EnableAndDump also reports devices that already are.
-    if (k.kind == CUPTI_ACTIVITY_KIND_DEVICE)
-      r = cuptiActivityEnableAndDump(k.kind);
+    if (k.kind == CUPTI_ACTIVITY_KIND_DEVICE) r = cuptiActivityEnableAndDump(k.kind);
     else
 #endif
       r = cuptiActivityEnable(k.kind);

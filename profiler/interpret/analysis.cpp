@@ -64,8 +64,7 @@ std::string strip_api_version(std::string_view name) {
 std::string cxa_demangle(const std::string& name) {
   if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                            std::free);
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
   if (status != 0 || !out) return name;
   return out.get();
 }

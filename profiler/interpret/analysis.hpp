@@ -38,10 +38,10 @@ bool is_nccl_kernel(std::string_view demangled_name);
 
 /// NVTX marker records turned into ranges and instants.
 struct MarkerPairing {
-  std::vector<NvtxRange> ranges;         ///< sorted by (process, thread, start, longest first, id)
-  std::vector<MarkerRecord> instants;    ///< sorted by (timestamp, process, thread, id)
-  std::uint64_t unmatched_ends = 0;      ///< END records whose START was never seen (dropped)
-  std::uint64_t unclosed_ranges = 0;     ///< START records never closed (kept, ending at profile_end_ns)
+  std::vector<NvtxRange> ranges;       ///< sorted by (process, thread, start, longest first, id)
+  std::vector<MarkerRecord> instants;  ///< sorted by (timestamp, process, thread, id)
+  std::uint64_t unmatched_ends = 0;    ///< END records whose START was never seen (dropped)
+  std::uint64_t unclosed_ranges = 0;   ///< START records never closed (kept, ending at profile_end_ns)
 };
 /// Pairs START and END markers by id (the order of the input does not matter). A range never closed ends at
 /// `profile_end_ns` (at least its own start) and is marked incomplete.
@@ -55,7 +55,7 @@ bool counts_as_device_memory(MemoryKind kind);
 struct MemoryUsage {
   std::vector<MemorySample> samples;                  ///< one per allocation/release, in time order
   std::map<std::uint32_t, std::uint64_t> peak_bytes;  ///< per device
-  std::uint64_t unmatched_releases = 0;  ///< releases of addresses not allocated while profiling (ignored)
+  std::uint64_t unmatched_releases = 0;               ///< releases of addresses not allocated while profiling (ignored)
 };
 /// Replays allocations and releases in (timestamp, device, releases-before-allocations, address) order.
 /// A release subtracts the size recorded at allocation (by device and address), so memory allocated before the

@@ -132,7 +132,8 @@ private:
       by_corr.emplace(a.correlation_id, i);
     }
     for (const auto& e : p_.external_correlations) {
-      auto [it, inserted] = explicit_external_.emplace(e.correlation_id, std::make_pair(e.external_kind, e.external_id));
+      auto [it, inserted] =
+          explicit_external_.emplace(e.correlation_id, std::make_pair(e.external_kind, e.external_id));
       if (!inserted) it->second = std::min(it->second, std::make_pair(e.external_kind, e.external_id));
     }
   }
@@ -349,10 +350,8 @@ private:
           args.uinteger("stream", m.stream_id)
               .uinteger("correlation", linked_corr ? linked_corr : m.correlation_id)
               .uinteger("bytes", m.bytes);
-          if (dur > 0)
-            args.real("memory bandwidth (GB/s)", bandwidth_GBps(m.bytes, dur));
-          else
-            args.text("memory bandwidth (GB/s)", "N/A");
+          if (dur > 0) args.real("memory bandwidth (GB/s)", bandwidth_GBps(m.bytes, dur));
+          else args.text("memory bandwidth (GB/s)", "N/A");
           ++sum_.memcpys;
           break;
         }
@@ -366,10 +365,8 @@ private:
               .uinteger("stream", m.stream_id)
               .uinteger("correlation", linked_corr ? linked_corr : m.correlation_id)
               .uinteger("bytes", m.bytes);
-          if (dur > 0)
-            args.real("memory bandwidth (GB/s)", bandwidth_GBps(m.bytes, dur));
-          else
-            args.text("memory bandwidth (GB/s)", "N/A");
+          if (dur > 0) args.real("memory bandwidth (GB/s)", bandwidth_GBps(m.bytes, dur));
+          else args.text("memory bandwidth (GB/s)", "N/A");
           ++sum_.memsets;
           break;
         }
@@ -458,8 +455,8 @@ private:
       for (const auto& [lane, span] : spans) {
         json::Members args;
         args.uinteger("External id", r.id);
-        complete("gpu_user_annotation", r.name, lane.first, lane.second, span.first,
-                 duration(span.first, span.second), args);
+        complete("gpu_user_annotation", r.name, lane.first, lane.second, span.first, duration(span.first, span.second),
+                 args);
         ++sum_.gpu_annotations;
       }
     }
@@ -493,10 +490,8 @@ private:
     t += ",\"args\":{";
     json::append_string(t, key);
     t += ':';
-    if (text)
-      json::append_string(t, *text);
-    else
-      json::append_int(t, number);
+    if (text) json::append_string(t, *text);
+    else json::append_int(t, number);
     t += "}}";
     meta_.push_back({pid, tid, what, std::move(t)});
   }
@@ -512,8 +507,8 @@ private:
     for (const auto& [pid, tid] : threads_) cpu_pids.insert(pid);
     const std::string cpu_label = "CPU";
     for (std::uint32_t pid : cpu_pids) {
-      const std::string name = pid == p_.process_id && !p_.process_name.empty() ? p_.process_name
-                                                                                 : "process " + std::to_string(pid);
+      const std::string name =
+          pid == p_.process_id && !p_.process_name.empty() ? p_.process_name : "process " + std::to_string(pid);
       meta("process_name", pid, 0, "name", &name, 0);
       meta("process_labels", pid, 0, "labels", &cpu_label, 0);
       meta("process_sort_index", pid, 0, "sort_index", nullptr, 0);
@@ -593,8 +588,9 @@ private:
         .uinteger("unclosedRanges", sum_.unclosed_ranges)
         .uinteger("unmatchedReleases", sum_.unmatched_releases);
     json::Members top;
-    top.text("version", DTSIM_VERSION).raw("overhead", "{" + overhead.str() + "}").raw("interpretation",
-                                                                                       "{" + interp.str() + "}");
+    top.text("version", DTSIM_VERSION)
+        .raw("overhead", "{" + overhead.str() + "}")
+        .raw("interpretation", "{" + interp.str() + "}");
     return "{" + top.str() + "}";
   }
 
@@ -647,8 +643,8 @@ private:
   std::vector<std::uint64_t> api_external_;
   std::vector<GpuActivity> gpu_;
   std::unordered_map<std::string, std::string> demangled_;
-  std::set<ThreadKey> threads_;                                   // CPU lanes (pid, tid)
-  std::set<std::pair<std::uint32_t, std::uint32_t>> streams_;     // GPU lanes (device, stream)
+  std::set<ThreadKey> threads_;                                // CPU lanes (pid, tid)
+  std::set<std::pair<std::uint32_t, std::uint32_t>> streams_;  // GPU lanes (device, stream)
   std::set<std::uint32_t> memory_devices_;
   std::vector<Event> events_;
   std::vector<MetaEvent> meta_;
@@ -690,9 +686,9 @@ std::string format_overhead(const CollectionStats& s, const WriteSummary& w) {
   std::ostringstream os;
   os << s.records << " records in " << s.buffers_completed << " buffers (" << s.buffer_bytes / (1024 * 1024)
      << " MiB), " << s.dropped_records << " dropped, " << s.unsupported_records << " of unsupported kinds, "
-     << s.records_without_timestamps << " untimed; conversion " << static_cast<double>(s.conversion_ns) / 1e6
-     << " ms; " << w.events << " trace events (" << w.kernels << " kernels, " << w.memcpys << " memcpys, "
-     << w.memsets << " memsets, " << w.api_calls << " API calls, " << w.ranges << " NVTX ranges)";
+     << s.records_without_timestamps << " untimed; conversion " << static_cast<double>(s.conversion_ns) / 1e6 << " ms; "
+     << w.events << " trace events (" << w.kernels << " kernels, " << w.memcpys << " memcpys, " << w.memsets
+     << " memsets, " << w.api_calls << " API calls, " << w.ranges << " NVTX ranges)";
   if (w.unlinked_gpu_activities || w.unmatched_marker_ends || w.unclosed_ranges || w.unmatched_releases ||
       w.negative_durations)
     os << "; not interpreted: " << w.unlinked_gpu_activities << " GPU activities without API call, "

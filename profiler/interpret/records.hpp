@@ -39,12 +39,29 @@ struct KernelRecord {
 
 /// CUPTI's CUpti_ActivityMemcpyKind, same numbering.
 enum class MemcpyKind : std::uint8_t {
-  UNKNOWN = 0, HTOD = 1, DTOH = 2, HTOA = 3, ATOH = 4, ATOA = 5, ATOD = 6, DTOA = 7, DTOD = 8, HTOH = 9, PTOP = 10
+  UNKNOWN = 0,
+  HTOD = 1,
+  DTOH = 2,
+  HTOA = 3,
+  ATOH = 4,
+  ATOA = 5,
+  ATOD = 6,
+  DTOA = 7,
+  DTOD = 8,
+  HTOH = 9,
+  PTOP = 10
 };
 
 /// CUPTI's CUpti_ActivityMemoryKind, same numbering.
 enum class MemoryKind : std::uint8_t {
-  UNKNOWN = 0, PAGEABLE = 1, PINNED = 2, DEVICE = 3, ARRAY = 4, MANAGED = 5, DEVICE_STATIC = 6, MANAGED_STATIC = 7
+  UNKNOWN = 0,
+  PAGEABLE = 1,
+  PINNED = 2,
+  DEVICE = 3,
+  ARRAY = 4,
+  MANAGED = 5,
+  DEVICE_STATIC = 6,
+  MANAGED_STATIC = 7
 };
 
 /// A memory copy (CUPTI_ACTIVITY_KIND_MEMCPY, or MEMCPY2 for peer-to-peer copies).
@@ -187,14 +204,14 @@ struct ExternalCorrelationRecord {
 
 /// What collecting cost and what was lost, as counted by the plumbing.
 struct CollectionStats {
-  std::uint64_t records = 0;                 ///< activity records read from CUPTI buffers
-  std::uint64_t unsupported_records = 0;     ///< records of kinds the converter ignores
+  std::uint64_t records = 0;                     ///< activity records read from CUPTI buffers
+  std::uint64_t unsupported_records = 0;         ///< records of kinds the converter ignores
   std::uint64_t records_without_timestamps = 0;  ///< GPU records CUPTI could not time (start = end = 0)
   std::uint64_t buffers_requested = 0;
   std::uint64_t buffers_completed = 0;
-  std::uint64_t buffer_bytes = 0;            ///< total size of the buffers handed to CUPTI
-  std::uint64_t dropped_records = 0;         ///< cuptiActivityGetNumDroppedRecords, summed
-  std::int64_t conversion_ns = 0;            ///< time spent converting records in buffer callbacks
+  std::uint64_t buffer_bytes = 0;     ///< total size of the buffers handed to CUPTI
+  std::uint64_t dropped_records = 0;  ///< cuptiActivityGetNumDroppedRecords, summed
+  std::int64_t conversion_ns = 0;     ///< time spent converting records in buffer callbacks
 };
 
 /// Rank and world size of a distributed job, from the launcher's environment (see parse_distributed_env).

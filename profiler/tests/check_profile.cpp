@@ -30,10 +30,8 @@ int main(int argc, char** argv) {
   std::string annotation;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--min-kernels")
-      min_kernels = std::stoul(argv[i + 1]);
-    else if (a == "--annotation")
-      annotation = argv[i + 1];
+    if (a == "--min-kernels") min_kernels = std::stoul(argv[i + 1]);
+    else if (a == "--annotation") annotation = argv[i + 1];
     else {
       std::fprintf(stderr, "dtsim_profile_check: unknown argument '%s'\n", a.c_str());
       return 2;
@@ -101,16 +99,14 @@ int main(int argc, char** argv) {
     const auto corr = e["args"].value("correlation", std::int64_t{-1});
     (flow_starts.count(corr) && flow_ends.count(corr) ? linked : unlinked)++;
   }
-  expect(unlinked == 0 && linked > 0, "every GPU activity has an ac2g flow from its launch (" +
-                                          std::to_string(linked) + " linked, " + std::to_string(unlinked) +
-                                          " not)");
+  expect(unlinked == 0 && linked > 0, "every GPU activity has an ac2g flow from its launch (" + std::to_string(linked) +
+                                          " linked, " + std::to_string(unlinked) + " not)");
   if (!annotation.empty()) {
     expect(annotation_id >= 0, "NVTX range '" + annotation + "' is a user_annotation");
     expect(gpu_annotation, "NVTX range '" + annotation + "' has a gpu_user_annotation");
     int inside = 0;
     for (const auto& e : doc["traceEvents"])
-      if (e.value("cat", "") == "kernel" && e["args"].value("External id", std::int64_t{-2}) == annotation_id)
-        ++inside;
+      if (e.value("cat", "") == "kernel" && e["args"].value("External id", std::int64_t{-2}) == annotation_id) ++inside;
     expect(inside >= static_cast<int>(min_kernels), "kernels carry the range's External id");
   }
   expect(memory_counter, "a GPU Memory counter (MEMORY2 records)");

@@ -193,10 +193,10 @@ TEST(CuptiConvert, ApiMarkerNameDevice) {
   const auto doc = nlohmann::json::parse(ProfileWriter().to_json(p));
   bool launch = false, kernel = false, stream_name = false;
   for (const auto& e : doc["traceEvents"]) {
-    if (e.value("cat", "") == "cuda_runtime" && e["name"] == "cudaLaunchKernel")
-      launch = e["args"]["External id"] == 3;
+    if (e.value("cat", "") == "cuda_runtime" && e["name"] == "cudaLaunchKernel") launch = e["args"]["External id"] == 3;
     if (e.value("cat", "") == "kernel") kernel = e["name"] == "square(float*, int)" && e["args"]["External id"] == 3;
-    if (e["name"] == "thread_name" && e["pid"] == 0 && e["tid"] == 7) stream_name = e["args"]["name"] == "stream 7 compute";
+    if (e["name"] == "thread_name" && e["pid"] == 0 && e["tid"] == 7)
+      stream_name = e["args"]["name"] == "stream 7 compute";
   }
   EXPECT_TRUE(launch);
   EXPECT_TRUE(kernel);

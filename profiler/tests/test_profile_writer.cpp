@@ -1,16 +1,16 @@
 // Unit tests of the interpretation layer: synthetic CUPTI-like records -> Kineto-vocabulary JSON, read back with
 // nlohmann::json and checked field by field.
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
-#include <limits>
-#include <tuple>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -249,9 +249,9 @@ TEST(ProfileWriter, CategoriesAndLanes) {
     ++cats[e["cat"].get<std::string>()];
     for (const char* key : {"name", "pid", "tid", "ts", "dur"}) EXPECT_TRUE(e.contains(key)) << e.dump();
   }
-  const std::map<std::string, int> expected = {{"kernel", 2},          {"gpu_memcpy", 1},     {"gpu_memset", 1},
-                                               {"cuda_runtime", 3},    {"cuda_driver", 1},    {"user_annotation", 2},
-                                               {"gpu_user_annotation", 2}};
+  const std::map<std::string, int> expected = {
+      {"kernel", 2},      {"gpu_memcpy", 1},      {"gpu_memset", 1},         {"cuda_runtime", 3},
+      {"cuda_driver", 1}, {"user_annotation", 2}, {"gpu_user_annotation", 2}};
   EXPECT_EQ(cats, expected);
   EXPECT_EQ(sum.kernels, 2u);
   EXPECT_EQ(sum.nccl_kernels, 1u);
@@ -419,7 +419,7 @@ TEST(ProfileWriter, NvtxNestingAndExternalIds) {
   EXPECT_EQ(ns(gf["dur"]), 1500);
   EXPECT_EQ(gf["args"]["External id"], 2);
   const Json& gs = gpu_ann["step"];
-  EXPECT_EQ(ns(gs["ts"]), T0 + 5000 - kBase);  // kernel start ...
+  EXPECT_EQ(ns(gs["ts"]), T0 + 5000 - kBase);                   // kernel start ...
   EXPECT_EQ(ns(gs["ts"]) + ns(gs["dur"]), T0 + 10000 - kBase);  // ... to memset end
 }
 

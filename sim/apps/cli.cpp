@@ -1,10 +1,10 @@
 #include "sim/apps/cli.hpp"
 #include "sim/apps/commands.hpp"
 
-#include <boost/program_options.hpp>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -44,9 +44,11 @@ const char* kUsage =
     "  bakeoff    run every planner on the same model and cluster and compare their plans in the simulator\n"
     "  capacity   the largest model of a ladder each planner fits on a cluster (vs Megatron-style TP + DP)\n"
     "  replay     replay a PyTorch-profiler (Kineto) trace on the simulator and predict what-if edits\n"
-    "  validate   score predictions against published measurements (validate published), fit a calibration (validate fit),\n"
+    "  validate   score predictions against published measurements (validate published), fit a calibration (validate "
+    "fit),\n"
     "             run a plan on this GPU and compare (validate run; validate measured: an executor run as a timeline)\n"
-    "  compare    compare a predicted run directory (simulate --out) with a measured one: per task, rank, phase, memory\n"
+    "  compare    compare a predicted run directory (simulate --out) with a measured one: per task, rank, phase, "
+    "memory\n"
     "  sweep      simulate a grid/random space of scenarios (-j N workers, resumable; under mpirun: sharded)\n"
     "  pareto     the throughput-vs-memory Pareto front of sweep results, per GPU count\n"
     "  report     a self-contained HTML page of sweep results (plots as inline SVG, top strategies)\n"
@@ -69,7 +71,8 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& what) {
   for (const std::string& item : split_list(s)) {
     char* end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') throw ConfigError(what + " '" + s + "' is not a comma-separated list of integers");
+    if (item.empty() || *end != '\0')
+      throw ConfigError(what + " '" + s + "' is not a comma-separated list of integers");
     out.push_back(static_cast<int>(v));
   }
   return out;
@@ -107,7 +110,8 @@ int cmd_presets(int argc, char** argv, std::ostream& out) {
   for (const auto& n : model_preset_names()) {
     auto m = model_preset(n);
     char line[200];
-    std::snprintf(line, sizeof line, "  %-15s %7.1fB params  layers %3d  hidden %5d  heads %3d  kv %3d  ffn %6d  seq %5d  vocab %6d\n",
+    std::snprintf(line, sizeof line,
+                  "  %-15s %7.1fB params  layers %3d  hidden %5d  heads %3d  kv %3d  ffn %6d  seq %5d  vocab %6d\n",
                   n.c_str(), static_cast<double>(m.total_params()) / 1e9, m.num_layers, m.hidden, m.heads, m.kv_heads,
                   m.ffn_hidden, m.seq_len, m.vocab);
     out << line;
@@ -125,9 +129,11 @@ int cmd_presets(int argc, char** argv, std::ostream& out) {
     auto c = load_cluster(n);
     char line[300];
     if (c.has_graph())
-      std::snprintf(line, sizeof line, "  %-15s %d x %s per node, explicit graph (%zu vertices, %zu links per node), %d NICs x %.0f Gb/s\n",
-                    (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.graph.vertices.size() - 1,
-                    c.graph.links.size(), c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
+      std::snprintf(
+          line, sizeof line,
+          "  %-15s %d x %s per node, explicit graph (%zu vertices, %zu links per node), %d NICs x %.0f Gb/s\n",
+          (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.graph.vertices.size() - 1, c.graph.links.size(),
+          c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
     else
       std::snprintf(line, sizeof line,
                     "  %-15s %d x %s per node, NVSwitch %.0f GB/s per GPU per direction, %d NICs x %.0f Gb/s\n",
@@ -156,7 +162,9 @@ sim::SimOptions sim_options(const po::variables_map& vm) {
   else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
   else if (algo == "tree") opt.collective_algorithm = sim::CollectiveAlgorithm::TREE;
   else if (algo == "nvls") opt.collective_algorithm = sim::CollectiveAlgorithm::NVLS;
-  else throw ConfigError("simulate: --collective-algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree, nvls)");
+  else
+    throw ConfigError("simulate: --collective-algo '" + algo +
+                      "' is not known (known: auto, ring, hierarchical, tree, nvls)");
   const std::string net = vm["network"].as<std::string>();
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
@@ -167,9 +175,9 @@ sim::SimOptions sim_options(const po::variables_map& vm) {
 }
 
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
-  for (const char* flag : {"model", "plan", "tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero",
-                           "sequence-parallel", "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap",
-                           "dp-bucket-mb", "tp-layout"})
+  for (const char* flag :
+       {"model", "plan", "tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
+        "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   const auto wall0 = std::chrono::steady_clock::now();
   ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
@@ -197,7 +205,8 @@ int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
     if (jr.alone_iteration_s > 0) {
       char line[200];
       std::snprintf(line, sizeof line, "sharing the cluster: %.3f s per iteration vs %.3f s alone (slowdown x%.3f)\n",
-                    jr.report.iteration_time_s, jr.alone_iteration_s, jr.report.iteration_time_s / jr.alone_iteration_s);
+                    jr.report.iteration_time_s, jr.alone_iteration_s,
+                    jr.report.iteration_time_s / jr.alone_iteration_s);
       text += line;
     }
     text += "\n";
@@ -207,7 +216,10 @@ int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
     double T = 0;
     for (const auto& jr : res.jobs) T = std::max(T, jr.report.iteration_time_s);
     for (const auto& l : res.combined.link_stats)
-      links.push_back({{"name", l.name}, {"bandwidth_Bps", l.bandwidth_Bps}, {"bytes", l.bytes}, {"busy_s", l.busy_s},
+      links.push_back({{"name", l.name},
+                       {"bandwidth_Bps", l.bandwidth_Bps},
+                       {"bytes", l.bytes},
+                       {"busy_s", l.busy_s},
                        {"peak_utilization", l.peak_utilization}});
     nlohmann::json summary = {{"schema", "dtsim.jobs"},
                               {"schema_version", 1},
@@ -288,8 +300,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   ClusterSpec cluster = load_cluster(vm["cluster"].as<std::string>());
   ParallelPlan plan;
   if (vm.count("plan")) {
-    for (const char* flag : {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
-                             "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
+    for (const char* flag :
+         {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel", "layers-per-stage",
+          "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");
     plan = load_plan(vm["plan"].as<std::string>());
   } else {
@@ -329,7 +342,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     }
     if (vm.count("layers-per-stage"))
       plan.layers_per_stage = parse_int_list(vm["layers-per-stage"].as<std::string>(), "--layers-per-stage");
-    if (vm.count("rank-order")) plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
+    if (vm.count("rank-order"))
+      plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
     plan.dp_overlap = vm.count("no-dp-overlap") == 0;
     if (vm.count("dp-bucket-mb")) plan.dp_bucket_bytes = vm["dp-bucket-mb"].as<double>() * units::kMiB;
   }
@@ -426,7 +440,8 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
   else if (algo == "tree") opt.collective_algorithm = sim::CollectiveAlgorithm::TREE;
   else if (algo == "nvls") opt.collective_algorithm = sim::CollectiveAlgorithm::NVLS;
-  else throw ConfigError("collective: --algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree, nvls)");
+  else
+    throw ConfigError("collective: --algo '" + algo + "' is not known (known: auto, ring, hierarchical, tree, nvls)");
   if (net == "flow") opt.network = sim::NetworkMode::FLOW;
   else if (net == "analytic") opt.network = sim::NetworkMode::ANALYTIC;
   else throw ConfigError("collective: --network '" + net + "' is not known (known: flow, analytic)");
@@ -442,17 +457,16 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     if (lo > hi) throw ConfigError("collective: --sweep '" + sw + "' has MIN above MAX");
     for (double b = lo; b <= hi * (1 + 1e-12); b *= 2) sizes.push_back(std::round(b));
   } else {
-    sizes.push_back(vm.count("bytes") ? std::round(parse_bytes(vm["bytes"].as<std::string>(), "--bytes")) : units::kGiB);
+    sizes.push_back(vm.count("bytes") ? std::round(parse_bytes(vm["bytes"].as<std::string>(), "--bytes"))
+                                      : units::kGiB);
   }
   if (n < 1 || n > cluster.total_gpus())
     throw ConfigError("collective: --ranks " + std::to_string(n) + " does not fit the " +
                       std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
   const auto wall0 = std::chrono::steady_clock::now();
   std::vector<sim::CollectivePoint> pts;
-  if (sizes.size() == 1)
-    pts.push_back(sim::run_collective(cluster, cal, opt, n, kind, sizes[0]));
-  else
-    pts = sim::collective_sweep(cluster, cal, opt, n, kind, sizes);
+  if (sizes.size() == 1) pts.push_back(sim::run_collective(cluster, cal, opt, n, kind, sizes[0]));
+  else pts = sim::collective_sweep(cluster, cal, opt, n, kind, sizes);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 
   std::string tsv = "bytes\ttime_us\talgbw_GBps\tbusbw_GBps\n";
@@ -475,8 +489,9 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
                         {"algorithm", algo},
                         {"collectives", coll},
                         {"network", net},
-                        {"definitions", "nccl-tests: algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce), "
-                                        "* (n-1)/n (all-gather, reduce-scatter)"},
+                        {"definitions",
+                         "nccl-tests: algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce), "
+                         "* (n-1)/n (all-gather, reduce-scatter)"},
                         {"points", rows}};
     write_outputs(vm["out"].as<std::string>(), {{"collective.tsv", tsv}, {"collective.json", j.dump(2) + "\n"}});
   }
@@ -524,7 +539,8 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
   }
   const auto traces = vm.count("trace") ? vm["trace"].as<std::vector<std::string>>() : std::vector<std::string>{};
   const auto csvs = vm.count("gemm-csv") ? vm["gemm-csv"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  if (traces.empty() && csvs.empty()) throw ConfigError("calibrate compute: give at least one --trace FILE or --gemm-csv FILE");
+  if (traces.empty() && csvs.empty())
+    throw ConfigError("calibrate compute: give at least one --trace FILE or --gemm-csv FILE");
   if (!vm.count("out")) throw ConfigError("calibrate compute: --out DIR is required");
 
   // Traces, one per rank for archives; sources are named by file name (no directory), so outputs do not depend
@@ -574,7 +590,8 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
   for (const auto& path : csvs) samples.append(sim::load_gemm_csv(path, gpu));
   const auto fit = sim::fit_compute(std::move(samples), gpu, base);
   const std::string dir = vm["out"].as<std::string>();
-  write_outputs(dir, {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}});
+  write_outputs(dir,
+                {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}});
   out << sim::summary_text(fit) << "wrote " << dir << "/calibration.json and " << dir << "/points.csv\n";
   return 0;
 }
@@ -584,7 +601,8 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim calibrate nccl-tests LOG: fit the network's message-size segments (latency and bandwidth factors\n"
       "per size range) of one link class to an nccl-tests log and write a calibration file\n"
-      "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes cal/calibration.json)\n"
+      "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes "
+      "cal/calibration.json)\n"
       "('dtsim calibrate compute --help': the compute fit from kernel traces and GEMM sweeps)\n\noptions");
   // clang-format off
   desc.add_options()
@@ -710,19 +728,23 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
   std::string text;
   {
     char line[400];
-    std::snprintf(line, sizeof line,
-                  "dtsim %s | planner %s | %s on %s, global batch %d\nsearch: %zu plans considered, %zu invalid, %zu over "
-                  "memory, %zu pruned, %zu feasible in %.2f s; %zu simulated in %.2f s\n\n",
-                  DTSIM_VERSION, pr.planner.c_str(), in.model.name.c_str(), in.cluster.name.c_str(),
-                  in.global_batch_size, pr.considered, pr.invalid, pr.over_memory, pr.pruned, pr.ranked.size(), pr.search_s,
-                  search.evaluated.size(), search.simulate_s);
+    std::snprintf(
+        line, sizeof line,
+        "dtsim %s | planner %s | %s on %s, global batch %d\nsearch: %zu plans considered, %zu invalid, %zu over "
+        "memory, %zu pruned, %zu feasible in %.2f s; %zu simulated in %.2f s\n\n",
+        DTSIM_VERSION, pr.planner.c_str(), in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size,
+        pr.considered, pr.invalid, pr.over_memory, pr.pruned, pr.ranked.size(), pr.search_s, search.evaluated.size(),
+        search.simulate_s);
     text += line;
-    text += "  #  plan                                                                predicted s  simulated s  peak GB  fits\n";
+    text +=
+        "  #  plan                                                                predicted s  simulated s  peak GB  "
+        "fits\n";
     for (std::size_t i = 0; i < search.evaluated.size(); ++i) {
       const auto& ev = search.evaluated[i];
       std::snprintf(line, sizeof line, "%3zu%s %-68s %11.3f  %11.3f  %7.1f  %s\n", i + 1,
                     static_cast<int>(i) == search.best ? "*" : " ", planning::describe(ev.candidate.plan).c_str(),
-                    ev.candidate.estimate.iteration_s, ev.simulated_s, ev.peak_bytes / units::kGB, ev.fits ? "yes" : "no");
+                    ev.candidate.estimate.iteration_s, ev.simulated_s, ev.peak_bytes / units::kGB,
+                    ev.fits ? "yes" : "no");
       text += line;
     }
   }
@@ -784,16 +806,16 @@ int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
   sim::SimOptions opt;
   const int top = planner_options(vm, "bakeoff", in, opt);
   char line[512];
-  std::snprintf(line, sizeof line, "dtsim %s | bakeoff | %s on %s, global batch %d; each planner's best %d simulated\n\n",
-                DTSIM_VERSION, in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size, top);
+  std::snprintf(line, sizeof line,
+                "dtsim %s | bakeoff | %s on %s, global batch %d; each planner's best %d simulated\n\n", DTSIM_VERSION,
+                in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size, top);
   std::string text = line;
   text += "planner     own pred s  simulated s  peak GB  fits  search s  plan\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& name : planning::planner_names()) {
     auto search = sim::search_plan(in, name, top, opt);
-    nlohmann::json row = {{"planner", name},
-                          {"considered", search.planner.considered},
-                          {"feasible", search.planner.ranked.size()}};
+    nlohmann::json row = {
+        {"planner", name}, {"considered", search.planner.considered}, {"feasible", search.planner.ranked.size()}};
     if (search.best < 0) {
       std::snprintf(line, sizeof line, "%-10s  %10s  %11s  %7s  %4s  %8.2f  (%s)\n", name.c_str(), "-", "-", "-", "no",
                     search.planner.search_s,
@@ -815,11 +837,16 @@ int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
     text += line;
     rows.push_back(row);
   }
-  text += "\nown pred: the planner's own cost model; simulated: dtsim (flow-level network unless --network analytic);\n"
-          "search s: the planner's search wall time (not written to bakeoff.json, which stays reproducible).\n";
+  text +=
+      "\nown pred: the planner's own cost model; simulated: dtsim (flow-level network unless --network analytic);\n"
+      "search s: the planner's search wall time (not written to bakeoff.json, which stays reproducible).\n";
   if (vm.count("out")) {
-    nlohmann::json j = {{"schema", "dtsim.bakeoff"}, {"schema_version", 1}, {"model", in.model.name},
-                        {"cluster", in.cluster.name}, {"global_batch_size", in.global_batch_size}, {"planners", rows}};
+    nlohmann::json j = {{"schema", "dtsim.bakeoff"},
+                        {"schema_version", 1},
+                        {"model", in.model.name},
+                        {"cluster", in.cluster.name},
+                        {"global_batch_size", in.global_batch_size},
+                        {"planners", rows}};
     write_outputs(vm["out"].as<std::string>(), {{"bakeoff.json", j.dump(2) + "\n"}});
   }
   if (!vm.count("quiet")) out << text;
@@ -827,7 +854,8 @@ int cmd_bakeoff(int argc, char** argv, std::ostream& out) {
 }
 int cmd_capacity(int argc, char** argv, std::ostream& out) {
   for (int i = 1; i < argc; ++i)  // the deadline form: smallest GPU count that trains T tokens in D days
-    if (std::string(argv[i]) == "--tokens" || std::string(argv[i]) == "--days") return cmd_capacity_deadline(argc, argv, out);
+    if (std::string(argv[i]) == "--tokens" || std::string(argv[i]) == "--days")
+      return cmd_capacity_deadline(argc, argv, out);
   po::options_description desc(
       "dtsim capacity: for each planner, the largest model of a ladder it fits on the cluster (its own memory check\n"
       "and dtsim's analytic memory model), against Megatron-style 1-D TP inside a node + DP (the baseline)\n"
@@ -871,8 +899,8 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
   for (const auto& r : rows)
     if (r.planner == planning::kMegatronBaseline) baseline = r.largest_params;
   char line[512];
-  std::snprintf(line, sizeof line, "dtsim %s | capacity | %s, global batch %d, %zu models from %s to %s\n\n", DTSIM_VERSION,
-                in.cluster.name.c_str(), in.global_batch_size, ladder.size(), ladder.front().c_str(),
+  std::snprintf(line, sizeof line, "dtsim %s | capacity | %s, global batch %d, %zu models from %s to %s\n\n",
+                DTSIM_VERSION, in.cluster.name.c_str(), in.global_batch_size, ladder.size(), ladder.front().c_str(),
                 ladder.back().c_str());
   std::string text = line;
   text += "planner        largest model     params  vs megatron-tp  plan\n";
@@ -900,8 +928,9 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
     jrows.push_back(jr);
   }
   if (vm.count("out")) {
-    nlohmann::json j = {{"schema", "dtsim.capacity"}, {"schema_version", 1}, {"cluster", in.cluster.name},
-                        {"global_batch_size", in.global_batch_size}, {"ladder", ladder}, {"planners", jrows}};
+    nlohmann::json j = {{"schema", "dtsim.capacity"}, {"schema_version", 1},
+                        {"cluster", in.cluster.name}, {"global_batch_size", in.global_batch_size},
+                        {"ladder", ladder},           {"planners", jrows}};
     write_outputs(vm["out"].as<std::string>(), {{"capacity.json", j.dump(2) + "\n"}});
   }
   if (!vm.count("quiet")) out << text;
@@ -912,9 +941,11 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
 int cmd_validate_measured(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim validate measured: turn an executor run (dtsim-exec's measurements.json) into a measured run directory\n"
-      "in the simulator's format (summary.json + trace.json) for 'dtsim compare': the predicted graph re-timed with the\n"
+      "in the simulator's format (summary.json + trace.json) for 'dtsim compare': the predicted graph re-timed with "
+      "the\n"
       "measured compute durations (ex-situ: communication keeps its predicted times), with the measured peak memory\n"
-      "example: dtsim validate measured --predicted pred/ --measurements meas/measurements.json --out meas/\n\noptions");
+      "example: dtsim validate measured --predicted pred/ --measurements meas/measurements.json --out "
+      "meas/\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -955,8 +986,7 @@ void run_child(const std::vector<std::string>& args, const std::string& what) {
   if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
     throw ConfigError("validate run: cannot start " + what + " (" + args[0] + ")");
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
+  while (waitpid(pid, &status, 0) < 0) {}
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw ConfigError("validate run: " + what + " failed (exit status " +
                       std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "; its message is above)");
@@ -984,14 +1014,16 @@ int cmd_validate_run(int argc, char** argv, std::ostream& out) {
       out << "dtsim validate run: simulate a plan, run it on this machine's GPU with dtsim-exec (each simulated rank\n"
              "alone, ex-situ; a one-rank plan is a full run), and compare task by task\n"
              "usage: dtsim validate run --out DIR [--exec PATH] [--warmup N] [--iters N] [--device D] [-q]\n"
-             "                          SIMULATE OPTIONS (as 'dtsim simulate': --model, --cluster, --plan or --tp ...)\n"
+             "                          SIMULATE OPTIONS (as 'dtsim simulate': --model, --cluster, --plan or --tp "
+             "...)\n"
              "writes DIR/predicted, DIR/measured (measurements.json, summary.json, trace.json), DIR/compare\n";
       return 0;
     } else sim_args.push_back(a);
   }
   if (dir.empty()) throw ConfigError("validate run: --out is required");
   namespace fs = std::filesystem;
-  if (fs::exists(dir) && !fs::is_empty(dir)) throw ConfigError("validate run: --out directory '" + dir + "' is not empty");
+  if (fs::exists(dir) && !fs::is_empty(dir))
+    throw ConfigError("validate run: --out directory '" + dir + "' is not empty");
   const fs::path self = fs::read_symlink("/proc/self/exe");
   if (exec_path.empty())
     for (const fs::path& c : {self.parent_path() / "dtsim-exec", self.parent_path() / "../validate/exec/dtsim-exec"})
@@ -1008,22 +1040,25 @@ int cmd_validate_run(int argc, char** argv, std::ostream& out) {
     simulate.insert(simulate.end(), sim_args.begin(), sim_args.end());
     simulate.insert(simulate.end(), {"--out", pred, "-q"});
     run_child(simulate, "the simulation");
-    run_child({exec_path, "--predicted", pred, "--out", meas, "--warmup", warmup, "--iters", iters, "--device", device,
-               "-q"},
-              "the executor");
-    run_child({self.string(), "validate", "measured", "--predicted", pred, "--measurements", meas + "/measurements.json",
-               "--out", meas, "-q"},
+    run_child(
+        {exec_path, "--predicted", pred, "--out", meas, "--warmup", warmup, "--iters", iters, "--device", device, "-q"},
+        "the executor");
+    run_child({self.string(), "validate", "measured", "--predicted", pred, "--measurements",
+               meas + "/measurements.json", "--out", meas, "-q"},
               "building the measured timeline");
     const auto report = validate::compare(validate::load_timeline(pred), validate::load_timeline(meas));
     write_outputs((work / "compare").string(),
                   {{"compare.json", validate::report_json(report).dump(2) + "\n"},
-                   {"compare_trace.json", validate::compare_trace_json(validate::load_timeline(pred), validate::load_timeline(meas))}});
+                   {"compare_trace.json",
+                    validate::compare_trace_json(validate::load_timeline(pred), validate::load_timeline(meas))}});
     // The finished work directory replaces DIR (absent or empty); errors are the user's, not internal ones.
     std::error_code ec;
     fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path(), ec);
     if (!ec) fs::remove(dir, ec);  // empty or absent
     if (!ec) fs::rename(work, dir, ec);
-    if (ec) throw ConfigError("cannot install the results as '" + dir + "': " + ec.message() + " (give a new or empty --out)");
+    if (ec)
+      throw ConfigError("cannot install the results as '" + dir + "': " + ec.message() +
+                        " (give a new or empty --out)");
     if (!quiet) out << validate::report_text(report) << "\nwrote " << dir << "/{predicted,measured,compare}\n";
   } catch (...) {
     std::error_code ec;
@@ -1038,11 +1073,13 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   if (mode == "measured") return cmd_validate_measured(argc - 1, argv + 1, out);
   if (mode == "run") return cmd_validate_run(argc - 1, argv + 1, out);
   if (mode != "published" && mode != "fit")
-    throw ConfigError("validate: expected 'published', 'fit', 'measured' or 'run' (e.g. dtsim validate published --data FILE)");
+    throw ConfigError(
+        "validate: expected 'published', 'fit', 'measured' or 'run' (e.g. dtsim validate published --data FILE)");
   po::options_description desc(
       "dtsim validate published: predict every row of a file of measured runs and score the predictions\n"
       "dtsim validate fit: fit the compute calibration to the rows of a split (MAPE, Nelder-Mead)\n"
-      "example: dtsim validate published --data ../shared/measurements/vtrain_ground_truth_single.csv --out val/\n\noptions");
+      "example: dtsim validate published --data ../shared/measurements/vtrain_ground_truth_single.csv --out "
+      "val/\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -1087,7 +1124,8 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   std::string cal_names;
   for (const auto& [gpu, c] : cal_of_gpu) cal_names += (cal_names.empty() ? "'" : ", '") + c.name + "'";
   const std::string net = vm["network"].as<std::string>();
-  if (net != "analytic" && net != "flow") throw ConfigError("validate: --network '" + net + "' is not known (known: flow, analytic)");
+  if (net != "analytic" && net != "flow")
+    throw ConfigError("validate: --network '" + net + "' is not known (known: flow, analytic)");
   const auto network = net == "flow" ? sim::NetworkMode::FLOW : sim::NetworkMode::ANALYTIC;
   char line[512];
   std::string text;
@@ -1099,43 +1137,47 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
                         " GPU kinds; fit one GPU kind at a time");
     auto fr = sim::fit_published(rows, cal, evals);
     nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
-    prov["fit"] = {{"sources", files},
-                   {"split", vm["split"].as<std::string>()},
-                   {"rows", rows.size()},
-                   {"method", "Nelder-Mead on log parameters minimising the mean over model groups of each group's "
-                              "MAPE of predicted iteration times (analytic network engine); one value per parameter "
-                              "for all rows"},
-                   {"fitted", {"compute.gemm_efficiency_max", "compute.gemm_half_efficiency_flops",
-                               "compute.memory_bandwidth_efficiency", "compute.kernel_launch_s",
-                               "network.intra_bandwidth_efficiency", "compute.host_issue_s",
-                               "network.collective_step_overhead_s", "network.p2p_overhead_s"}},
-                   {"mape_before", fr.mape_before},
-                   {"mape_after", fr.mape_after},
-                   {"evaluations", fr.evaluations}};
+    prov["fit"] = {
+        {"sources", files},
+        {"split", vm["split"].as<std::string>()},
+        {"rows", rows.size()},
+        {"method",
+         "Nelder-Mead on log parameters minimising the mean over model groups of each group's "
+         "MAPE of predicted iteration times (analytic network engine); one value per parameter "
+         "for all rows"},
+        {"fitted",
+         {"compute.gemm_efficiency_max", "compute.gemm_half_efficiency_flops", "compute.memory_bandwidth_efficiency",
+          "compute.kernel_launch_s", "network.intra_bandwidth_efficiency", "compute.host_issue_s",
+          "network.collective_step_overhead_s", "network.p2p_overhead_s"}},
+        {"mape_before", fr.mape_before},
+        {"mape_after", fr.mape_after},
+        {"evaluations", fr.evaluations}};
     fr.calibration.provenance = prov;
-    std::snprintf(line, sizeof line,
-                  "dtsim %s | validate fit | %zu rows (%s split) | MAPE %.2f%% -> %.2f%% in %d evaluations\n"
-                  "gemm_efficiency_max %.4f  gemm_half_efficiency_flops %.4g  memory_bandwidth_efficiency %.4f  "
-                  "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  collective_step_overhead_s %.3g\n",
-                  DTSIM_VERSION, rows.size(), vm["split"].as<std::string>().c_str(), 100 * fr.mape_before,
-                  100 * fr.mape_after, fr.evaluations, fr.calibration.gemm_efficiency_max,
-                  fr.calibration.gemm_half_efficiency_flops, fr.calibration.memory_bandwidth_efficiency,
-                  fr.calibration.kernel_launch_s, fr.calibration.intra_bandwidth_efficiency, fr.calibration.host_issue_s,
-                  fr.calibration.collective_step_overhead_s);
+    std::snprintf(
+        line, sizeof line,
+        "dtsim %s | validate fit | %zu rows (%s split) | MAPE %.2f%% -> %.2f%% in %d evaluations\n"
+        "gemm_efficiency_max %.4f  gemm_half_efficiency_flops %.4g  memory_bandwidth_efficiency %.4f  "
+        "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  collective_step_overhead_s %.3g\n",
+        DTSIM_VERSION, rows.size(), vm["split"].as<std::string>().c_str(), 100 * fr.mape_before, 100 * fr.mape_after,
+        fr.evaluations, fr.calibration.gemm_efficiency_max, fr.calibration.gemm_half_efficiency_flops,
+        fr.calibration.memory_bandwidth_efficiency, fr.calibration.kernel_launch_s,
+        fr.calibration.intra_bandwidth_efficiency, fr.calibration.host_issue_s,
+        fr.calibration.collective_step_overhead_s);
     text = line;
-    if (vm.count("out")) write_outputs(vm["out"].as<std::string>(), {{"calibration.json", to_json(fr.calibration).dump(2) + "\n"}});
+    if (vm.count("out"))
+      write_outputs(vm["out"].as<std::string>(), {{"calibration.json", to_json(fr.calibration).dump(2) + "\n"}});
     if (!vm.count("quiet")) out << text;
     return 0;
   }
   const auto results = sim::predict_rows(
       rows, [&](const sim::PublishedRow& r) -> const Calibration& { return cal_of_gpu.at(r.gpu); }, network);
   const auto sc = sim::score(results);
-  std::snprintf(line, sizeof line,
-                "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
-                "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
-                DTSIM_VERSION, data_names.c_str(), rows.size(), vm["split"].as<std::string>().c_str(),
-                cal_names.c_str(), net.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
-                sc.failed);
+  std::snprintf(
+      line, sizeof line,
+      "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
+      "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
+      DTSIM_VERSION, data_names.c_str(), rows.size(), vm["split"].as<std::string>().c_str(), cal_names.c_str(),
+      net.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min, sc.failed);
   text = line;
   text += "model group                    rows   MAPE   max err  Spearman\n";
   for (const auto& g : sc.groups) {
@@ -1150,13 +1192,22 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   }
   if (vm.count("out")) {
     nlohmann::json jrows = nlohmann::json::array();
-    std::string csv = "index,group,gpus,tp,pp,dp,micro_batch,global_batch,measured_s,predicted_s,error,compute_s,exposed_comm_s,bubble_s,oom,failure\n";
+    std::string csv =
+        "index,group,gpus,tp,pp,dp,micro_batch,global_batch,measured_s,predicted_s,error,compute_s,exposed_comm_s,"
+        "bubble_s,oom,failure\n";
     for (const auto& r : results) {
       const auto& p = r.row.plan;
-      jrows.push_back({{"index", r.row.index}, {"group", r.row.group}, {"plan", to_json(p, r.row.model.num_layers)},
-                       {"measured_s", r.row.measured_s}, {"predicted_s", r.predicted_s}, {"error", r.error},
-                       {"compute_s", r.compute_s}, {"exposed_comm_s", r.exposed_comm_s}, {"bubble_s", r.bubble_s},
-                       {"oom", r.oom}, {"failure", r.failure}});
+      jrows.push_back({{"index", r.row.index},
+                       {"group", r.row.group},
+                       {"plan", to_json(p, r.row.model.num_layers)},
+                       {"measured_s", r.row.measured_s},
+                       {"predicted_s", r.predicted_s},
+                       {"error", r.error},
+                       {"compute_s", r.compute_s},
+                       {"exposed_comm_s", r.exposed_comm_s},
+                       {"bubble_s", r.bubble_s},
+                       {"oom", r.oom},
+                       {"failure", r.failure}});
       std::snprintf(line, sizeof line, "%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.6g,%.9g,%.9g,%.9g,%d,\"%s\"\n", r.row.index,
                     r.row.group.c_str(), p.world_size(), p.tp, p.pp, p.dp, p.micro_batch_size, p.global_batch_size,
                     r.row.measured_s, r.predicted_s, r.error, r.compute_s, r.exposed_comm_s, r.bubble_s, r.oom ? 1 : 0,
@@ -1165,17 +1216,31 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     }
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : sc.groups)
-      groups.push_back({{"group", g.group}, {"rows", g.rows}, {"mape", g.mape}, {"max_abs_error", g.max_abs_error},
+      groups.push_back({{"group", g.group},
+                        {"rows", g.rows},
+                        {"mape", g.mape},
+                        {"max_abs_error", g.max_abs_error},
                         {"spearman", g.spearman}});
     nlohmann::json feats = nlohmann::json::object();
     for (const auto& [f, v] : sc.by_feature) feats[f] = v;
-    nlohmann::json j = {{"schema", "dtsim.validation"}, {"schema_version", 1}, {"data", files},
-                        {"split", vm["split"].as<std::string>()}, {"calibration", to_json(cal)}, {"network", net},
-                        {"rows", sc.rows}, {"failed", sc.failed}, {"mape", sc.mape}, {"max_abs_error", sc.max_abs_error},
-                        {"mean_error", sc.mean_error}, {"spearman_min", sc.spearman_min}, {"groups", groups},
-                        {"mape_by_feature", feats}, {"results", jrows}};
+    nlohmann::json j = {{"schema", "dtsim.validation"},
+                        {"schema_version", 1},
+                        {"data", files},
+                        {"split", vm["split"].as<std::string>()},
+                        {"calibration", to_json(cal)},
+                        {"network", net},
+                        {"rows", sc.rows},
+                        {"failed", sc.failed},
+                        {"mape", sc.mape},
+                        {"max_abs_error", sc.max_abs_error},
+                        {"mean_error", sc.mean_error},
+                        {"spearman_min", sc.spearman_min},
+                        {"groups", groups},
+                        {"mape_by_feature", feats},
+                        {"results", jrows}};
     write_outputs(vm["out"].as<std::string>(),
-                  {{"validation.json", j.dump(2) + "\n"}, {"validation.csv", csv},
+                  {{"validation.json", j.dump(2) + "\n"},
+                   {"validation.csv", csv},
                    {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + data_names)}});
   }
   if (!vm.count("quiet")) out << text;
@@ -1185,7 +1250,8 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim replay: replay a PyTorch-profiler (Kineto) trace as a dependency graph on the simulator, report the\n"
       "replay error, and predict the effect of edits (what-if)\n"
-      "example: dtsim replay --trace rank0.json.gz --scale-kernels 'gemm|cutlass|sm80_xmma=0.5' --out replay/\n\noptions");
+      "example: dtsim replay --trace rank0.json.gz --scale-kernels 'gemm|cutlass|sm80_xmma=0.5' --out "
+      "replay/\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -1210,10 +1276,12 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
     out << desc << "\n";
     return 0;
   }
-  if (!vm.count("trace")) throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz or a .tar.gz of ranks)");
+  if (!vm.count("trace"))
+    throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz or a .tar.gz of ranks)");
   sim::ReplayOptions opt;
   if (vm.count("scale-kernels"))
-    for (const auto& s : vm["scale-kernels"].as<std::vector<std::string>>()) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
+    for (const auto& s : vm["scale-kernels"].as<std::vector<std::string>>())
+      opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
   if (vm.count("collective-bw-scale")) opt.collective_bw_scale = vm["collective-bw-scale"].as<double>();
   if (vm.count("collective-bw")) {
     opt.collective_bandwidth_Bps = vm["collective-bw"].as<double>() * units::kGB;
@@ -1235,8 +1303,8 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
   opt.keep_unexplained_gaps = vm.count("no-unexplained-gaps") == 0;
   opt.validate();
   const auto wall0 = std::chrono::steady_clock::now();
-  const std::vector<ImportedTrace> traces =
-      sim::import_traces_for_replay(vm["trace"].as<std::string>(), vm.count("member") ? vm["member"].as<std::string>() : "");
+  const std::vector<ImportedTrace> traces = sim::import_traces_for_replay(
+      vm["trace"].as<std::string>(), vm.count("member") ? vm["member"].as<std::string>() : "");
   std::vector<sim::Replay> replays;
   replays.reserve(traces.size());
   for (const auto& t : traces) replays.push_back(sim::replay_trace(t, opt));
@@ -1289,8 +1357,9 @@ int cmd_compare(int argc, char** argv, std::ostream& out) {
   const validate::Timeline measured = validate::load_timeline(vm["measured"].as<std::string>());
   const validate::CompareReport report = validate::compare(predicted, measured);
   if (vm.count("out"))
-    write_outputs(vm["out"].as<std::string>(), {{"compare.json", validate::report_json(report).dump(2) + "\n"},
-                                                {"compare_trace.json", validate::compare_trace_json(predicted, measured)}});
+    write_outputs(vm["out"].as<std::string>(),
+                  {{"compare.json", validate::report_json(report).dump(2) + "\n"},
+                   {"compare_trace.json", validate::compare_trace_json(predicted, measured)}});
   if (!vm.count("quiet")) {
     out << validate::report_text(report);
     if (vm.count("out")) out << "\nwrote " << vm["out"].as<std::string>() << "/compare.json and compare_trace.json\n";
@@ -1329,7 +1398,9 @@ int run(int argc, char** argv, std::ostream& out) {
     out << "dtsim " << DTSIM_VERSION << " (SimGrid " << sim::simgrid_version() << ")\n";
     return 0;
   }
-  throw ConfigError("unknown command '" + cmd + "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, compare, replay, presets, version)");
+  throw ConfigError("unknown command '" + cmd +
+                    "' (known: simulate, collective, calibrate, plan, bakeoff, capacity, validate, compare, replay, "
+                    "presets, version)");
 }
 
 }  // namespace dtsim::cli

@@ -52,7 +52,8 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
       "dtsim capacity (deadline form): the smallest GPU count, powers of two, whose best strategy trains the model on\n"
       "--tokens tokens within --days days, with the strategy and the cost; per count, the grid planner ranks every\n"
       "TP x PP x DP x micro-batch x schedule x recompute x ZeRO plan and its best --top are simulated\n"
-      "example: dtsim capacity --model gpt3-175b --tokens 300B --days 30 --gpu a100-sxm4-80gb --price-per-gpu-hour 2\n\noptions");
+      "example: dtsim capacity --model gpt3-175b --tokens 300B --days 30 --gpu a100-sxm4-80gb --price-per-gpu-hour "
+      "2\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -87,7 +88,8 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
   in.model = load_model(vm["model"].as<std::string>());
   in.cluster_preset = cluster_preset_for(vm["gpu"].as<std::string>());
   const std::string gpu = load_cluster(in.cluster_preset + ":8").gpu.name;
-  in.calibration = vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>()) : default_calibration(gpu);
+  in.calibration =
+      vm.count("calibration") ? load_calibration(vm["calibration"].as<std::string>()) : default_calibration(gpu);
   in.tokens = parse_count(vm["tokens"].as<std::string>(), "--tokens");
   in.days = vm["days"].as<double>();
   in.price_per_gpu_hour = vm["price-per-gpu-hour"].as<double>();
@@ -116,24 +118,32 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
                 in.global_batch_size, in.model.seq_len, r.required_tokens_per_s, r.bound_gpus,
                 100 * in.calibration.gemm_efficiency_max);
   text += line;
-  text += "   GPUs  best strategy (simulated)                          tokens/s     MFU       days  meets        cost\n";
+  text +=
+      "   GPUs  best strategy (simulated)                          tokens/s     MFU       days  meets        cost\n";
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& st : r.steps) {
     if (!st.found) {
       std::snprintf(line, sizeof line, "%7d  no plan fits memory (%zu considered)\n", st.gpus, st.plans_considered);
     } else {
       std::snprintf(line, sizeof line, "%7d  %-48s %10.4g  %5.1f%%  %9.2f  %-5s  %10.4g\n", st.gpus,
-                    planning::describe(st.plan).c_str(), st.tokens_per_s, 100 * st.mfu, st.days, st.meets ? "yes" : "no",
-                    st.cost);
+                    planning::describe(st.plan).c_str(), st.tokens_per_s, 100 * st.mfu, st.days,
+                    st.meets ? "yes" : "no", st.cost);
     }
     text += line;
-    steps.push_back({{"gpus", st.gpus}, {"found", st.found}, {"plan", st.found ? planning::describe(st.plan) : ""},
-                     {"iteration_s", st.iteration_s}, {"tokens_per_s", st.tokens_per_s}, {"mfu", st.mfu},
-                     {"days", st.days}, {"meets", st.meets}, {"cost", st.cost}});
+    steps.push_back({{"gpus", st.gpus},
+                     {"found", st.found},
+                     {"plan", st.found ? planning::describe(st.plan) : ""},
+                     {"iteration_s", st.iteration_s},
+                     {"tokens_per_s", st.tokens_per_s},
+                     {"mfu", st.mfu},
+                     {"days", st.days},
+                     {"meets", st.meets},
+                     {"cost", st.cost}});
   }
   if (r.answer >= 0) {
     const auto& a = r.steps[r.answer];
-    std::snprintf(line, sizeof line, "\nanswer: %d GPUs, %s: %.2f days", a.gpus, planning::describe(a.plan).c_str(), a.days);
+    std::snprintf(line, sizeof line, "\nanswer: %d GPUs, %s: %.2f days", a.gpus, planning::describe(a.plan).c_str(),
+                  a.days);
     text += line;
     if (in.price_per_gpu_hour > 0) {
       std::snprintf(line, sizeof line, ", %.4g GPU-hours, cost %.4g", a.gpus * a.days * 24, a.cost);
@@ -145,11 +155,17 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
     text += line;
   }
   if (vm.count("out")) {
-    const nlohmann::json j = {{"model", in.model.name}, {"gpu", gpu}, {"cluster_preset", in.cluster_preset},
-                              {"tokens", in.tokens}, {"days", in.days}, {"global_batch_size", in.global_batch_size},
+    const nlohmann::json j = {{"model", in.model.name},
+                              {"gpu", gpu},
+                              {"cluster_preset", in.cluster_preset},
+                              {"tokens", in.tokens},
+                              {"days", in.days},
+                              {"global_batch_size", in.global_batch_size},
                               {"price_per_gpu_hour", in.price_per_gpu_hour},
-                              {"required_tokens_per_s", r.required_tokens_per_s}, {"bound_gpus", r.bound_gpus},
-                              {"steps", steps}, {"answer_gpus", r.answer >= 0 ? r.steps[r.answer].gpus : -1}};
+                              {"required_tokens_per_s", r.required_tokens_per_s},
+                              {"bound_gpus", r.bound_gpus},
+                              {"steps", steps},
+                              {"answer_gpus", r.answer >= 0 ? r.steps[r.answer].gpus : -1}};
     write_outputs(vm["out"].as<std::string>(), {{"capacity.json", j.dump(2) + "\n"}});
   }
   if (!vm.count("quiet")) out << text;

@@ -1,7 +1,7 @@
 // `dtsim sweep SPEC.json`: expand a spec into scenarios, filter them, simulate the rest in worker processes
 // (sim/sweep.hpp, sim/sweep_run.hpp); under mpirun, shard them over the ranks (sim/sweep_mpi.hpp).
-#include <boost/program_options.hpp>
 #include <unistd.h>
+#include <boost/program_options.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -26,8 +26,9 @@ std::string expansion_text(const sim::sweep::Expansion& ex, bool prefilter) {
   for (const auto& s : ex.scenarios) planners += !s.planner.empty();
   char line[300];
   std::string t;
-  std::snprintf(line, sizeof line, "expansion: %zu models x %zu clusters, %zu grid points -> %zu scenarios (%zu skipped",
-                ex.models.size(), ex.clusters.size(), ex.grid_points, ex.scenarios.size(), skipped);
+  std::snprintf(line, sizeof line,
+                "expansion: %zu models x %zu clusters, %zu grid points -> %zu scenarios (%zu skipped", ex.models.size(),
+                ex.clusters.size(), ex.grid_points, ex.scenarios.size(), skipped);
   t += line;
   if (planners > 0) t += ", " + std::to_string(planners) + " of them planner scenarios";
   t += ")\n";
@@ -78,8 +79,8 @@ int run_sweep_cli(const po::variables_map& vm, std::ostream& out) {
     }
     if (talk) {
       out << "dtsim " << DTSIM_VERSION << " | sweep " << spec_path << " -> " << opt.out_dir << " | " << opt.jobs
-          << " worker" << (opt.jobs > 1 ? "s" : "") << (opt.ranks > 1 ? " per rank, " + std::to_string(opt.ranks) + " MPI ranks" : "")
-          << "\n"
+          << " worker" << (opt.jobs > 1 ? "s" : "")
+          << (opt.ranks > 1 ? " per rank, " + std::to_string(opt.ranks) + " MPI ranks" : "") << "\n"
           << expansion_text(ex, opt.prefilter) << std::flush;
     }
     sim::sweep::Gather gather;
@@ -115,7 +116,8 @@ int cmd_sweep(int argc, char** argv, std::ostream& out) {
       "in worker processes; resumable (rerun the same command); under 'mpirun -np N' the scenarios are sharded over\n"
       "the ranks and rank 0 gathers the results. The spec format is described in sim/sweep.hpp and examples/sweeps/.\n"
       "example: dtsim sweep examples/sweeps/default.json -j 2 --out sweep-out\n"
-      "writes DIR/results.jsonl (one row per scenario), DIR/results.csv and DIR/sweep.json (counts, timings)\n\noptions");
+      "writes DIR/results.jsonl (one row per scenario), DIR/results.csv and DIR/sweep.json (counts, "
+      "timings)\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")

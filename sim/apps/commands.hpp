@@ -4,8 +4,8 @@
 #include <ostream>
 
 namespace dtsim::cli {
-int cmd_sweep(int argc, char** argv, std::ostream& out);   ///< sim/apps/cli_sweep.cpp
-int cmd_pareto(int argc, char** argv, std::ostream& out);  ///< sim/apps/cli_report.cpp
-int cmd_report(int argc, char** argv, std::ostream& out);  ///< sim/apps/cli_report.cpp
+int cmd_sweep(int argc, char** argv, std::ostream& out);              ///< sim/apps/cli_sweep.cpp
+int cmd_pareto(int argc, char** argv, std::ostream& out);             ///< sim/apps/cli_report.cpp
+int cmd_report(int argc, char** argv, std::ostream& out);             ///< sim/apps/cli_report.cpp
 int cmd_capacity_deadline(int argc, char** argv, std::ostream& out);  ///< sim/apps/cli_capacity.cpp
 }  // namespace dtsim::cli

@@ -1,8 +1,8 @@
 #include "sim/engine/simgrid_runtime.hpp"
 
 #include <simgrid/plugins/load.h>
-#include <simgrid/s4u.hpp>
 #include <simgrid/version.h>
+#include <simgrid/s4u.hpp>
 
 #include <cstdint>
 #include <deque>
@@ -102,8 +102,8 @@ public:
     drain();
     sg4::Engine::get_instance()->run();
     for (std::size_t i = 0; i < n; ++i)
-      DTSIM_ASSERT(res_.end_s[i] >= 0, "task " << i << " (" << g_.names()[g_.tasks()[i].name]
-                                                << ") never ran: the task graph deadlocked");
+      DTSIM_ASSERT(res_.end_s[i] >= 0,
+                   "task " << i << " (" << g_.names()[g_.tasks()[i].name] << ") never ran: the task graph deadlocked");
   }
 
   // The link-load plugin stops tracking when the simulation ends: read the peaks while it still runs.
@@ -150,16 +150,15 @@ private:
       res_.start_s[id] = now;
       void* data = reinterpret_cast<void*>(static_cast<std::intptr_t>(id) + 1);
       switch (t.kind) {
-        case TaskKind::JOIN:
-          finish(id, now);
-          break;
+        case TaskKind::JOIN: finish(id, now); break;
         case TaskKind::COMPUTE:
         case TaskKind::DELAY: {
           if (t.duration_s <= 0) {
             finish(id, now);
             break;
           }
-          sg4::Host* host = t.kind == TaskKind::COMPUTE ? ep_[t.rank].compute : ep_[t.rank].timer[static_cast<int>(t.stream)];
+          sg4::Host* host =
+              t.kind == TaskKind::COMPUTE ? ep_[t.rank].compute : ep_[t.rank].timer[static_cast<int>(t.stream)];
           DTSIM_ASSERT(host != nullptr, "no host for task " << id);
           auto exec = sg4::Exec::init();
           exec->set_host(host);

@@ -16,21 +16,21 @@ namespace dtsim::sim {
 
 /// Traffic of one network link over the iteration.
 struct LinkStats {
-  std::string name;           ///< e.g. "nic-up12.3" (node 12, NIC 3, towards the switch), "nvl-down5"
-  double bandwidth_Bps = 0;   ///< effective (nominal x calibrated efficiency)
-  double bytes = 0;           ///< bytes of all flows that crossed it
-  double busy_s = 0;          ///< time with at least one flow on it
+  std::string name;             ///< e.g. "nic-up12.3" (node 12, NIC 3, towards the switch), "nvl-down5"
+  double bandwidth_Bps = 0;     ///< effective (nominal x calibrated efficiency)
+  double bytes = 0;             ///< bytes of all flows that crossed it
+  double busy_s = 0;            ///< time with at least one flow on it
   double peak_utilization = 0;  ///< highest instantaneous load / bandwidth (flow fidelity; 1 = saturated)
 };
 
 struct EngineResult {
-  std::vector<double> start_s;  ///< per task: simulated start time, seconds
-  std::vector<double> end_s;    ///< per task: simulated end time, seconds
-  std::uint64_t activities = 0; ///< SimGrid activities (execs and comms) run
-  std::uint64_t links = 0;      ///< links in the platform
-  std::uint64_t hosts = 0;      ///< hosts in the platform (compute, timers, endpoints, mirrors)
+  std::vector<double> start_s;        ///< per task: simulated start time, seconds
+  std::vector<double> end_s;          ///< per task: simulated end time, seconds
+  std::uint64_t activities = 0;       ///< SimGrid activities (execs and comms) run
+  std::uint64_t links = 0;            ///< links in the platform
+  std::uint64_t hosts = 0;            ///< hosts in the platform (compute, timers, endpoints, mirrors)
   std::vector<LinkStats> link_stats;  ///< every link of the platform, in creation order
-  std::string engine;           ///< "simgrid-flow" or "analytic"
+  std::string engine;                 ///< "simgrid-flow" or "analytic"
 };
 
 /// Runs `g` on a platform made of the GPUs in `gpu_of_rank` (simulated rank -> global GPU id).

@@ -59,23 +59,24 @@ struct SimOptions {
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
   int first_gpu = 0;  ///< rank r runs on GPU first_gpu + r (several jobs sharing one cluster)
   int channels = 1;   ///< ring collectives split each transfer over this many parallel flows (NCCL channels)
-  bool record_kernels = false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
+  bool record_kernels =
+      false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
 };
 
 struct SimRank {
   int global_rank = 0;  ///< rank in the plan; its GPU is SimOptions::first_gpu + global_rank
   RankCoord coord;
-  int class_size = 1;                 ///< how many global ranks this simulated rank stands for
-  memory::StaticMemory static_mem;    ///< weights, gradients, optimizer states
-  double reserved_bytes = 0;          ///< context and workspaces (calibration)
+  int class_size = 1;               ///< how many global ranks this simulated rank stands for
+  memory::StaticMemory static_mem;  ///< weights, gradients, optimizer states
+  double reserved_bytes = 0;        ///< context and workspaces (calibration)
 };
 
 struct Lowered {
   TaskGraph graph;
-  std::vector<SimRank> ranks;         ///< simulated ranks, ordered by global rank
-  std::vector<int> sim_index_of;      ///< for every global rank: index of the simulated rank standing for it
+  std::vector<SimRank> ranks;     ///< simulated ranks, ordered by global rank
+  std::vector<int> sim_index_of;  ///< for every global rank: index of the simulated rank standing for it
   bool fold_tp = false, fold_dp = false;
-  std::string fold_reason;            ///< why folding is (not) applied, for the summary
+  std::string fold_reason;                  ///< why folding is (not) applied, for the summary
   double model_flops_per_iteration = 0;     ///< 3 x forward FLOPs of the global batch (no recompute)
   double hardware_flops_per_iteration = 0;  ///< FLOPs actually executed by all GPUs (recompute included)
 };

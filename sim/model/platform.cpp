@@ -56,7 +56,8 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
     auto li = leaf_index.find(leaf);
     if (li == leaf_index.end() && c.inter.topology != "switch" && c.inter.nics_per_node > 0) {
       const int nics_under = c.inter.nodes_per_leaf * (c.inter.topology == "rail" ? 1 : c.inter.nics_per_node);
-      const double up_bw = nics_under * c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency / c.inter.oversubscription;
+      const double up_bw =
+          nics_under * c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency / c.inter.oversubscription;
       Port up;
       up.up = add("leaf-up" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2);
       up.down = add("leaf-down" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2);
@@ -97,8 +98,8 @@ std::vector<int> Platform::route(const Task& f) const {
   if (f.path == Path::CROSS_LEAF)
     return {ports[f.rank].up, leaf_uplink[leaf[f.rank]].up, leaf_uplink[leaf[dst]].down, ports[dst].down};
   DTSIM_ASSERT(pod[f.rank] >= 0 && pod[dst] >= 0, "cross-pod flow without pod switches");
-  return {ports[f.rank].up,         leaf_uplink[leaf[f.rank]].up, pod_uplink[pod[f.rank]].up,
-          pod_uplink[pod[dst]].down, leaf_uplink[leaf[dst]].down,   ports[dst].down};
+  return {ports[f.rank].up,          leaf_uplink[leaf[f.rank]].up, pod_uplink[pod[f.rank]].up,
+          pod_uplink[pod[dst]].down, leaf_uplink[leaf[dst]].down,  ports[dst].down};
 }
 
 double Platform::latency_s(const Task& f) const {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "traces/routing.hpp"
 #include "sim/model/task_graph.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
+#include "traces/routing.hpp"
 
 namespace dtsim::sim {
 
@@ -31,9 +31,9 @@ struct Port {
 
 struct Platform {
   std::vector<PlatformLink> links;
-  std::vector<Port> nvl;  ///< per simulated rank: NVSwitch port
-  std::vector<Port> net;  ///< per simulated rank: NIC port (up = -1 on a single node without NICs)
-  std::vector<int> leaf;  ///< per simulated rank: its NIC's leaf (rail) switch
+  std::vector<Port> nvl;          ///< per simulated rank: NVSwitch port
+  std::vector<Port> net;          ///< per simulated rank: NIC port (up = -1 on a single node without NICs)
+  std::vector<int> leaf;          ///< per simulated rank: its NIC's leaf (rail) switch
   std::vector<Port> leaf_uplink;  ///< per leaf used: aggregate link to (up) and from (down) the spines
   std::vector<int> pod;           ///< per simulated rank: its pod (three-level fat-tree), index into pod_uplink
   std::vector<Port> pod_uplink;   ///< per pod used: aggregate link to and from the core

@@ -41,13 +41,15 @@ RunConfig run_config_from_summary(const nlohmann::json& summary, const std::stri
                  {CollectiveAlgorithm::AUTO, CollectiveAlgorithm::RING, CollectiveAlgorithm::HIERARCHICAL,
                   CollectiveAlgorithm::TREE, CollectiveAlgorithm::NVLS},
                  s, "collective_algorithm");
-  rc.options.network = parse_enum(get<std::string>(sim, s, "network"), {NetworkMode::FLOW, NetworkMode::ANALYTIC}, s, "network");
+  rc.options.network =
+      parse_enum(get<std::string>(sim, s, "network"), {NetworkMode::FLOW, NetworkMode::ANALYTIC}, s, "network");
   return rc;
 }
 
 RunConfig load_run_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "summary.json").string();
-  if (!std::filesystem::exists(path)) throw ConfigError(path + ": not found (expected the --out directory of 'dtsim simulate')");
+  if (!std::filesystem::exists(path))
+    throw ConfigError(path + ": not found (expected the --out directory of 'dtsim simulate')");
   return run_config_from_summary(json_util::read_file(path), path);
 }
 

@@ -27,7 +27,10 @@ const char* phase_name(Phase p);
 
 /// What a memory allocation holds (summary.json and the trace's memory counters break memory down by these).
 enum class MemCategory : std::uint8_t {
-  WEIGHTS, GRADIENTS, OPTIMIZER, RESERVED,   // static, present from t = 0
+  WEIGHTS,
+  GRADIENTS,
+  OPTIMIZER,
+  RESERVED,         // static, present from t = 0
   ACTIVATIONS,      ///< stored activations of in-flight micro-batches
   RECOMPUTE,        ///< activations re-created for a layer's backward (recompute) and freed after it
   GATHERED_PARAMS,  ///< ZeRO-3 / FSDP: full parameters of a layer gathered for its forward or backward
@@ -57,15 +60,15 @@ struct Task {
   Stream stream = Stream::COMPUTE;
   Phase phase = Phase::OTHER;
   Path path = Path::INTRA_NODE;
-  bool mirror = false;         ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
-  std::int32_t rank = -1;      ///< simulated rank owning the task (the sender of a flow)
-  std::int32_t peer = -1;      ///< FLOW: receiving simulated rank (-1 with mirror)
-  std::int32_t name = -1;      ///< index into TaskGraph::names
-  std::int32_t layer = -1;     ///< global layer index, -1 for none
+  bool mirror = false;      ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
+  std::int32_t rank = -1;   ///< simulated rank owning the task (the sender of a flow)
+  std::int32_t peer = -1;   ///< FLOW: receiving simulated rank (-1 with mirror)
+  std::int32_t name = -1;   ///< index into TaskGraph::names
+  std::int32_t layer = -1;  ///< global layer index, -1 for none
   std::int32_t microbatch = -1;
-  double duration_s = 0;       ///< COMPUTE, DELAY
-  double flops = 0;            ///< COMPUTE: FLOPs (trace annotation)
-  double bytes = 0;            ///< FLOW: payload; COLLECTIVE pieces: for annotation
+  double duration_s = 0;  ///< COMPUTE, DELAY
+  double flops = 0;       ///< COMPUTE: FLOPs (trace annotation)
+  double bytes = 0;       ///< FLOW: payload; COLLECTIVE pieces: for annotation
 };
 
 /// One kernel of a COMPUTE task, as the cost model sized it (recorded when SimOptions::record_kernels is set):

@@ -19,10 +19,8 @@ std::vector<Interval> merge(std::vector<Interval> v) {
   std::vector<Interval> out;
   for (const auto& iv : v) {
     if (iv.second <= iv.first) continue;
-    if (!out.empty() && iv.first <= out.back().second)
-      out.back().second = std::max(out.back().second, iv.second);
-    else
-      out.push_back(iv);
+    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
+    else out.push_back(iv);
   }
   return out;
 }
@@ -32,7 +30,8 @@ double overlap(const std::vector<Interval>& merged, double a, double b) {
   double total = 0;
   auto it = std::lower_bound(merged.begin(), merged.end(), Interval{a, a},
                              [](const Interval& x, const Interval& y) { return x.second < y.first; });
-  for (; it != merged.end() && it->first < b; ++it) total += std::max(0.0, std::min(b, it->second) - std::max(a, it->first));
+  for (; it != merged.end() && it->first < b; ++it)
+    total += std::max(0.0, std::min(b, it->second) - std::max(a, it->first));
   return total;
 }
 
@@ -135,8 +134,8 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       double& slot = cur[static_cast<int>(e.ev->category)];
       slot += e.ev->bytes;
       DTSIM_ASSERT(slot > -1.0, "memory of rank " << rr.global_rank << " in category "
-                                                   << mem_category_name(e.ev->category) << " went negative (" << slot
-                                                   << " bytes) at " << describe(*e.ev));
+                                                  << mem_category_name(e.ev->category) << " went negative (" << slot
+                                                  << " bytes) at " << describe(*e.ev));
       const double now = total();
       if (now > rr.peak_bytes) {
         rr.peak_bytes = now;
@@ -148,13 +147,11 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
         rr.oom_event = describe(*e.ev);
         rr.oom_time_s = e.t;
       }
-      if (rr.memory_timeline.back().first == e.t)
-        rr.memory_timeline.back().second = cur;
-      else
-        rr.memory_timeline.emplace_back(e.t, cur);
+      if (rr.memory_timeline.back().first == e.t) rr.memory_timeline.back().second = cur;
+      else rr.memory_timeline.emplace_back(e.t, cur);
     }
-    rr.peak_activation_bytes = rr.at_peak[static_cast<int>(MemCategory::ACTIVATIONS)] +
-                               rr.at_peak[static_cast<int>(MemCategory::RECOMPUTE)];
+    rr.peak_activation_bytes =
+        rr.at_peak[static_cast<int>(MemCategory::ACTIVATIONS)] + rr.at_peak[static_cast<int>(MemCategory::RECOMPUTE)];
     rep.ranks.push_back(std::move(rr));
   }
   for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
@@ -200,8 +197,9 @@ std::vector<const LinkStats*> busiest_links(const EngineResult& res, double T, s
   std::vector<const LinkStats*> v;
   for (const auto& l : res.link_stats)
     if (l.bytes > 0) v.push_back(&l);
-  std::stable_sort(v.begin(), v.end(),
-                   [&](const LinkStats* a, const LinkStats* b) { return avg_utilization(*a, T) > avg_utilization(*b, T); });
+  std::stable_sort(v.begin(), v.end(), [&](const LinkStats* a, const LinkStats* b) {
+    return avg_utilization(*a, T) > avg_utilization(*b, T);
+  });
   if (v.size() > n) v.resize(n);
   return v;
 }
@@ -416,9 +414,9 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     for (int s = 0; s < plan.pp; ++s) o << (s ? "," : " ") << plan.replicas(s);
   }
   o << "\n";
-  o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks
-    << " tasks, " << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode)
-    << ", " << to_string(in.options->network) << " network\n\n";
+  o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks << " tasks, "
+    << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode) << ", "
+    << to_string(in.options->network) << " network\n\n";
   o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s\n";
   o << "throughput          " << fmt("%.0f", rep.tokens_per_s) << " tokens/s, " << fmt("%.2f", rep.samples_per_s)
     << " samples/s\n";

@@ -22,10 +22,10 @@ struct RankReport {
   double bubble_fraction = 0;  ///< idle / compute time: (p-1)/m for balanced GPipe and 1F1B (Megatron's t_pb/t_id)
   double peak_bytes = 0;       ///< peak device memory
   double peak_time_s = 0;      ///< first time the peak is reached
-  double peak_activation_bytes = 0;  ///< activations and recompute buffers at the peak
+  double peak_activation_bytes = 0;                 ///< activations and recompute buffers at the peak
   std::array<double, kNumMemCategories> at_peak{};  ///< bytes per category at the peak
-  std::string peak_event;      ///< the task whose memory change reached the peak
-  std::string oom_event;       ///< the first task whose allocation crossed the device capacity ("" if none)
+  std::string peak_event;                           ///< the task whose memory change reached the peak
+  std::string oom_event;  ///< the first task whose allocation crossed the device capacity ("" if none)
   double oom_time_s = 0;
   /// (time s, bytes per category) after each change.
   std::vector<std::pair<double, std::array<double, kNumMemCategories>>> memory_timeline;
@@ -36,7 +36,7 @@ struct OomEntry {
   double peak_bytes = 0;
   double capacity_bytes = 0;
   double peak_time_s = 0;
-  std::string event;   ///< the first allocation that crossed the capacity
+  std::string event;  ///< the first allocation that crossed the capacity
   double event_time_s = 0;
 };
 
@@ -56,9 +56,10 @@ struct Report {
   double hardware_tflops_per_gpu = 0;  ///< executed FLOPs (with recompute) per second per GPU
   double mfu = 0;                      ///< model FLOPs utilisation against the dtype's dense peak
   double hand_estimate_s = 0;
-  double max_bubble_fraction = 0;      ///< largest bubble fraction over the stages          ///< k*params*tokens / (GPUs * peak * gemm_efficiency_max), k = 6 or 8
-  std::vector<RankReport> ranks;       ///< one per simulated rank
-  std::vector<OomEntry> oom;           ///< every global rank over capacity
+  double max_bubble_fraction = 0;  ///< largest bubble fraction over the stages          ///< k*params*tokens / (GPUs *
+                                   ///< peak * gemm_efficiency_max), k = 6 or 8
+  std::vector<RankReport> ranks;   ///< one per simulated rank
+  std::vector<OomEntry> oom;       ///< every global rank over capacity
   std::uint64_t tasks = 0, activities = 0;
 };
 

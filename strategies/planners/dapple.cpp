@@ -14,11 +14,11 @@
 // are powers of two and divide the micro-batch (the micro-batch is split evenly across a stage's replicas).
 // Bandwidths and latencies come from the cluster and calibration, not the paper's V100 constants.
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "traces/routing.hpp"
 
@@ -50,7 +50,9 @@ Placement place(PlacementPolicy policy, const std::vector<int>& reps, int copies
   pl.stages = static_cast<int>(reps.size());
   pl.max_reps = *std::max_element(reps.begin(), reps.end());
   pl.dev.assign(static_cast<std::size_t>(copies) * pl.stages * pl.max_reps, -1);
-  auto slot = [&](int c, int s, int j) -> int& { return pl.dev[(static_cast<std::size_t>(c) * pl.stages + s) * pl.max_reps + j]; };
+  auto slot = [&](int c, int s, int j) -> int& {
+    return pl.dev[(static_cast<std::size_t>(c) * pl.stages + s) * pl.max_reps + j];
+  };
   if (policy == PlacementPolicy::APPEND_FIRST) {
     const int w = std::accumulate(reps.begin(), reps.end(), 0);
     for (int c = 0; c < copies; ++c)
@@ -69,7 +71,8 @@ Placement place(PlacementPolicy policy, const std::vector<int>& reps, int copies
         int bestn = -1;  // the node with the most free devices (lowest index on ties)
         for (int n = 0; n < nodes; ++n)
           if (!free[n].empty() && (bestn < 0 || free[n].size() > free[bestn].size())) bestn = n;
-        while (!free[bestn].empty() && static_cast<int>(got.size()) < need) got.push_back(free[bestn].back()), free[bestn].pop_back();
+        while (!free[bestn].empty() && static_cast<int>(got.size()) < need)
+          got.push_back(free[bestn].back()), free[bestn].pop_back();
       }
     } else {
       while (static_cast<int>(got.size()) < need)
@@ -109,8 +112,8 @@ public:
   }
 
 private:
-  static std::optional<Candidate> solve(const PlannerInput& in, const LayerChain& ch, const PairLinks& links, int w, int rp,
-                                        int mbs, int M) {
+  static std::optional<Candidate> solve(const PlannerInput& in, const LayerChain& ch, const PairLinks& links, int w,
+                                        int rp, int mbs, int M) {
     const int L = ch.num_layers;
     const auto idx = [w](int j, int m) { return static_cast<std::size_t>(j) * (w + 1) + m; };
     std::vector<double> A((L + 1) * static_cast<std::size_t>(w + 1), kInf);
@@ -127,9 +130,10 @@ private:
           const int before = m - r;
           const int in_flight = std::min(M, (w - before + r - 1) / r);
           const double per_replica = static_cast<double>(mbs) / r;
-          const double x = before > 0 ? 2.0 * (ch.spans_nodes(0, before - 1, 2) ? ch.inter : ch.intra)
-                                                   .time_s(mbs * ch.boundary_bytes)
-                                      : 0.0;
+          const double x =
+              before > 0
+                  ? 2.0 * (ch.spans_nodes(0, before - 1, 2) ? ch.inter : ch.intra).time_s(mbs * ch.boundary_bytes)
+                  : 0.0;
           for (int k = before == 0 ? 0 : 1; k < j; ++k) {
             if (before == 0 && k != 0) break;
             const double prev = A[idx(k, before)];
@@ -158,16 +162,19 @@ private:
     const double grad_bytes_per_param = dtype_bytes(in.model.dtype);
     Placement best;
     double predicted = std::numeric_limits<double>::infinity();
-    for (PlacementPolicy policy : {PlacementPolicy::APPEND_FIRST, PlacementPolicy::FRESH_FIRST, PlacementPolicy::SCATTER_FIRST}) {
+    for (PlacementPolicy policy :
+         {PlacementPolicy::APPEND_FIRST, PlacementPolicy::FRESH_FIRST, PlacementPolicy::SCATTER_FIRST}) {
       Placement pl = place(policy, reps_of, rp, ch.devices_per_node, ch.devices);
       // Stage times and boundary transfers under this placement; its bottleneck sets the pace.
-      std::vector<double> stage_s(static_cast<std::size_t>(p)), x_s(static_cast<std::size_t>(p), 0.0), ar_s(stage_s.size());
+      std::vector<double> stage_s(static_cast<std::size_t>(p)), x_s(static_cast<std::size_t>(p), 0.0),
+          ar_s(stage_s.size());
       for (int s = 0, first = 0; s < p; ++s) {
         stage_s[s] = static_cast<double>(mbs) / reps_of[s] * ch.range_compute(first, first + layers[s]);
         if (s > 0)
           for (int c = 0; c < rp; ++c)  // the slowest copy's boundary (first replicas of the two stages)
-            x_s[s] = std::max(x_s[s], 2.0 * links.get(pl.at(c, s - 1, 0) * ch.tp, pl.at(c, s, 0) * ch.tp)
-                                                .time_s(mbs * ch.boundary_bytes));
+            x_s[s] = std::max(
+                x_s[s],
+                2.0 * links.get(pl.at(c, s - 1, 0) * ch.tp, pl.at(c, s, 0) * ch.tp).time_s(mbs * ch.boundary_bytes));
         // The stage's gradient group: its replicas in every pipeline copy, a ring in device order.
         std::vector<int> group;
         for (int c = 0; c < rp; ++c)
@@ -184,8 +191,8 @@ private:
                                    : 0.0;
         first += layers[s];
       }
-      const double block_pl = std::max(*std::max_element(stage_s.begin(), stage_s.end()),
-                                       *std::max_element(x_s.begin(), x_s.end()));
+      const double block_pl =
+          std::max(*std::max_element(stage_s.begin(), stage_s.end()), *std::max_element(x_s.begin(), x_s.end()));
       double fill = 0, xfers = 0, tail = 0;
       for (int s = 0; s < p; ++s) {
         fill += stage_s[s];

@@ -58,9 +58,10 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   // group moves its own shard over its own NIC share, in parallel with the others.
   const double nic_per_gpu = c.inter.nic_bandwidth_Bps * c.inter.nics_per_node / c.gpus_per_node;
   if (c.num_nodes <= 1 || nic_per_gpu <= 0) ch.inter = ch.intra;
-  else ch.inter = {c.inter.latency_s + cal.p2p_overhead_s,
-              nic_per_gpu * cal.inter_bandwidth_efficiency /
-                  (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
+  else
+    ch.inter = {
+        c.inter.latency_s + cal.p2p_overhead_s,
+        nic_per_gpu * cal.inter_bandwidth_efficiency / (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
   ch.devices_per_node = c.gpus_per_node / tp;
   ch.devices = c.total_gpus() / tp;
   ch.memory_limit_bytes = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : c.gpu.memory_bytes;

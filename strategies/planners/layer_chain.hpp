@@ -18,15 +18,15 @@ struct LayerChain {
   int num_layers = 0;
   int tp = 1;  ///< every "device" of the planners is a tensor-parallel group of tp GPUs (1 = plain GPUs)
   /// Per transformer layer (embedding folded into the first, head into the last), per sample, on one device.
-  std::vector<double> compute_s;      ///< forward + backward (+ recompute)
-  std::vector<double> forward_s;      ///< forward only
-  std::vector<double> params;         ///< parameters held by one device
-  std::vector<double> static_bytes;   ///< weights + gradients + optimizer states (no ZeRO)
+  std::vector<double> compute_s;         ///< forward + backward (+ recompute)
+  std::vector<double> forward_s;         ///< forward only
+  std::vector<double> params;            ///< parameters held by one device
+  std::vector<double> static_bytes;      ///< weights + gradients + optimizer states (no ZeRO)
   std::vector<double> act_stored_bytes;  ///< stored activations of one sample
-  double boundary_bytes = 0;          ///< activation sent between two layers, one sample
-  LinkCost intra, inter;              ///< device-to-device inside a node / across nodes
-  int devices_per_node = 1;           ///< planner devices (TP groups) per node
-  int devices = 1;                    ///< planner devices in the cluster
+  double boundary_bytes = 0;             ///< activation sent between two layers, one sample
+  LinkCost intra, inter;                 ///< device-to-device inside a node / across nodes
+  int devices_per_node = 1;              ///< planner devices (TP groups) per node
+  int devices = 1;                       ///< planner devices in the cluster
   double memory_limit_bytes = 0;
   double reserved_bytes = 0;
 

@@ -18,12 +18,12 @@
 //     the pairwise latency/bandwidth of the cluster (traces/routing.hpp PairLinks: routed paths on graphs,
 //     NVSwitch/NIC on two-level clusters). Objective J: the barrier time of the 1F1B list schedule (step 3's
 //     evaluator) with the mapped boundary delays and, after each stage's last backward, AR_s = the ring
-//     all-reduce of its gradients over its dp copies in copy order (slowest hop). Starting points: Megatron's layout (copies inside a node), pipeline-inner layout,
-//     a greedy pipeline chain (each next stage on the unassigned device nearest the previous one) and greedy
-//     data-parallel rings; the best is improved by first-improvement pairwise swaps until no swap helps or an
-//     evaluation budget is spent. Guarantee: a local optimum of J under swaps (when the budget is not hit), never
-//     worse than the best starting layout. Steps 1 and 2 alternate (the partition re-run with the mapped boundary
-//     costs) until the partition stops changing (at most 4 rounds).
+//     all-reduce of its gradients over its dp copies in copy order (slowest hop). Starting points: Megatron's layout
+//     (copies inside a node), pipeline-inner layout, a greedy pipeline chain (each next stage on the unassigned device
+//     nearest the previous one) and greedy data-parallel rings; the best is improved by first-improvement pairwise
+//     swaps until no swap helps or an evaluation budget is spent. Guarantee: a local optimum of J under swaps (when the
+//     budget is not hit), never worse than the best starting layout. Steps 1 and 2 alternate (the partition re-run with
+//     the mapped boundary costs) until the partition stops changing (at most 4 rounds).
 //  3. Micro-batch scheduler. Every stage runs "warm-up K_s forwards, then backward/forward in turn, then the
 //     remaining backwards" (K_s = p - s is DAPPLE's early backward = Megatron's 1F1B; K_s >= M is GPipe). A list
 //     schedule of the task graph {F(i,s), B(i,s), transfers, AR_s after the last B} with the mapped boundary
@@ -52,7 +52,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 /// layouts cover that and a small budget suffices; arbitrary graphs get the large one.
 constexpr std::size_t kSwapEvaluationsGraph = 20000;
 constexpr std::size_t kSwapEvaluationsTwoLevel = 1000;
-constexpr int kRounds = 4;                       ///< partition <-> mapping alternations
+constexpr int kRounds = 4;  ///< partition <-> mapping alternations
 
 /// Pairwise links between planner devices (device g = GPUs g*tp .. g*tp+tp-1; TP rank t talks to TP rank t of the
 /// other group, so the link of GPU g*tp to GPU h*tp stands for all of them).
@@ -84,9 +84,9 @@ struct Problem {
 };
 
 struct Partition {
-  std::vector<int> layers;      ///< per stage
-  std::vector<double> T;        ///< compute of one micro-batch per stage (b * per-sample)
-  std::vector<double> F;        ///< forward part of T
+  std::vector<int> layers;  ///< per stage
+  std::vector<double> T;    ///< compute of one micro-batch per stage (b * per-sample)
+  std::vector<double> F;    ///< forward part of T
   std::vector<double> grad_bytes;
 };
 
@@ -115,7 +115,8 @@ MappedCosts mapped_costs(const Problem& pr, const Partition& part, const Mapping
   mc.boundary_s.assign(static_cast<std::size_t>(pr.p - 1), 0.0);
   for (int k = 0; k + 1 < pr.p; ++k)
     for (int d = 0; d < pr.dp; ++d)
-      mc.boundary_s[k] = std::max(mc.boundary_s[k], 2.0 * pr.links->at(map[k * pr.dp + d], map[(k + 1) * pr.dp + d]).time_s(bytes));
+      mc.boundary_s[k] =
+          std::max(mc.boundary_s[k], 2.0 * pr.links->at(map[k * pr.dp + d], map[(k + 1) * pr.dp + d]).time_s(bytes));
   mc.all_reduce_s.assign(static_cast<std::size_t>(pr.p), 0.0);
   if (pr.dp > 1)
     for (int s = 0; s < pr.p; ++s) {
@@ -298,7 +299,8 @@ double evaluate_orders(const std::vector<std::vector<PipeOp>>& orders, const Sta
         } else {
           if (f_end[at(s, op.microbatch)] < 0) break;
           if (s + 1 < p && b_end[at(s + 1, op.microbatch)] < 0) break;
-          ready = std::max(f_end[at(s, op.microbatch)], s + 1 < p ? b_end[at(s + 1, op.microbatch)] + st.send_s[s] : 0.0);
+          ready =
+              std::max(f_end[at(s, op.microbatch)], s + 1 < p ? b_end[at(s + 1, op.microbatch)] + st.send_s[s] : 0.0);
         }
         const double start = std::max(ready, free_at[s]);
         free_at[s] = start + (op.kind == PipeOp::Kind::F ? st.forward_s[s] : st.backward_s[s]);

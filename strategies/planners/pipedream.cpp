@@ -24,15 +24,15 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Level {
-  int devices;      // devices at this level (per node at level 1, nodes at level 2)
-  LinkCost link;    // bandwidth class of the level
+  int devices;    // devices at this level (per node at level 1, nodes at level 2)
+  LinkCost link;  // bandwidth class of the level
 };
 
 /// One level of the hierarchical DP over layer ranges [i, j) and device counts m (powers of two).
 /// `base[i][j]` is the per-sample time of range [i, j) on one device of this level, `weights` its bytes.
 struct LevelDP {
   int L = 0, W = 0;
-  std::vector<double> A;  // [i][j][m]
+  std::vector<double> A;         // [i][j][m]
   std::vector<int> split, reps;  // argmin: split point (-1 = single stage) and the last stage's devices
   std::size_t at(int i, int j, int m) const { return (static_cast<std::size_t>(i) * (L + 1) + j) * (W + 1) + m; }
 };

@@ -130,8 +130,8 @@ private:
     return blocks;
   }
 
-  std::optional<Candidate> search(const PlannerInput& in, const LayerChain& ch, const std::vector<Block>& blocks,
-                                  int N, int R, int Dg, int m, int mbs, double limit) const {
+  std::optional<Candidate> search(const PlannerInput& in, const LayerChain& ch, const std::vector<Block>& blocks, int N,
+                                  int R, int Dg, int m, int mbs, double limit) const {
     const int Smax = std::min(N, Dg);
     // V[s][b][d] with running maxima of F + c and B + c.
     struct Cell {
@@ -139,9 +139,7 @@ private:
       int prev_b = -1, prev_d = -1;
       double value() const { return f + b; }
     };
-    const auto at = [&](int s, int b, int d) {
-      return (static_cast<std::size_t>(s) * (N + 1) + b) * (Dg + 1) + d;
-    };
+    const auto at = [&](int s, int b, int d) { return (static_cast<std::size_t>(s) * (N + 1) + b) * (Dg + 1) + d; };
     std::vector<Cell> V(static_cast<std::size_t>(Smax + 1) * (N + 1) * (Dg + 1));
     V[at(0, 0, 0)] = {0.0, 0.0, -1, -1};
     const double eb = dtype_bytes(in.model.dtype);
@@ -206,14 +204,16 @@ private:
       reps.push_back(r);
       F.push_back(f);
       Bw.push_back(bw);
-      AR.push_back(all_reduce_s(ch, ch.range_params(lo, hi) * eb, r * R, R > 1 || r * ch.tp > in.cluster.gpus_per_node));
+      AR.push_back(
+          all_reduce_s(ch, ch.range_params(lo, hi) * eb, r * R, R > 1 || r * ch.tp > in.cluster.gpus_per_node));
       b0 = b_end[s];
       d0 = d_end[s];
     }
     double t_est = 0;
     for (int t = 0; t <= m + S - 2; ++t) {
       double fm = 0, bm = 0;
-      for (int g = std::max(0, t - m + 1); g <= std::min(t, S - 1); ++g) fm = std::max(fm, F[g]), bm = std::max(bm, Bw[g]);
+      for (int g = std::max(0, t - m + 1); g <= std::min(t, S - 1); ++g)
+        fm = std::max(fm, F[g]), bm = std::max(bm, Bw[g]);
       t_est += fm + bm;
     }
     t_est += *std::max_element(AR.begin(), AR.end());

@@ -52,9 +52,9 @@ public:
     for (int tp = 1; tp <= in.cluster.gpus_per_node; tp *= 2) {
       if (in.cluster.gpus_per_node % tp != 0 || n % tp != 0) continue;
       for (int mbs : {1, 2, 4}) {
-        auto& pc = chains.emplace(std::make_pair(tp, mbs),
-                                  std::make_pair(build_chain(in, tp, mbs, Recompute::NONE),
-                                                 build_chain(in, tp, mbs, Recompute::FULL)))
+        auto& pc = chains
+                       .emplace(std::make_pair(tp, mbs), std::make_pair(build_chain(in, tp, mbs, Recompute::NONE),
+                                                                        build_chain(in, tp, mbs, Recompute::FULL)))
                        .first->second;
         const LayerChain& plain = pc.first;
         for (int p = 1; p <= std::min(L, plain.devices); ++p) {
@@ -66,7 +66,8 @@ public:
         }
       }
     }
-    std::stable_sort(configs.begin(), configs.end(), [](const Config& a, const Config& b) { return a.lower < b.lower; });
+    std::stable_sort(configs.begin(), configs.end(),
+                     [](const Config& a, const Config& b) { return a.lower < b.lower; });
     constexpr std::size_t kKeep = 8;
     std::vector<double> best;  // predictions so far, ascending
     auto threshold = [&] { return best.size() < kKeep ? std::numeric_limits<double>::infinity() : best[kKeep - 1]; };

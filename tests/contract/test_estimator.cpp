@@ -45,12 +45,12 @@ TEST_P(EstimatorVsSimulator, AgreesWithinTenPercent) {
 
 INSTANTIATE_TEST_SUITE_P(
     Plans, EstimatorVsSimulator,
-    ::testing::Values(Case{"gpt13_tp2pp2dp4", "gpt3-1.3b", "dgx-a100:16", 2, 2, 4, 2, 64, "1f1b", Recompute::NONE, 0},
-                      Case{"gpt175_full", "gpt3-175b", "dgx-a100:1024", 8, 8, 16, 1, 1536, "1f1b", Recompute::FULL, 0},
-                      Case{"gpt175_interleaved", "gpt3-175b", "dgx-a100:1024", 8, 8, 16, 1, 1536, "interleaved:3",
-                           Recompute::FULL, 0},
-                      Case{"m18b_selective_zero1", "megatron-18b", "dgx-a100:256", 8, 2, 16, 1, 512, "1f1b",
-                           Recompute::SELECTIVE, 1},
-                      Case{"llama7b_dp32", "llama2-7b", "dgx-h100:64", 2, 1, 32, 2, 256, "1f1b", Recompute::NONE, 1},
-                      Case{"m39b_zbh2", "megatron-39b", "dgx-a100:512", 8, 4, 16, 1, 1024, "zb-h2", Recompute::FULL, 0}),
+    ::testing::Values(
+        Case{"gpt13_tp2pp2dp4", "gpt3-1.3b", "dgx-a100:16", 2, 2, 4, 2, 64, "1f1b", Recompute::NONE, 0},
+        Case{"gpt175_full", "gpt3-175b", "dgx-a100:1024", 8, 8, 16, 1, 1536, "1f1b", Recompute::FULL, 0},
+        Case{"gpt175_interleaved", "gpt3-175b", "dgx-a100:1024", 8, 8, 16, 1, 1536, "interleaved:3", Recompute::FULL,
+             0},
+        Case{"m18b_selective_zero1", "megatron-18b", "dgx-a100:256", 8, 2, 16, 1, 512, "1f1b", Recompute::SELECTIVE, 1},
+        Case{"llama7b_dp32", "llama2-7b", "dgx-h100:64", 2, 1, 32, 2, 256, "1f1b", Recompute::NONE, 1},
+        Case{"m39b_zbh2", "megatron-39b", "dgx-a100:512", 8, 4, 16, 1, 1024, "zb-h2", Recompute::FULL, 0}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });

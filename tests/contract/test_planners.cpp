@@ -58,7 +58,8 @@ TEST_P(PlannerContract, CandidatesAreValidAndSimulate) {
     EXPECT_GT(ev.simulated_s, 0);
     if (planner != "pipedream" && planner != "rannc") {
       const double tolerance = planner == "grid" ? 0.15 : 0.20;
-      EXPECT_NEAR(ev.candidate.estimate.iteration_s / ev.simulated_s, 1.0, tolerance) << planning::describe(ev.candidate.plan);
+      EXPECT_NEAR(ev.candidate.estimate.iteration_s / ev.simulated_s, 1.0, tolerance)
+          << planning::describe(ev.candidate.plan);
     }
   }
 }

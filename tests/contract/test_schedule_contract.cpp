@@ -78,11 +78,12 @@ TEST_P(ScheduleContract, RunsCorrectly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllSchedules, ScheduleContract,
-    ::testing::Values(Case{"gpipe", 1, 3}, Case{"gpipe", 4, 6}, Case{"1f1b", 2, 1}, Case{"1f1b", 4, 3},
-                      Case{"1f1b", 4, 9}, Case{"1f1b:dapple", 3, 5}, Case{"1f1b:dapple", 4, 8},
-                      Case{"interleaved:2", 2, 4}, Case{"interleaved:2", 4, 8}, Case{"interleaved:3", 4, 12},
-                      Case{"interleaved:4", 2, 2}, Case{"zb-h1", 2, 5}, Case{"zb-h1", 4, 3}, Case{"zb-h1", 4, 10},
-                      Case{"zb-h2", 3, 7}, Case{"zb-h2", 4, 4}, Case{"zb-h2", 4, 12}),
-    name_of);
+INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleContract,
+                         ::testing::Values(Case{"gpipe", 1, 3}, Case{"gpipe", 4, 6}, Case{"1f1b", 2, 1},
+                                           Case{"1f1b", 4, 3}, Case{"1f1b", 4, 9}, Case{"1f1b:dapple", 3, 5},
+                                           Case{"1f1b:dapple", 4, 8}, Case{"interleaved:2", 2, 4},
+                                           Case{"interleaved:2", 4, 8}, Case{"interleaved:3", 4, 12},
+                                           Case{"interleaved:4", 2, 2}, Case{"zb-h1", 2, 5}, Case{"zb-h1", 4, 3},
+                                           Case{"zb-h1", 4, 10}, Case{"zb-h2", 3, 7}, Case{"zb-h2", 4, 4},
+                                           Case{"zb-h2", 4, 12}),
+                         name_of);

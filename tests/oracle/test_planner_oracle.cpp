@@ -23,10 +23,10 @@ TEST(PlannerOracle, DappleTwoLayersTwoGpusPicksTheHandOptimum) {
   auto x = [&](int samples) { return 2.0 * (ch.intra.alpha_s + samples * ch.boundary_bytes / ch.intra.bw_Bps); };
   // Every plan (width w, micro-batch b) DAPPLE enumerates for gbs 2 on 2 GPUs, with L = block (M-1) + fill +
   // transfers + max(0, max_s AR_s - s block):
-  const double pure_dp = T + ar2;                                        // w 1, rp 2, b 1, M 1: one stage
-  const double two_stages_b1 = std::max({T0, T1, x(1)}) + T + x(1);      // w 2, b 1, M 2: stages of 1 layer
-  const double one_stage_two_replicas = T + ar2;                         // w 2, b 2, M 1: one stage, 2 replicas
-  const double two_stages_b2 = 2 * T + x(2);                             // w 2, b 2, M 1: stages of 1 layer
+  const double pure_dp = T + ar2;                                    // w 1, rp 2, b 1, M 1: one stage
+  const double two_stages_b1 = std::max({T0, T1, x(1)}) + T + x(1);  // w 2, b 1, M 2: stages of 1 layer
+  const double one_stage_two_replicas = T + ar2;                     // w 2, b 2, M 1: one stage, 2 replicas
+  const double two_stages_b2 = 2 * T + x(2);                         // w 2, b 2, M 1: stages of 1 layer
   const double hand = std::min({pure_dp, two_stages_b1, one_stage_two_replicas, two_stages_b2});
   const auto r = planning::make_planner("dapple")->plan(in);
   ASSERT_FALSE(r.ranked.empty());
@@ -151,5 +151,6 @@ TEST(LuoPlanner, DeviceMappingPaysOffInSimulationOnAnArbitraryGraph) {
   };
   const double with_map = simulate_plan(true), without = simulate_plan(false);
   ASSERT_GT(with_map, 0);
-  EXPECT_LT(with_map, without * 0.99) << planning::describe(mapped->plan) << ": " << with_map << " s mapped vs " << without << " s";
+  EXPECT_LT(with_map, without * 0.99) << planning::describe(mapped->plan) << ": " << with_map << " s mapped vs "
+                                      << without << " s";
 }

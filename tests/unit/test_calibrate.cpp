@@ -55,7 +55,8 @@ TEST(NcclTestsFit, RecoversTheFactorsTheLogWasMadeWith) {
   auto fit = sim::fit_nccl_tests(load_nccl_tests(kLog), c, base, "", 0, "log");
   EXPECT_EQ(fit.link, "intra");
   // Segments of the collective size, stored per ring-step message (S / 8).
-  const double expect[][3] = {{65536 / 8, 2.0, 0.2}, {1048576 / 8, 1.2, 0.5}, {16777216 / 8, 1.0, 0.8}, {1e300, 1.0, 0.95}};
+  const double expect[][3] = {
+      {65536 / 8, 2.0, 0.2}, {1048576 / 8, 1.2, 0.5}, {16777216 / 8, 1.0, 0.8}, {1e300, 1.0, 0.95}};
   ASSERT_EQ(fit.calibration.network_segments.size(), 4u);
   for (int i = 0; i < 4; ++i) {
     const auto& g = fit.calibration.network_segments[i];
@@ -84,7 +85,7 @@ TEST(NcclTestsFit, NeedsTheCollectiveAndEnoughSizes) {
   Calibration base = default_calibration(c.gpu.name);
   NcclTestsRun run;
   run.rows = {{1024, 10, 0, 0}, {2048, 11, 0, 0}};
-  EXPECT_THROW(sim::fit_nccl_tests(run, c, base, "", 8, "log"), ConfigError);  // which collective?
+  EXPECT_THROW(sim::fit_nccl_tests(run, c, base, "", 8, "log"), ConfigError);            // which collective?
   EXPECT_THROW(sim::fit_nccl_tests(run, c, base, "all-reduce", 0, "log"), ConfigError);  // how many ranks?
   EXPECT_THROW(sim::fit_nccl_tests(run, c, base, "broadcast", 8, "log"), ConfigError);
   run.rows.pop_back();

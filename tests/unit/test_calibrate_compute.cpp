@@ -120,7 +120,8 @@ TEST(ComputeFit, RecoversKnownParametersExactly) {
   ASSERT_TRUE(fit.gemm.fitted);
   const Calibration& c = fit.calibration;
   EXPECT_NEAR(c.kernel_launch_s, truth.kernel_launch_s, 0.01 * truth.kernel_launch_s);
-  EXPECT_NEAR(c.memory_bandwidth_efficiency, truth.memory_bandwidth_efficiency, 0.01 * truth.memory_bandwidth_efficiency);
+  EXPECT_NEAR(c.memory_bandwidth_efficiency, truth.memory_bandwidth_efficiency,
+              0.01 * truth.memory_bandwidth_efficiency);
   EXPECT_NEAR(c.gemm_efficiency_max, truth.gemm_efficiency_max, 0.01 * truth.gemm_efficiency_max);
   EXPECT_NEAR(c.gemm_half_efficiency_flops, truth.gemm_half_efficiency_flops, 0.01 * truth.gemm_half_efficiency_flops);
   EXPECT_LT(fit.all_residuals.max, 1e-6);
@@ -152,7 +153,8 @@ TEST(ComputeFit, RobustToNoiseAndOutliers) {
   const auto fit = sim::fit_compute(in, gpu, default_calibration("h100-sxm5-80gb"));
   const Calibration& c = fit.calibration;
   EXPECT_NEAR(c.kernel_launch_s, truth.kernel_launch_s, 0.03 * truth.kernel_launch_s);
-  EXPECT_NEAR(c.memory_bandwidth_efficiency, truth.memory_bandwidth_efficiency, 0.03 * truth.memory_bandwidth_efficiency);
+  EXPECT_NEAR(c.memory_bandwidth_efficiency, truth.memory_bandwidth_efficiency,
+              0.03 * truth.memory_bandwidth_efficiency);
   EXPECT_NEAR(c.gemm_efficiency_max, truth.gemm_efficiency_max, 0.03 * truth.gemm_efficiency_max);
   EXPECT_NEAR(c.gemm_half_efficiency_flops, truth.gemm_half_efficiency_flops, 0.05 * truth.gemm_half_efficiency_flops);
   EXPECT_GT(fit.memory.outliers + fit.gemm.outliers, 0u);
@@ -261,9 +263,11 @@ TEST(ComputeGpu, DeviceNamesMapToPresets) {
 }
 
 TEST(ComputeGpu, UnknownGpuIsAOneLineConfigError) {
-  const std::string kernel = R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":2,"args":{"device":0}})";
+  const std::string kernel =
+      R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":2,"args":{"device":0}})";
   const ImportedTrace rtx = parse_kineto(
-      R"({"deviceProperties":[{"id":0,"name":"NVIDIA GeForce RTX 2080 Ti"}],"traceEvents":[)" + kernel + "]}", "rtx.json");
+      R"({"deviceProperties":[{"id":0,"name":"NVIDIA GeForce RTX 2080 Ti"}],"traceEvents":[)" + kernel + "]}",
+      "rtx.json");
   try {
     sim::trace_gpu(rtx, "rtx.json");
     ADD_FAILURE() << "no error";
@@ -277,12 +281,14 @@ TEST(ComputeGpu, UnknownGpuIsAOneLineConfigError) {
   EXPECT_THROW(sim::load_gpu("rtx-2080-ti"), ConfigError);
   EXPECT_EQ(sim::load_gpu("v100-sxm2-32gb").name, "v100-sxm2-32gb");
   // A GPU file with its peaks.
-  const fs::path file = fs::temp_directory_path() / ("dtsim_gpu_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json");
+  const fs::path file = fs::temp_directory_path() /
+                        ("dtsim_gpu_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json");
   {
     std::FILE* f = std::fopen(file.c_str(), "w");
     ASSERT_NE(f, nullptr);
     std::fputs(R"({"name": "rtx-2080-ti", "peak_fp16_flops": 53.8e12, "peak_bf16_flops": 0,
-                   "peak_fp32_flops": 13.4e12, "hbm_Bps": 616e9, "memory_bytes": 11e9})", f);
+                   "peak_fp32_flops": 13.4e12, "hbm_Bps": 616e9, "memory_bytes": 11e9})",
+               f);
     std::fclose(f);
   }
   const GpuSpec g = sim::load_gpu(file.string());
@@ -406,11 +412,12 @@ TEST_P(RealTraceFit, FitsWithSaneValues) {
   for (const auto& p : fit.points) gemms += p.category == ComputeCategory::GEMM;
   const Calibration& c = fit.calibration;
   RecordProperty("gemm_samples", static_cast<int>(gemms));
-  std::printf("%s: %zu samples (%zu GEMM); launch %.3g us, eff_mem %.3f, eff_max %.3f, f_half %.3g; "
-              "residuals median %.1f%% mean %.1f%% max %.1f%%\n",
-              r.path, fit.points.size(), gemms, c.kernel_launch_s * 1e6, c.memory_bandwidth_efficiency,
-              c.gemm_efficiency_max, c.gemm_half_efficiency_flops, 100 * fit.all_residuals.median,
-              100 * fit.all_residuals.mean, 100 * fit.all_residuals.max);
+  std::printf(
+      "%s: %zu samples (%zu GEMM); launch %.3g us, eff_mem %.3f, eff_max %.3f, f_half %.3g; "
+      "residuals median %.1f%% mean %.1f%% max %.1f%%\n",
+      r.path, fit.points.size(), gemms, c.kernel_launch_s * 1e6, c.memory_bandwidth_efficiency, c.gemm_efficiency_max,
+      c.gemm_half_efficiency_flops, 100 * fit.all_residuals.median, 100 * fit.all_residuals.mean,
+      100 * fit.all_residuals.max);
   EXPECT_GE(gemms, r.min_gemms);
   EXPECT_TRUE(fit.memory.fitted);
   EXPECT_TRUE(fit.gemm.fitted);
@@ -435,14 +442,14 @@ TEST_P(RealTraceFit, FitsWithSaneValues) {
   EXPECT_EQ(sim::points_csv(fit2), sim::points_csv(fit));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SharedTraces, RealTraceFit,
-    ::testing::Values(RealTrace{"trace_diff/control/control.json.gz", "a100-sxm4-80gb", 1000},
-                      RealTrace{"negative_queue_length_values_check/rank0.json.gz", "a100-sxm4-80gb", 20},
-                      RealTrace{"trace_diff/test/test.json.gz", "v100-sxm2-32gb", 300}),
-    [](const ::testing::TestParamInfo<RealTrace>& p) {
-      return std::string(p.param.gpu).substr(0, 4) + "_" + std::to_string(p.index);
-    });
+INSTANTIATE_TEST_SUITE_P(SharedTraces, RealTraceFit,
+                         ::testing::Values(RealTrace{"trace_diff/control/control.json.gz", "a100-sxm4-80gb", 1000},
+                                           RealTrace{"negative_queue_length_values_check/rank0.json.gz",
+                                                     "a100-sxm4-80gb", 20},
+                                           RealTrace{"trace_diff/test/test.json.gz", "v100-sxm2-32gb", 300}),
+                         [](const ::testing::TestParamInfo<RealTrace>& p) {
+                           return std::string(p.param.gpu).substr(0, 4) + "_" + std::to_string(p.index);
+                         });
 
 // Traces recorded without shapes (record_shapes=False) cannot be fitted: a one-line error says why.
 TEST(RealTraceFit, TracesWithoutShapesSayWhy) {

@@ -221,7 +221,8 @@ TEST(Compare, OutputsAreDeterministic) {
   std::set<std::pair<int, std::string>> names;
   std::size_t tasks = 0;
   for (const json& e : trace["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "process_name") names.emplace(e["pid"].get<int>(), e["args"]["name"].get<std::string>());
+    if (e["ph"] == "M" && e["name"] == "process_name")
+      names.emplace(e["pid"].get<int>(), e["args"]["name"].get<std::string>());
     if (e["ph"] == "X") ++tasks;
   }
   EXPECT_TRUE(names.count({0, "predicted rank 0"}));
@@ -258,7 +259,8 @@ TEST(Compare, BadDirectoriesAreOneLineErrors) {
 
   bad = good;
   bad.summary["ranks"][2].erase("peak_memory_bytes");
-  one_line(load_error<ConfigError>(write_run("no_peak", bad)), "summary.json: ranks[2]: missing field 'peak_memory_bytes'");
+  one_line(load_error<ConfigError>(write_run("no_peak", bad)),
+           "summary.json: ranks[2]: missing field 'peak_memory_bytes'");
 
   bad = good;
   bad.trace = json::array();

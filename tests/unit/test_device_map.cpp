@@ -78,14 +78,14 @@ TEST(DeviceMap, MappingEqualsTheEquivalentRankOrder) {
     });
   };
   const double mapped = run(true), ordered = run(false), plain = in_child([] {
-    TransformerSpec model = model_preset("gpt3-1.3b");
-    ClusterSpec cluster = load_cluster("dgx-a100:16");
-    ParallelPlan plan = pp2_dp8();
-    Calibration cal = default_calibration("a100-sxm4-80gb");
-    SimOptions opt;
-    Inputs in{&model, &cluster, &plan, &cal, &opt};
-    return simulate(in).report.iteration_time_s;
-  });
+                                                           TransformerSpec model = model_preset("gpt3-1.3b");
+                                                           ClusterSpec cluster = load_cluster("dgx-a100:16");
+                                                           ParallelPlan plan = pp2_dp8();
+                                                           Calibration cal = default_calibration("a100-sxm4-80gb");
+                                                           SimOptions opt;
+                                                           Inputs in{&model, &cluster, &plan, &cal, &opt};
+                                                           return simulate(in).report.iteration_time_s;
+                                                         });
   ASSERT_GT(mapped, 0);
   EXPECT_NEAR(mapped, ordered, ordered * 1e-9);
   // And the mapping matters: with the default layout the DP rings stay in a node, mapped they cross nodes.

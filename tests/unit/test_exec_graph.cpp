@@ -143,7 +143,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 /// A file under the temp directory, unique per process and test, removed on destruction.
 class TempFile {
- public:
+public:
   TempFile(const std::string& tag, const std::string& content) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = (fs::temp_directory_path() /
@@ -160,7 +160,7 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
   const std::string& path() const { return path_; }
 
- private:
+private:
   std::string path_;
 };
 

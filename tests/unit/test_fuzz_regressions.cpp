@@ -71,8 +71,8 @@ TEST(FuzzRegression, IntFieldsMustBeIntegersInRange) {
   EXPECT_EQ(model_of(R"({"num_layers": 2.0)" + rest).num_layers, 2);  // an integral double is fine
   // Elements of integer lists likewise.
   const auto msg = error_of<dtsim::ConfigError>([] {
-    dtsim::plan_from_json(parse_text(R"({"micro_batch_size": 1, "global_batch_size": 1, "device_map": [0, 1e10]})",
-                                     "p.json"), "plan");
+    dtsim::plan_from_json(
+        parse_text(R"({"micro_batch_size": 1, "global_batch_size": 1, "device_map": [0, 1e10]})", "p.json"), "plan");
   });
   EXPECT_TRUE(contains(msg, "field 'device_map' = 10000000000.0 is not an integer")) << msg;
 }
@@ -83,7 +83,8 @@ TEST(FuzzRegression, ModelSizesAreBounded) {
       [] { model_of(R"({"num_layers": 1, "hidden": 2000000000, "heads": 1, "seq_len": 1, "vocab": 1})"); });
   EXPECT_TRUE(contains(msg, "make more than 10^15 parameters")) << msg;
   msg = error_of<dtsim::ConfigError>([] {
-    model_of(R"({"num_layers": 1000000000, "hidden": 2000000000, "heads": 1, "ffn_hidden": 1, "seq_len": 1, "vocab": 1})");
+    model_of(
+        R"({"num_layers": 1000000000, "hidden": 2000000000, "heads": 1, "ffn_hidden": 1, "seq_len": 1, "vocab": 1})");
   });
   EXPECT_TRUE(contains(msg, "make more than 10^15 parameters")) << msg;
   EXPECT_GT(dtsim::model_preset("megatron-1t").total_params(), 1e12);  // the largest preset is far inside
@@ -101,7 +102,8 @@ TEST(FuzzRegression, PlanProductsDoNotOverflow) {
   const dtsim::ClusterSpec c2 = dtsim::load_cluster("dgx-a100:2");
   msg = error_of<dtsim::ConfigError>([&] {
     plan_of(R"({"pp": 2, "micro_batch_size": 1, "global_batch_size": 2, "schedule": "custom",
-                "custom_order": [["F0"], ["F0"]], "virtual_stages": 2000000000})", c2);
+                "custom_order": [["F0"], ["F0"]], "virtual_stages": 2000000000})",
+            c2);
   });
   EXPECT_TRUE(contains(msg, "pp * virtual stages = 4000000000 exceeds")) << msg;
   msg = error_of<dtsim::ConfigError>([&] {
@@ -111,9 +113,12 @@ TEST(FuzzRegression, PlanProductsDoNotOverflow) {
   EXPECT_TRUE(contains(msg, "layers_per_stage sums to 4000000000")) << msg;
   msg = error_of<dtsim::ConfigError>([&] {
     dtsim::plan_from_json(parse_text(R"({"dp": 65536, "micro_batch_size": 65536, "global_batch_size": 8,
-                                        "num_microbatches": 1})", "p.json"), "plan");
+                                        "num_microbatches": 1})",
+                                     "p.json"),
+                          "plan");
   });
-  EXPECT_TRUE(contains(msg, "num_microbatches 1 disagrees with global_batch_size / (micro_batch_size * dp) = 0")) << msg;
+  EXPECT_TRUE(contains(msg, "num_microbatches 1 disagrees with global_batch_size / (micro_batch_size * dp) = 0"))
+      << msg;
 }
 
 // fuzz_cluster, preset strings: "1e20" nodes per leaf was cast to int (undefined behaviour).
@@ -130,13 +135,17 @@ TEST(FuzzRegression, ClusterPresetIntegerFields) {
 TEST(FuzzRegression, ClusterIndexArithmetic) {
   const dtsim::ClusterSpec wide = dtsim::cluster_from_json(parse_text(R"({"gpu": "a100-sxm4-80gb", "num_nodes": 1,
       "gpus_per_node": 65536, "intra_node": {"bandwidth_Bps": 1e9, "latency_s": 0},
-      "inter_node": {"nics_per_node": 65536, "nic_bandwidth_Bps": 1e9, "latency_s": 0}})", "c.json"), "c");
+      "inter_node": {"nics_per_node": 65536, "nic_bandwidth_Bps": 1e9, "latency_s": 0}})",
+                                                                      "c.json"),
+                                                           "c");
   wide.validate();
   EXPECT_EQ(wide.nic_of(65535), 65535);
   const dtsim::ClusterSpec leafy = dtsim::cluster_from_json(parse_text(R"({"gpu": "a100-sxm4-80gb", "num_nodes": 2,
       "gpus_per_node": 8, "intra_node": {"bandwidth_Bps": 1e9, "latency_s": 0},
       "inter_node": {"nics_per_node": 8, "nic_bandwidth_Bps": 1e9, "latency_s": 0, "topology": "fat-tree",
-                     "nodes_per_leaf": 2147483647}})", "c.json"), "c");
+                     "nodes_per_leaf": 2147483647}})",
+                                                                       "c.json"),
+                                                            "c");
   leafy.validate();
   EXPECT_EQ(leafy.num_leaves(), 1);
 }

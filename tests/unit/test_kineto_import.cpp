@@ -67,63 +67,513 @@ std::string dlrm_member(int rank, const char* stamp) {
 
 const std::vector<Expected>& expected_traces() {
   static const std::vector<Expected> kTraces = {
-      {std::string(kHta) + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", 112, 14, 21, 70, 3, 2, 0, 2, 0, 1,
-       9583086, 4203669603187439, -1, 0, 4, "AMD Radeon Graphics", 14, 14, "amd", {}},
-      {std::string(kHta) + "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", 826, 79, 361, 359,
-       8, 16, 3, 0, 0, 2, 43425365000, 1695835542514261000, 0, 0, 8, "NVIDIA A100-PG509-200", 79, 79, "nvidia", {}},
-      {std::string(kHta) + "critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz", 796, 79, 331,
-       359, 8, 16, 3, 0, 0, 2, 41579901000, 1694039968955744000, 0, 0, 8, "NVIDIA A100-PG509-200", 79, 79, "nvidia", {}},
+      {std::string(kHta) + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+       112,
+       14,
+       21,
+       70,
+       3,
+       2,
+       0,
+       2,
+       0,
+       1,
+       9583086,
+       4203669603187439,
+       -1,
+       0,
+       4,
+       "AMD Radeon Graphics",
+       14,
+       14,
+       "amd",
+       {}},
+      {std::string(kHta) + "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+       826,
+       79,
+       361,
+       359,
+       8,
+       16,
+       3,
+       0,
+       0,
+       2,
+       43425365000,
+       1695835542514261000,
+       0,
+       0,
+       8,
+       "NVIDIA A100-PG509-200",
+       79,
+       79,
+       "nvidia",
+       {}},
+      {std::string(kHta) + "critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz",
+       796,
+       79,
+       331,
+       359,
+       8,
+       16,
+       3,
+       0,
+       0,
+       2,
+       41579901000,
+       1694039968955744000,
+       0,
+       0,
+       8,
+       "NVIDIA A100-PG509-200",
+       79,
+       79,
+       "nvidia",
+       {}},
       // CUPTI range-profiler run: its per-kernel records are "cuda_profiler_range" (counters), not kernels.
-      {std::string(kHta) + "cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz", 2245, 0, 1862, 375, 8, 0,
-       0, 0, 0, 0, 11843640000, 1679055451546825000, 0, 0, 8, "NVIDIA A100-PG509-200", 0, 0, "nvidia", {}},
-      {std::string(kHta) + "df_index_resolver/df_index_resolver.json.gz", 123378, 19370, 42373, 56680, 2035, 2040, 880, 0,
-       2020, 2, 1738039000, 1669783687384669000, 1, 2, 2, "Tesla V100-SXM2-32GB", 19370, 19370, "nvidia",
+      {std::string(kHta) + "cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz",
+       2245,
+       0,
+       1862,
+       375,
+       8,
+       0,
+       0,
+       0,
+       0,
+       0,
+       11843640000,
+       1679055451546825000,
+       0,
+       0,
+       8,
+       "NVIDIA A100-PG509-200",
+       0,
+       0,
+       "nvidia",
+       {}},
+      {std::string(kHta) + "df_index_resolver/df_index_resolver.json.gz",
+       123378,
+       19370,
+       42373,
+       56680,
+       2035,
+       2040,
+       880,
+       0,
+       2020,
+       2,
+       1738039000,
+       1669783687384669000,
+       1,
+       2,
+       2,
+       "Tesla V100-SXM2-32GB",
+       19370,
+       19370,
+       "nvidia",
        {{"all-reduce", 2020}}},
-      {std::string(kHta) + "execution_trace/benchmark_simple_add_trace.json.gz", 55, 4, 15, 28, 8, 0, 0, 0, 0, 1,
-       19814287000, 1689360788493697000, 0, 0, 8, "NVIDIA A100-PG509-200", 4, 4, "nvidia", {}},
-      {std::string(kHta) + "nccl_parser_config/nccl_data.json.gz", 26932, 2700, 8740, 14346, 42, 960, 114, 30, 21, 2,
-       684372939, 4458676416788066, 0, 2, 8, "NVIDIA A100-PG509-200", 2700, 2700, "nvidia",
+      {std::string(kHta) + "execution_trace/benchmark_simple_add_trace.json.gz",
+       55,
+       4,
+       15,
+       28,
+       8,
+       0,
+       0,
+       0,
+       0,
+       1,
+       19814287000,
+       1689360788493697000,
+       0,
+       0,
+       8,
+       "NVIDIA A100-PG509-200",
+       4,
+       4,
+       "nvidia",
+       {}},
+      {std::string(kHta) + "nccl_parser_config/nccl_data.json.gz",
+       26932,
+       2700,
+       8740,
+       14346,
+       42,
+       960,
+       114,
+       30,
+       21,
+       2,
+       684372939,
+       4458676416788066,
+       0,
+       2,
+       8,
+       "NVIDIA A100-PG509-200",
+       2700,
+       2700,
+       "nvidia",
        {{"all-reduce", 15}, {"broadcast", 6}}},
       // PROVENANCE: 6,080 kernels, 80 NCCL. Kernels are all NCCL SendRecv; their op comes from the enclosing
       // nccl:* annotation of the launch; 5 launches fall outside the profiled window (op unknown).
-      {std::string(kHta) + "negative_queue_length_values_check/rank0.json.gz", 67216, 6080, 33924, 25185, 360, 1390, 277,
-       0, 80, 6, 1232469000, 1683564901548726000, 0, 16, 8, "NVIDIA A100-SXM4-80GB", 6080, 5375, "nvidia",
+      {std::string(kHta) + "negative_queue_length_values_check/rank0.json.gz",
+       67216,
+       6080,
+       33924,
+       25185,
+       360,
+       1390,
+       277,
+       0,
+       80,
+       6,
+       1232469000,
+       1683564901548726000,
+       0,
+       16,
+       8,
+       "NVIDIA A100-SXM4-80GB",
+       6080,
+       5375,
+       "nvidia",
        {{"", 5}, {"all-gather", 10}, {"all-reduce", 10}, {"all-to-all", 45}, {"reduce-scatter", 10}}},
-      {std::string(kHta) + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", 45419, 4350, 15329, 23910,
-       70, 1600, 145, 15, 0, 1, 495002377, 1712195495502094565, 0, 1, 8, "Tesla V100-SXM2-32GB", 4350, 4350, "nvidia",
+      {std::string(kHta) + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+       45419,
+       4350,
+       15329,
+       23910,
+       70,
+       1600,
+       145,
+       15,
+       0,
+       1,
+       495002377,
+       1712195495502094565,
+       0,
+       1,
+       8,
+       "Tesla V100-SXM2-32GB",
+       4350,
+       4350,
+       "nvidia",
        {}},
-      {std::string(kHta) + "trace_diff/control/control.json.gz", 74936, 8568, 24692, 40506, 288, 228, 654, 0, 60, 4,
-       465275000, 1661203462598738000, 3, 8, 8, "NVIDIA A100-PG509-200", 8568, 8568, "nvidia",
+      {std::string(kHta) + "trace_diff/control/control.json.gz",
+       74936,
+       8568,
+       24692,
+       40506,
+       288,
+       228,
+       654,
+       0,
+       60,
+       4,
+       465275000,
+       1661203462598738000,
+       3,
+       8,
+       8,
+       "NVIDIA A100-PG509-200",
+       8568,
+       8568,
+       "nvidia",
        {{"all-reduce", 18}, {"all-to-all", 42}}},
-      {std::string(kHta) + "trace_diff/test/test.json.gz", 68323, 9876, 21167, 31236, 288, 4856, 900, 0, 64, 4, 745341000,
-       1661938466265032000, 1, 2, 2, "Tesla V100-SXM2-16GB", 9876, 9330, "nvidia",
+      {std::string(kHta) + "trace_diff/test/test.json.gz",
+       68323,
+       9876,
+       21167,
+       31236,
+       288,
+       4856,
+       900,
+       0,
+       64,
+       4,
+       745341000,
+       1661938466265032000,
+       1,
+       2,
+       2,
+       "Tesla V100-SXM2-16GB",
+       9876,
+       9330,
+       "nvidia",
        {{"", 1}, {"all-reduce", 21}, {"all-to-all", 42}}},
-      {std::string(kHta) + "trace_filter/sampled_rank-0.json.gz", 4810, 1154, 1204, 2329, 73, 40, 10, 0, 10, 5, 1230289000,
-       1682725898079292000, 0, 128, 0, "", 1154, 1154, "nvidia", {{"all-gather", 2}, {"all-reduce", 4}, {"all-to-all", 4}}},
-      {std::string(kHta) + "trace_filter/sampled_rank-1.json.gz", 4675, 1104, 1154, 2302, 65, 40, 10, 0, 10, 5, 1238593000,
-       1682725898079484000, 1, 128, 0, "", 1104, 1104, "nvidia", {{"all-gather", 2}, {"all-reduce", 4}, {"all-to-all", 4}}},
-      {std::string(kHta) + "triton_example/triton_example.json.gz", 7, 1, 2, 3, 1, 0, 0, 0, 0, 1, 13336315805,
-       2413669096090100, -1, 0, 8, "NVIDIA A100-PG509-200", 1, 1, "nvidia", {}},
-      {"param/et_replay/tests/inputs/linear_kineto.json.gz", 61949, 8716, 14515, 36998, 80, 0, 1640, 0, 0, 1, 2003701000,
-       1689180447559714000, -1, 0, 8, "NVIDIA GeForce RTX 2080 Ti", 8716, 8716, "nvidia", {}},
-      {"param/et_replay/tests/inputs/resnet_kineto.json.gz", 75547, 9628, 25928, 39416, 90, 123, 362, 0, 0, 3, 16172052000,
-       1689179597340751000, -1, 0, 8, "NVIDIA GeForce RTX 2080 Ti", 9628, 9628, "nvidia", {}},
-      {dlrm_member(0, "1694128201545"), 2459, 245, 525, 1633, 40, 16, 0, 0, 8, 4, 14504000, 1694128201426674000, 0, 8, 8,
-       "Tesla V100-SXM2-32GB", 245, 245, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(1, "1694128201556"), 2526, 310, 527, 1633, 40, 16, 0, 0, 8, 4, 19951000, 1694128201421205000, 1, 8, 8,
-       "Tesla V100-SXM2-32GB", 310, 246, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(2, "1694128201554"), 2448, 246, 513, 1633, 40, 16, 0, 0, 8, 4, 13066000, 1694128201428092000, 2, 8, 8,
-       "Tesla V100-SXM2-32GB", 246, 246, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(3, "1694128201557"), 2551, 315, 541, 1633, 40, 16, 6, 0, 8, 4, 19362000, 1694128201421900000, 3, 8, 8,
-       "Tesla V100-SXM2-32GB", 315, 251, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(4, "1694128201547"), 2469, 251, 523, 1633, 40, 16, 6, 0, 8, 4, 18022000, 1694128201424049000, 4, 8, 8,
-       "Tesla V100-SXM2-32GB", 251, 251, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(5, "1694128201549"), 2439, 245, 505, 1633, 40, 16, 0, 0, 8, 4, 17841000, 1694128201424195000, 5, 8, 8,
-       "Tesla V100-SXM2-32GB", 245, 245, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(6, "1694128201553"), 2450, 246, 515, 1633, 40, 16, 0, 0, 8, 4, 13138000, 1694128201428080000, 6, 8, 8,
-       "Tesla V100-SXM2-32GB", 246, 246, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
-      {dlrm_member(7, "1694128201553"), 2439, 246, 504, 1633, 40, 16, 0, 0, 8, 4, 12558000, 1694128201428718000, 7, 8, 8,
-       "Tesla V100-SXM2-32GB", 246, 246, "nvidia", {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {std::string(kHta) + "trace_filter/sampled_rank-0.json.gz",
+       4810,
+       1154,
+       1204,
+       2329,
+       73,
+       40,
+       10,
+       0,
+       10,
+       5,
+       1230289000,
+       1682725898079292000,
+       0,
+       128,
+       0,
+       "",
+       1154,
+       1154,
+       "nvidia",
+       {{"all-gather", 2}, {"all-reduce", 4}, {"all-to-all", 4}}},
+      {std::string(kHta) + "trace_filter/sampled_rank-1.json.gz",
+       4675,
+       1104,
+       1154,
+       2302,
+       65,
+       40,
+       10,
+       0,
+       10,
+       5,
+       1238593000,
+       1682725898079484000,
+       1,
+       128,
+       0,
+       "",
+       1104,
+       1104,
+       "nvidia",
+       {{"all-gather", 2}, {"all-reduce", 4}, {"all-to-all", 4}}},
+      {std::string(kHta) + "triton_example/triton_example.json.gz",
+       7,
+       1,
+       2,
+       3,
+       1,
+       0,
+       0,
+       0,
+       0,
+       1,
+       13336315805,
+       2413669096090100,
+       -1,
+       0,
+       8,
+       "NVIDIA A100-PG509-200",
+       1,
+       1,
+       "nvidia",
+       {}},
+      {"param/et_replay/tests/inputs/linear_kineto.json.gz",
+       61949,
+       8716,
+       14515,
+       36998,
+       80,
+       0,
+       1640,
+       0,
+       0,
+       1,
+       2003701000,
+       1689180447559714000,
+       -1,
+       0,
+       8,
+       "NVIDIA GeForce RTX 2080 Ti",
+       8716,
+       8716,
+       "nvidia",
+       {}},
+      {"param/et_replay/tests/inputs/resnet_kineto.json.gz",
+       75547,
+       9628,
+       25928,
+       39416,
+       90,
+       123,
+       362,
+       0,
+       0,
+       3,
+       16172052000,
+       1689179597340751000,
+       -1,
+       0,
+       8,
+       "NVIDIA GeForce RTX 2080 Ti",
+       9628,
+       9628,
+       "nvidia",
+       {}},
+      {dlrm_member(0, "1694128201545"),
+       2459,
+       245,
+       525,
+       1633,
+       40,
+       16,
+       0,
+       0,
+       8,
+       4,
+       14504000,
+       1694128201426674000,
+       0,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       245,
+       245,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(1, "1694128201556"),
+       2526,
+       310,
+       527,
+       1633,
+       40,
+       16,
+       0,
+       0,
+       8,
+       4,
+       19951000,
+       1694128201421205000,
+       1,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       310,
+       246,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(2, "1694128201554"),
+       2448,
+       246,
+       513,
+       1633,
+       40,
+       16,
+       0,
+       0,
+       8,
+       4,
+       13066000,
+       1694128201428092000,
+       2,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       246,
+       246,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(3, "1694128201557"),
+       2551,
+       315,
+       541,
+       1633,
+       40,
+       16,
+       6,
+       0,
+       8,
+       4,
+       19362000,
+       1694128201421900000,
+       3,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       315,
+       251,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(4, "1694128201547"),
+       2469,
+       251,
+       523,
+       1633,
+       40,
+       16,
+       6,
+       0,
+       8,
+       4,
+       18022000,
+       1694128201424049000,
+       4,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       251,
+       251,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(5, "1694128201549"),
+       2439,
+       245,
+       505,
+       1633,
+       40,
+       16,
+       0,
+       0,
+       8,
+       4,
+       17841000,
+       1694128201424195000,
+       5,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       245,
+       245,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(6, "1694128201553"),
+       2450,
+       246,
+       515,
+       1633,
+       40,
+       16,
+       0,
+       0,
+       8,
+       4,
+       13138000,
+       1694128201428080000,
+       6,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       246,
+       246,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
+      {dlrm_member(7, "1694128201553"),
+       2439,
+       246,
+       504,
+       1633,
+       40,
+       16,
+       0,
+       0,
+       8,
+       4,
+       12558000,
+       1694128201428718000,
+       7,
+       8,
+       8,
+       "Tesla V100-SXM2-32GB",
+       246,
+       246,
+       "nvidia",
+       {{"all-reduce", 3}, {"all-to-all", 5}}},
   };
   return kTraces;
 }
@@ -397,7 +847,8 @@ TEST(KinetoShared, NcclDataCarriesCollectiveMetadata) {
 }
 
 TEST(KinetoShared, NanosecondTimestampsKeepEveryDigit) {
-  const std::string path = shared_trace(std::string(kHta) + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
+  const std::string path =
+      shared_trace(std::string(kHta) + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
   if (!fs::exists(path)) GTEST_SKIP() << "shared trace absent: " << path;
   const ImportedTrace t = dtsim::import_kineto(path);
   EXPECT_EQ(t.metadata.at("displayTimeUnit"), "ns");
@@ -490,8 +941,8 @@ TEST(KinetoHelpers, MicrosecondTextToNanoseconds) {
   EXPECT_EQ(us_text_to_ns("4.928"), 4928);
   EXPECT_EQ(us_text_to_ns("1712195495505582.988"), 1712195495505582988);
   EXPECT_EQ(us_text_to_ns("30669.0"), 30669000);
-  EXPECT_EQ(us_text_to_ns("0.0004"), 0);   // 0.4 ns
-  EXPECT_EQ(us_text_to_ns("0.0005"), 1);   // 0.5 ns: half away from zero
+  EXPECT_EQ(us_text_to_ns("0.0004"), 0);  // 0.4 ns
+  EXPECT_EQ(us_text_to_ns("0.0005"), 1);  // 0.5 ns: half away from zero
   EXPECT_EQ(us_text_to_ns("-0.0005"), -1);
   EXPECT_EQ(us_text_to_ns("0.0014999"), 1);
   EXPECT_EQ(us_text_to_ns("2.0015"), 2002);
@@ -635,7 +1086,7 @@ TEST(KinetoSynthetic, InputDimsAndTypesOfCpuOps) {
       {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":5,"dur":1,
        "args":{"Input Dims":[[1]],"Input type":["float"]}}
     ]})J",
-                                               "dims.json");
+                                              "dims.json");
   ASSERT_EQ(t.events.size(), 5u);
   using Dims = std::vector<std::vector<std::int64_t>>;
   using Types = std::vector<std::string>;
@@ -706,7 +1157,7 @@ TEST(KinetoSynthetic, CollectiveInfoFlowsFromCpuToKernel) {
   ASSERT_EQ(kernels.size(), 3u);
   const TraceEvent& a2a = *kernels.at(500);
   EXPECT_TRUE(a2a.collective);
-  EXPECT_EQ(a2a.comm.op, "all-to-all");  // from the enclosing annotation
+  EXPECT_EQ(a2a.comm.op, "all-to-all");    // from the enclosing annotation
   EXPECT_DOUBLE_EQ(a2a.comm.bytes, 2048);  // 1024 bf16 from record_param_comms (by External id)
   EXPECT_EQ(a2a.comm.group_size, 8);
   EXPECT_EQ(a2a.comm.process_group, "ep_group");
@@ -742,7 +1193,8 @@ TEST(KinetoSynthetic, AmdHipTraceWithoutDeviceProperties) {
   auto vendor = [](const std::string& text) { return dtsim::parse_kineto(text, "v.json").vendor; };
   const std::string cuda_call = R"({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","ts":1,"dur":1})";
   EXPECT_EQ(vendor(R"({"traceName":"rocm_vs_cuda.json","traceEvents":[)" + cuda_call + "]}"), "nvidia");
-  EXPECT_EQ(vendor(R"({"deviceProperties":[{"name":"AMD Instinct MI300X"}],"traceEvents":[)" + cuda_call + "]}"), "amd");
+  EXPECT_EQ(vendor(R"({"deviceProperties":[{"name":"AMD Instinct MI300X"}],"traceEvents":[)" + cuda_call + "]}"),
+            "amd");
   EXPECT_EQ(vendor(R"({"deviceProperties":[{"name":"Tesla V100-SXM2-16GB"}],"traceEvents":[]})"), "nvidia");
   EXPECT_EQ(vendor(R"({"tracer":"roctracer","traceEvents":[]})"), "amd");
   EXPECT_EQ(vendor(R"({"cupti_version":18,"traceEvents":[]})"), "nvidia");
@@ -809,17 +1261,21 @@ Outcome import_or_clean_error(const std::string& source, Fn&& fn, std::string* m
 }
 
 Outcome import_file_or_clean_error(const std::string& path, std::string* message = nullptr) {
-  return import_or_clean_error(path, [&] { return dtsim::import_kineto(path); }, message);
+  return import_or_clean_error(
+      path, [&] { return dtsim::import_kineto(path); }, message);
 }
 
 std::string message_of(const std::string& text, const std::string& source = "doc.json") {
   std::string msg;
-  EXPECT_EQ(import_or_clean_error(source, [&] { return dtsim::parse_kineto(text, source); }, &msg), Outcome::REFUSED)
+  EXPECT_EQ(import_or_clean_error(
+                source, [&] { return dtsim::parse_kineto(text, source); }, &msg),
+            Outcome::REFUSED)
       << text;
   return msg;
 }
 
-const std::string kSmall = std::string(kHta) + "critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz";
+const std::string kSmall =
+    std::string(kHta) + "critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz";
 
 TEST(KinetoDamaged, TruncatedJsonIsRefused) {
   const std::string src = shared_trace(kSmall);
@@ -828,8 +1284,19 @@ TEST(KinetoDamaged, TruncatedJsonIsRefused) {
   const std::size_t close = json.rfind('}');
   ASSERT_NE(close, std::string::npos);
   TempDir dir("truncated");
-  const std::vector<std::size_t> cuts = {0, 1, 2, 10, 100, 1000, json.size() / 7, json.size() / 3, json.size() / 2,
-                                         json.size() - 1000, close - 1, close, json.size() - 1};
+  const std::vector<std::size_t> cuts = {0,
+                                         1,
+                                         2,
+                                         10,
+                                         100,
+                                         1000,
+                                         json.size() / 7,
+                                         json.size() / 3,
+                                         json.size() / 2,
+                                         json.size() - 1000,
+                                         close - 1,
+                                         close,
+                                         json.size() - 1};
   for (std::size_t cut : cuts) {
     const std::string path = dir.write("cut_" + std::to_string(cut) + ".json", json.substr(0, cut));
     std::string msg;
@@ -853,8 +1320,19 @@ TEST(KinetoDamaged, TruncatedGzipIsRefused) {
   const std::string gz = read_bytes(src);
   TempDir dir("truncated-gz");
   std::size_t refused = 0;
-  const std::vector<std::size_t> cuts = {1, 2, 10, 20, 100, 1000, gz.size() / 4, gz.size() / 2, gz.size() - 100,
-                                         gz.size() - 9, gz.size() - 8, gz.size() - 4, gz.size() - 1};
+  const std::vector<std::size_t> cuts = {1,
+                                         2,
+                                         10,
+                                         20,
+                                         100,
+                                         1000,
+                                         gz.size() / 4,
+                                         gz.size() / 2,
+                                         gz.size() - 100,
+                                         gz.size() - 9,
+                                         gz.size() - 8,
+                                         gz.size() - 4,
+                                         gz.size() - 1};
   for (std::size_t cut : cuts) {
     const std::string path = dir.write("cut_" + std::to_string(cut) + ".json.gz", gz.substr(0, cut));
     std::string msg;
@@ -928,11 +1406,11 @@ TEST(KinetoDamaged, WrongTypesAndShapes) {
   EXPECT_EQ(message_of("hello world").rfind("doc.json: invalid JSON at byte ", 0), 0u);
   EXPECT_EQ(message_of("{\"traceEvents\":[\"\xff\"]}").rfind("doc.json: invalid JSON at byte ", 0), 0u);
   const std::string cut = R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":)";
-  EXPECT_EQ(message_of(cut), "doc.json: truncated JSON at byte " + std::to_string(cut.size()) +
-                                 " (unexpected end of input)");
+  EXPECT_EQ(message_of(cut),
+            "doc.json: truncated JSON at byte " + std::to_string(cut.size()) + " (unexpected end of input)");
   const std::string cut_string = R"({"traceEvents":[{"name":"cut inside a string)";
-  EXPECT_EQ(message_of(cut_string), "doc.json: truncated JSON at byte " + std::to_string(cut_string.size()) +
-                                        " (unexpected end of input)");
+  EXPECT_EQ(message_of(cut_string),
+            "doc.json: truncated JSON at byte " + std::to_string(cut_string.size()) + " (unexpected end of input)");
   EXPECT_EQ(message_of(R"({"a":1e99999})"), "doc.json: invalid JSON at byte 12: number overflow parsing '1e99999'");
   const std::string bad_utf8 = message_of("{\"traceEvents\":[\"\xff\"]}");
   EXPECT_EQ(bad_utf8.rfind("doc.json: invalid JSON at byte 18: ", 0), 0u) << bad_utf8;
@@ -981,8 +1459,9 @@ TEST(KinetoDamaged, FilesThatAreNotTraces) {
   EXPECT_EQ(import_file_or_clean_error(dir.write("missing.json", R"({"foo": [1, 2]})"), &msg), Outcome::REFUSED);
   EXPECT_NE(msg.find("no 'traceEvents' array"), std::string::npos) << msg;
   EXPECT_EQ(import_file_or_clean_error(dir.write("five.json", R"({"traceEvents": 5})"), &msg), Outcome::REFUSED);
-  EXPECT_EQ(import_file_or_clean_error(dir.write("array.json", R"([{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1}])")),
-            Outcome::IMPORTED);
+  EXPECT_EQ(
+      import_file_or_clean_error(dir.write("array.json", R"([{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1}])")),
+      Outcome::IMPORTED);
   EXPECT_EQ(import_file_or_clean_error(dir.write("garbage.json.gz", std::string("\x1f\x8b\x08\x00garbage", 11)), &msg),
             Outcome::REFUSED);
   const std::string absent = (dir.path / "absent.json").string();
@@ -1055,18 +1534,17 @@ TEST(KinetoDamaged, BadMemberOfAnArchiveNamesTheMember) {
 //     r['origin_ns'] = int((start * 1000).to_integral_value(ROUND_HALF_UP))
 //     dist = d.get('distributedInfo', {}); r['rank'] = dist.get('rank', -1); r['world'] = dist.get('world_size', 0)
 //     devs = d.get('deviceProperties', []); r['ndev'] = len(devs); r['dev0'] = devs[0]['name'] if devs else ''
-//     rt_corr = set(e['args']['correlation'] for e in ev if e['kind'] == 'RUNTIME' and 'correlation' in e.get('args', {}))
-//     with_corr = [e for e in ker if e.get('args', {}).get('correlation', -1) >= 0]
-//     r['ker_corr'] = len(with_corr); r['ker_linked'] = sum(1 for e in with_corr if e['args']['correlation'] in rt_corr)
-//     # op per collective kernel: own "Collective name" > kernel name > CPU side (the launch's External id, then
-//     # the innermost enclosing nccl:* / record_param_comms with an op on the launching thread), brute force.
-//     rt = {}
-//     for e in ev:
+//     rt_corr = set(e['args']['correlation'] for e in ev if e['kind'] == 'RUNTIME' and 'correlation' in e.get('args',
+//     {})) with_corr = [e for e in ker if e.get('args', {}).get('correlation', -1) >= 0] r['ker_corr'] =
+//     len(with_corr); r['ker_linked'] = sum(1 for e in with_corr if e['args']['correlation'] in rt_corr) # op per
+//     collective kernel: own "Collective name" > kernel name > CPU side (the launch's External id, then # the innermost
+//     enclosing nccl:* / record_param_comms with an op on the launching thread), brute force. rt = {} for e in ev:
 //         if e['kind'] == 'RUNTIME' and 'correlation' in e.get('args', {}): rt.setdefault(e['args']['correlation'], e)
 //     cpu = [e for e in ev if e['kind'] in ('CPU_OP','USER_ANNOTATION') and ('Collective name' in e.get('args', {})
 //            or e['name'].lower().startswith(('nccl:','rccl:')))]
 //     def cpu_op(e):
-//         return op_of(e['args']['Collective name']) if 'Collective name' in e.get('args', {}) else op_of(e['name'][5:])
+//         return op_of(e['args']['Collective name']) if 'Collective name' in e.get('args', {}) else
+//         op_of(e['name'][5:])
 //     ops = collections.Counter()
 //     for k in coll:
 //         a = k.get('args', {})
@@ -1079,7 +1557,8 @@ TEST(KinetoDamaged, BadMemberOfAnArchiveNamesTheMember) {
 //             if not op:
 //                 enc = [c for c in cpu if c['pid'] == r0['pid'] and c['tid'] == r0['tid']
 //                        and Decimal(str(c['ts'])) <= Decimal(str(r0['ts'])) and cpu_op(c)
-//                        and Decimal(str(c['ts'])) + Decimal(str(c['dur'])) >= Decimal(str(r0['ts'])) + Decimal(str(r0['dur']))]
+//                        and Decimal(str(c['ts'])) + Decimal(str(c['dur'])) >= Decimal(str(r0['ts'])) +
+//                        Decimal(str(r0['dur']))]
 //                 enc.sort(key=lambda c: Decimal(str(c['ts'])), reverse=True)
 //                 if enc: op = cpu_op(enc[0])
 //         ops[op] += 1

@@ -222,9 +222,9 @@ TEST(StageReplicas, GradientsAreSummedOverEachStagesReplicas) {
   for (const auto& t : low.graph.tasks())
     if (t.kind == TaskKind::FLOW && t.phase == Phase::GRAD_SYNC && low.graph.names()[t.name].find("grad-bucket") == 0)
       grad_flows[low.ranks[t.rank].coord.pp]++;
-  EXPECT_GT(grad_flows[0], 0);             // three replicas: a 3-member ring per bucket
+  EXPECT_GT(grad_flows[0], 0);  // three replicas: a 3-member ring per bucket
   EXPECT_EQ(grad_flows[0] % 3, 0);
-  EXPECT_EQ(grad_flows.count(1), 0u);      // one replica, one copy: nothing to sum
+  EXPECT_EQ(grad_flows.count(1), 0u);  // one replica, one copy: nothing to sum
 }
 
 // ---- Explicit network graphs (routing with Boost.Graph).
@@ -316,6 +316,7 @@ TEST(TaskGraph, RecordedKernelsAreTheCostModelsKernels) {
     // Without the option nothing is kept.
     s.opt.record_kernels = false;
     const Lowered plain = s.lower();
-    for (std::int32_t i = 0; i < static_cast<std::int32_t>(plain.graph.size()); ++i) EXPECT_TRUE(plain.graph.kernels(i).empty());
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(plain.graph.size()); ++i)
+      EXPECT_TRUE(plain.graph.kernels(i).empty());
   }
 }

@@ -49,8 +49,8 @@ exec::Measurements scaled(const Lowered& low, double scale, double peak_bytes) {
   m.device_name = "test";
   m.iterations = 2;
   for (std::size_t si = 0; si < low.ranks.size(); ++si)
-    m.ranks.push_back({static_cast<int>(si), low.ranks[si].global_rank, true, "", {0.1, 0.1}, 1e9, 2e9, 3e9,
-                       peak_bytes, 4e8});
+    m.ranks.push_back(
+        {static_cast<int>(si), low.ranks[si].global_rank, true, "", {0.1, 0.1}, 1e9, 2e9, 3e9, peak_bytes, 4e8});
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(low.graph.size()); ++i)
     if (low.graph.tasks()[i].kind == TaskKind::COMPUTE) {
       const double d = scale * low.graph.tasks()[i].duration_s;
@@ -109,7 +109,8 @@ TEST(MeasuredTimeline, ComputeOnlyPlanScalesExactly) {
   const auto low = lower(r.model, r.cluster, r.plan, r.cal, r.opt);
   const RunConfig rc = run_config_from_summary(pred, "pred");
   const auto same = exec::measured_timeline(rc, scaled(low, 1.0, 5e9));
-  EXPECT_DOUBLE_EQ(same.summary["results"]["iteration_time_s"].get<double>(), pred["results"]["iteration_time_s"].get<double>());
+  EXPECT_DOUBLE_EQ(same.summary["results"]["iteration_time_s"].get<double>(),
+                   pred["results"]["iteration_time_s"].get<double>());
   EXPECT_EQ(same.measured_tasks, same.compute_tasks);
   const auto slow = exec::measured_timeline(rc, scaled(low, 1.25, 5e9));
   EXPECT_NEAR(slow.summary["results"]["iteration_time_s"].get<double>(),

@@ -90,8 +90,8 @@ TEST(Pareto, HandMadeFrontsAreKnown) {
   EXPECT_EQ(c.failed, 1);
   EXPECT_EQ(c.crashed, 1);
   for (const SweepRow& r : res.rows) {
-    const bool expect_on = std::set<std::string>{"s0000", "s0002", "s0013", "s0005", "s0006", "s0007", "s0014",
-                                                 "s0016"}.count(r.id) > 0;
+    const bool expect_on =
+        std::set<std::string>{"s0000", "s0002", "s0013", "s0005", "s0006", "s0007", "s0014", "s0016"}.count(r.id) > 0;
     bool on = false;
     for (const auto& g : groups) on = on || g.on_front(r);
     EXPECT_EQ(on, expect_on) << r.id;
@@ -157,12 +157,14 @@ TEST(Pareto, JsonAndCsv) {
   EXPECT_EQ(j["groups"][0]["front"].size(), 5u);
   EXPECT_EQ(j["groups"][0]["front"][3]["id"], "s0005");
   EXPECT_EQ(j["groups"][0]["front"][3]["duplicates"], nlohmann::json::array({"s0006"}));
-  EXPECT_EQ(j["groups"][0]["front"][2]["strategy"], "planner dapple: tp2 pp2 dp2 vp1 mbs1 zero0 recompute=none layout=1d");
+  EXPECT_EQ(j["groups"][0]["front"][2]["strategy"],
+            "planner dapple: tp2 pp2 dp2 vp1 mbs1 zero0 recompute=none layout=1d");
   const std::string csv = pareto_csv(groups);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 7);
-  EXPECT_NE(csv.find("\ntiny-gpt,8,4,s0005,tp1 pp2 dp4 vp1 mbs2 zero0 recompute=none layout=1d,,dgx-a100:8,1,2,4,1,2,64,0,"
-                     "none,1d,false,3000,"),
-            std::string::npos)
+  EXPECT_NE(
+      csv.find("\ntiny-gpt,8,4,s0005,tp1 pp2 dp4 vp1 mbs2 zero0 recompute=none layout=1d,,dgx-a100:8,1,2,4,1,2,64,0,"
+               "none,1d,false,3000,"),
+      std::string::npos)
       << csv;
   EXPECT_NE(csv.find(",40000000000,80000000000,s0006\n"), std::string::npos) << csv;
 }
@@ -174,13 +176,15 @@ TEST(ParetoCli, PrintsTablesAndWritesFiles) {
   EXPECT_NE(r.out.find("tiny-gpt on 8 GPUs (dgx-a100:8): 14 scenarios, 10 ran and fit"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("s0005 (same as s0006)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("planner dapple: tp2 pp2 dp2"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("tiny-gpt on 32 GPUs (dgx-a100:32): 2 scenarios, 0 ran and fit, 0 over capacity, 1 oom, 0 failed, 1 "
-                       "crashed\n  no Pareto front"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("tiny-gpt on 32 GPUs (dgx-a100:32): 2 scenarios, 0 ran and fit, 0 over capacity, 1 oom, 0 failed, 1 "
+                 "crashed\n  no Pareto front"),
+      std::string::npos)
       << r.out;
   const auto j = nlohmann::json::parse(slurp(out + "/pareto.json"));
   EXPECT_EQ(j["groups"][1]["front"][1]["id"], "s0016");
-  EXPECT_EQ(slurp(out + "/pareto.csv"), pareto_csv(pareto_fronts(load_sweep_results(kData + "pareto_handmade.jsonl").rows)));
+  EXPECT_EQ(slurp(out + "/pareto.csv"),
+            pareto_csv(pareto_fronts(load_sweep_results(kData + "pareto_handmade.jsonl").rows)));
   // A sweep output directory works as well, and -q prints nothing.
   fs::create_directories(scratch() + "/sweepdir");
   fs::copy_file(kData + "pareto_handmade.jsonl", scratch() + "/sweepdir/results.jsonl");

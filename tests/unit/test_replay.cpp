@@ -49,8 +49,8 @@ TraceEvent runtime(const std::string& name, std::int64_t start, std::int64_t dur
   return e;
 }
 
-TraceEvent gpu(const std::string& name, std::int64_t start, std::int64_t dur, std::int64_t corr, std::int64_t stream = 7,
-               TraceEventKind kind = TraceEventKind::KERNEL) {
+TraceEvent gpu(const std::string& name, std::int64_t start, std::int64_t dur, std::int64_t corr,
+               std::int64_t stream = 7, TraceEventKind kind = TraceEventKind::KERNEL) {
   TraceEvent e;
   e.kind = kind;
   e.name = name;
@@ -106,8 +106,8 @@ std::pair<std::int64_t, std::int64_t> times_of(const ImportedTrace& tr, const Re
 // Stream order, launch dependency with the fitted latency, CPU gaps preserved.
 TEST(ReplaySynthetic, StreamOrderLaunchLatencyAndGaps) {
   auto tr = make_trace({
-      cpu_op("aten::step", 0, 400),
-      runtime("cudaLaunchKernel", 0, 10, 1), gpu("K1", 15, 100, 1),    // idle stream: latency sample 15
+      cpu_op("aten::step", 0, 400), runtime("cudaLaunchKernel", 0, 10, 1),
+      gpu("K1", 15, 100, 1),                                           // idle stream: latency sample 15
       runtime("cudaLaunchKernel", 30, 10, 2), gpu("K2", 115, 50, 2),   // queued behind K1: no sample
       runtime("cudaLaunchKernel", 50, 10, 3), gpu("K3", 165, 20, 3),   // queued
       runtime("cudaLaunchKernel", 300, 10, 4), gpu("K4", 320, 20, 4),  // idle again: sample 20
@@ -141,9 +141,9 @@ TEST(ReplaySynthetic, StreamOrderLaunchLatencyAndGaps) {
 // cudaDeviceSynchronize ends after the GPU work launched before it (+ its measured tail); the CPU continues after.
 TEST(ReplaySynthetic, DeviceSyncBlocksTheCpu) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 5, 1), gpu("K1", 10, 1000, 1),            // latency sample 10
-      runtime("cudaDeviceSynchronize", 20, 995),                              // ends 1015: tail 5 after K1
-      runtime("cudaLaunchKernel", 1025, 5, 2), gpu("K2", 1040, 10, 2),        // sample 15
+      runtime("cudaLaunchKernel", 0, 5, 1), gpu("K1", 10, 1000, 1),     // latency sample 10
+      runtime("cudaDeviceSynchronize", 20, 995),                        // ends 1015: tail 5 after K1
+      runtime("cudaLaunchKernel", 1025, 5, 2), gpu("K2", 1040, 10, 2),  // sample 15
   });
   const ReplayGraph g = build_replay(tr, {});
   EXPECT_EQ(g.launch_latency_ns, 10);
@@ -187,10 +187,12 @@ TEST(ReplaySynthetic, StreamSyncAndContradictedWait) {
 // cudaStreamWaitEvent: the next task on the waiting stream starts after the awaited task of the other stream.
 TEST(ReplaySynthetic, StreamWaitEventIsAGpuDependency) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 5, 1), gpu("compute", 5, 100, 1, 7),
+      runtime("cudaLaunchKernel", 0, 5, 1),
+      gpu("compute", 5, 100, 1, 7),
       runtime("cudaEventRecord", 6, 2),
       runtime("cudaStreamWaitEvent", 10, 3),
-      runtime("cudaLaunchKernel", 20, 5, 2), gpu("ncclKernel_AllReduce", 105, 50, 2, 14),
+      runtime("cudaLaunchKernel", 20, 5, 2),
+      gpu("ncclKernel_AllReduce", 105, 50, 2, 14),
   });
   tr.events.back().collective = true;  // (not used here)
   const ReplayGraph g = build_replay(tr, {});
@@ -210,11 +212,10 @@ TEST(ReplaySynthetic, StreamWaitEventIsAGpuDependency) {
 // their offset inside the enclosing call.
 TEST(ReplaySynthetic, UnlinkedTasksAndNestedCalls) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 10, 1), gpu("A", 12, 10, 1),     // sample 12
-      gpu("orphan", 500, 40, -1),                                     // no launch in the trace
-      runtime("cudaGraphLaunch", 600, 50, 2),
-      runtime("cuLaunchKernel", 620, 5, 3),                           // nested: offset 20
-      gpu("B", 650, 10, 3),                                           // sample 650 - 620 = 30
+      runtime("cudaLaunchKernel", 0, 10, 1), gpu("A", 12, 10, 1),                    // sample 12
+      gpu("orphan", 500, 40, -1),                                                    // no launch in the trace
+      runtime("cudaGraphLaunch", 600, 50, 2), runtime("cuLaunchKernel", 620, 5, 3),  // nested: offset 20
+      gpu("B", 650, 10, 3),                                                          // sample 650 - 620 = 30
   });
   const ReplayGraph g = build_replay(tr, {});
   EXPECT_EQ(g.stats.nested_calls, 1u);
@@ -228,8 +229,10 @@ TEST(ReplaySynthetic, UnlinkedTasksAndNestedCalls) {
 // A synchronous memcpy waits for its own copy.
 TEST(ReplaySynthetic, SynchronousMemcpyWaitsForItsCopy) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 5, 1), gpu("K", 5, 300, 1),
-      runtime("cudaMemcpy", 10, 400, 2), gpu("Memcpy DtoH (Device -> Pageable)", 305, 100, 2, 7, TraceEventKind::MEMCPY),
+      runtime("cudaLaunchKernel", 0, 5, 1),
+      gpu("K", 5, 300, 1),
+      runtime("cudaMemcpy", 10, 400, 2),
+      gpu("Memcpy DtoH (Device -> Pageable)", 305, 100, 2, 7, TraceEventKind::MEMCPY),
   });
   const ReplayGraph g = build_replay(tr, {});
   EXPECT_EQ(g.stats.blocking_calls, 1u);
@@ -247,9 +250,9 @@ TEST(ReplaySynthetic, SynchronousMemcpyWaitsForItsCopy) {
 // Queued tasks of a stream are separated by the fitted dispatch gap (here every measured gap is 3 ns).
 TEST(ReplaySynthetic, DispatchGapBetweenQueuedTasks) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 2, 1), gpu("K1", 10, 1000, 1),     // idle stream: latency sample 10
-      runtime("cudaLaunchKernel", 5, 2, 2), gpu("K2", 1013, 1000, 2),   // queued: gap 3 after K1
-      runtime("cudaLaunchKernel", 8, 2, 3), gpu("K3", 2016, 1000, 3),   // queued: gap 3 after K2 (the sample)
+      runtime("cudaLaunchKernel", 0, 2, 1), gpu("K1", 10, 1000, 1),    // idle stream: latency sample 10
+      runtime("cudaLaunchKernel", 5, 2, 2), gpu("K2", 1013, 1000, 2),  // queued: gap 3 after K1
+      runtime("cudaLaunchKernel", 8, 2, 3), gpu("K3", 2016, 1000, 3),  // queued: gap 3 after K2 (the sample)
   });
   const ReplayGraph g = build_replay(tr, {});
   EXPECT_EQ(g.launch_latency_ns, 10);
@@ -266,7 +269,10 @@ TEST(ReplaySynthetic, DispatchGapBetweenQueuedTasks) {
 // GPU tasks of one CUDA-graph launch keep their measured gaps (untraced graph nodes).
 TEST(ReplaySynthetic, GraphLaunchGapsAreKept) {
   auto tr = make_trace({
-      runtime("cudaGraphLaunch", 0, 20, 1), gpu("G1", 30, 100, 1), gpu("G2", 200, 100, 1), gpu("G3", 300, 50, 1),
+      runtime("cudaGraphLaunch", 0, 20, 1),
+      gpu("G1", 30, 100, 1),
+      gpu("G2", 200, 100, 1),
+      gpu("G3", 300, 50, 1),
   });
   const ReplayGraph g = build_replay(tr, {});
   EXPECT_EQ(g.stats.graph_gaps, 1u);  // G2 after G1 (G3 follows G2 directly)
@@ -283,8 +289,10 @@ TEST(ReplaySynthetic, GraphLaunchGapsAreKept) {
 // depends on that task (no event record in the trace says so).
 TEST(ReplaySynthetic, LateStartFollowsAnotherStream) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 2000, 1), gpu("KA", 10'000, 1'000'000, 1, 7),
-      runtime("cudaLaunchKernel", 20'000, 2000, 2), gpu("KB", 1'015'000, 10'000, 2, 14),
+      runtime("cudaLaunchKernel", 0, 2000, 1),
+      gpu("KA", 10'000, 1'000'000, 1, 7),
+      runtime("cudaLaunchKernel", 20'000, 2000, 2),
+      gpu("KB", 1'015'000, 10'000, 2, 14),
   });
   const ReplayGraph g = build_replay(tr, {});
   EXPECT_EQ(g.launch_latency_ns, 10'000);  // lower median of {10 us, 995 us}
@@ -301,8 +309,10 @@ TEST(ReplaySynthetic, LateStartFollowsAnotherStream) {
 // launch hidden by the correlation ids); with nothing at all to explain it, its measured delay is kept.
 TEST(ReplaySynthetic, LateStartRelaunchedOrKept) {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 2000, 1), gpu("K1", 10'000, 10'000, 1),
-      runtime("cudaLaunchKernel", 30'000, 2000, 2), gpu("K2", 510'000, 10'000, 2),
+      runtime("cudaLaunchKernel", 0, 2000, 1),
+      gpu("K1", 10'000, 10'000, 1),
+      runtime("cudaLaunchKernel", 30'000, 2000, 2),
+      gpu("K2", 510'000, 10'000, 2),
       runtime("cudaEventQuery", 500'000, 1000),
   });
   const ReplayGraph g = build_replay(tr, {});
@@ -315,8 +325,10 @@ TEST(ReplaySynthetic, LateStartRelaunchedOrKept) {
   EXPECT_EQ(times_of(tr, r.what_if, r.what_if_times, "K2").first, 262'000);  // + the measured 10 us
 
   auto lone = make_trace({
-      runtime("cudaLaunchKernel", 0, 2000, 1), gpu("K1", 10'000, 10'000, 1),
-      runtime("cudaLaunchKernel", 30'000, 2000, 2), gpu("K2", 500'000, 10'000, 2),
+      runtime("cudaLaunchKernel", 0, 2000, 1),
+      gpu("K1", 10'000, 10'000, 1),
+      runtime("cudaLaunchKernel", 30'000, 2000, 2),
+      gpu("K2", 500'000, 10'000, 2),
   });
   const ReplayGraph kept = build_replay(lone, {});
   EXPECT_EQ(kept.stats.unexplained_gaps, 1u);
@@ -395,8 +407,10 @@ TEST(ReplayWhatIf, UnitScalesReproduceTheBaseReplayExactly) {
 /// One all-reduce of `bytes` over `group` ranks taking `dur_ns`, launched at 0, last on the timeline.
 ImportedTrace collective_trace(double bytes, int group, std::int64_t dur_ns, const std::string& op = "all-reduce") {
   auto tr = make_trace({
-      runtime("cudaLaunchKernel", 0, 5, 1), gpu("gemm", 0, 1000, 1),
-      runtime("cudaLaunchKernel", 10, 5, 2), gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1000, dur_ns, 2),
+      runtime("cudaLaunchKernel", 0, 5, 1),
+      gpu("gemm", 0, 1000, 1),
+      runtime("cudaLaunchKernel", 10, 5, 2),
+      gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1000, dur_ns, 2),
   });
   for (auto& e : tr.events)
     if (e.name.rfind("nccl", 0) == 0) {
@@ -515,9 +529,9 @@ TEST(ReplayErrors, BadInputIsAConfigOrFormatError) {
 // ----- real traces -----------------------------------------------------------------------------------------------
 
 struct RealTrace {
-  const char* path;             ///< under DTSIM_SHARED_DIR/traces
-  double max_error_pct;         ///< bound on |replay error|
-  double max_model_error_pct;   ///< bound with keep_unexplained_gaps = false (the dependency model alone)
+  const char* path;            ///< under DTSIM_SHARED_DIR/traces
+  double max_error_pct;        ///< bound on |replay error|
+  double max_model_error_pct;  ///< bound with keep_unexplained_gaps = false (the dependency model alone)
 };
 
 // Bounds. The replay reproduces measured CPU gaps, runtime-call durations and GPU durations exactly; its error
@@ -532,8 +546,10 @@ struct RealTrace {
 // explains is not kept): 1 % everywhere except negative_queue rank0, whose CUDA graphs have untraced nodes and
 // whose correlation ids are reused across graph replays (HTA keeps it as a test of such anomalies): -9 %.
 const RealTrace kRealTraces[] = {
-    {"HolisticTraceAnalysis/tests/data/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", 0.1, 1},
-    {"HolisticTraceAnalysis/tests/data/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz", 0.1, 1},
+    {"HolisticTraceAnalysis/tests/data/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", 0.1,
+     1},
+    {"HolisticTraceAnalysis/tests/data/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz", 0.1,
+     1},
     {"HolisticTraceAnalysis/tests/data/execution_trace/benchmark_simple_add_trace.json.gz", 0.1, 1},
     {"HolisticTraceAnalysis/tests/data/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz", 0.1, 1},
     {"HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz", 0.1, 1},
@@ -557,12 +573,13 @@ void check_replay(const ImportedTrace& tr, double bound, double model_bound) {
   ReplayOptions model_only;
   model_only.keep_unexplained_gaps = false;
   const Replay m = replay_trace(tr, model_only);
-  std::printf("[ replay ] %-100s measured %12.3f ms  replayed %12.3f ms  error %+7.3f %%  (model alone %+7.3f %%; "
-              "latency %.2f us, dispatch gap %.2f us, %zu sync waits, %zu stream waits, %zu late starts, %zu kept)\n",
-              tr.source.substr(tr.source.find("/traces/") == std::string::npos ? 0 : tr.source.find("/traces/") + 8).c_str(),
-              rep.measured_span_ns / 1e6, rep.replayed_span_ns / 1e6, rep.error_pct, m.report.error_pct,
-              rep.launch_latency_ns / 1e3, rep.dispatch_gap_ns / 1e3, rep.stats.sync_waits, rep.stats.stream_waits,
-              rep.stats.gpu_waits_inferred + rep.stats.late_starts_relaunched, rep.stats.unexplained_gaps);
+  std::printf(
+      "[ replay ] %-100s measured %12.3f ms  replayed %12.3f ms  error %+7.3f %%  (model alone %+7.3f %%; "
+      "latency %.2f us, dispatch gap %.2f us, %zu sync waits, %zu stream waits, %zu late starts, %zu kept)\n",
+      tr.source.substr(tr.source.find("/traces/") == std::string::npos ? 0 : tr.source.find("/traces/") + 8).c_str(),
+      rep.measured_span_ns / 1e6, rep.replayed_span_ns / 1e6, rep.error_pct, m.report.error_pct,
+      rep.launch_latency_ns / 1e3, rep.dispatch_gap_ns / 1e3, rep.stats.sync_waits, rep.stats.stream_waits,
+      rep.stats.gpu_waits_inferred + rep.stats.late_starts_relaunched, rep.stats.unexplained_gaps);
   EXPECT_LE(std::fabs(rep.error_pct), bound) << tr.source;
   EXPECT_LE(std::fabs(m.report.error_pct), model_bound) << tr.source;
   EXPECT_EQ(rep.stats.cycle_edges_dropped, 0u) << tr.source;
@@ -600,9 +617,10 @@ TEST(ReplayReal, LargestTraceImportsAndReplays) {
   const auto t1 = std::chrono::steady_clock::now();
   const Replay r = replay_trace(tr, {});
   const auto t2 = std::chrono::steady_clock::now();
-  const double import_s = std::chrono::duration<double>(t1 - t0).count(), replay_s = std::chrono::duration<double>(t2 - t1).count();
-  std::printf("[ replay ] %zu events: import %.3f s, replay %.3f s (%zu tasks, %zu edges)\n", tr.events.size(), import_s,
-              replay_s, r.base.nodes.size(), r.base.edges.size());
+  const double import_s = std::chrono::duration<double>(t1 - t0).count(),
+               replay_s = std::chrono::duration<double>(t2 - t1).count();
+  std::printf("[ replay ] %zu events: import %.3f s, replay %.3f s (%zu tasks, %zu edges)\n", tr.events.size(),
+              import_s, replay_s, r.base.nodes.size(), r.base.edges.size());
   EXPECT_GT(r.base.nodes.size(), 100000u);
   EXPECT_GT(r.base.edges.size(), r.base.nodes.size() / 2);
 }

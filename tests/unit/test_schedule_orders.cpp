@@ -108,17 +108,18 @@ TEST(CustomSchedule, MissingDuplicateAndOutOfRangePassesAreRejected) {
 TEST(CustomSchedule, PassSyntax) {
   EXPECT_EQ(pipe_op_from_string("F12", "c"), (PipeOp{K::F, 12, 0}));
   EXPECT_EQ(pipe_op_from_string("W3.2", "c"), (PipeOp{K::W, 3, 2}));
-  for (const char* bad : {"", "F", "X1", "F-1", "F1.", "F1.x", "Fone"}) EXPECT_THROW(pipe_op_from_string(bad, "c"), ConfigError) << bad;
+  for (const char* bad : {"", "F", "X1", "F-1", "F1.", "F1.x", "Fone"})
+    EXPECT_THROW(pipe_op_from_string(bad, "c"), ConfigError) << bad;
 }
 
 TEST(ZeroMemory, PaperExampleIs120_31_4_16_6_1_9GB) {
   // Rajbhandari et al. 2020: Psi = 7.5e9 parameters, N_d = 64, mixed-precision Adam (K = 12).
   const double psi = 7.5e9;
   auto total = [&](int zero) { return memory::static_memory_for_params(psi, DType::FP16, zero, 64).total(); };
-  EXPECT_DOUBLE_EQ(total(0), 16 * psi);                        // 120 GB
-  EXPECT_DOUBLE_EQ(total(1), 4 * psi + 12 * psi / 64);         // 31.4 GB
-  EXPECT_DOUBLE_EQ(total(2), 2 * psi + 14 * psi / 64);         // 16.6 GB
-  EXPECT_DOUBLE_EQ(total(3), 16 * psi / 64);                   // 1.9 GB
+  EXPECT_DOUBLE_EQ(total(0), 16 * psi);                 // 120 GB
+  EXPECT_DOUBLE_EQ(total(1), 4 * psi + 12 * psi / 64);  // 31.4 GB
+  EXPECT_DOUBLE_EQ(total(2), 2 * psi + 14 * psi / 64);  // 16.6 GB
+  EXPECT_DOUBLE_EQ(total(3), 16 * psi / 64);            // 1.9 GB
   EXPECT_NEAR(total(0) / 1e9, 120.0, 1e-9);
   EXPECT_NEAR(total(1) / 1e9, 31.40625, 1e-9);
   EXPECT_NEAR(total(2) / 1e9, 16.640625, 1e-9);

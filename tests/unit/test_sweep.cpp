@@ -35,9 +35,14 @@ std::size_t total_skipped(const sw::Expansion& ex) {
 // divide 16 heads (4); tp 8 pp 2 needs 16 | 24 (2, dp auto). Left: (tp,pp,dp) = (1,1,24), (1,2,12), (8,1,3) x mbs
 // 1, 2: all 6 valid for gbs 48 (48 % (mbs dp) = 0), none for gbs 40 (40 % 24, 48, 12, 24, 3, 6 != 0: 6 skipped).
 TEST(SweepExpansion, DivisibilityCountsByHand) {
-  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"clusters", {"dgx-a100:24"}},
-                     {"gbs", {48, 40}},     {"tp", {1, 3, 8}},        {"pp", {1, 2}},
-                     {"dp", {"auto", 6}},   {"mbs", {1, 2}}};
+  const json spec = {{"schema_version", 1},
+                     {"models", {"gpt3-1.3b"}},
+                     {"clusters", {"dgx-a100:24"}},
+                     {"gbs", {48, 40}},
+                     {"tp", {1, 3, 8}},
+                     {"pp", {1, 2}},
+                     {"dp", {"auto", 6}},
+                     {"mbs", {1, 2}}};
   const auto ex = sw::expand(spec);
   EXPECT_EQ(ex.grid_points, 48u);
   EXPECT_EQ(ex.scenarios.size(), 6u);
@@ -93,13 +98,19 @@ TEST(SweepExpansion, PlanValidationDuplicatesAndPlanners) {
   // 2-D TP needs tp = q^2: tp 2 fails ParallelPlan::validate, tp 4 (q = 2) is valid. The second cluster is the
   // first one again (same contents, same ids): every point is a duplicate. Two planners x one model, two
   // clusters (the second a duplicate again), one gbs: 2 planner scenarios after the grid points.
-  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}},   {"clusters", {"dgx-a100:16"}},
-                     {"gpus", {16}},        {"gbs", {32}},               {"tp", {2, 4}},
-                     {"tp_layout", {"2d"}}, {"planners", {"grid", "dapple:8"}}};
+  const json spec = {{"schema_version", 1},
+                     {"models", {"gpt3-1.3b"}},
+                     {"clusters", {"dgx-a100:16"}},
+                     {"gpus", {16}},
+                     {"gbs", {32}},
+                     {"tp", {2, 4}},
+                     {"tp_layout", {"2d"}},
+                     {"planners", {"grid", "dapple:8"}}};
   const auto ex = sw::expand(spec);
   EXPECT_EQ(ex.grid_points, 4u);
-  EXPECT_EQ(skipped(ex, "plan validation: tensor-parallel layout 2d cannot arrange tp N (2d: tp = q^2; 2.5d: tp = "
-                        "q^2 * depth; 3d: tp = q^3)"),
+  EXPECT_EQ(skipped(ex,
+                    "plan validation: tensor-parallel layout 2d cannot arrange tp N (2d: tp = q^2; 2.5d: tp = "
+                    "q^2 * depth; 3d: tp = q^3)"),
             2u);
   EXPECT_EQ(skipped(ex, "duplicate (the same scenario listed twice)"), 1u + 2u);
   ASSERT_EQ(ex.scenarios.size(), 3u);
@@ -117,8 +128,10 @@ TEST(SweepExpansion, PlanValidationDuplicatesAndPlanners) {
 TEST(SweepExpansion, IdsAreDeterministicAndContentBased) {
   EXPECT_EQ(sw::fnv1a_hex(""), "cbf29ce484222325");
   EXPECT_EQ(sw::fnv1a_hex("a"), "af63dc4c8601ec8c");
-  json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"gpus", {16, 32}}, {"gbs", {64}},
-               {"tp", {1, 2, 4}},     {"pp", {1, 2}},            {"mbs", {1, 2}},    {"network", {"analytic", "flow"}}};
+  json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}},
+               {"gpus", {16, 32}},    {"gbs", {64}},
+               {"tp", {1, 2, 4}},     {"pp", {1, 2}},
+               {"mbs", {1, 2}},       {"network", {"analytic", "flow"}}};
   const auto a = sw::expand(spec), b = sw::expand(spec);
   ASSERT_EQ(a.scenarios.size(), b.scenarios.size());
   std::set<std::string> ids;
@@ -137,8 +150,9 @@ TEST(SweepExpansion, IdsAreDeterministicAndContentBased) {
 }
 
 TEST(SweepExpansion, RandomSamplesAreDeterministicSubsetsInGridOrder) {
-  json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"gpus", {16, 32, 64}}, {"gbs", {64, 128}},
-               {"tp", {1, 2, 4, 8}},  {"pp", {1, 2, 4}},         {"mbs", {1, 2}},        {"recompute", {"none", "full"}}};
+  json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}},      {"gpus", {16, 32, 64}},
+               {"gbs", {64, 128}},    {"tp", {1, 2, 4, 8}},           {"pp", {1, 2, 4}},
+               {"mbs", {1, 2}},       {"recompute", {"none", "full"}}};
   const auto all = sw::expand(spec);
   spec["random"] = {{"samples", 20}, {"seed", 7}};
   const auto a = sw::expand(spec), b = sw::expand(spec);
@@ -166,8 +180,11 @@ TEST(SweepExpansion, RandomSamplesAreDeterministicSubsetsInGridOrder) {
 TEST(SweepExpansion, MemoryPrefilter) {
   // GPT-3 175B on one DGX node: 175e9 x 16 B / 8 GPUs = 350 GB per GPU of static memory, never fits 80 GB.
   // GPT-3 1.3B on the same node fits easily.
-  const json spec = {{"schema_version", 1}, {"models", {"gpt3-175b", "gpt3-1.3b"}}, {"clusters", {"dgx-a100:8"}},
-                     {"gbs", {8}},          {"tp", {8}}};
+  const json spec = {{"schema_version", 1},
+                     {"models", {"gpt3-175b", "gpt3-1.3b"}},
+                     {"clusters", {"dgx-a100:8"}},
+                     {"gbs", {8}},
+                     {"tp", {8}}};
   const auto on = sw::expand(spec, ".", true);
   ASSERT_EQ(on.scenarios.size(), 2u);
   EXPECT_EQ(on.prefiltered, 1u);
@@ -193,7 +210,8 @@ TEST(SweepExpansion, PrefilterPeakEqualsTheMemoryModel) {
             dtsim::set_schedule(p, sched, "test");
             p.recompute = rc, p.zero_stage = zero, p.sequence_parallel = zero == 3;
             double expect = 0;
-            for (int st = 0; st < pp; ++st) expect = std::max(expect, dtsim::memory::analytic_peak_bytes(m, p, st, 2e9));
+            for (int st = 0; st < pp; ++st)
+              expect = std::max(expect, dtsim::memory::analytic_peak_bytes(m, p, st, 2e9));
             EXPECT_DOUBLE_EQ(sw::analytic_peak_bytes(m, p, 2e9), expect) << dtsim::planning::describe(p);
             ++checked;
           }
@@ -231,16 +249,51 @@ TEST(SweepExpansion, SpecErrors) {
 
 TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
   // Ran in this process: analytic network only (no SimGrid).
-  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b", "gpt3-175b"}}, {"clusters", {"dgx-a100:8"}},
-                     {"gbs", {8}},          {"tp", {8}},                             {"network", "analytic"}};
+  const json spec = {{"schema_version", 1},
+                     {"models", {"gpt3-1.3b", "gpt3-175b"}},
+                     {"clusters", {"dgx-a100:8"}},
+                     {"gbs", {8}},
+                     {"tp", {8}},
+                     {"network", "analytic"}};
   const auto ex = sw::expand(spec, ".", false);
   ASSERT_EQ(ex.scenarios.size(), 2u);
   const auto ok = sw::run_scenario(ex, ex.scenarios[0]);
-  const std::vector<std::string> keys = {
-      "id", "index", "model", "params", "cluster", "gpu", "gpus", "nodes", "network", "planner", "tp", "pp", "dp",
-      "vp", "mbs", "gbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel", "status", "error",
-      "iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "model_tflops_per_gpu", "peak_memory_bytes",
-      "memory_capacity_bytes", "fits", "memory_bytes", "compute_s", "exposed_comm_s", "bubble_s", "sim_wall_s"};
+  const std::vector<std::string> keys = {"id",
+                                         "index",
+                                         "model",
+                                         "params",
+                                         "cluster",
+                                         "gpu",
+                                         "gpus",
+                                         "nodes",
+                                         "network",
+                                         "planner",
+                                         "tp",
+                                         "pp",
+                                         "dp",
+                                         "vp",
+                                         "mbs",
+                                         "gbs",
+                                         "schedule",
+                                         "zero",
+                                         "recompute",
+                                         "tp_layout",
+                                         "sequence_parallel",
+                                         "status",
+                                         "error",
+                                         "iteration_time_s",
+                                         "tokens_per_s",
+                                         "samples_per_s",
+                                         "mfu",
+                                         "model_tflops_per_gpu",
+                                         "peak_memory_bytes",
+                                         "memory_capacity_bytes",
+                                         "fits",
+                                         "memory_bytes",
+                                         "compute_s",
+                                         "exposed_comm_s",
+                                         "bubble_s",
+                                         "sim_wall_s"};
   std::vector<std::string> got;
   for (const auto& [k, v] : ok.items()) got.push_back(k);
   EXPECT_EQ(got, keys);
@@ -281,7 +334,10 @@ TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
 
 TEST(SweepRows, SpecFileErrorAndCsv) {
   // A schedule file that does not exist is an error of the spec, found before anything runs.
-  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"clusters", {"dgx-a100:8"}}, {"gbs", {8}},
+  const json spec = {{"schema_version", 1},
+                     {"models", {"gpt3-1.3b"}},
+                     {"clusters", {"dgx-a100:8"}},
+                     {"gbs", {8}},
                      {"schedule", {"custom:/nonexistent/order.json"}}};
   EXPECT_THROW(sw::expand(spec), dtsim::ConfigError);
 

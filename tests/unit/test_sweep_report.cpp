@@ -113,18 +113,20 @@ TEST(SweepResults, ReadsTheSchemaAndRoundTrips) {
 TEST(SweepResults, MalformedLinesNameFileAndLine) {
   const std::string good = edited_line([](nlohmann::json&) {});
   EXPECT_EQ(parse_error(good + "\n\n" + good + "\n"), "");  // blank lines are skipped
-  EXPECT_EQ(parse_error(good), "");                          // complete last line without newline: used
+  EXPECT_EQ(parse_error(good), "");                         // complete last line without newline: used
   EXPECT_EQ(parse_error(good + "\n{\"id\": \n" + good + "\n").rfind("f.jsonl:2: not valid JSON: parse error", 0), 0u);
   EXPECT_EQ(parse_error(good + "\n" + good + "\n[1, 2]\n"), "f.jsonl:3: expected a JSON object, found array");
   EXPECT_EQ(parse_error(edited_line([](auto& j) { j.erase("tp"); })), "f.jsonl:1: missing field 'tp'");
-  EXPECT_EQ(parse_error(edited_line([](auto& j) { j["tp"] = "2"; })), "f.jsonl:1: field 'tp' is string, expected an integer");
+  EXPECT_EQ(parse_error(edited_line([](auto& j) { j["tp"] = "2"; })),
+            "f.jsonl:1: field 'tp' is string, expected an integer");
   EXPECT_EQ(parse_error(edited_line([](auto& j) { j["status"] = "skipped"; })),
             "f.jsonl:1: status 'skipped' is not one of ok, oom, failed, crashed");
   EXPECT_EQ(parse_error(edited_line([](auto& j) { j["tokens_per_s"] = nullptr; })),
             "f.jsonl:1: status ok but tokens_per_s, peak_memory_bytes or fits is null");
   EXPECT_EQ(parse_error(edited_line([](auto& j) { j["memory_bytes"].erase("reserved"); })),
             "f.jsonl:1: memory_bytes: missing field 'reserved'");
-  for (const std::string& msg : {parse_error(good + "\n{"), parse_error("x\n")}) EXPECT_EQ(msg.find('\n'), std::string::npos);
+  for (const std::string& msg : {parse_error(good + "\n{"), parse_error("x\n")})
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
 }
 
 TEST(SweepResults, TornLastLineIsReported) {
@@ -176,8 +178,8 @@ TEST(SweepReport, PageHasThePlotsTheTopStrategyAndNoExternalReferences) {
   ASSERT_EQ(top.size(), 3u);
   const SweepRow& best = *top[0];
   const std::string row = "<td class=\"s\">" + svg::escape(best.strategy()) + "</td><td class=\"s\">" + best.id +
-                          "</td><td>" + svg::fixed(best.tokens_per_s, 1) + "</td><td>" + svg::fixed(best.samples_per_s, 2) +
-                          "</td><td>" + svg::fixed(100 * best.mfu, 1) + "%</td>";
+                          "</td><td>" + svg::fixed(best.tokens_per_s, 1) + "</td><td>" +
+                          svg::fixed(best.samples_per_s, 2) + "</td><td>" + svg::fixed(100 * best.mfu, 1) + "%</td>";
   EXPECT_NE(page.find(row), std::string::npos) << row;
   for (const SweepRow& r : res.rows)  // nothing beats it
     if (r.usable() && r.model == best.model && r.gpus == best.gpus) {
@@ -203,7 +205,8 @@ TEST(SweepReport, EscapesNames) {
   EXPECT_EQ(page.find("<script"), std::string::npos);
   EXPECT_EQ(page.find("<b>"), std::string::npos);
   EXPECT_EQ(page.find("<i>"), std::string::npos);
-  EXPECT_NE(page.find("gpt&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;1&quot; on 8 GPUs"), std::string::npos);
+  EXPECT_NE(page.find("gpt&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;1&quot; on 8 GPUs"),
+            std::string::npos);
   EXPECT_NE(page.find("planner &lt;b&gt;dapple&lt;/b&gt;: tp2"), std::string::npos);
 }
 

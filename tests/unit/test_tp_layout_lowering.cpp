@@ -83,7 +83,9 @@ TEST(TpLayoutLowering, ThreeDBytesOnTheWireMatchTheClosedForm) {
     const auto l = lower_layout(TpLayout::D3, 8, 1, mbs);
     const double q = 2, e = dtype_bytes(l.model.dtype), B = mbs * static_cast<double>(l.model.seq_len);
     const double h = l.model.hidden, kv = l.model.kv_dim(), f = l.model.ffn_hidden;
-    auto linear = [&](double hin, double hout) { return 2 * (q - 1) / (q * q * q) * (B * hin + B * hout + hin * hout) * e; };
+    auto linear = [&](double hin, double hout) {
+      return 2 * (q - 1) / (q * q * q) * (B * hin + B * hout + hin * hout) * e;
+    };
     const double expect = linear(h, h + 2 * kv) + linear(h, h) + linear(h, f) + linear(f, h);
     const auto bytes = layer_tp_bytes(l);
     ASSERT_EQ(bytes.size(), 8u);  // TP is never folded with a grid layout

@@ -101,9 +101,10 @@ TEST(UniapMilp, MatchesBruteForceOnRandomTinyInstances) {
       if (dtsim::uniap::brute_force(unl).objective_s < bf.objective_s * (1 - 1e-9)) ++binding;
     }
   }
-  std::printf("[uniap] %d feasible (%d with resharding, %d memory-binding), %d infeasible; "
-              "CBC solve total %.3f s, max %.3f s\n",
-              feasible, with_reshard, binding, infeasible, total_s, max_s);
+  std::printf(
+      "[uniap] %d feasible (%d with resharding, %d memory-binding), %d infeasible; "
+      "CBC solve total %.3f s, max %.3f s\n",
+      feasible, with_reshard, binding, infeasible, total_s, max_s);
   EXPECT_GE(feasible, 20);
   EXPECT_GE(with_reshard, 5);
   EXPECT_GE(binding, 3);
@@ -177,9 +178,9 @@ TEST(UniapMilp, MemoryForcesSlowerStrategy) {
   pb.num_stages = 1;
   pb.num_microbatches = 2;
   pb.num_strategies = 2;
-  pb.fwd_bwd_s = {{1.0, 1.5}, {1.0, 1.5}};   // strategy 0 fast, 1 slow (e.g. DP vs FSDP)
-  pb.mem_bytes = {{6e9, 3e9}, {6e9, 3e9}};   // strategy 0 memory-hungry
-  pb.memory_limit_bytes = 9e9;               // only one layer may use strategy 0
+  pb.fwd_bwd_s = {{1.0, 1.5}, {1.0, 1.5}};  // strategy 0 fast, 1 slow (e.g. DP vs FSDP)
+  pb.mem_bytes = {{6e9, 3e9}, {6e9, 3e9}};  // strategy 0 memory-hungry
+  pb.memory_limit_bytes = 9e9;              // only one layer may use strategy 0
   const Solution s = dtsim::uniap::solve(pb);
   ASSERT_TRUE(s.feasible) << s.status;
   EXPECT_NEAR(s.objective_s, 2 * 2.5, 1e-9);  // (1 + 1.5) + 1 * 2.5
@@ -238,15 +239,16 @@ TEST(UniapMilp, MidSizedInstanceSolves) {
   pb.memory_limit_bytes = 24e9;
   pb.time_limit_s = 60;
   const Solution s = dtsim::uniap::solve(pb);
-  std::printf("[uniap] mid-sized L=32 p=4 K=4: %s, objective %.6f s, solve %.3f s\n", s.status.c_str(),
-              s.objective_s, s.solve_s);
+  std::printf("[uniap] mid-sized L=32 p=4 K=4: %s, objective %.6f s, solve %.3f s\n", s.status.c_str(), s.objective_s,
+              s.solve_s);
   ASSERT_TRUE(s.feasible) << s.status;
   EXPECT_TRUE(rel_close(dtsim::uniap::evaluate(pb, s.stage_of_layer, s.strategy_of_layer), s.objective_s));
   // Uniform 8-layer stages with the least-memory strategy everywhere is a feasible reference plan.
   std::vector<int> st(L), kk(L);
   for (std::size_t l = 0; l < L; ++l) {
     st[l] = static_cast<int>(l / 8);
-    kk[l] = static_cast<int>(std::min_element(pb.mem_bytes[l].begin(), pb.mem_bytes[l].end()) - pb.mem_bytes[l].begin());
+    kk[l] =
+        static_cast<int>(std::min_element(pb.mem_bytes[l].begin(), pb.mem_bytes[l].end()) - pb.mem_bytes[l].begin());
   }
   const double ref = dtsim::uniap::evaluate(pb, st, kk);
   if (std::isfinite(ref)) {

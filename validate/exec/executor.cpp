@@ -62,8 +62,14 @@ class RankRun {
 public:
   RankRun(const sim::Lowered& low, int si, const std::vector<std::int32_t>& order, DType dtype, void* scratch,
           std::size_t scratch_bytes, cublasHandle_t blas, cudaStream_t stream)
-      : low_(low), si_(si), order_(order), dtype_(dtype), scratch_(scratch), scratch_bytes_(scratch_bytes),
-        blas_(blas), stream_(stream) {
+      : low_(low),
+        si_(si),
+        order_(order),
+        dtype_(dtype),
+        scratch_(scratch),
+        scratch_bytes_(scratch_bytes),
+        blas_(blas),
+        stream_(stream) {
     for (const auto& e : low.graph.memory_events())
       if (low.graph.tasks()[e.task].rank == si) mem_of_task_[e.task].push_back(&e);
     cudaMemPoolProps props{};
@@ -175,11 +181,13 @@ private:
       if (e->at_end != at_end || e->bytes == 0) continue;
       auto& live = live_[static_cast<int>(e->category)];
       if (e->bytes > 0) {
-        live.emplace_back(e->bytes, alloc(e->bytes, std::string(sim::mem_category_name(e->category)) + " at " + task_name));
+        live.emplace_back(e->bytes,
+                          alloc(e->bytes, std::string(sim::mem_category_name(e->category)) + " at " + task_name));
         continue;
       }
       double need = -e->bytes;
-      auto same = std::find_if(live.rbegin(), live.rend(), [&](const auto& a) { return std::fabs(a.first - need) < 0.5; });
+      auto same =
+          std::find_if(live.rbegin(), live.rend(), [&](const auto& a) { return std::fabs(a.first - need) < 0.5; });
       if (same != live.rend()) {
         check(cudaFreeAsync(same->second, stream_), "cudaFreeAsync");
         live.erase(std::next(same).base());
@@ -250,7 +258,9 @@ std::size_t scratch_size(const sim::Lowered& low, std::size_t free_bytes) {
   double need = 2.0 * kCopyChunkBytes;
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(low.graph.size()); ++i)
     for (const auto& k : low.graph.kernels(i))
-      if (k.gemm) need = std::max(need, 2.0 * static_cast<double>(dim(k.batch)) * (dim(k.m) * dim(k.k) + dim(k.k) * dim(k.n) + dim(k.m) * dim(k.n)));
+      if (k.gemm)
+        need = std::max(need, 2.0 * static_cast<double>(dim(k.batch)) *
+                                  (dim(k.m) * dim(k.k) + dim(k.k) * dim(k.n) + dim(k.m) * dim(k.n)));
   const double cap = std::min(4.0 * (1ull << 30), 0.5 * static_cast<double>(free_bytes));
   return static_cast<std::size_t>(std::min(need, cap));
 }
@@ -267,7 +277,8 @@ Measurements execute(const sim::Lowered& low, const std::vector<double>& predict
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) throw ConfigError("executor: no CUDA device found");
   if (opt.device < 0 || opt.device >= count)
-    throw ConfigError("executor: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(count) + " found)");
+    throw ConfigError("executor: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(count) +
+                      " found)");
   if (opt.iterations < 1 || opt.warmup < 0) throw ConfigError("executor: iterations must be >= 1 and warm-up >= 0");
   check(cudaSetDevice(opt.device), "cudaSetDevice");
   cudaDeviceProp prop{};

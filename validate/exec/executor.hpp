@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "sim/model/lowering.hpp"
-#include "validate/measurements.hpp"
 #include "traces/model.hpp"
+#include "validate/measurements.hpp"
 
 namespace dtsim::exec {
 

@@ -32,8 +32,7 @@ int to_int(const std::string& flag, const std::string& v) {
     std::size_t pos = 0;
     const int x = std::stoi(v, &pos);
     if (pos == v.size()) return x;
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   throw dtsim::ConfigError(flag + " expects an integer, got '" + v + "'");
 }
 
@@ -72,10 +71,11 @@ int run(int argc, char** argv) {
   dtsim::write_outputs(out, {{"measurements.json", dtsim::exec::to_json(m).dump(1) + "\n"}});
   if (!opt.quiet)
     for (const auto& r : m.ranks)
-      std::printf("rank %d (global %d): %s  median iteration %.3f ms  peak memory %.2f GB (context %.2f GB + pool %.2f GB)%s\n",
-                  r.sim_rank, r.global_rank, r.ok ? "ok" : "FAILED", 1e3 * dtsim::exec::median(r.iteration_s),
-                  r.peak_memory_bytes / 1e9, r.context_bytes / 1e9, r.pool_reserved_high_bytes / 1e9,
-                  r.ok ? "" : (std::string("  ") + r.error).c_str());
+      std::printf(
+          "rank %d (global %d): %s  median iteration %.3f ms  peak memory %.2f GB (context %.2f GB + pool %.2f GB)%s\n",
+          r.sim_rank, r.global_rank, r.ok ? "ok" : "FAILED", 1e3 * dtsim::exec::median(r.iteration_s),
+          r.peak_memory_bytes / 1e9, r.context_bytes / 1e9, r.pool_reserved_high_bytes / 1e9,
+          r.ok ? "" : (std::string("  ") + r.error).c_str());
   return 0;
 }
 
