@@ -88,8 +88,8 @@ Dims dims(const TransformerSpec& m, const Shape& sh) {
   d.a = m.heads;
   d.t = sh.tp;
   d.e = dtype_bytes(m.dtype);
-  d.T = d.b * d.s;                                     // tokens of the micro-batch
-  d.Tsp = sh.sequence_parallel ? d.T / d.t : d.T;      // tokens seen by replicated (non-TP) kernels
+  d.T = d.b * d.s;                                 // tokens of the micro-batch
+  d.Tsp = sh.sequence_parallel ? d.T / d.t : d.T;  // tokens seen by replicated (non-TP) kernels
   d.v = m.vocab;
   return d;
 }
@@ -126,13 +126,14 @@ std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_di
   double bh = d.b * heads_per_rank;
   double scores = bh * d.s * d.s;  // elements of the score matrix
   // QK^T and AV multiply two activations: their backward has no weight gradient.
-  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false, d.s, head_dim, d.s, bh},
+  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false, d.s, head_dim,
+           d.s, bh},
           mem("softmax", 2 * scores * d.e),
           mem("attn-dropout", scores * (2 * d.e + 1)),
-          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false, d.s, d.s, head_dim, bh}};
+          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false, d.s, d.s,
+           head_dim, bh}};
 }
 }  // namespace
-
 
 namespace {
 CollectiveKind collective_kind(const std::string& k) {
@@ -226,7 +227,9 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   Op ln2 = mem("ln2", 2 * T * d.h * e / t);
   Op act = mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * T * d.f / t * e);
   Op dropres2 = mem("dropout-residual2", T * d.h * (3 * e + 1) / t);
-  auto add = [](std::vector<Step>& dst, const std::vector<Step>& src) { dst.insert(dst.end(), src.begin(), src.end()); };
+  auto add = [](std::vector<Step>& dst, const std::vector<Step>& src) {
+    dst.insert(dst.end(), src.begin(), src.end());
+  };
   LayerPasses p;
   p.forward.push_back(compute("ln1", {ln1}));
   add(p.forward, qkv.forward);
@@ -253,7 +256,8 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   add(p.backward, fc2.backward);
   p.backward.push_back(compute(act.name + "-bwd", {mem(act.name + "-bwd", 1.5 * act.bytes)}));
   add(p.backward, fc1.backward);
-  p.backward.push_back(compute("ln2-bwd", {mem("ln2-bwd", 1.5 * ln2.bytes), mem("dropout-residual1-bwd", dropres1.bytes)}));
+  p.backward.push_back(
+      compute("ln2-bwd", {mem("ln2-bwd", 1.5 * ln2.bytes), mem("dropout-residual1-bwd", dropres1.bytes)}));
   add(p.backward, proj.backward);
   p.backward.push_back(compute("attention-core-bwd", core_b));
   add(p.backward, qkv.backward);
@@ -287,7 +291,8 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
   Op dropres1 = mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1));
   Op ln2 = mem("ln2", 2 * d.Tsp * d.h * d.e);
   Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
-  Op act = mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e);
+  Op act =
+      mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e);
   Op fc2 = gemm("fc2", d.T, d.f / d.t, d.h, d.e);
   Op dropres2 = mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1));
 
@@ -329,8 +334,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
       b[1].name = it->name + "-dgrad2";
       b[1].weight_grad = false;
       append(attn_b, b);
-    } else
-      attn_b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+    } else attn_b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
   }
   append(attn_b, gemm_bwd(qkv));
   Op dropres2_b = mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1));
@@ -395,14 +399,25 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
   LayerPasses p;
   Op ln = mem("final-ln", 2 * d.Tsp * d.h * d.e);
   Op logits = gemm("logits", d.T, d.h, v_rank, d.e);
-  // Vocabulary-parallel cross entropy in fp32: read logits, write fp32 copy, softmax, loss.
-  Op ce = mem("cross-entropy", d.T * v_rank * (d.e + 3 * 4));
+  // Megatron's vocabulary-parallel cross entropy on an fp32 copy of the logits (output.float()), one pass over the
+  // T x v/t shard per kernel: the copy (read e, write 4), max (read 4), subtract the max in place (read + write),
+  // exp in place, sum (read 4), divide by the sum in place to keep the softmax for the backward = (e + 36) bytes.
+  const double tv = d.T * v_rank;
+  std::vector<Op> fwd = {logits,
+                         mem("ce-to-fp32", tv * (d.e + 4)),
+                         mem("ce-max", tv * 4),
+                         mem("ce-sub-max", tv * 8),
+                         mem("ce-exp", tv * 8),
+                         mem("ce-sum", tv * 4),
+                         mem("ce-softmax", tv * 8)};
   p.forward.push_back(compute("final-ln", {ln}));
   if (sh.tp > 1 && sh.sequence_parallel) p.forward.push_back(coll("head-ag", CollectiveKind::ALL_GATHER, act_bytes));
-  p.forward.push_back(compute("logits", {logits, ce}));
+  p.forward.push_back(compute("logits", fwd));
   // Max and sum of the softmax over the vocabulary shards: two small fp32 all-reduces of T values.
   if (sh.tp > 1) p.forward.push_back(coll("loss-ar", CollectiveKind::ALL_REDUCE, 2 * d.T * 4));
-  std::vector<Op> b = {mem("cross-entropy-bwd", d.T * v_rank * (4 + d.e))};
+  // Backward: the saved softmax times the loss gradient in place (read + write 4), then the fp32 gradient back to
+  // the logits' dtype (read 4, write e).
+  std::vector<Op> b = {mem("ce-grad", tv * 8), mem("ce-grad-to-dtype", tv * (4 + d.e))};
   append(b, gemm_bwd(logits));
   p.backward.push_back(compute("logits-bwd", b));
   if (sh.tp > 1)

@@ -40,7 +40,8 @@ void Calibration::validate(const std::string& ctx) const {
   for (std::size_t i = 0; i < network_segments.size(); ++i) {
     const auto& g = network_segments[i];
     const std::string w = ctx + ": network.segments[" + std::to_string(i) + "]";
-    if (g.link != "intra" && g.link != "inter") throw ConfigError(w + ": link '" + g.link + "' is not known (known: intra, inter)");
+    if (g.link != "intra" && g.link != "inter")
+      throw ConfigError(w + ": link '" + g.link + "' is not known (known: intra, inter)");
     if (!(g.max_bytes > 0)) throw ConfigError(w + ": max_bytes must be positive");
     if (!(g.latency_factor >= 0) || !(g.bandwidth_factor > 0))
       throw ConfigError(w + ": latency_factor must be >= 0 and bandwidth_factor > 0");
@@ -76,6 +77,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
             {"kernel_launch_s", c.kernel_launch_s},
             {"host_issue_s", c.host_issue_s},
+            {"host_sync_each_pass", c.host_sync_each_pass},
             {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
           {"network",
            {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
@@ -83,7 +85,8 @@ nlohmann::json to_json(const Calibration& c) {
             {"collective_step_overhead_s", c.collective_step_overhead_s},
             {"p2p_overhead_s", c.p2p_overhead_s},
             {"segments", segments_json(c.network_segments)},
-            {"collective_algorithms", [&] {
+            {"collective_algorithms",
+             [&] {
                nlohmann::json a = nlohmann::json::array();
                for (const auto& r : c.collective_algorithms)
                  a.push_back({{"op", r.op}, {"max_bytes", r.max_bytes}, {"algorithm", r.algorithm}});
@@ -101,18 +104,21 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.provenance = get_or<nlohmann::json>(j, ctx, "provenance", nlohmann::json::object());
   auto cj = get<nlohmann::json>(j, ctx, "compute");
   const std::string cc = ctx + ".compute";
-  json_util::reject_unknown(cj, cc, {"gemm_efficiency_max", "gemm_half_efficiency_flops", "memory_bandwidth_efficiency",
-                                     "kernel_launch_s", "host_issue_s", "optimizer_bytes_per_param"});
+  json_util::reject_unknown(cj, cc,
+                            {"gemm_efficiency_max", "gemm_half_efficiency_flops", "memory_bandwidth_efficiency",
+                             "kernel_launch_s", "host_issue_s", "host_sync_each_pass", "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
   c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);
+  c.host_sync_each_pass = get_or<bool>(cj, cc, "host_sync_each_pass", false);
   c.optimizer_bytes_per_param = get<double>(cj, cc, "optimizer_bytes_per_param");
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";
-  json_util::reject_unknown(nj, nc, {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency",
-                                     "collective_step_overhead_s", "p2p_overhead_s", "segments", "collective_algorithms"});
+  json_util::reject_unknown(nj, nc,
+                            {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency", "collective_step_overhead_s",
+                             "p2p_overhead_s", "segments", "collective_algorithms"});
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
@@ -122,8 +128,8 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   for (std::size_t i = 0; i < aj.size(); ++i) {
     const std::string ac = nc + ".collective_algorithms[" + std::to_string(i) + "]";
     json_util::reject_unknown(aj[i], ac, {"op", "max_bytes", "algorithm"});
-    c.collective_algorithms.push_back({get_or<std::string>(aj[i], ac, "op", "all-reduce"), get<double>(aj[i], ac, "max_bytes"),
-                                       get<std::string>(aj[i], ac, "algorithm")});
+    c.collective_algorithms.push_back({get_or<std::string>(aj[i], ac, "op", "all-reduce"),
+                                       get<double>(aj[i], ac, "max_bytes"), get<std::string>(aj[i], ac, "algorithm")});
   }
   auto sj = get_or<nlohmann::json>(nj, nc, "segments", nlohmann::json::array());
   if (!sj.is_array()) throw ConfigError(nc + ": 'segments' must be a list");
@@ -147,7 +153,8 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
 
 Calibration default_calibration(const std::string& gpu_name) {
   for (const auto& [gpu, text] : detail::builtin_calibrations()) {
-    if (gpu == gpu_name) return calibration_from_json(nlohmann::json::parse(text), "built-in calibration '" + gpu + "'");
+    if (gpu == gpu_name)
+      return calibration_from_json(nlohmann::json::parse(text), "built-in calibration '" + gpu + "'");
   }
   throw ConfigError("no built-in calibration for gpu '" + gpu_name + "'; pass --calibration FILE");
 }

@@ -26,31 +26,35 @@ struct AlgorithmRule {
 };
 
 struct Calibration {
-  std::string name;        ///< e.g. "a100-sxm4-80gb default"
-  std::string gpu;         ///< GPU preset this file was made for
+  std::string name;           ///< e.g. "a100-sxm4-80gb default"
+  std::string gpu;            ///< GPU preset this file was made for
   nlohmann::json provenance;  ///< where every number comes from (copied verbatim into summary.json)
 
   // Compute (roofline with efficiency): time = max(flops / (peak * eff_gemm(flops)), bytes / (hbm * eff_mem)).
-  double gemm_efficiency_max = 0.7;         ///< asymptotic fraction of tensor-core peak for large GEMMs
-  double gemm_half_efficiency_flops = 1e9;  ///< GEMM size (FLOPs) at which efficiency is half the maximum
-  double memory_bandwidth_efficiency = 0.8; ///< fraction of HBM bandwidth reached by memory-bound kernels
-  double kernel_launch_s = 4e-6;            ///< fixed cost per kernel (launch + tail), seconds
+  double gemm_efficiency_max = 0.7;          ///< asymptotic fraction of tensor-core peak for large GEMMs
+  double gemm_half_efficiency_flops = 1e9;   ///< GEMM size (FLOPs) at which efficiency is half the maximum
+  double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
+  double kernel_launch_s = 4e-6;             ///< fixed cost per kernel (launch + tail), seconds
   /// Host (framework + launch API) time per modelled kernel: a kernel never takes less than this, because the
   /// CPU issues kernels no faster (eager PyTorch at small micro-batches is host-bound). 0 = GPU-bound only.
   double host_issue_s = 0;
-  double optimizer_bytes_per_param = 28;    ///< HBM traffic of one fused Adam step per parameter, bytes
+  /// The host waits for the GPU (all of the rank's streams) before it issues each pass (the forward or backward of
+  /// a micro-batch on a model chunk), as Megatron-LM's timers do (torch.cuda.synchronize() around every
+  /// forward-compute / backward-compute): the host cannot run ahead across passes. Only with host_issue_s > 0.
+  bool host_sync_each_pass = false;
+  double optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter, bytes
 
   // Network.
-  double intra_bandwidth_efficiency = 0.8;  ///< achieved / nominal NVLink bandwidth for large transfers
-  double inter_bandwidth_efficiency = 0.9;  ///< achieved / nominal NIC bandwidth for large transfers
-  double collective_step_overhead_s = 2e-6; ///< software cost per ring step of a collective, seconds
-  double p2p_overhead_s = 5e-6;             ///< software cost per point-to-point transfer, seconds
+  double intra_bandwidth_efficiency = 0.8;   ///< achieved / nominal NVLink bandwidth for large transfers
+  double inter_bandwidth_efficiency = 0.9;   ///< achieved / nominal NIC bandwidth for large transfers
+  double collective_step_overhead_s = 2e-6;  ///< software cost per ring step of a collective, seconds
+  double p2p_overhead_s = 5e-6;              ///< software cost per point-to-point transfer, seconds
 
-  std::vector<NetworkSegment> network_segments;  ///< sorted by link, then max_bytes
+  std::vector<NetworkSegment> network_segments;      ///< sorted by link, then max_bytes
   std::vector<AlgorithmRule> collective_algorithms;  ///< in order; empty = choose by group shape
 
   // Memory.
-  double reserved_memory_bytes = 0;         ///< CUDA context, library workspaces, allocator slack
+  double reserved_memory_bytes = 0;  ///< CUDA context, library workspaces, allocator slack
 
   /// (latency factor, bandwidth factor) for a message of `bytes` on link class `link`.
   std::pair<double, double> segment_factors(const std::string& link, double bytes) const;

@@ -7,9 +7,9 @@
 #include <memory>
 #include <tuple>
 
-#include "traces/routing.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
+#include "traces/routing.hpp"
 
 namespace dtsim::sim {
 
@@ -221,7 +221,6 @@ private:
   };
   std::vector<Waiting> waiting_;
   std::vector<std::vector<PipeOp>> orders_;  // per stage
-
 };
 
 std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
@@ -344,18 +343,22 @@ FoldDecision Lowerer::decide_folding() const {
     if (fold_ok(tp, dp)) {
       d.tp = tp;
       d.dp = dp;
-      d.reason = std::string("folded ") + (tp && dp ? "tp and dp" : tp ? "tp" : "dp") +
+      d.reason = std::string("folded ") +
+                 (tp && dp ? "tp and dp"
+                  : tp     ? "tp"
+                           : "dp") +
                  ": symmetric ranks on GPU-private links (exact)";
       if (want_tp != tp || want_dp != dp)
-        d.reason += std::string("; ") + (tp ? "dp" : "tp") + " not folded: " +
-                    (tp && !uniform_replicas() ? "stages have different widths" : "its ring mixes intra- and inter-node hops");
+        d.reason +=
+            std::string("; ") + (tp ? "dp" : "tp") + " not folded: " +
+            (tp && !uniform_replicas() ? "stages have different widths" : "its ring mixes intra- and inter-node hops");
       return d;
     }
   }
-  d.reason = !(want_tp || want_dp)  ? "nothing to fold (tp = dp = 1)"
-             : c_.num_leaves() > 1    ? "not folded: traffic crosses shared leaf uplinks or rings mix hop kinds"
-             : !uniform_replicas()    ? "not folded: stages have different widths and rings mix hop kinds"
-                                      : "not folded: rings mix intra- and inter-node hops";
+  d.reason = !(want_tp || want_dp) ? "nothing to fold (tp = dp = 1)"
+             : c_.num_leaves() > 1 ? "not folded: traffic crosses shared leaf uplinks or rings mix hop kinds"
+             : !uniform_replicas() ? "not folded: stages have different widths and rings mix hop kinds"
+                                   : "not folded: rings mix intra- and inter-node hops";
   return d;
 }
 
@@ -405,8 +408,7 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
   const int n = static_cast<int>(members.size());
   if (first_out) *first_out = pred;
   if (n <= 1) return pred;
-  if (folded)
-    throw ConfigError("broadcast and reduce give the root a different role: simulate them with --fold none");
+  if (folded) throw ConfigError("broadcast and reduce give the root a different role: simulate them with --fold none");
   auto key = std::make_tuple(members[0], key_code + 300, seq);
   auto it = instances_.find(key);
   if (it == instances_.end()) {
@@ -578,7 +580,7 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
           g_.depend(inst.join, first);
           for (int child : {2 * pos + 1, 2 * pos + 2})
             if (child < n) g_.depend(up[child][c], first);  // reduced the children's chunk first
-          if (c > 0) g_.depend(up[pos][c - 1], first);    // one chunk after the other on this link
+          if (c > 0) g_.depend(up[pos][c - 1], first);      // one chunk after the other on this link
           up[pos].push_back(last);
         }
       for (int c = 0; c < k; ++c)
@@ -608,8 +610,8 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
 }
 
 std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
-                                      Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer,
-                                      int mb, std::int32_t pred, std::int32_t* first_out) {
+                                      Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer, int mb,
+                                      std::int32_t pred, std::int32_t* first_out) {
   if (first_out) *first_out = pred;
   if (members.size() <= 1) return pred;
   const Task base = collective_base(stream, phase, name_id, layer, mb);
@@ -693,8 +695,8 @@ bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector
 }
 
 std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
-                                 const std::string& name, int layer, int mb, std::int32_t pred,
-                                 std::int32_t* first_out, cost::TpAxis tp_axis) {
+                                 const std::string& name, int layer, int mb, std::int32_t pred, std::int32_t* first_out,
+                                 cost::TpAxis tp_axis) {
   const int grank = out_.ranks[si].global_rank;
   std::vector<int> members = group_members(grank, ax);
   if (ax == GroupAxis::TP && tp_axis != cost::TpAxis::ALL) {
@@ -725,7 +727,8 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
     DTSIM_ASSERT(!folded, "tree collective on a folded axis");
     return tree_all_reduce(si, members, axis_code * 4, seq, stream, bytes, phase, name_id, layer, mb, pred, first_out);
   }
-  if (algo == CollectiveAlgorithm::RING || (algo == CollectiveAlgorithm::AUTO && !use_hierarchical(kind, grank, members)) ||
+  if (algo == CollectiveAlgorithm::RING ||
+      (algo == CollectiveAlgorithm::AUTO && !use_hierarchical(kind, grank, members)) ||
       (algo == CollectiveAlgorithm::HIERARCHICAL && !use_hierarchical(kind, grank, members)))
     return ring_collective(si, members, folded, axis_code * 4, seq, stream, kind, bytes, phase, name_id, layer, mb,
                            pred, first_out);
@@ -849,8 +852,8 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     std::vector<std::vector<std::int32_t>> flows(n);
     for (int i = 0; i < n; ++i) {
       int msi = out_.sim_index_of[members[i]];
-      DTSIM_ASSERT(out_.ranks[msi].global_rank == members[i], "member " << members[i] << " of a " << name
-                                                                         << " collective is not simulated");
+      DTSIM_ASSERT(out_.ranks[msi].global_rank == members[i],
+                   "member " << members[i] << " of a " << name << " collective is not simulated");
       int succ = members[(i + 1) % n];
       auto [first, done] = member_tasks(msi, members[i], out_.sim_index_of[succ], succ, &flows[i]);
       g_.depend(inst.join, first);
@@ -921,8 +924,8 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
         g_.depend(add_on_stream(si, h), id);
       }
     } else {
-      id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name,
-                      layer, mb, last, nullptr, st.axis);
+      id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer,
+                      mb, last, nullptr, st.axis);
       if (id == last) continue;  // tp == 1
     }
     if (first_task && *first_task < 0) *first_task = id;
@@ -1015,8 +1018,8 @@ void Lowerer::lower_rank(int si) {
   auto close_bucket = [&](std::int32_t ready_task) {
     if (bucket_bytes <= 0) return;
     auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
-    dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC, "grad-bucket",
-                                 -1, -1, ready_task));
+    dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC, "grad-bucket", -1,
+                                 -1, ready_task));
     bucket_bytes = 0;
   };
   auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, bool final_pass) {
@@ -1054,6 +1057,20 @@ void Lowerer::lower_rank(int si) {
     const int mb = op.microbatch, k = op.chunk * p + s;
     const auto units = units_of(k);
     std::int32_t first = -1, cur = -1;
+    if (cal_.host_sync_each_pass && cal_.host_issue_s > 0) {
+      // The host synchronizes with the device before issuing this pass: it waits for everything this rank has
+      // enqueued so far, on every stream.
+      Task sync;
+      sync.kind = TaskKind::JOIN;
+      sync.stream = Stream::HOST;
+      sync.phase = op.kind == PipeOp::Kind::F ? Phase::FORWARD : Phase::BACKWARD;
+      sync.microbatch = mb;
+      sync.name = g_.intern("host-sync");
+      const auto before = last_[si];
+      const auto id = add_on_stream(si, sync);
+      for (int st = 0; st < kNumStreams; ++st)
+        if (st != static_cast<int>(Stream::HOST) && before[st] >= 0) g_.depend(before[st], id);
+    }
     if (op.kind == PipeOp::Kind::F) {
       if (k > 0) {
         first = cur = receive_point(Phase::FORWARD, mb, "recv-activation");
@@ -1137,8 +1154,8 @@ void Lowerer::lower_rank(int si) {
   opt.phase = Phase::OPTIMIZER;
   opt.name = g_.intern("adam-step");
   const double shard = r.static_mem.params / (zero >= 1 ? p_.dp : 1);
-  opt.duration_s =
-      shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
+  opt.duration_s = shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) +
+                   cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
   if (opt_.record_kernels)
     g_.set_kernels(opt_id, {{"adam-step", false, 0, 0, 0, 1, 0, shard * cal_.optimizer_bytes_per_param}});
@@ -1202,8 +1219,8 @@ Lowered Lowerer::run() {
   for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) lower_rank(si);
   for (const auto& w : waiting_) {
     auto it = sent_.find({w.si, w.mb, w.chunk, w.dir});
-    DTSIM_ASSERT(it != sent_.end(), "no pipeline transfer for rank " << w.si << " micro-batch " << w.mb << " chunk "
-                                                                     << w.chunk);
+    DTSIM_ASSERT(it != sent_.end(),
+                 "no pipeline transfer for rank " << w.si << " micro-batch " << w.mb << " chunk " << w.chunk);
     for (auto flow : it->second) g_.depend(flow, w.task);
   }
   out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * p_.global_batch_size;

@@ -169,8 +169,9 @@ def check(cond, what):
     print(("ok " if cond else "FAIL ") + what)
 links = [e for e in d["traceEvents"] if e.get("ph") == "C" and e.get("pid") == 1 << 30]
 check(len(links) > 0, "trace_links: link load counters present (%d)" % len(links))
-check(all(e["args"]["GB/s"] <= 240.0 * 1.0001 for e in links if e["name"].startswith("nvl")), "trace_links: NVLink load never above the 240 GB/s effective port bandwidth")
-' "$TL/trace.json"
+eff = json.load(open(sys.argv[2]))["config"]["calibration"]["network"]["intra_bandwidth_efficiency"]
+check(all(e["args"]["GB/s"] <= 300.0 * eff * 1.0001 for e in links if e["name"].startswith("nvl")), "trace_links: NVLink load never above the effective port bandwidth (300 GB/s x %.4f)" % eff)
+' "$TL/trace.json" "$TL/summary.json"
 fi
 if run collective collective --cluster dgx-a100:8 --op all-gather --bytes 64MiB --out "$TMP/coll"; then
   expect_stdout collective 'all-gather over 8 GPUs' "collective: names the operation and group"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "sim/engine/analytic_runtime.hpp"
-#include "traces/routing.hpp"
 #include "sim/simulate.hpp"
 #include "tests/support/sim_fixture.hpp"
+#include "traces/routing.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
@@ -38,8 +38,8 @@ double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, d
   Lowered low = lower_collective(m, c, p, cal, opt, kind, bytes);
   std::vector<int> gpus;
   for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
-  EngineResult res = network == NetworkMode::FLOW ? run_on_simgrid(low.graph, c, cal, gpus)
-                                                   : run_analytic(low.graph, c, cal, gpus);
+  EngineResult res =
+      network == NetworkMode::FLOW ? run_on_simgrid(low.graph, c, cal, gpus) : run_analytic(low.graph, c, cal, gpus);
   double t = 0;
   for (double e : res.end_s) t = std::max(t, e);
   return t;
@@ -112,8 +112,9 @@ TEST(HierarchicalAllReduce, StepsMatchesClosedForm) {
 TEST(HierarchicalAllReduce, FlowFormMatchesClosedForm) {
   const int N = 2, g = 8;
   const double B = 25e9, alpha = 5e-6, S = 1e9;
-  double t = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
-                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::HIERARCHICAL);
+  double t =
+      collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::FLOW,
+                      FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::HIERARCHICAL);
   expect_rel(t, hierarchical_closed_form(N, g, alpha, S, B));
 }
 
@@ -193,7 +194,7 @@ TEST(TreeAllReduce, NeverBeatsTheBusBandwidthBound) {
   const double B = 100e9, alpha = 1e-6, S = 256e6;
   double t = collective_time(uniform_cluster(1, n, B, alpha), n, cost::CollectiveKind::ALL_REDUCE, S,
                              CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::TREE);
-  EXPECT_GE(t, 2.0 * (n - 1) / n * S / B);  // busbw <= link bandwidth
+  EXPECT_GE(t, 2.0 * (n - 1) / n * S / B);      // busbw <= link bandwidth
   EXPECT_LT(t, 2 * 2.0 * (n - 1) / n * S / B);  // and within a factor 2 of it (pipelined chunks)
 }
 
@@ -218,7 +219,7 @@ TEST(TreeAllReduce, CalibrationTableChoosesTreeForSmallMessages) {
     auto res = run_analytic(low.graph, c, cal, gpus);
     return *std::max_element(res.end_s.begin(), res.end_s.end());
   };
-  EXPECT_NEAR(time_of(8), 2 * 4 * alpha, 1e-3 * 8 * alpha);                     // tree: depth 4 for 16 ranks
+  EXPECT_NEAR(time_of(8), 2 * 4 * alpha, 1e-3 * 8 * alpha);                       // tree: depth 4 for 16 ranks
   expect_rel(time_of(64e6), 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * 64e6 / B);  // ring above 1 MiB
 }
 
@@ -267,7 +268,8 @@ TEST(Channels, FlowFidelitySharesTheLinkBetweenChannels) {
       Lowered low = lower_collective(m, c, p, cal, opt, cost::CollectiveKind::ALL_REDUCE, S);
       std::vector<int> gpus;
       for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
-      auto res = net == NetworkMode::FLOW ? run_on_simgrid(low.graph, c, cal, gpus) : run_analytic(low.graph, c, cal, gpus);
+      auto res =
+          net == NetworkMode::FLOW ? run_on_simgrid(low.graph, c, cal, gpus) : run_analytic(low.graph, c, cal, gpus);
       return *std::max_element(res.end_s.begin(), res.end_s.end());
     });
   };
@@ -645,4 +647,31 @@ TEST(HostIssue, HostBoundAndGpuBoundClosedForms) {
   EXPECT_NEAR(iteration(1e-6, 100e-6), 8 * 100e-6 + 1e-6, 1e-12);
   EXPECT_NEAR(iteration(1e-3, 100e-6), 100e-6 + 8 * 1e-3, 1e-12);
   EXPECT_NEAR(iteration(1e-3, 0.0), 8 * 1e-3, 1e-12);
+}
+
+// Host synchronisation before every pass (calibration host_sync_each_pass, Megatron's timers): the host cannot
+// issue a pass before the GPU has finished the previous one, so each pass pays its own issue time (GPU-bound) or
+// its own last kernel (host-bound). GPipe, 4 layers, 2 micro-batches: passes F0 F1 B0 B1 of 4 kernels each.
+TEST(HostIssue, SyncEachPassClosedForms) {
+  auto iteration = [](double kernel_s, double host_s, bool sync) {
+    TransformerSpec model = tiny_model(4);
+    ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
+    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 2);
+    Calibration cal = ideal_calibration();
+    cal.host_issue_s = host_s;
+    cal.host_sync_each_pass = sync;
+    SimOptions opt;
+    PassCosts pc = fixed_costs(kernel_s, kernel_s, 0, cluster.gpu.peak_flops(model.dtype), 0);
+    Lowered low = lower(model, cluster, plan, cal, opt, pc);
+    EngineResult res = run_analytic(low.graph, cluster, cal, {0});
+    return *std::max_element(res.end_s.begin(), res.end_s.end());
+  };
+  // GPU-bound: without the sync the host runs ahead and only the first issue shows; with it, every pass's.
+  EXPECT_NEAR(iteration(1e-3, 100e-6, false), 100e-6 + 16 * 1e-3, 1e-12);
+  EXPECT_NEAR(iteration(1e-3, 100e-6, true), 4 * (100e-6 + 4 * 1e-3), 1e-12);
+  // Host-bound: the issue time of every kernel, plus one GPU tail per pass with the sync (one in all without).
+  EXPECT_NEAR(iteration(1e-6, 100e-6, false), 16 * 100e-6 + 1e-6, 1e-12);
+  EXPECT_NEAR(iteration(1e-6, 100e-6, true), 4 * (4 * 100e-6 + 1e-6), 1e-12);
+  // No host stream (host_issue_s = 0): the flag changes nothing.
+  EXPECT_NEAR(iteration(1e-3, 0.0, true), iteration(1e-3, 0.0, false), 1e-15);
 }

@@ -22,6 +22,7 @@ inline Calibration ideal_calibration() {
   c.memory_bandwidth_efficiency = 1.0;
   c.kernel_launch_s = 0;
   c.host_issue_s = 0;
+  c.host_sync_each_pass = false;
   c.optimizer_bytes_per_param = 0;
   c.intra_bandwidth_efficiency = 1.0;
   c.inter_bandwidth_efficiency = 1.0;
@@ -122,8 +123,7 @@ inline double in_child(const std::function<double()>& fn) {
     double v = std::nan("");
     try {
       v = fn();
-    } catch (...) {
-    }
+    } catch (...) {}
     if (write(fds[1], &v, sizeof v) != sizeof v) _exit(1);
     _exit(0);
   }

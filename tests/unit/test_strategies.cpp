@@ -24,9 +24,9 @@ using dtsim::cost::Step;
 using dtsim::sched::PipeOp;
 
 // Relative-tolerance comparison for doubles (1e-9 of the expected magnitude).
-#define EXPECT_REL(actual, expected)                                                         \
-  do {                                                                                       \
-    const double dtsim_e_ = static_cast<double>(expected);                                   \
+#define EXPECT_REL(actual, expected)                                                        \
+  do {                                                                                      \
+    const double dtsim_e_ = static_cast<double>(expected);                                  \
     EXPECT_NEAR(static_cast<double>(actual), dtsim_e_, std::abs(dtsim_e_) * 1e-9 + 1e-300); \
   } while (false)
 
@@ -132,10 +132,10 @@ TEST(Activations, SelectiveRecomputeStores34sbhOverT) {
 TEST(Activations, FullRecomputeStoresLayerInputOnly) {
   const auto m = gpt3_layer_spec();
   const auto tp1 = dtsim::cost::layer_activation_bytes(m, shape(1, 1, false, Recompute::FULL));
-  EXPECT_REL(tp1.stored, 2 * kSbh);          // 2sbh = 50,331,648
-  EXPECT_REL(tp1.transient, 2868903936.0);   // the whole layer is rebuilt during backward
+  EXPECT_REL(tp1.stored, 2 * kSbh);         // 2sbh = 50,331,648
+  EXPECT_REL(tp1.transient, 2868903936.0);  // the whole layer is rebuilt during backward
   const auto tp8sp = dtsim::cost::layer_activation_bytes(m, shape(1, 8, true, Recompute::FULL));
-  EXPECT_REL(tp8sp.stored, 2 * kSbh / 8);    // 6,291,456
+  EXPECT_REL(tp8sp.stored, 2 * kSbh / 8);  // 6,291,456
   EXPECT_REL(tp8sp.transient, 358612992.0);
   // Without SP the layer input is replicated on every TP rank: still 2sbh.
   const auto tp8 = dtsim::cost::layer_activation_bytes(m, shape(1, 8, false, Recompute::FULL));
@@ -165,7 +165,7 @@ TEST(Activations, EmbeddingAndHead) {
 TEST(StaticMemory, SixteenBytesPerParamForMixedPrecisionAdam) {
   EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::FP16), 12.0);  // fp32 master 4 + m 4 + v 4
   EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::BF16), 12.0);
-  EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::FP32), 8.0);   // no separate master copy
+  EXPECT_EQ(dtsim::memory::optimizer_bytes_per_param(dtsim::DType::FP32), 8.0);  // no separate master copy
   const auto m = dtsim::model_preset("gpt3-175b");
   dtsim::ParallelPlan plan;
   plan.tp = 8;
@@ -307,8 +307,8 @@ TEST(Schedule, GpipeAllForwardsThenAllBackwards) {
 TEST(Schedule, OneFOneBStage0P4M8) {
   // Warm-up p - s - 1 = 3 forwards, then (F, B) pairs for the remaining 5 forwards, then 3 backwards.
   const auto o = dtsim::sched::stage_order(Schedule::ONE_F_ONE_B, 4, 8, 0);
-  const std::vector<PipeOp> expected = {F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2),
-                                        F(6), B(3), F(7), B(4), B(5), B(6), B(7)};
+  const std::vector<PipeOp> expected = {F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5),
+                                        B(2), F(6), B(3), F(7), B(4), B(5), B(6), B(7)};
   EXPECT_EQ(o, expected) << order_string(o);
 }
 
@@ -537,6 +537,17 @@ TEST(LayerPasses, HeadLossAllReduceAndEmbeddingCollectives) {
   EXPECT_REL(hc[0]->collective_bytes, 2.0 * 2048 * 4);  // max and sum: two fp32 values per token
   // Logit GEMM forward on one rank: 2 * s * h * V/8.
   EXPECT_REL(flops_of(head.forward), 2.0 * 2048 * 12288 * 51200 / 8);
+  // Megatron's vocab-parallel cross entropy on an fp32 copy of the logits, per element of the s x V/8 shard:
+  // forward copy 2+4, max 4, subtract 8, exp 8, sum 4, divide 8 = 38 bytes; backward 8 + (4+2) = 14 bytes.
+  auto memory_bound_bytes = [](const std::vector<dtsim::cost::Step>& steps, const std::string& prefix) {
+    double b = 0;
+    for (const auto& st : steps)
+      for (const auto& op : st.ops)
+        if (!op.gemm && op.name.rfind(prefix, 0) == 0) b += op.bytes;
+    return b;
+  };
+  EXPECT_REL(memory_bound_bytes(head.forward, "ce-"), 38.0 * 2048 * 51200 / 8);
+  EXPECT_REL(memory_bound_bytes(head.backward, "ce-"), 14.0 * 2048 * 51200 / 8);
   const auto emb = dtsim::cost::embedding_passes(m, shape(1, 8, true, Recompute::NONE));
   const auto ec = collectives(emb.forward);
   ASSERT_EQ(ec.size(), 1u);

@@ -272,17 +272,12 @@ TEST(ModelLoad, FromJsonFileValidates) {
   TempDir d("model");
   fs::create_directories(d.path);
   json j = dtsim::to_json(dtsim::model_preset("gpt3-1.3b"));
-  {
-    std::ofstream(d.path / "m.json") << j.dump();
-  }
+  { std::ofstream(d.path / "m.json") << j.dump(); }
   expect_models_equal(dtsim::load_model((d.path / "m.json").string()), dtsim::model_preset("gpt3-1.3b"));
   j["heads"] = 3;
   j["kv_heads"] = 3;
-  {
-    std::ofstream(d.path / "bad.json") << j.dump();
-  }
-  const std::string msg =
-      error_of<dtsim::ConfigError>([&] { dtsim::load_model((d.path / "bad.json").string()); });
+  { std::ofstream(d.path / "bad.json") << j.dump(); }
+  const std::string msg = error_of<dtsim::ConfigError>([&] { dtsim::load_model((d.path / "bad.json").string()); });
   EXPECT_TRUE(contains(msg, "not divisible by heads")) << msg;
 }
 
@@ -311,7 +306,7 @@ TEST(Cluster, DgxA100_4IsOneNodeOfFourGpus) {
   EXPECT_EQ(c.num_nodes, 1);
   EXPECT_EQ(c.gpus_per_node, 4);
   EXPECT_EQ(c.total_gpus(), 4);
-  EXPECT_EQ(c.inter.nics_per_node, 4);  // 8 NICs * 4/8 GPUs
+  EXPECT_EQ(c.inter.nics_per_node, 4);                // 8 NICs * 4/8 GPUs
   const auto bare = dtsim::load_cluster("dgx-h100");  // bare preset: one full node
   EXPECT_EQ(bare.num_nodes, 1);
   EXPECT_EQ(bare.gpus_per_node, 8);
@@ -482,7 +477,9 @@ struct PlanFixture {
     plan.micro_batch_size = 1;
     plan.global_batch_size = 16;
   }
-  std::string error() { return error_of<dtsim::ConfigError>([&] { plan.validate(model, cluster); }); }
+  std::string error() {
+    return error_of<dtsim::ConfigError>([&] { plan.validate(model, cluster); });
+  }
 };
 }  // namespace
 
@@ -661,9 +658,10 @@ TEST(Calibration, DefaultsForShippedGpusLoadAndValidate) {
   }
   // The A100 file's values (traces/calibration/a100-sxm4-80gb.json).
   const auto a = dtsim::default_calibration("a100-sxm4-80gb");
-  EXPECT_EQ(a.gemm_efficiency_max, 0.8969);  // fitted on published single-node runs (Accuracy)
-  EXPECT_EQ(a.gemm_half_efficiency_flops, 1.606e10);
-  EXPECT_EQ(a.host_issue_s, 8.093e-5);
+  EXPECT_EQ(a.gemm_efficiency_max, 0.9019);  // fitted on published single-node runs (Accuracy)
+  EXPECT_EQ(a.gemm_half_efficiency_flops, 1.346e10);
+  EXPECT_EQ(a.host_issue_s, 7.743e-5);
+  EXPECT_TRUE(a.host_sync_each_pass);
   EXPECT_EQ(a.optimizer_bytes_per_param, 28.0);
   EXPECT_EQ(a.reserved_memory_bytes, 2.0e9);
   EXPECT_NO_THROW(dtsim::default_calibration("h100-sxm5-80gb"));
@@ -743,9 +741,7 @@ TEST(JsonUtil, ReadFileMalformedIsFormatError) {
   TempDir d("json");
   fs::create_directories(d.path);
   const std::string path = (d.path / "bad.json").string();
-  {
-    std::ofstream(path) << "{\"a\": ";
-  }
+  { std::ofstream(path) << "{\"a\": "; }
   const std::string msg = error_of<dtsim::FormatError>([&] { dtsim::json_util::read_file(path); });
   EXPECT_TRUE(contains(msg, "not valid JSON")) << msg;
   EXPECT_TRUE(contains(msg, path)) << msg;
@@ -758,9 +754,7 @@ TEST(JsonUtil, ReadFileValid) {
   TempDir d("jsonok");
   fs::create_directories(d.path);
   const std::string path = (d.path / "ok.json").string();
-  {
-    std::ofstream(path) << R"({"a": [1, 2.5, "x"]})";
-  }
+  { std::ofstream(path) << R"({"a": [1, 2.5, "x"]})"; }
   const json j = dtsim::json_util::read_file(path);
   EXPECT_EQ(j.at("a").size(), 3u);
   EXPECT_EQ(j.at("a")[1].get<double>(), 2.5);
@@ -899,8 +893,9 @@ TEST(WriteOutputs, DirectoryPathIsRegularFile) {
   fs::create_directories(d.path);
   const fs::path file = d.path / "plain";
   { std::ofstream(file) << "i am a file"; }
-  const std::string msg =
-      error_of<dtsim::ConfigError>([&] { dtsim::write_outputs(file.string(), {{"summary.json", "{}"}}); });
+  const std::string msg = error_of<dtsim::ConfigError>([&] {
+    dtsim::write_outputs(file.string(), {{"summary.json", "{}"}});
+  });
   EXPECT_TRUE(contains(msg, file.string())) << msg;
   EXPECT_TRUE(fs::is_regular_file(file));
   EXPECT_EQ(read_text(file), "i am a file");
@@ -912,8 +907,9 @@ TEST(WriteOutputs, WriteFailureRemovesTemporaries) {
   fs::create_directories(d.path);
   // The second file lives in a subdirectory that does not exist: it cannot be opened, so the first temporary
   // must be removed and nothing renamed into place.
-  const std::string msg = error_of<dtsim::ConfigError>(
-      [&] { dtsim::write_outputs(d.path.string(), {{"a.txt", "A"}, {"missing/b.txt", "B"}}); });
+  const std::string msg = error_of<dtsim::ConfigError>([&] {
+    dtsim::write_outputs(d.path.string(), {{"a.txt", "A"}, {"missing/b.txt", "B"}});
+  });
   EXPECT_TRUE(contains(msg, "cannot write")) << msg;
   EXPECT_TRUE(dir_entries(d.path).empty());
 }
@@ -921,8 +917,9 @@ TEST(WriteOutputs, WriteFailureRemovesTemporaries) {
 TEST(WriteOutputs, RenameFailureRemovesTemporaries) {
   TempDir d("renamefail");
   fs::create_directories(d.path / "b.txt" / "inside");  // a non-empty directory where a file must go
-  const std::string msg = error_of<dtsim::ConfigError>(
-      [&] { dtsim::write_outputs(d.path.string(), {{"b.txt", "B"}}); });
+  const std::string msg = error_of<dtsim::ConfigError>([&] {
+    dtsim::write_outputs(d.path.string(), {{"b.txt", "B"}});
+  });
   EXPECT_TRUE(contains(msg, "cannot rename output into")) << msg;
   EXPECT_EQ(dir_entries(d.path), (std::vector<std::string>{"b.txt"}));  // no "b.txt.tmp-<pid>" left behind
   EXPECT_TRUE(fs::is_directory(d.path / "b.txt" / "inside"));
@@ -931,8 +928,9 @@ TEST(WriteOutputs, RenameFailureRemovesTemporaries) {
 TEST(WriteOutputs, RenameFailureMessageGivesTheReason) {
   TempDir d("renamereason");
   fs::create_directories(d.path / "b.txt" / "inside");
-  const std::string msg = error_of<dtsim::ConfigError>(
-      [&] { dtsim::write_outputs(d.path.string(), {{"b.txt", "B"}}); });
+  const std::string msg = error_of<dtsim::ConfigError>([&] {
+    dtsim::write_outputs(d.path.string(), {{"b.txt", "B"}});
+  });
   EXPECT_TRUE(contains(msg, "cannot rename output into")) << msg;
   EXPECT_FALSE(contains(msg, "Success")) << msg;
 }
@@ -952,12 +950,12 @@ TEST(WriteOutputs, RenameFailureLeavesEarlierFilesUntouched) {
 TEST(Units, SecondsToNanosecondsRoundsToNearest) {
   EXPECT_EQ(dtsim::units::s_to_ns(0.0), 0);
   EXPECT_EQ(dtsim::units::s_to_ns(1.0), 1000000000);
-  EXPECT_EQ(dtsim::units::s_to_ns(1.5e-9), 2);    // 1.5 ns -> 2 (half away from zero)
-  EXPECT_EQ(dtsim::units::s_to_ns(2.5e-9), 3);    // 2.5 ns -> 3, not banker's 2
+  EXPECT_EQ(dtsim::units::s_to_ns(1.5e-9), 2);  // 1.5 ns -> 2 (half away from zero)
+  EXPECT_EQ(dtsim::units::s_to_ns(2.5e-9), 3);  // 2.5 ns -> 3, not banker's 2
   EXPECT_EQ(dtsim::units::s_to_ns(1.4e-9), 1);
   EXPECT_EQ(dtsim::units::s_to_ns(0.4e-9), 0);
   EXPECT_EQ(dtsim::units::s_to_ns(-1.5e-9), -2);
-  EXPECT_EQ(dtsim::units::s_to_ns(1e-7), 100);    // 1e-7 * 1e9 = 99.99999... or 100.000...01 -> 100
+  EXPECT_EQ(dtsim::units::s_to_ns(1e-7), 100);  // 1e-7 * 1e9 = 99.99999... or 100.000...01 -> 100
   EXPECT_EQ(dtsim::units::s_to_ns(3600.0), 3600000000000LL);
 }
 
