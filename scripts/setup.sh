@@ -12,8 +12,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config python3 time
           jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
 # The fuzz smoke test of scripts/test.sh (scripts/fuzz_smoke.sh): clang and the libFuzzer runtime it links.
 PACKAGES+=(clang libclang-rt-14-dev)
-# The format check of scripts/test.sh (scripts/lint.sh --format-only).
-PACKAGES+=(clang-format)
+# The static checks of scripts/test.sh (scripts/lint.sh): clang-format and clang-tidy.
+PACKAGES+=(clang-format clang-tidy)
 
 if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then
   missing=()

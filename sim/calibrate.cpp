@@ -44,6 +44,7 @@ NcclFit fit_nccl_tests(const NcclTestsRun& run, const ClusterSpec& cluster, cons
   for (double bound : bounds) {
     while (r < rows.size() && rows[r].bytes <= bound) pending.push_back(rows[r++]);
     std::vector<double> sizes;
+    sizes.reserve(pending.size());
     for (const auto& p : pending) sizes.push_back(p.bytes);
     std::sort(sizes.begin(), sizes.end());
     const bool enough = std::unique(sizes.begin(), sizes.end()) - sizes.begin() >= 2;

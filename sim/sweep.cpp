@@ -580,7 +580,7 @@ std::string csv_field(const json& v) {
   if (v.is_null()) return "";
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   if (!v.is_string()) return v.dump();
-  const std::string s = v.get<std::string>();
+  std::string s = v.get<std::string>();
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string q = "\"";
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);

@@ -132,6 +132,7 @@ std::string stacked_bars(const std::vector<ParetoGroup>& groups, const std::vect
     }
   }
   std::vector<Canvas::LegendEntry> legend;
+  legend.reserve(cats.size() + 1);
   for (const Category& c : cats) legend.push_back({c.name, c.color, 's'});
   if (capacity && !caps.empty()) {
     legend.push_back(
@@ -276,6 +277,7 @@ std::string sweep_html(const SweepResults& results, int top) {
   const std::vector<SweepRow>& rows = results.rows;
   const std::vector<ParetoGroup> groups = pareto_fronts(rows);
   std::vector<std::vector<const SweepRow*>> tops;
+  tops.reserve(groups.size());
   for (const ParetoGroup& g : groups) tops.push_back(top_strategies(rows, g, top));
   const StatusCounts n = count_status(rows);
 

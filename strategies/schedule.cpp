@@ -13,6 +13,7 @@ using Kind = PipeOp::Kind;
 
 std::vector<PipeOp> gpipe(int m) {
   std::vector<PipeOp> o;
+  o.reserve(2 * static_cast<std::size_t>(m));
   for (int i = 0; i < m; ++i) o.push_back({Kind::F, i});
   for (int i = 0; i < m; ++i) o.push_back({Kind::B, i});
   return o;
@@ -20,6 +21,7 @@ std::vector<PipeOp> gpipe(int m) {
 
 std::vector<PipeOp> one_f_one_b(int p, int m, int s, bool dapple) {
   std::vector<PipeOp> o;
+  o.reserve(2 * static_cast<std::size_t>(m));
   const int warmup = std::min(dapple ? p - s : p - s - 1, m);
   for (int i = 0; i < warmup; ++i) o.push_back({Kind::F, i});
   if (dapple) {  // early backward: B(j) as soon as possible, then the next forward
@@ -43,6 +45,7 @@ std::vector<PipeOp> interleaved(int p, int m, int v, int s) {
   auto bwd = [&](int k) { return PipeOp{Kind::B, (k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p}; };
   int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
   std::vector<PipeOp> o;
+  o.reserve(2 * static_cast<std::size_t>(total));
   for (int k = 0; k < warmup; ++k) o.push_back(fwd(k));
   const int steady = total - warmup;
   for (int k = 0; k < steady; ++k) {
@@ -56,6 +59,7 @@ std::vector<PipeOp> interleaved(int p, int m, int v, int s) {
 std::vector<PipeOp> zb_h1(int p, int m, int s) {
   const int warmup = std::min(p - s - 1, m), delay = s;
   std::vector<PipeOp> o;
+  o.reserve(3 * static_cast<std::size_t>(m));
   int w = 0;
   for (int i = 0; i < warmup; ++i) o.push_back({Kind::F, i});
   for (int j = 0; j < m; ++j) {

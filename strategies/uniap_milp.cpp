@@ -295,7 +295,7 @@ Solution solve(const Problem& pb) {
 
   // x[l][s][k]
   std::vector<int> x(static_cast<std::size_t>(L * p * K));
-  auto X = [&](int l, int s, int k) -> int& { return x[static_cast<std::size_t>((l * p + s) * K + k)]; };
+  auto X = [&](int l, int s, int k) -> int& { return x[(static_cast<std::size_t>(l) * p + s) * K + k]; };
   for (int l = 0; l < L; ++l)
     for (int s = 0; s < p; ++s)
       for (int k = 0; k < K; ++k)

@@ -173,8 +173,9 @@ void add_pcie_tree(TopologyGraph& g, const std::string& prefix, const int gpu[8]
   for (int s = 0; s < 4; ++s) {
     const int sw = vertex(prefix + "pcie" + std::to_string(s)), nic = vertex(prefix + "nic" + std::to_string(s));
     link(sw, cpu[s / 2], pcie_Bps, 1e-6, "pcie");
-    link(gpu[2 * s], sw, pcie_Bps, 0.5e-6, "pcie");
-    link(gpu[2 * s + 1], sw, pcie_Bps, 0.5e-6, "pcie");
+    const std::ptrdiff_t pair = 2 * static_cast<std::ptrdiff_t>(s);
+    link(gpu[pair], sw, pcie_Bps, 0.5e-6, "pcie");
+    link(gpu[pair + 1], sw, pcie_Bps, 0.5e-6, "pcie");
     link(nic, sw, pcie_Bps, 0.5e-6, "pcie");
     link(nic, ib, nic_Bps, 1e-6, "ib");
   }

@@ -38,11 +38,11 @@ namespace detail {
 }  // namespace dtsim
 
 /// Always-on invariant check; the message should give the context needed to debug the failure.
-#define DTSIM_ASSERT(cond, msg)                                                             \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      std::ostringstream dtsim_assert_os_;                                                  \
-      dtsim_assert_os_ << msg;                                                              \
-      ::dtsim::detail::assertion_failed(#cond, __FILE__, __LINE__, dtsim_assert_os_.str()); \
-    }                                                                                       \
+#define DTSIM_ASSERT(cond, msg)                                                                \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      std::ostringstream dtsim_assert_os_;                                                     \
+      dtsim_assert_os_ << msg; /* NOLINT(bugprone-macro-parentheses): msg is a stream chain */ \
+      ::dtsim::detail::assertion_failed(#cond, __FILE__, __LINE__, dtsim_assert_os_.str());    \
+    }                                                                                          \
   } while (false)

@@ -78,8 +78,8 @@ std::optional<std::int64_t> us_text_to_ns(std::string_view t) {
   if (i != n) return std::nullopt;
   e += 3;  // microseconds -> nanoseconds
   std::uint64_t r = 0;
-  if (m == 0) {
-    r = 0;
+  if (m == 0 || e < -19) {
+    r = 0;  // zero, or m < 10^19 <= half of 10^-e
   } else if (e >= 0) {
     r = m;
     for (long long k = 0; k < e; ++k) {
@@ -89,8 +89,6 @@ std::optional<std::int64_t> us_text_to_ns(std::string_view t) {
     // Digits dropped beyond the 19 kept ones sit just below the nanosecond when e == 0 (for e > 0 the value
     // overflows int64 anyway).
     if (e == 0 && first_dropped >= 5) ++r;
-  } else if (e < -19) {
-    r = 0;  // m < 10^19 <= half of 10^-e
   } else {
     std::uint64_t p = 1;
     for (long long k = 0; k < -e; ++k) p *= 10;

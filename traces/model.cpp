@@ -38,7 +38,7 @@ std::int64_t TransformerSpec::layer_params() const {
                       + h * h + h;                       // output projection
   std::int64_t ffn = mlp == MlpKind::SWIGLU ? 3 * h * f  // gate, up, down (no biases, as LLaMA)
                                             : 2 * h * f + f + h;
-  std::int64_t norms = 2 * 2 * h;  // two layer norms, scale and shift
+  std::int64_t norms = 4 * h;  // two layer norms, scale and shift
   return attn + ffn + norms;
 }
 
@@ -74,7 +74,7 @@ void TransformerSpec::validate() const {
     throw ConfigError(ctx + ": heads " + std::to_string(heads) + " is not divisible by kv_heads " +
                       std::to_string(kv_heads));
   // total_params() and the per-layer sizes are int64 products of these fields: bound them (in double) first.
-  const double h = hidden, kv = static_cast<double>(kv_heads) * (hidden / heads), f = ffn_hidden;
+  const double h = hidden, kv = static_cast<double>(kv_dim()), f = ffn_hidden;
   const double params = num_layers * (h * (h + 2 * kv) + h * h + 3 * h * f + 4 * h + 2 * kv + f) + 2.0 * vocab * h +
                         static_cast<double>(seq_len) * h + 2 * h;
   if (!(params <= kMaxParams))

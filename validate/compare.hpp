@@ -41,6 +41,7 @@ struct TaskKey {
   int pid = 0, tid = 0;
   std::string name, phase;
   int layer = -1, microbatch = -1, occurrence = 0;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 flags the literal 0 of a defaulted <=>
   auto operator<=>(const TaskKey&) const = default;
 };
 /// e.g. "rank 0 compute attention forward layer 3 mb 0"; " #k" is added for the k-th repeat (k > 0).

@@ -684,7 +684,7 @@ WriteSummary ProfileWriter::write_file(const Profile& profile, const std::string
 
 std::string format_overhead(const CollectionStats& s, const WriteSummary& w) {
   std::ostringstream os;
-  os << s.records << " records in " << s.buffers_completed << " buffers (" << s.buffer_bytes / (1024 * 1024)
+  os << s.records << " records in " << s.buffers_completed << " buffers (" << s.buffer_bytes / (1024ULL * 1024ULL)
      << " MiB), " << s.dropped_records << " dropped, " << s.unsupported_records << " of unsupported kinds, "
      << s.records_without_timestamps << " untimed; conversion " << static_cast<double>(s.conversion_ns) / 1e6 << " ms; "
      << w.events << " trace events (" << w.kernels << " kernels, " << w.memcpys << " memcpys, " << w.memsets

@@ -980,6 +980,7 @@ int cmd_validate_measured(int argc, char** argv, std::ostream& out) {
 /// Runs `args` (args[0] is the program) as a child process and waits; ConfigError naming `what` on failure.
 void run_child(const std::vector<std::string>& args, const std::string& what) {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = 0;

@@ -4,6 +4,7 @@
 #include <simgrid/version.h>
 #include <simgrid/s4u.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -86,11 +87,15 @@ public:
     res_.end_s.assign(n, -1);
     pending_ = g_.pred_count();
     acts_.resize(n);
+    ids_.resize(n);  // each activity's data points at its task id here (never resized while running)
+    for (std::size_t i = 0; i < n; ++i) ids_[i] = static_cast<std::int32_t>(i);
     sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
       // Activities completed in earlier callbacks are fully handled by the engine now: drop our references
       // so their memory is reclaimed (the one completing now must stay referenced until we return).
       graveyard_.clear();
-      auto id = static_cast<std::int32_t>(reinterpret_cast<std::intptr_t>(a.get_data<void>()) - 1);
+      const auto* data = a.get_data<std::int32_t>();
+      if (data == nullptr) return;  // not one of ours
+      const std::int32_t id = *data;
       if (id < 0 || static_cast<std::size_t>(id) >= res_.end_s.size()) return;
       graveyard_.push_back(std::move(acts_[id]));
       finish(id, sg4::Engine::get_clock());
@@ -148,7 +153,7 @@ private:
       ready_.pop_front();
       const Task& t = g_.tasks()[id];
       res_.start_s[id] = now;
-      void* data = reinterpret_cast<void*>(static_cast<std::intptr_t>(id) + 1);
+      void* data = &ids_[id];
       switch (t.kind) {
         case TaskKind::JOIN: finish(id, now); break;
         case TaskKind::COMPUTE:
@@ -174,7 +179,7 @@ private:
           auto [from, to] = endpoints_of(t);
           flow_started(id, now);
           auto comm = sg4::Comm::sendto_init(from, to);
-          comm->set_payload_size(static_cast<std::uint64_t>(t.bytes + 0.5));
+          comm->set_payload_size(static_cast<std::uint64_t>(std::llround(t.bytes)));
           comm->set_data(data);
           comm->start();
           acts_[id] = comm;
@@ -190,6 +195,7 @@ private:
   EngineResult& res_;
   std::vector<Endpoints> ep_;
   std::vector<std::int32_t> pending_;
+  std::vector<std::int32_t> ids_;  // ids_[i] == i: the payload of task i's activity
   std::deque<std::int32_t> ready_;
   std::vector<sg4::ActivityPtr> acts_;  // activities must stay referenced until they complete
   std::vector<sg4::ActivityPtr> graveyard_;
@@ -216,6 +222,7 @@ EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, cons
                                    "--cfg=network/TCP-gamma:0",
                                    "--cfg=network/crosstraffic:0"};
   std::vector<char*> argv;
+  argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());
   sg4::Engine engine(&argc, argv.data());

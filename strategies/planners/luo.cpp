@@ -338,6 +338,7 @@ ScheduleChoice choose_schedule(const Problem& pr, const Partition& part, const M
   }
   auto orders_of = [&](const std::vector<int>& K) {
     std::vector<std::vector<PipeOp>> o;
+    o.reserve(pr.p);
     for (int s = 0; s < pr.p; ++s) o.push_back(luo::warmup_order(pr.M, K[s]));
     return o;
   };

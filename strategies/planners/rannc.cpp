@@ -86,6 +86,7 @@ private:
 
   static std::vector<Block> coarsen(const LayerChain& ch, double limit) {
     std::vector<Block> blocks;
+    blocks.reserve(ch.num_layers);
     for (int l = 0; l < ch.num_layers; ++l) blocks.push_back({l, l + 1});
     auto eval = [&](const Block& b) { return ch.range_compute(b.begin, b.end); };
     auto fits = [&](const Block& b) { return ch.range_static(b.begin, b.end) + ch.range_act(b.begin, b.end) <= limit; };

@@ -69,6 +69,7 @@ planning::luo::StageTimes uniform_times(int p, double f, double b, double send, 
 }
 std::vector<std::vector<PipeOp>> orders_with(int p, int M, const std::vector<int>& K) {
   std::vector<std::vector<PipeOp>> o;
+  o.reserve(p);
   for (int s = 0; s < p; ++s) o.push_back(planning::luo::warmup_order(M, K[s]));
   return o;
 }

@@ -365,7 +365,7 @@ TEST(LinkSharing, AnalyticIgnoresSharingAndReportsOversubscription) {
 
 namespace {
 // Two flows of S bytes from `from` to `to` (global GPU = simulated rank here), started together.
-EngineResult two_flows(const ClusterSpec& c, std::vector<std::pair<int, int>> pairs, double S) {
+EngineResult two_flows(const ClusterSpec& c, const std::vector<std::pair<int, int>>& pairs, double S) {
   TaskGraph g;
   for (auto [a, b] : pairs) {
     Task f;

@@ -56,7 +56,7 @@ TEST(NcclTestsFit, RecoversTheFactorsTheLogWasMadeWith) {
   EXPECT_EQ(fit.link, "intra");
   // Segments of the collective size, stored per ring-step message (S / 8).
   const double expect[][3] = {
-      {65536 / 8, 2.0, 0.2}, {1048576 / 8, 1.2, 0.5}, {16777216 / 8, 1.0, 0.8}, {1e300, 1.0, 0.95}};
+      {65536 / 8.0, 2.0, 0.2}, {1048576 / 8.0, 1.2, 0.5}, {16777216 / 8.0, 1.0, 0.8}, {1e300, 1.0, 0.95}};
   ASSERT_EQ(fit.calibration.network_segments.size(), 4u);
   for (int i = 0; i < 4; ++i) {
     const auto& g = fit.calibration.network_segments[i];

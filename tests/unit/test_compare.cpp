@@ -47,7 +47,7 @@ const std::string& predicted_dir() {
     sim::SimOptions opt;
     const sim::Inputs in{&model, &cluster, &plan, &cal, &opt};
     const sim::Simulation s = sim::simulate(in);
-    const std::string out = scratch() + "/predicted";
+    std::string out = scratch() + "/predicted";
     write_outputs(out, {{"summary.json", sim::summary_json(in, s.lowered, s.engine, s.report).dump(2) + "\n"},
                         {"trace.json", sim::trace_json(in, s.lowered, s.engine, s.report)}});
     return out;
@@ -62,7 +62,7 @@ RunDir read_run(const std::string& dir) {
   return {json_util::read_file(dir + "/trace.json"), json_util::read_file(dir + "/summary.json")};
 }
 std::string write_run(const std::string& name, const RunDir& run) {
-  const std::string dir = scratch() + "/" + name;
+  std::string dir = scratch() + "/" + name;
   write_outputs(dir, {{"trace.json", run.trace.dump()}, {"summary.json", run.summary.dump(2)}});
   return dir;
 }

@@ -127,7 +127,7 @@ std::string format_error(const std::function<void()>& fn, const std::string& sou
   try {
     fn();
   } catch (const dtsim::FormatError& e) {
-    const std::string msg = e.what();
+    std::string msg = e.what();
     EXPECT_NE(msg.find(source), std::string::npos) << "message does not name the source: " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     return msg;
@@ -693,6 +693,7 @@ TEST(ChakraJson, JsonizerStreamAndFeederFields) {
   EXPECT_EQ(node(g, 7).duration_ns, -1);
   const auto order = dtsim::topological_order(g);
   std::vector<std::int64_t> ids;
+  ids.reserve(order.size());
   for (std::size_t i : order) ids.push_back(g.nodes[i].id);
   EXPECT_EQ(ids, (Ids{0, 5, 6, 7}));
 

@@ -25,7 +25,7 @@ const std::string kData = std::string(DTSIM_SOURCE_DIR) + "/tests/data/sweep/";
 
 const std::string& scratch() {
   static const std::string dir = [] {
-    const std::string d = (fs::path(::testing::TempDir()) / ("dtsim_pareto_" + std::to_string(getpid()))).string();
+    std::string d = (fs::path(::testing::TempDir()) / ("dtsim_pareto_" + std::to_string(getpid()))).string();
     fs::create_directories(d);
     return d;
   }();

@@ -361,11 +361,12 @@ TEST(ReplaySynthetic, ThreadStartFollowsAnotherThread) {
 /// A GPU-bound trace: the CPU launches n kernels of 1000 ns back to back with no launch latency, then waits.
 ImportedTrace gpu_bound_trace(int n) {
   std::vector<TraceEvent> ev;
-  for (int i = 0; i < n; ++i) {
+  for (std::int64_t i = 0; i < n; ++i) {
     ev.push_back(runtime("cudaLaunchKernel", 2 * i, 2, i + 1));
     ev.push_back(gpu(i % 2 ? "sm80_xmma_gemm" : "elementwise", 1000 * i, 1000, i + 1));
   }
-  ev.push_back(runtime("cudaDeviceSynchronize", 2 * n, 1000 * n - 2 * n));
+  const std::int64_t n64 = n;
+  ev.push_back(runtime("cudaDeviceSynchronize", 2 * n64, 1000 * n64 - 2 * n64));
   return make_trace(ev);
 }
 
@@ -483,7 +484,7 @@ TEST(ReplayWhatIf, CollectiveBandwidthFollowsTheAlphaBetaModel) {
 TEST(ReplayWhatIf, FasterHostShrinksCpuGaps) {
   // CPU-bound: 10 launches separated by 1000 ns of Python; kernels of 10 ns.
   std::vector<TraceEvent> ev;
-  for (int i = 0; i < 10; ++i) {
+  for (std::int64_t i = 0; i < 10; ++i) {
     ev.push_back(runtime("cudaLaunchKernel", 1000 * i, 10, i + 1));
     ev.push_back(gpu("k", 1000 * i + 20, 10, i + 1));
   }
