@@ -627,22 +627,27 @@ TEST(Fabric, PcieServerRoutesThroughSwitchesAndSockets) {
   EXPECT_EQ(r.route(0, 7).size(), 5u);  // ... and across the sockets
 }
 
+// Iteration time of a one-rank GPipe plan of 4 tiny layers whose every step is one kernel of kernel_s, with the
+// host issuing each kernel in host_s (calibration host_issue_s) and optionally syncing before every pass.
+static double host_stream_iteration(double kernel_s, double host_s, bool sync, int microbatches) {
+  TransformerSpec model = tiny_model(4);
+  ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
+  ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, microbatches);
+  Calibration cal = ideal_calibration();
+  cal.host_issue_s = host_s;
+  cal.host_sync_each_pass = sync;
+  SimOptions opt;
+  PassCosts pc = fixed_costs(kernel_s, kernel_s, 0, cluster.gpu.peak_flops(model.dtype), 0);
+  Lowered low = lower(model, cluster, plan, cal, opt, pc);
+  EngineResult res = run_analytic(low.graph, cluster, cal, {0});
+  return *std::max_element(res.end_s.begin(), res.end_s.end());
+}
+
 // Host issue stream (calibration host_issue_s): the CPU issues each step's kernels in program order, ahead of
 // the GPU. Host-bound (kernels shorter than their issue time): the iteration is the issue time of all steps plus
 // the last kernel. GPU-bound: one issue time, then the kernels back to back.
 TEST(HostIssue, HostBoundAndGpuBoundClosedForms) {
-  auto iteration = [](double kernel_s, double host_s) {
-    TransformerSpec model = tiny_model(4);
-    ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
-    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
-    Calibration cal = ideal_calibration();
-    cal.host_issue_s = host_s;
-    SimOptions opt;
-    PassCosts pc = fixed_costs(kernel_s, kernel_s, 0, cluster.gpu.peak_flops(model.dtype), 0);
-    Lowered low = lower(model, cluster, plan, cal, opt, pc);
-    EngineResult res = run_analytic(low.graph, cluster, cal, {0});
-    return *std::max_element(res.end_s.begin(), res.end_s.end());
-  };
+  auto iteration = [](double kernel_s, double host_s) { return host_stream_iteration(kernel_s, host_s, false, 1); };
   // 4 layers, one micro-batch: 8 steps (forward and backward of each layer), one kernel each.
   EXPECT_NEAR(iteration(1e-6, 100e-6), 8 * 100e-6 + 1e-6, 1e-12);
   EXPECT_NEAR(iteration(1e-3, 100e-6), 100e-6 + 8 * 1e-3, 1e-12);
@@ -654,17 +659,7 @@ TEST(HostIssue, HostBoundAndGpuBoundClosedForms) {
 // its own last kernel (host-bound). GPipe, 4 layers, 2 micro-batches: passes F0 F1 B0 B1 of 4 kernels each.
 TEST(HostIssue, SyncEachPassClosedForms) {
   auto iteration = [](double kernel_s, double host_s, bool sync) {
-    TransformerSpec model = tiny_model(4);
-    ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
-    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 2);
-    Calibration cal = ideal_calibration();
-    cal.host_issue_s = host_s;
-    cal.host_sync_each_pass = sync;
-    SimOptions opt;
-    PassCosts pc = fixed_costs(kernel_s, kernel_s, 0, cluster.gpu.peak_flops(model.dtype), 0);
-    Lowered low = lower(model, cluster, plan, cal, opt, pc);
-    EngineResult res = run_analytic(low.graph, cluster, cal, {0});
-    return *std::max_element(res.end_s.begin(), res.end_s.end());
+    return host_stream_iteration(kernel_s, host_s, sync, 2);
   };
   // GPU-bound: without the sync the host runs ahead and only the first issue shows; with it, every pass's.
   EXPECT_NEAR(iteration(1e-3, 100e-6, false), 100e-6 + 16 * 1e-3, 1e-12);
