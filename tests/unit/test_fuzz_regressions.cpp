@@ -6,6 +6,7 @@
 #include <climits>
 #include <string>
 
+#include "tests/support/error_of.hpp"
 #include "traces/cluster.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
@@ -17,22 +18,8 @@ namespace {
 
 using dtsim::json_util::parse_text;
 
-// Runs `fn`, expects a dtsim::Error of type E and returns its message.
-template <typename E, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using dtsim::testing::contains;
+using dtsim::testing::error_of;
 
 dtsim::TransformerSpec model_of(const std::string& text) {
   dtsim::TransformerSpec m = dtsim::model_from_json(parse_text(text, "m.json"), "model file 'm.json'");

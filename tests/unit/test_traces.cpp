@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/error_of.hpp"
 #include "traces/calibration.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/cluster.hpp"
@@ -29,24 +30,8 @@ using nlohmann::json;
 
 namespace {
 
-// Runs `fn`, expects it to throw exactly E (or a subclass), and returns the message.
-template <typename E, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using dtsim::testing::contains;
+using dtsim::testing::error_of;
 
 // A fresh directory path under the system temp dir, unique per process and per tag; removed on destruction.
 struct TempDir {
