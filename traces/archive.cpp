@@ -14,11 +14,22 @@ namespace {
 
 using ArchivePtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
 
-ArchivePtr open_reader(const std::string& path, bool raw) {
-  if (!std::filesystem::is_regular_file(path)) throw ConfigError(path + ": cannot open file (not found)");
+/// Where an archive's bytes come from: a file (streamed) or a buffer already in memory.
+struct Source {
+  const std::string& name;   ///< for messages: the path, or the caller's name for the buffer
+  const std::string* bytes;  ///< null: read the file `name`
+};
+
+ArchivePtr open_reader(const Source& src, bool raw) {
+  if (!src.bytes && !std::filesystem::is_regular_file(src.name))
+    throw ConfigError(src.name + ": cannot open file (not found)");
   ArchivePtr a(archive_read_new(), archive_read_free);
   DTSIM_ASSERT(a, "archive_read_new failed");
-  archive_read_support_filter_all(a.get());
+  // Only the compressions dtsim documents, all linked into libarchive: filter_all would also register filters
+  // that run an external program (lrzip, lzop, grzip, ...) when a file starts with their magic bytes.
+  for (auto* enable : {archive_read_support_filter_gzip, archive_read_support_filter_bzip2,
+                       archive_read_support_filter_xz, archive_read_support_filter_zstd})
+    DTSIM_ASSERT(enable(a.get()) == ARCHIVE_OK, "libarchive lacks a built-in gzip/bzip2/xz/zstd decoder");
   if (raw) {
     archive_read_support_format_raw(a.get());
   } else {
@@ -26,11 +37,23 @@ ArchivePtr open_reader(const std::string& path, bool raw) {
     archive_read_support_format_gnutar(a.get());
     archive_read_support_format_raw(a.get());
   }
-  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw FormatError(path + ": cannot read (" +
+  const int r = src.bytes ? archive_read_open_memory(a.get(), src.bytes->data(), src.bytes->size())
+                          : archive_read_open_filename(a.get(), src.name.c_str(), 1 << 16);
+  if (r != ARCHIVE_OK)
+    throw FormatError(src.name + ": cannot read (" +
                       std::string(archive_error_string(a.get()) ? archive_error_string(a.get()) : "unknown error") +
                       ")");
   return a;
+}
+
+enum class Compression { none, gzip, bzip2, xz, zstd };
+
+Compression sniff(const unsigned char* magic, std::size_t n) {
+  if (n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) return Compression::gzip;
+  if (n >= 3 && magic[0] == 'B' && magic[1] == 'Z' && magic[2] == 'h') return Compression::bzip2;
+  if (n >= 4 && magic[0] == 0xfd && magic[1] == '7' && magic[2] == 'z' && magic[3] == 'X') return Compression::xz;
+  if (n >= 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) return Compression::zstd;
+  return Compression::none;
 }
 
 std::string read_entry(struct archive* a, const std::string& path) {
@@ -49,6 +72,44 @@ std::string read_entry(struct archive* a, const std::string& path) {
   return out;
 }
 
+/// The single decompressed stream of a compressed source (gzip/bzip2/xz); a tar inside is refused.
+std::string decompress_single(const Source& src) {
+  ArchivePtr a = open_reader(src, /*raw=*/true);
+  struct archive_entry* entry = nullptr;
+  if (archive_read_next_header(a.get(), &entry) != ARCHIVE_OK)
+    throw FormatError(src.name + ": not a readable compressed file");
+  std::string out = read_entry(a.get(), src.name);
+  // A tar inside the compression is not a single document.
+  if (out.size() >= 512 && out.compare(257, 5, "ustar") == 0)
+    throw FormatError(src.name + ": is a tar archive, expected a single (compressed) file");
+  return out;
+}
+
+std::vector<ArchiveMember> members_of(const Source& src) {
+  ArchivePtr a = open_reader(src, /*raw=*/false);
+  std::vector<ArchiveMember> members;
+  struct archive_entry* entry = nullptr;
+  for (;;) {
+    const int r = archive_read_next_header(a.get(), &entry);
+    if (r == ARCHIVE_EOF) break;
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+      const char* msg = archive_error_string(a.get());
+      throw FormatError(src.name + ": truncated or corrupt archive (" + std::string(msg ? msg : "bad header") + ")");
+    }
+    const bool raw = archive_format(a.get()) == ARCHIVE_FORMAT_RAW;
+    if (!raw && archive_entry_filetype(entry) != AE_IFREG) {
+      archive_read_data_skip(a.get());
+      continue;
+    }
+    ArchiveMember m;
+    const char* pathname = raw ? nullptr : archive_entry_pathname(entry);
+    m.name = raw ? std::filesystem::path(src.name).filename().string() : std::string(pathname ? pathname : "");
+    m.content = read_entry(a.get(), src.name);
+    members.push_back(std::move(m));
+  }
+  return members;
+}
+
 }  // namespace
 
 std::string read_maybe_compressed(const std::string& path) {
@@ -59,10 +120,7 @@ std::string read_maybe_compressed(const std::string& path) {
     if (!probe) throw ConfigError(path + ": cannot open file");
     unsigned char magic[6] = {0, 0, 0, 0, 0, 0};
     probe.read(reinterpret_cast<char*>(magic), 6);
-    const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
-    const bool bz = magic[0] == 'B' && magic[1] == 'Z' && magic[2] == 'h';
-    const bool xz = magic[0] == 0xfd && magic[1] == '7' && magic[2] == 'z' && magic[3] == 'X';
-    if (!gz && !bz && !xz) {
+    if (sniff(magic, static_cast<std::size_t>(probe.gcount())) == Compression::none) {
       probe.clear();
       probe.seekg(0, std::ios::end);
       std::string out(static_cast<std::size_t>(probe.tellg()), '\0');
@@ -72,39 +130,18 @@ std::string read_maybe_compressed(const std::string& path) {
       return out;
     }
   }
-  ArchivePtr a = open_reader(path, /*raw=*/true);
-  struct archive_entry* entry = nullptr;
-  int r = archive_read_next_header(a.get(), &entry);
-  if (r != ARCHIVE_OK) throw FormatError(path + ": not a readable compressed file");
-  std::string out = read_entry(a.get(), path);
-  // A tar inside the compression is not a single document.
-  if (out.size() >= 512 && out.compare(257, 5, "ustar") == 0)
-    throw FormatError(path + ": is a tar archive, expected a single (compressed) file");
-  return out;
+  return decompress_single(Source{path, nullptr});
 }
 
-std::vector<ArchiveMember> read_archive_members(const std::string& path) {
-  ArchivePtr a = open_reader(path, /*raw=*/false);
-  std::vector<ArchiveMember> members;
-  struct archive_entry* entry = nullptr;
-  for (;;) {
-    int r = archive_read_next_header(a.get(), &entry);
-    if (r == ARCHIVE_EOF) break;
-    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-      const char* msg = archive_error_string(a.get());
-      throw FormatError(path + ": truncated or corrupt archive (" + std::string(msg ? msg : "bad header") + ")");
-    }
-    const bool raw = archive_format(a.get()) == ARCHIVE_FORMAT_RAW;
-    if (!raw && archive_entry_filetype(entry) != AE_IFREG) {
-      archive_read_data_skip(a.get());
-      continue;
-    }
-    ArchiveMember m;
-    m.name = raw ? std::filesystem::path(path).filename().string() : archive_entry_pathname(entry);
-    m.content = read_entry(a.get(), path);
-    members.push_back(std::move(m));
-  }
-  return members;
+std::string decompress_bytes(const std::string& bytes, const std::string& name) {
+  if (sniff(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()) == Compression::none) return bytes;
+  return decompress_single(Source{name, &bytes});
+}
+
+std::vector<ArchiveMember> read_archive_members(const std::string& path) { return members_of(Source{path, nullptr}); }
+
+std::vector<ArchiveMember> archive_members_of_bytes(const std::string& bytes, const std::string& name) {
+  return members_of(Source{name, &bytes});
 }
 
 }  // namespace dtsim

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -663,6 +664,53 @@ TEST(ChakraJson, ProtobufTraceIsRefused) {
   // Also when handed over as text.
   EXPECT_TRUE(
       contains(format_error([&] { dtsim::parse_chakra_json(members[0].content, "mem.et"); }, "mem.et"), expected));
+}
+
+TEST(Archive, MemoryReadersMatchFileReaders) {
+  // decompress_bytes / archive_members_of_bytes (what the fuzz target drives) give what the path readers give.
+  const std::string gz = shared("HolisticTraceAnalysis/tests/data/execution_trace/benchmark_simple_add_et.json.gz");
+  const std::string tgz = shared("chakra/tests/data/json_trace.tar.gz");
+  REQUIRE_SHARED(gz);
+  REQUIRE_SHARED(tgz);
+  const auto raw = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string gz_bytes = raw(gz);
+  const std::string text = dtsim::read_maybe_compressed(gz);
+  EXPECT_GT(text.size(), gz_bytes.size());
+  EXPECT_EQ(dtsim::decompress_bytes(gz_bytes, "add.json.gz"), text);
+  EXPECT_EQ(dtsim::decompress_bytes(text, "plain.json"), text);  // not compressed: returned as is
+  const std::vector<dtsim::ArchiveMember> from_file = dtsim::read_archive_members(tgz);
+  const std::vector<dtsim::ArchiveMember> from_memory = dtsim::archive_members_of_bytes(raw(tgz), "t.tar.gz");
+  ASSERT_GT(from_file.size(), 1u);
+  ASSERT_EQ(from_memory.size(), from_file.size());
+  for (std::size_t i = 0; i < from_file.size(); ++i) {
+    EXPECT_EQ(from_memory[i].name, from_file[i].name);
+    EXPECT_EQ(from_memory[i].content, from_file[i].content);
+  }
+  // Damaged: the same refusal, naming the buffer's name.
+  const std::string cut = gz_bytes.substr(0, gz_bytes.size() / 2);
+  const std::string msg = format_error([&] { (void)dtsim::decompress_bytes(cut, "half.json.gz"); }, "half.json.gz");
+  EXPECT_TRUE(contains(msg, "truncated")) << msg;
+  const std::string tar = format_error([&] { (void)dtsim::decompress_bytes(raw(tgz), "t.tar.gz"); }, "t.tar.gz");
+  EXPECT_TRUE(contains(tar, "is a tar archive")) << tar;
+}
+
+TEST(Archive, ZstdIsReadAndOtherMagicIsPlainData) {
+  // "hello dtsim" compressed by zstd 1.5 (a 24-byte frame).
+  const unsigned char zst[] = {0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x58, 0x59, 0x00, 0x00, 0x68, 0x65, 0x6c,
+                               0x6c, 0x6f, 0x20, 0x64, 0x74, 0x73, 0x69, 0x6d, 0x0b, 0x19, 0x82, 0x3b};
+  const std::string frame(reinterpret_cast<const char*>(zst), sizeof zst);
+  EXPECT_EQ(dtsim::decompress_bytes(frame, "t.zst"), "hello dtsim");
+  // A file starting with lrzip's magic: only the built-in decoders are enabled (libarchive's filter_all would try
+  // to run the external lrzip program), so it is data, one member named after the file.
+  const std::string lrz = std::string("LRZI") + std::string(60, '\x01');
+  EXPECT_EQ(dtsim::decompress_bytes(lrz, "t.lrz"), lrz);
+  const auto members = dtsim::archive_members_of_bytes(lrz, "t.lrz");
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_EQ(members[0].name, "t.lrz");
+  EXPECT_EQ(members[0].content, lrz);
 }
 
 TEST(ChakraJson, JsonizerStreamAndFeederFields) {
