@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerates the planner figures of README "What is modelled" (bake-off tables, search times on GPT-3 175B,
+# capacity against a deadline) with the shipped presets. Usage: bench/planners.sh [path/to/dtsim] OUT_DIR [PART]
+# (PART: bakeoff, search or all, the default; run search on an otherwise idle machine: it reports times).
+# Each case's stdout goes to OUT_DIR/<case>.txt, its JSON to OUT_DIR/<case>/, its wall time to OUT_DIR/times.tsv.
+set -euo pipefail
+DTSIM=${1:-build/sim/dtsim}
+OUT=${2:?usage: bench/planners.sh [dtsim] OUT_DIR}
+PART=${3:-all}
+mkdir -p "$OUT"
+touch "$OUT/times.tsv"
+run() {  # name, dtsim args...
+  local name=$1; shift
+  local t0=$EPOCHREALTIME
+  "$DTSIM" "$@" --out "$OUT/$name" > "$OUT/$name.txt" 2>&1 || echo "exit $?" >> "$OUT/$name.txt"
+  printf '%s\t%.1f\n' "$name" "$(echo "$EPOCHREALTIME - $t0" | bc)" >> "$OUT/times.tsv"
+}
+if [[ $PART != search ]]; then
+  run bakeoff-1.3b-a100 bakeoff --model gpt3-1.3b --cluster dgx-a100:16 --gbs 64 --top 3
+  run bakeoff-1.3b-v100 bakeoff --model gpt3-1.3b --cluster dgx1-v100:16 --gbs 64 --top 3
+  run bakeoff-7.5b-a100 bakeoff --model megatron-7.5b --cluster dgx-a100:64 --gbs 512 --tp 8 --top 3
+  run bakeoff-chain bakeoff --model gpt3-1.3b --cluster examples/nvlink-chain-8gpu.json --gbs 32 --top 3
+  run bakeoff-bert-ib bakeoff --model examples/bert-large.json --cluster dgx1-v100:16 --gbs 128 --top 3
+  run bakeoff-bert-eth bakeoff --model examples/bert-large.json --cluster examples/dgx1-v100-2x8-25gbe.json --gbs 128 --top 3
+fi
+[[ $PART != bakeoff ]] || exit 0
+for p in grid pipedream dapple rannc uniap luo; do
+  run "plan-175b-$p-tp1" plan --planner "$p" --model gpt3-175b --cluster dgx-a100:1024 --gbs 1536 --top 3
+done
+for p in pipedream dapple rannc luo; do
+  run "plan-175b-$p-tp8" plan --planner "$p" --model gpt3-175b --cluster dgx-a100:1024 --gbs 1536 --tp 8 --top 3
+done
+run deadline-175b capacity --model gpt3-175b --tokens 300B --days 30 --gpu a100-sxm4-80gb --price-per-gpu-hour 2
