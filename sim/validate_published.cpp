@@ -53,8 +53,14 @@ int to_int(const std::string& s, const std::string& ctx) {
   return static_cast<int>(v);
 }
 
+/// How a run shards the vocabulary over TP ranks.
+enum class VocabSharding {
+  PADDED,    ///< Megatron: padded up to a multiple of 128 x TP (--make-vocab-size-divisible-by 128)
+  TRUNCATED  ///< vTrain's runs: vocab // TP rows per rank, no padding (src/model/gpt_model.py, ShardedGptLogit)
+};
+
 /// GPT-2 style model of a Megatron-DeepSpeed run (see the header).
-TransformerSpec gpt_model(int hidden, int heads, int layers, int seq, int vocab, int tp) {
+TransformerSpec gpt_model(int hidden, int heads, int layers, int seq, int vocab, int tp, VocabSharding sharding) {
   TransformerSpec m = model_preset("gpt3-1.3b");
   m.hidden = hidden;
   m.heads = heads;
@@ -62,8 +68,8 @@ TransformerSpec gpt_model(int hidden, int heads, int layers, int seq, int vocab,
   m.num_layers = layers;
   m.seq_len = seq;
   m.ffn_hidden = 4 * hidden;
-  const int mult = 128 * tp;  // --make-vocab-size-divisible-by 128, times TP
-  m.vocab = (vocab + mult - 1) / mult * mult;
+  const int mult = 128 * tp;
+  m.vocab = sharding == VocabSharding::PADDED ? (vocab + mult - 1) / mult * mult : vocab / tp * tp;
   m.tied_embeddings = true;
   m.learned_pos_embedding = true;
   m.dtype = DType::FP16;
@@ -109,7 +115,7 @@ std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path
     PublishedRow r;
     r.index = static_cast<int>(rows.size());
     r.cluster = "dgx-a100:" + std::to_string(gpus);
-    r.model = gpt_model(h, a, L, s, 50257, tp);
+    r.model = gpt_model(h, a, L, s, 50257, tp, VocabSharding::TRUNCATED);
     r.plan = megatron_plan(tp, pp, dp, mbs, gbs, Recompute::FULL);
     r.measured_s = ms / 1000.0;
     r.group = r.model.name;
@@ -125,8 +131,9 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   PublishedRow r;
   r.index = index;
   const int tp = get_or<int>(j, ctx, "tp", 1);
-  r.model = gpt_model(get<int>(j, ctx, "hidden"), get<int>(j, ctx, "heads"), get<int>(j, ctx, "num_layers"),
-                      get_or<int>(j, ctx, "seq_len", 2048), get_or<int>(j, ctx, "vocab", 50257), tp);
+  r.model =
+      gpt_model(get<int>(j, ctx, "hidden"), get<int>(j, ctx, "heads"), get<int>(j, ctx, "num_layers"),
+                get_or<int>(j, ctx, "seq_len", 2048), get_or<int>(j, ctx, "vocab", 50257), tp, VocabSharding::PADDED);
   if (j.contains("ffn_hidden")) r.model.ffn_hidden = get<int>(j, ctx, "ffn_hidden");
   r.plan = megatron_plan(tp, get_or<int>(j, ctx, "pp", 1), get_or<int>(j, ctx, "dp", 1),
                          get<int>(j, ctx, "micro_batch"), get<int>(j, ctx, "global_batch"),
@@ -367,7 +374,7 @@ ValidationScore score(const std::vector<RowResult>& results) {
 
 namespace {
 // The fitted parameters, as logs so the simplex moves multiplicatively and stays positive.
-constexpr int kParams = 8;
+constexpr int kParams = 9;
 std::array<double, kParams> params_of(const Calibration& c) {
   return {std::log(c.gemm_efficiency_max),
           std::log(c.gemm_half_efficiency_flops),
@@ -376,7 +383,8 @@ std::array<double, kParams> params_of(const Calibration& c) {
           std::log(c.intra_bandwidth_efficiency),
           std::log(std::max(c.host_issue_s, 1e-6)),
           std::log(std::max(c.collective_step_overhead_s, 1e-7)),
-          std::log(std::max(c.p2p_overhead_s, 1e-7))};
+          std::log(std::max(c.p2p_overhead_s, 1e-7)),
+          std::log(c.gemm_misaligned_efficiency)};
 }
 Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.gemm_efficiency_max = std::min(1.0, std::exp(x[0]));
@@ -387,6 +395,7 @@ Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.host_issue_s = std::exp(x[5]);
   c.collective_step_overhead_s = std::exp(x[6]);
   c.p2p_overhead_s = std::exp(x[7]);
+  c.gemm_misaligned_efficiency = std::min(1.0, std::exp(x[8]));
   return c;
 }
 }  // namespace
@@ -402,7 +411,8 @@ std::pair<std::array<double, kParams>, double> nelder_mead(
   simplex[0] = start;
   for (int i = 0; i < kParams; ++i) {
     simplex[i + 1] = simplex[0];
-    simplex[i + 1][i] += i == 1 || i >= 5 ? std::log(4.0) : std::log(1.3);
+    // The misaligned-GEMM factor starts at its cap (1): step it down.
+    simplex[i + 1][i] += i == 8 ? std::log(0.5) : i == 1 || i >= 5 ? std::log(4.0) : std::log(1.3);
   }
   const int limit = evaluations + max_evaluations;
   for (int i = 0; i <= kParams; ++i) value[i] = f(simplex[i]), ++evaluations;

@@ -5,8 +5,9 @@
 // named columns (see GenericColumns in the .cpp / README) or a JSON list of rows.
 //
 // Config mapping for Megatron-DeepSpeed GPT runs (the vTrain rows; documented in README):
-//   model  GPT-2 style: vocabulary 50,257 padded to a multiple of 128 x TP (Megatron's
-//          --make-vocab-size-divisible-by 128), learned position embeddings, tied input/output embeddings,
+//   model  GPT-2 style: vocabulary 50,257 sharded as 50257 // TP rows per rank, unpadded, as vTrain's model code
+//          does (generic rows: padded to a multiple of 128 x TP, Megatron's --make-vocab-size-divisible-by 128),
+//          learned position embeddings, tied input/output embeddings,
 //          FFN 4h, fp16 with Adam (mixed precision);
 //   plan   TP x PP x DP as given, ranks TP innermost, 1F1B, activation recompute full (use_checkpoint: true),
 //          no ZeRO, DP all-reduce overlapped with the last backward in 25 MiB buckets;

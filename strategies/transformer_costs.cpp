@@ -1,6 +1,7 @@
 #include "strategies/transformer_costs.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "strategies/tp_layouts.hpp"
 #include "traces/error.hpp"
@@ -511,9 +512,19 @@ double gemm_efficiency(double flops, const Calibration& cal) {
   return cal.gemm_efficiency_max * flops / (flops + cal.gemm_half_efficiency_flops);
 }
 
+bool gemm_misaligned(const Op& op, DType dtype) {
+  if (!op.gemm || op.m <= 0) return false;
+  const double align = 16.0 / dtype_bytes(dtype);  // elements per 16 bytes
+  for (double dim : {op.m, op.k, op.n})
+    if (std::fmod(dim, align) != 0) return true;
+  return false;
+}
+
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
-  double t_flop = op.gemm ? op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal)) : 0;
+  const double eff =
+      gemm_efficiency(op.flops, cal) * (gemm_misaligned(op, dtype) ? cal.gemm_misaligned_efficiency : 1.0);
+  double t_flop = op.gemm ? op.flops / (gpu.peak_flops(dtype) * eff) : 0;
   return std::max(t_mem, t_flop) + cal.kernel_launch_s;
 }
 

@@ -103,6 +103,9 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 /// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).
 double gemm_efficiency(double flops, const Calibration& cal);
+/// A GEMM with a dimension (m, k or n) that is not a multiple of 16 bytes of `dtype` elements: it runs at
+/// Calibration::gemm_misaligned_efficiency of its usual efficiency.
+bool gemm_misaligned(const Op& op, DType dtype);
 
 /// Model FLOPs of one forward pass of one sample (all layers, embedding and head, no parallelism).
 double model_forward_flops_per_sample(const TransformerSpec& m);

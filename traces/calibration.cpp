@@ -19,6 +19,7 @@ void Calibration::validate(const std::string& ctx) const {
     if (!(v >= 0)) throw ConfigError(ctx + ": " + f + " must not be negative, got " + std::to_string(v));
   };
   in01(gemm_efficiency_max, "compute.gemm_efficiency_max");
+  in01(gemm_misaligned_efficiency, "compute.gemm_misaligned_efficiency");
   in01(memory_bandwidth_efficiency, "compute.memory_bandwidth_efficiency");
   in01(intra_bandwidth_efficiency, "network.intra_bandwidth_efficiency");
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
@@ -74,6 +75,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"compute",
            {{"gemm_efficiency_max", c.gemm_efficiency_max},
             {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
+            {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
             {"kernel_launch_s", c.kernel_launch_s},
             {"host_issue_s", c.host_issue_s},
@@ -104,11 +106,13 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.provenance = get_or<nlohmann::json>(j, ctx, "provenance", nlohmann::json::object());
   auto cj = get<nlohmann::json>(j, ctx, "compute");
   const std::string cc = ctx + ".compute";
-  json_util::reject_unknown(cj, cc,
-                            {"gemm_efficiency_max", "gemm_half_efficiency_flops", "memory_bandwidth_efficiency",
-                             "kernel_launch_s", "host_issue_s", "host_sync_each_pass", "optimizer_bytes_per_param"});
+  json_util::reject_unknown(
+      cj, cc,
+      {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_misaligned_efficiency", "memory_bandwidth_efficiency",
+       "kernel_launch_s", "host_issue_s", "host_sync_each_pass", "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
+  c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
   c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);

@@ -31,8 +31,12 @@ struct Calibration {
   nlohmann::json provenance;  ///< where every number comes from (copied verbatim into summary.json)
 
   // Compute (roofline with efficiency): time = max(flops / (peak * eff_gemm(flops)), bytes / (hbm * eff_mem)).
-  double gemm_efficiency_max = 0.7;          ///< asymptotic fraction of tensor-core peak for large GEMMs
-  double gemm_half_efficiency_flops = 1e9;   ///< GEMM size (FLOPs) at which efficiency is half the maximum
+  double gemm_efficiency_max = 0.7;         ///< asymptotic fraction of tensor-core peak for large GEMMs
+  double gemm_half_efficiency_flops = 1e9;  ///< GEMM size (FLOPs) at which efficiency is half the maximum
+  /// Efficiency factor of a GEMM with a dimension that is not a multiple of 16 bytes' worth of elements (8 for
+  /// fp16/bf16, 4 for fp32): cuBLAS cannot use its vectorised tensor-core kernels on such leading dimensions
+  /// (e.g. an unpadded GPT-2 vocabulary of 50,257 in the LM head). 1 = no penalty.
+  double gemm_misaligned_efficiency = 1.0;
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
   double kernel_launch_s = 4e-6;             ///< fixed cost per kernel (launch + tail), seconds
   /// Host (framework + launch API) time per modelled kernel: a kernel never takes less than this, because the

@@ -595,6 +595,35 @@ TEST(Roofline, ComputeBoundGemm) {
   EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP32, r.cal), 1.001e12 / (19.5e12 * 0.75) + 4e-6);
 }
 
+TEST(Roofline, MisalignedGemmRunsAtTheMisalignedFactor) {
+  Roofline r;
+  r.cal.gemm_misaligned_efficiency = 0.4;
+  // 1024 x 1024 x 50257 (the unpadded GPT-2 vocabulary): n is odd, so fp16 is misaligned (needs multiples of 8).
+  const dtsim::cost::Op odd{"logits", true, 2.0 * 1024 * 1024 * 50257, 1e3, false, 1024, 1024, 50257, 1};
+  const double f = odd.flops;
+  const double aligned_s = f / (312e12 * 0.75 * f / (f + 1e9)) + 4e-6;
+  const double misaligned_s = f / (312e12 * 0.75 * f / (f + 1e9) * 0.4) + 4e-6;
+  EXPECT_TRUE(dtsim::cost::gemm_misaligned(odd, dtsim::DType::FP16));
+  EXPECT_REL(dtsim::cost::op_time_s(odd, r.gpu, dtsim::DType::FP16, r.cal), misaligned_s);
+  // 25128 = 50257 // 2 is a multiple of 8: full speed. 12564 (// 4) is a multiple of 4 only: aligned for fp32.
+  dtsim::cost::Op even = odd;
+  even.n = 25128;
+  even.flops = f;  // same FLOPs, so only the alignment differs
+  EXPECT_FALSE(dtsim::cost::gemm_misaligned(even, dtsim::DType::FP16));
+  EXPECT_REL(dtsim::cost::op_time_s(even, r.gpu, dtsim::DType::FP16, r.cal), aligned_s);
+  dtsim::cost::Op four = odd;
+  four.n = 12564;
+  EXPECT_TRUE(dtsim::cost::gemm_misaligned(four, dtsim::DType::FP16));
+  EXPECT_FALSE(dtsim::cost::gemm_misaligned(four, dtsim::DType::FP32));
+  // Any of m, k, n counts; an Op without a shape (m = 0) and a memory op never do.
+  dtsim::cost::Op k_odd = even;
+  k_odd.k = 1001;
+  EXPECT_TRUE(dtsim::cost::gemm_misaligned(k_odd, dtsim::DType::FP16));
+  EXPECT_FALSE(dtsim::cost::gemm_misaligned(dtsim::cost::Op{"g", true, 1e12, 1e3}, dtsim::DType::FP16));
+  EXPECT_FALSE(
+      dtsim::cost::gemm_misaligned(dtsim::cost::Op{"m", false, 0, 1e9, false, 3, 3, 3, 1}, dtsim::DType::FP16));
+}
+
 TEST(Roofline, MemoryOpAndMemoryBoundGemm) {
   Roofline r;
   const dtsim::cost::Op mem{"m", false, 0, 1e9};

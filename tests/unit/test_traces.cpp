@@ -662,6 +662,7 @@ TEST(Calibration, JsonRoundTrip) {
   // Make every number distinct so a swapped field would show.
   c.gemm_efficiency_max = 0.61;
   c.gemm_half_efficiency_flops = 2.5e9;
+  c.gemm_misaligned_efficiency = 0.45;
   c.memory_bandwidth_efficiency = 0.62;
   c.kernel_launch_s = 3.5e-6;
   c.optimizer_bytes_per_param = 27;
@@ -676,6 +677,7 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_EQ(r.provenance, c.provenance);
   EXPECT_EQ(r.gemm_efficiency_max, c.gemm_efficiency_max);
   EXPECT_EQ(r.gemm_half_efficiency_flops, c.gemm_half_efficiency_flops);
+  EXPECT_EQ(r.gemm_misaligned_efficiency, c.gemm_misaligned_efficiency);
   EXPECT_EQ(r.memory_bandwidth_efficiency, c.memory_bandwidth_efficiency);
   EXPECT_EQ(r.kernel_launch_s, c.kernel_launch_s);
   EXPECT_EQ(r.optimizer_bytes_per_param, c.optimizer_bytes_per_param);

@@ -43,7 +43,9 @@ TEST(PublishedData, VtrainCsvMapsToMegatronDeepSpeedRuns) {
   EXPECT_EQ(r.plan.schedule, Schedule::ONE_F_ONE_B);
   EXPECT_EQ(r.model.hidden, 1024);
   EXPECT_EQ(r.model.num_layers, 24);
-  EXPECT_EQ(r.model.vocab, 50304);  // 50,257 padded to a multiple of 128 x TP
+  // vTrain's runs shard 50,257 as vocab // TP rows per rank, unpadded (TP 1 here: odd, a misaligned LM head).
+  EXPECT_EQ(r.model.vocab, 50257);
+  for (const auto& row : rows) ASSERT_EQ(row.model.vocab, 50257 / row.plan.tp * row.plan.tp) << row.index;
   EXPECT_NEAR(r.measured_s, 0.372160408, 1e-12);
   EXPECT_EQ(select_split(rows, "train").size() + select_split(rows, "test").size(), rows.size());
   EXPECT_EQ(select_split(rows, "test").front().index, 1);
