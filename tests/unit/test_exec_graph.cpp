@@ -703,14 +703,18 @@ TEST(Archive, ZstdIsReadAndOtherMagicIsPlainData) {
                                0x6c, 0x6f, 0x20, 0x64, 0x74, 0x73, 0x69, 0x6d, 0x0b, 0x19, 0x82, 0x3b};
   const std::string frame(reinterpret_cast<const char*>(zst), sizeof zst);
   EXPECT_EQ(dtsim::decompress_bytes(frame, "t.zst"), "hello dtsim");
-  // A file starting with lrzip's magic: only the built-in decoders are enabled (libarchive's filter_all would try
-  // to run the external lrzip program), so it is data, one member named after the file.
-  const std::string lrz = std::string("LRZI") + std::string(60, '\x01');
-  EXPECT_EQ(dtsim::decompress_bytes(lrz, "t.lrz"), lrz);
-  const auto members = dtsim::archive_members_of_bytes(lrz, "t.lrz");
-  ASSERT_EQ(members.size(), 1u);
-  EXPECT_EQ(members[0].name, "t.lrz");
-  EXPECT_EQ(members[0].content, lrz);
+  // Files starting with lrzip's, lzop's and grzip's headers: only the built-in decoders are enabled. libarchive's
+  // filter_all would fork/exec the external lrzip / lzop / grzip program on them (and fail here: "unable to run
+  // program"), so they are plain data: one member named after the file.
+  for (const std::string& magic : {std::string("LRZI\x00\x06", 6), std::string("\x89LZO\x00\r\n\x1a\n", 9),
+                                   std::string("GRZipII\x00\x02\x04:)", 12)}) {
+    const std::string data = magic + std::string(60, '\x01');
+    EXPECT_EQ(dtsim::decompress_bytes(data, "t.bin"), data);
+    const auto members = dtsim::archive_members_of_bytes(data, "t.bin");
+    ASSERT_EQ(members.size(), 1u);
+    EXPECT_EQ(members[0].name, "t.bin");
+    EXPECT_EQ(members[0].content, data);
+  }
 }
 
 TEST(ChakraJson, JsonizerStreamAndFeederFields) {
