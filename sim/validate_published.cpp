@@ -375,6 +375,7 @@ ValidationScore score(const std::vector<RowResult>& results) {
 namespace {
 // The fitted parameters, as logs so the simplex moves multiplicatively and stays positive.
 constexpr int kParams = 9;
+constexpr int kMisalignedParam = 8;  ///< index of gemm_misaligned_efficiency (capped at 1)
 std::array<double, kParams> params_of(const Calibration& c) {
   return {std::log(c.gemm_efficiency_max),
           std::log(c.gemm_half_efficiency_flops),
@@ -384,7 +385,7 @@ std::array<double, kParams> params_of(const Calibration& c) {
           std::log(std::max(c.host_issue_s, 1e-6)),
           std::log(std::max(c.collective_step_overhead_s, 1e-7)),
           std::log(std::max(c.p2p_overhead_s, 1e-7)),
-          std::log(c.gemm_misaligned_efficiency)};
+          std::log(c.gemm_misaligned_efficiency)};  // kMisalignedParam
 }
 Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.gemm_efficiency_max = std::min(1.0, std::exp(x[0]));
@@ -395,7 +396,7 @@ Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.host_issue_s = std::exp(x[5]);
   c.collective_step_overhead_s = std::exp(x[6]);
   c.p2p_overhead_s = std::exp(x[7]);
-  c.gemm_misaligned_efficiency = std::min(1.0, std::exp(x[8]));
+  c.gemm_misaligned_efficiency = std::min(1.0, std::exp(x[kMisalignedParam]));
   return c;
 }
 }  // namespace
@@ -412,7 +413,7 @@ std::pair<std::array<double, kParams>, double> nelder_mead(
   for (int i = 0; i < kParams; ++i) {
     simplex[i + 1] = simplex[0];
     // The misaligned-GEMM factor starts at its cap (1): step it down.
-    simplex[i + 1][i] += i == 8 ? std::log(0.5) : i == 1 || i >= 5 ? std::log(4.0) : std::log(1.3);
+    simplex[i + 1][i] += i == kMisalignedParam ? std::log(0.5) : i == 1 || i >= 5 ? std::log(4.0) : std::log(1.3);
   }
   const int limit = evaluations + max_evaluations;
   for (int i = 0; i <= kParams; ++i) value[i] = f(simplex[i]), ++evaluations;

@@ -522,9 +522,11 @@ bool gemm_misaligned(const Op& op, DType dtype) {
 
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
-  const double eff =
-      gemm_efficiency(op.flops, cal) * (gemm_misaligned(op, dtype) ? cal.gemm_misaligned_efficiency : 1.0);
-  double t_flop = op.gemm ? op.flops / (gpu.peak_flops(dtype) * eff) : 0;
+  double t_flop = 0;
+  if (op.gemm) {
+    const double misaligned = gemm_misaligned(op, dtype) ? cal.gemm_misaligned_efficiency : 1.0;
+    t_flop = op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal) * misaligned);
+  }
   return std::max(t_mem, t_flop) + cal.kernel_launch_s;
 }
 

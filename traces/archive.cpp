@@ -72,7 +72,7 @@ std::string read_entry(struct archive* a, const std::string& path) {
   return out;
 }
 
-/// The single decompressed stream of a compressed source (gzip/bzip2/xz); a tar inside is refused.
+/// The single decompressed stream of a compressed source (gzip/bzip2/xz/zstd); a tar inside is refused.
 std::string decompress_single(const Source& src) {
   ArchivePtr a = open_reader(src, /*raw=*/true);
   struct archive_entry* entry = nullptr;
