@@ -387,6 +387,12 @@ std::array<double, kParams> params_of(const Calibration& c) {
           std::log(std::max(c.p2p_overhead_s, 1e-7)),
           std::log(c.gemm_misaligned_efficiency)};  // kMisalignedParam
 }
+const std::array<const char*, kParams> kFieldNames = {
+    "compute.gemm_efficiency_max",         "compute.gemm_half_efficiency_flops",
+    "compute.memory_bandwidth_efficiency", "compute.kernel_launch_s",
+    "network.intra_bandwidth_efficiency",  "compute.host_issue_s",
+    "network.collective_step_overhead_s",  "network.p2p_overhead_s",
+    "compute.gemm_misaligned_efficiency"};
 Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.gemm_efficiency_max = std::min(1.0, std::exp(x[0]));
   c.gemm_half_efficiency_flops = std::exp(x[1]);
@@ -466,6 +472,11 @@ std::pair<std::array<double, kParams>, double> nelder_mead(
   return {simplex[best], value[best]};
 }
 }  // namespace
+
+const std::vector<std::string>& fitted_fields() {
+  static const std::vector<std::string> names(kFieldNames.begin(), kFieldNames.end());
+  return names;
+}
 
 FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration& base, int max_evaluations) {
   FitResult fr;

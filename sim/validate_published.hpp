@@ -90,6 +90,8 @@ struct FitResult {
   int evaluations = 0;
 };
 FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration& base, int max_evaluations);
+/// The calibration fields fit_published fits ("section.field", in the order of its parameter vector).
+const std::vector<std::string>& fitted_fields();
 
 /// predicted-vs-measured scatter (log-log) as a standalone SVG.
 std::string scatter_svg(const std::vector<RowResult>& results, const std::string& title);

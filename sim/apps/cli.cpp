@@ -1138,32 +1138,30 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
                         " GPU kinds; fit one GPU kind at a time");
     auto fr = sim::fit_published(rows, cal, evals);
     nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
-    prov["fit"] = {
-        {"sources", files},
-        {"split", vm["split"].as<std::string>()},
-        {"rows", rows.size()},
-        {"method",
-         "Nelder-Mead on log parameters minimising the mean over model groups of each group's "
-         "MAPE of predicted iteration times (analytic network engine); one value per parameter "
-         "for all rows"},
-        {"fitted",
-         {"compute.gemm_efficiency_max", "compute.gemm_half_efficiency_flops", "compute.memory_bandwidth_efficiency",
-          "compute.kernel_launch_s", "network.intra_bandwidth_efficiency", "compute.host_issue_s",
-          "network.collective_step_overhead_s", "network.p2p_overhead_s"}},
-        {"mape_before", fr.mape_before},
-        {"mape_after", fr.mape_after},
-        {"evaluations", fr.evaluations}};
+    prov["fit"] = {{"sources", files},
+                   {"split", vm["split"].as<std::string>()},
+                   {"rows", rows.size()},
+                   {"method",
+                    "Nelder-Mead on log parameters minimising the mean over model groups of each group's "
+                    "MAPE of predicted iteration times (analytic network engine); one value per parameter "
+                    "for all rows"},
+                   {"fitted", sim::fitted_fields()},
+                   {"mape_before", fr.mape_before},
+                   {"mape_after", fr.mape_after},
+                   {"evaluations", fr.evaluations}};
     fr.calibration.provenance = prov;
     std::snprintf(
         line, sizeof line,
         "dtsim %s | validate fit | %zu rows (%s split) | MAPE %.2f%% -> %.2f%% in %d evaluations\n"
         "gemm_efficiency_max %.4f  gemm_half_efficiency_flops %.4g  memory_bandwidth_efficiency %.4f  "
-        "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  collective_step_overhead_s %.3g\n",
+        "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  collective_step_overhead_s %.3g  "
+        "p2p_overhead_s %.3g  gemm_misaligned_efficiency %.4f\n",
         DTSIM_VERSION, rows.size(), vm["split"].as<std::string>().c_str(), 100 * fr.mape_before, 100 * fr.mape_after,
         fr.evaluations, fr.calibration.gemm_efficiency_max, fr.calibration.gemm_half_efficiency_flops,
         fr.calibration.memory_bandwidth_efficiency, fr.calibration.kernel_launch_s,
         fr.calibration.intra_bandwidth_efficiency, fr.calibration.host_issue_s,
-        fr.calibration.collective_step_overhead_s);
+        fr.calibration.collective_step_overhead_s, fr.calibration.p2p_overhead_s,
+        fr.calibration.gemm_misaligned_efficiency);
     text = line;
     if (vm.count("out"))
       write_outputs(vm["out"].as<std::string>(), {{"calibration.json", to_json(fr.calibration).dump(2) + "\n"}});
