@@ -122,19 +122,40 @@ std::vector<Op> gemm_bwd(const Op& fwd) {
 }
 void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
-// Attention core (QK^T, scale-mask-softmax, dropout, AV) per TP rank, unfused as in Megatron-LM.
+// Attention core (QK^T, scale-mask-softmax, dropout, AV) per TP rank, as in Megatron-LM (no flash attention).
+// The softmax is Megatron's fused scale-mask-softmax kernel where megatron_fused_softmax applies; otherwise its
+// PyTorch fallback: cast to fp32, scale, masked_fill, softmax, cast back — five kernels over the fp32 scores
+// (read e write 4, read 4 write 4, read 4 + mask 1 write 4, read 4 write 4, read 4 write e).
 std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim) {
   double bh = d.b * heads_per_rank;
   double scores = bh * d.s * d.s;  // elements of the score matrix
   // QK^T and AV multiply two activations: their backward has no weight gradient.
-  return {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false, d.s, head_dim,
-           d.s, bh},
-          mem("softmax", 2 * scores * d.e),
-          mem("attn-dropout", scores * (2 * d.e + 1)),
-          {"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false, d.s, d.s,
-           head_dim, bh}};
+  std::vector<Op> ops = {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false,
+                          d.s, head_dim, d.s, bh}};
+  if (megatron_fused_softmax(static_cast<int>(d.b) * heads_per_rank, static_cast<long long>(d.s), d.e)) {
+    ops.push_back(mem("softmax", 2 * scores * d.e));
+  } else {
+    ops.push_back(mem("softmax-to-fp32", scores * (d.e + 4)));
+    ops.push_back(mem("softmax-scale", scores * 8));
+    ops.push_back(mem("softmax-mask", scores * 9));
+    ops.push_back(mem("softmax", scores * 8));
+    ops.push_back(mem("softmax-to-half", scores * (4 + d.e)));
+  }
+  ops.push_back(mem("attn-dropout", scores * (2 * d.e + 1)));
+  ops.push_back({"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false, d.s, d.s,
+                 head_dim, bh});
+  return ops;
 }
 }  // namespace
+
+bool megatron_fused_softmax(int attn_batches, long long seq_len, double element_bytes) {
+  // Megatron-LM FusedScaleMaskSoftmax.is_kernel_available (causal mask, fp16/bf16 input): 16 < sk <= 16384
+  // (2048 in the 2020-2022 releases), sq % 4 == 0, (micro-batch x heads per rank) % 4 == 0 and divisible by the
+  // kernel's batches per block: 4 warps of one row each, two rows per warp when sk <= 128.
+  if (element_bytes != 2 || seq_len <= 16 || seq_len > 16384 || seq_len % 4 != 0) return false;
+  const int batches_per_block = seq_len <= 128 ? 8 : 4;
+  return attn_batches % 4 == 0 && attn_batches % batches_per_block == 0;
+}
 
 namespace {
 CollectiveKind collective_kind(const std::string& k) {
@@ -457,8 +478,12 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input and FC2 input.
   double mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2);
   double sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * d.e + mlp_inner) / t;
-  // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2.
-  double scores = d.a * d.s * d.s * d.b * (2 * d.e + 1) / t;
+  // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2. Without
+  // Megatron's fused softmax (1-D TP only; see attention_core) the softmax output is kept in fp32 (4 bytes).
+  const bool fused =
+      (sh.layout != TpLayout::D1 && sh.tp > 1) ||
+      megatron_fused_softmax(static_cast<int>(d.b) * (m.heads / sh.tp), static_cast<long long>(d.s), d.e);
+  double scores = d.a * d.s * d.s * d.b * ((fused ? d.e : 4) + 1 + d.e) / t;
   if (sh.sequence_parallel) replicated /= t;
   ActivationBytes out;
   double full = replicated + sharded + scores;

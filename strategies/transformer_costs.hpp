@@ -78,6 +78,11 @@ void split_backward(LayerPasses& p);
 
 /// Forward, recompute and backward passes of one transformer layer on one TP rank.
 LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh);
+
+/// Whether Megatron-LM runs its fused scale-mask-softmax kernel for causal attention over `attn_batches`
+/// (micro-batch x heads per rank) score matrices of seq_len x seq_len elements of element_bytes; otherwise the
+/// layer pays its PyTorch fallback (five kernels over fp32 scores: more host issue slots and HBM traffic).
+bool megatron_fused_softmax(int attn_batches, long long seq_len, double element_bytes);
 /// Input embedding (first stage) and output head + loss (last stage).
 LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh);
 LayerPasses head_passes(const TransformerSpec& m, const Shape& sh);

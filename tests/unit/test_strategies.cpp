@@ -624,6 +624,57 @@ TEST(Roofline, MisalignedGemmRunsAtTheMisalignedFactor) {
       dtsim::cost::gemm_misaligned(dtsim::cost::Op{"m", false, 0, 1e9, false, 3, 3, 3, 1}, dtsim::DType::FP16));
 }
 
+// Megatron's fused scale-mask-softmax runs only when micro-batch x heads per rank is a multiple of the kernel's
+// batches per block (4 for sequences over 128); otherwise the layer pays PyTorch's five-kernel fallback. In the
+// vTrain set (16 heads, sequence 1024) that is TP 8 at micro-batch 1 alone: 2 score matrices per rank.
+TEST(Softmax, MegatronFusedKernelAvailability) {
+  using dtsim::cost::megatron_fused_softmax;
+  EXPECT_FALSE(megatron_fused_softmax(2, 1024, 2));   // TP 8, micro-batch 1, 16 heads
+  EXPECT_TRUE(megatron_fused_softmax(4, 1024, 2));    // TP 8 micro-batch 2, or TP 4 micro-batch 1
+  EXPECT_TRUE(megatron_fused_softmax(12, 2048, 2));   // GPT-3 175B at TP 8
+  EXPECT_FALSE(megatron_fused_softmax(6, 2048, 2));   // 48 heads at TP 8, micro-batch 1
+  EXPECT_FALSE(megatron_fused_softmax(4, 1024, 4));   // fp32 input: no fused kernel
+  EXPECT_FALSE(megatron_fused_softmax(4, 16, 2));     // sequence too short
+  EXPECT_FALSE(megatron_fused_softmax(4, 32768, 2));  // sequence too long
+  EXPECT_FALSE(megatron_fused_softmax(4, 1022, 2));   // sq % 4 != 0
+  EXPECT_FALSE(megatron_fused_softmax(4, 128, 2));    // short rows: 8 per block
+  EXPECT_TRUE(megatron_fused_softmax(8, 128, 2));
+}
+
+TEST(Softmax, FallbackAddsFourKernelsAndFp32Traffic) {
+  auto m = gpt3_layer_spec();
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.hidden = 1024;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  auto count = [](const std::vector<dtsim::cost::Step>& steps, double* mem_bytes) {
+    std::size_t n = 0;
+    *mem_bytes = 0;
+    for (const auto& st : steps)
+      for (const auto& op : st.ops) {
+        ++n;
+        if (!op.gemm) *mem_bytes += op.bytes;
+      }
+    return n;
+  };
+  double fused_bytes = 0, fallback_bytes = 0;
+  // TP 8 at micro-batch 2 (4 score matrices per rank: fused) against micro-batch 1 (2: the fallback), which has
+  // four more kernels in the forward and four more in the backward (host issue slots as well as traffic).
+  const auto fused = dtsim::cost::layer_passes(m, shape(2, 8, false, Recompute::NONE));
+  const auto fallback = dtsim::cost::layer_passes(m, shape(1, 8, false, Recompute::NONE));
+  EXPECT_EQ(count(fallback.forward, &fallback_bytes), count(fused.forward, &fused_bytes) + 4);
+  double b1 = 0, b2 = 0;
+  EXPECT_EQ(count(fallback.backward, &b1), count(fused.backward, &b2) + 4);
+  // Softmax traffic per score element: fused 2 x 2 bytes; fallback 6 + 8 + 9 + 8 + 6 = 37 bytes.
+  const double scores_fallback = 1.0 * 2 * 1024 * 1024;
+  double softmax_fallback = 0;
+  for (const auto& st : fallback.forward)
+    for (const auto& op : st.ops)
+      if (op.name.rfind("softmax", 0) == 0) softmax_fallback += op.bytes;
+  EXPECT_REL(softmax_fallback, 37 * scores_fallback);
+}
+
 TEST(Roofline, MemoryOpAndMemoryBoundGemm) {
   Roofline r;
   const dtsim::cost::Op mem{"m", false, 0, 1e9};
