@@ -142,6 +142,19 @@ TEST(Activations, FullRecomputeStoresLayerInputOnly) {
   EXPECT_REL(tp8.stored, 2 * kSbh);
 }
 
+// Without Megatron's fused softmax (here 48 heads at TP 8, micro-batch 1: 6 score matrices per rank) the softmax
+// output is kept in fp32: the score terms are 7as^2b/t instead of 5as^2b/t.
+TEST(Activations, SoftmaxFallbackKeepsFp32SoftmaxOutput) {
+  auto m = gpt3_layer_spec();
+  m.heads = 48;
+  m.kv_heads = 48;
+  const double as2b = 48.0 * 2048 * 2048 * 1;
+  const auto a = dtsim::cost::layer_activation_bytes(m, shape(1, 8, false, Recompute::NONE));
+  EXPECT_REL(a.stored, kSbh * (10 + 24.0 / 8) + 7 * as2b / 8);
+  const auto fused = dtsim::cost::layer_activation_bytes(m, shape(2, 8, false, Recompute::NONE));
+  EXPECT_REL(fused.stored, 2 * (kSbh * (10 + 24.0 / 8) + 5 * as2b / 8));
+}
+
 TEST(Activations, ScaleLinearlyWithMicroBatch) {
   const auto m = gpt3_layer_spec();
   const auto a = dtsim::cost::layer_activation_bytes(m, shape(4, 2, false, Recompute::NONE));
