@@ -122,17 +122,24 @@ std::vector<Op> gemm_bwd(const Op& fwd) {
 }
 void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
+// Whether the layer's softmax is a fused kernel: Megatron's rule (megatron_fused_softmax) for 1-D TP; the
+// 2-D/2.5-D/3-D layouts keep their fused kernel.
+bool fused_softmax(const TransformerSpec& m, const Shape& sh) {
+  if (sh.layout != TpLayout::D1 && sh.tp > 1) return true;
+  return megatron_fused_softmax(sh.micro_batch * (m.heads / sh.tp), m.seq_len, dtype_bytes(m.dtype));
+}
+
 // Attention core (QK^T, scale-mask-softmax, dropout, AV) per TP rank, as in Megatron-LM (no flash attention).
-// The softmax is Megatron's fused scale-mask-softmax kernel where megatron_fused_softmax applies; otherwise its
-// PyTorch fallback: cast to fp32, scale, masked_fill, softmax, cast back — five kernels over the fp32 scores
-// (read e write 4, read 4 write 4, read 4 + mask 1 write 4, read 4 write 4, read 4 write e).
-std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim) {
+// The softmax is one fused kernel, or (fused = false) PyTorch's fallback: cast to fp32, scale, masked_fill,
+// softmax, cast back — five kernels over the fp32 scores (read e write 4, read 4 write 4, read 4 + mask 1
+// write 4, read 4 write 4, read 4 write e).
+std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim, bool fused) {
   double bh = d.b * heads_per_rank;
   double scores = bh * d.s * d.s;  // elements of the score matrix
   // QK^T and AV multiply two activations: their backward has no weight gradient.
   std::vector<Op> ops = {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false,
                           d.s, head_dim, d.s, bh}};
-  if (megatron_fused_softmax(static_cast<int>(d.b) * heads_per_rank, static_cast<long long>(d.s), d.e)) {
+  if (fused) {
     ops.push_back(mem("softmax", 2 * scores * d.e));
   } else {
     ops.push_back(mem("softmax-to-fp32", scores * (d.e + 4)));
@@ -243,7 +250,7 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   GridLinear fc2 = grid_linear(sh, "fc2", T, d.f, d.h, e, cube);
   Dims dl = d;
   dl.b = d.b / (t / q);  // the tokens of this rank's row block
-  const std::vector<Op> core = attention_core(dl, m.heads / q, m.head_dim());
+  const std::vector<Op> core = attention_core(dl, m.heads / q, m.head_dim(), true);
   Op ln1 = mem("ln1", 2 * T * d.h * e / t);
   Op dropres1 = mem("dropout-residual1", T * d.h * (3 * e + 1) / t);
   Op ln2 = mem("ln2", 2 * T * d.h * e / t);
@@ -308,7 +315,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
 
   Op ln1 = mem("ln1", 2 * d.Tsp * d.h * d.e);
   Op qkv = gemm("qkv", d.T, d.h, (d.h + 2 * d.kv) / d.t, d.e);
-  std::vector<Op> core = attention_core(d, heads_rank, hd);
+  std::vector<Op> core = attention_core(d, heads_rank, hd, fused_softmax(m, sh));
   Op proj = gemm("proj", d.T, d.h / d.t, d.h, d.e);
   Op dropres1 = mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1));
   Op ln2 = mem("ln2", 2 * d.Tsp * d.h * d.e);
@@ -479,11 +486,8 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   double mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2);
   double sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * d.e + mlp_inner) / t;
   // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2. Without
-  // Megatron's fused softmax (1-D TP only; see attention_core) the softmax output is kept in fp32 (4 bytes).
-  const bool fused =
-      (sh.layout != TpLayout::D1 && sh.tp > 1) ||
-      megatron_fused_softmax(static_cast<int>(d.b) * (m.heads / sh.tp), static_cast<long long>(d.s), d.e);
-  double scores = d.a * d.s * d.s * d.b * ((fused ? d.e : 4) + 1 + d.e) / t;
+  // a fused softmax (see attention_core) the softmax output is kept in fp32 (4 bytes).
+  double scores = d.a * d.s * d.s * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
   if (sh.sequence_parallel) replicated /= t;
   ActivationBytes out;
   double full = replicated + sharded + scores;
