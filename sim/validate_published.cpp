@@ -374,7 +374,7 @@ ValidationScore score(const std::vector<RowResult>& results) {
 
 namespace {
 // The fitted parameters, as logs so the simplex moves multiplicatively and stays positive.
-constexpr int kParams = 9;
+constexpr int kParams = 10;
 constexpr int kMisalignedParam = 8;  ///< index of gemm_misaligned_efficiency (capped at 1)
 std::array<double, kParams> params_of(const Calibration& c) {
   return {std::log(c.gemm_efficiency_max),
@@ -385,14 +385,15 @@ std::array<double, kParams> params_of(const Calibration& c) {
           std::log(std::max(c.host_issue_s, 1e-6)),
           std::log(std::max(c.collective_step_overhead_s, 1e-7)),
           std::log(std::max(c.p2p_overhead_s, 1e-7)),
-          std::log(c.gemm_misaligned_efficiency)};  // kMisalignedParam
+          std::log(c.gemm_misaligned_efficiency),  // kMisalignedParam
+          std::log(std::max(c.host_collective_issue_s, 1e-6))};
 }
 const std::array<const char*, kParams> kFieldNames = {
     "compute.gemm_efficiency_max",         "compute.gemm_half_efficiency_flops",
     "compute.memory_bandwidth_efficiency", "compute.kernel_launch_s",
     "network.intra_bandwidth_efficiency",  "compute.host_issue_s",
     "network.collective_step_overhead_s",  "network.p2p_overhead_s",
-    "compute.gemm_misaligned_efficiency"};
+    "compute.gemm_misaligned_efficiency",  "compute.host_collective_issue_s"};
 Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.gemm_efficiency_max = std::min(1.0, std::exp(x[0]));
   c.gemm_half_efficiency_flops = std::exp(x[1]);
@@ -403,6 +404,7 @@ Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.collective_step_overhead_s = std::exp(x[6]);
   c.p2p_overhead_s = std::exp(x[7]);
   c.gemm_misaligned_efficiency = std::min(1.0, std::exp(x[kMisalignedParam]));
+  c.host_collective_issue_s = std::exp(x[9]);
   return c;
 }
 }  // namespace

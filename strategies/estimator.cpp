@@ -50,21 +50,23 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int strid
 
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                   const TpLinks& tl) {
-  double t = 0, ops = 0;
+  double t = 0, host = 0;
   for (const auto& s : steps) {
     if (s.kind == cost::Step::Kind::COMPUTE) {
       t += cost::step_time_s(s, c.gpu, dt, cal);
-      ops += static_cast<double>(s.ops.size());
+      host += static_cast<double>(s.ops.size()) * cal.host_issue_s;
     } else {
       const int a = static_cast<int>(s.axis);
       const int n = s.group_size > 0 ? s.group_size : tl.size[a];
+      if (n <= 1) continue;
       t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, n, s.collective_bytes, tl.axis[a].alpha,
                        tl.axis[a].bw, cal.collective_step_overhead_s);
+      host += cal.host_collective_issue_s;
     }
   }
-  // The host issues the kernels of the pass while the GPU runs (the simulator's HOST stream runs ahead): the pass
-  // takes at least their issue time.
-  return std::max(t, ops * cal.host_issue_s);
+  // The host issues the kernels and collectives of the pass while the GPU runs (the simulator's HOST stream runs
+  // ahead): the pass takes at least their issue time.
+  return std::max(t, host);
 }
 }  // namespace
 

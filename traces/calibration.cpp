@@ -26,6 +26,7 @@ void Calibration::validate(const std::string& ctx) const {
   nonneg(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops");
   nonneg(kernel_launch_s, "compute.kernel_launch_s");
   nonneg(host_issue_s, "compute.host_issue_s");
+  nonneg(host_collective_issue_s, "compute.host_collective_issue_s");
   nonneg(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param");
   nonneg(collective_step_overhead_s, "network.collective_step_overhead_s");
   nonneg(p2p_overhead_s, "network.p2p_overhead_s");
@@ -80,6 +81,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"kernel_launch_s", c.kernel_launch_s},
             {"host_issue_s", c.host_issue_s},
             {"host_sync_each_pass", c.host_sync_each_pass},
+            {"host_collective_issue_s", c.host_collective_issue_s},
             {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
           {"network",
            {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
@@ -106,10 +108,10 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.provenance = get_or<nlohmann::json>(j, ctx, "provenance", nlohmann::json::object());
   auto cj = get<nlohmann::json>(j, ctx, "compute");
   const std::string cc = ctx + ".compute";
-  json_util::reject_unknown(
-      cj, cc,
-      {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_misaligned_efficiency", "memory_bandwidth_efficiency",
-       "kernel_launch_s", "host_issue_s", "host_sync_each_pass", "optimizer_bytes_per_param"});
+  json_util::reject_unknown(cj, cc,
+                            {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_misaligned_efficiency",
+                             "memory_bandwidth_efficiency", "kernel_launch_s", "host_issue_s", "host_sync_each_pass",
+                             "host_collective_issue_s", "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
@@ -117,6 +119,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
   c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);
   c.host_sync_each_pass = get_or<bool>(cj, cc, "host_sync_each_pass", false);
+  c.host_collective_issue_s = get_or<double>(cj, cc, "host_collective_issue_s", 0.0);
   c.optimizer_bytes_per_param = get<double>(cj, cc, "optimizer_bytes_per_param");
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";

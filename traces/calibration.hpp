@@ -46,6 +46,11 @@ struct Calibration {
   /// a micro-batch on a model chunk), as Megatron-LM's timers do (torch.cuda.synchronize() around every
   /// forward-compute / backward-compute): the host cannot run ahead across passes. Only with host_issue_s > 0.
   bool host_sync_each_pass = false;
+  /// Host time per collective that a pass issues (tensor-parallel all-reduce / all-gather / reduce-scatter inside a
+  /// layer): the framework's autograd function, torch.distributed's call and NCCL's enqueue. It occupies the same
+  /// host thread as host_issue_s, so kernels after the collective are issued later; the collective itself cannot
+  /// start before it is issued. 0 = collectives cost the host nothing.
+  double host_collective_issue_s = 0;
   double optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter, bytes
 
   // Network.

@@ -1155,13 +1155,13 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
         "dtsim %s | validate fit | %zu rows (%s split) | MAPE %.2f%% -> %.2f%% in %d evaluations\n"
         "gemm_efficiency_max %.4f  gemm_half_efficiency_flops %.4g  memory_bandwidth_efficiency %.4f  "
         "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  collective_step_overhead_s %.3g  "
-        "p2p_overhead_s %.3g  gemm_misaligned_efficiency %.4f\n",
+        "p2p_overhead_s %.3g  gemm_misaligned_efficiency %.4f  host_collective_issue_s %.3g\n",
         DTSIM_VERSION, rows.size(), vm["split"].as<std::string>().c_str(), 100 * fr.mape_before, 100 * fr.mape_after,
         fr.evaluations, fr.calibration.gemm_efficiency_max, fr.calibration.gemm_half_efficiency_flops,
         fr.calibration.memory_bandwidth_efficiency, fr.calibration.kernel_launch_s,
         fr.calibration.intra_bandwidth_efficiency, fr.calibration.host_issue_s,
         fr.calibration.collective_step_overhead_s, fr.calibration.p2p_overhead_s,
-        fr.calibration.gemm_misaligned_efficiency);
+        fr.calibration.gemm_misaligned_efficiency, fr.calibration.host_collective_issue_s);
     text = line;
     if (vm.count("out"))
       write_outputs(vm["out"].as<std::string>(), {{"calibration.json", to_json(fr.calibration).dump(2) + "\n"}});

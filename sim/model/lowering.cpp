@@ -924,9 +924,24 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
         g_.depend(add_on_stream(si, h), id);
       }
     } else {
+      std::int32_t coll_first = -1;
       id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer,
-                      mb, last, nullptr, st.axis);
+                      mb, last, &coll_first, st.axis);
       if (id == last) continue;  // tp == 1
+      if (cal_.host_collective_issue_s > 0 && coll_first >= 0) {
+        // The host issues the collective (framework call + NCCL enqueue) between the kernels around it: later
+        // kernels are issued after it, and this member's part of the collective starts once it is issued.
+        Task h;
+        h.kind = TaskKind::DELAY;
+        h.stream = Stream::HOST;
+        h.rank = si;
+        h.phase = phase;
+        h.name = g_.intern(prefix + st.name + "-issue");
+        h.layer = layer;
+        h.microbatch = mb;
+        h.duration_s = cal_.host_collective_issue_s;
+        g_.depend(add_on_stream(si, h), coll_first);
+      }
     }
     if (first_task && *first_task < 0) *first_task = id;
     last = id;

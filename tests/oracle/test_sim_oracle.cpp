@@ -8,6 +8,7 @@
 
 #include "sim/engine/analytic_runtime.hpp"
 #include "sim/simulate.hpp"
+#include "strategies/estimator.hpp"
 #include "tests/support/sim_fixture.hpp"
 #include "traces/routing.hpp"
 
@@ -669,4 +670,39 @@ TEST(HostIssue, SyncEachPassClosedForms) {
   EXPECT_NEAR(iteration(1e-6, 100e-6, true), 4 * (4 * 100e-6 + 1e-6), 1e-12);
   // No host stream (host_issue_s = 0): the flag changes nothing.
   EXPECT_NEAR(iteration(1e-3, 0.0, true), iteration(1e-3, 0.0, false), 1e-15);
+}
+
+// Host cost of a collective call (calibration host_collective_issue_s): one TP-2 layer whose forward is kernel,
+// all-reduce, kernel and whose backward is one kernel, on a free network. The host issues k, the all-reduce, k, k
+// in order: host-bound (1 us kernels), the iteration is 3 kernel issues + 1 collective issue + the last kernel;
+// GPU-bound (1 ms kernels), the collective's issue hides behind the first kernel and costs nothing.
+static double host_collective_iteration(double kernel_s, double host_s, double coll_host_s) {
+  TransformerSpec model = tiny_model(1);
+  ClusterSpec cluster = uniform_cluster(1, 2, 1e20, 0.0);
+  ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+  plan.tp = 2;
+  Calibration cal = ideal_calibration();
+  cal.host_issue_s = host_s;
+  cal.host_collective_issue_s = coll_host_s;
+  const double peak = cluster.gpu.peak_flops(model.dtype);
+  PassCosts pc = fixed_costs(kernel_s, kernel_s, 0, peak, 0);
+  cost::Step ar;
+  ar.kind = cost::Step::Kind::TP_COLLECTIVE;
+  ar.name = "all-reduce";
+  ar.collective_bytes = 1;
+  pc.layer.forward = {pc.layer.forward[0], ar, pc.layer.forward[0]};
+  Lowered low = lower(model, cluster, plan, cal, SimOptions{}, pc);
+  EngineResult res = run_analytic(low.graph, cluster, cal, {0, 1});
+  // The analytic estimator's pass time floors at the same host issue time.
+  const double est = estimate::steps_time_s(pc.layer.forward, cluster, cal, model.dtype, 2);
+  EXPECT_NEAR(est, std::max(2 * kernel_s, 2 * host_s + coll_host_s), 1e-12);
+  return *std::max_element(res.end_s.begin(), res.end_s.end());
+}
+
+TEST(HostIssue, CollectiveIssueClosedForms) {
+  EXPECT_NEAR(host_collective_iteration(1e-6, 100e-6, 0.0), 3 * 100e-6 + 1e-6, 1e-12);
+  EXPECT_NEAR(host_collective_iteration(1e-6, 100e-6, 30e-6), 3 * 100e-6 + 30e-6 + 1e-6, 1e-12);
+  EXPECT_NEAR(host_collective_iteration(1e-3, 100e-6, 30e-6), 100e-6 + 3 * 1e-3, 1e-12);
+  // Without a kernel issue stream the collective's issue alone delays the collective: 1 us + 30 us + 2 x 1 us.
+  EXPECT_NEAR(host_collective_iteration(1e-6, 0.0, 30e-6), 30e-6 + 2e-6, 1e-12);
 }

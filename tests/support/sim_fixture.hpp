@@ -23,6 +23,7 @@ inline Calibration ideal_calibration() {
   c.kernel_launch_s = 0;
   c.host_issue_s = 0;
   c.host_sync_each_pass = false;
+  c.host_collective_issue_s = 0;
   c.optimizer_bytes_per_param = 0;
   c.intra_bandwidth_efficiency = 1.0;
   c.inter_bandwidth_efficiency = 1.0;

@@ -643,10 +643,11 @@ TEST(Calibration, DefaultsForShippedGpusLoadAndValidate) {
   }
   // The A100 file's values (traces/calibration/a100-sxm4-80gb.json).
   const auto a = dtsim::default_calibration("a100-sxm4-80gb");
-  EXPECT_EQ(a.gemm_efficiency_max, 0.8952);  // fitted on published single-node runs (Accuracy)
-  EXPECT_EQ(a.gemm_half_efficiency_flops, 1.133e10);
-  EXPECT_EQ(a.gemm_misaligned_efficiency, 0.7723);
-  EXPECT_EQ(a.host_issue_s, 7.652e-5);
+  EXPECT_EQ(a.gemm_efficiency_max, 0.9011);  // fitted on published single-node runs (Accuracy)
+  EXPECT_EQ(a.gemm_half_efficiency_flops, 1.04e10);
+  EXPECT_EQ(a.gemm_misaligned_efficiency, 0.709);
+  EXPECT_EQ(a.host_issue_s, 7.341e-5);
+  EXPECT_EQ(a.host_collective_issue_s, 2.736e-5);
   EXPECT_TRUE(a.host_sync_each_pass);
   EXPECT_EQ(a.optimizer_bytes_per_param, 28.0);
   EXPECT_EQ(a.reserved_memory_bytes, 2.0e9);
@@ -666,6 +667,9 @@ TEST(Calibration, JsonRoundTrip) {
   c.gemm_misaligned_efficiency = 0.45;
   c.memory_bandwidth_efficiency = 0.62;
   c.kernel_launch_s = 3.5e-6;
+  c.host_issue_s = 6.5e-5;
+  c.host_sync_each_pass = true;
+  c.host_collective_issue_s = 2.25e-5;
   c.optimizer_bytes_per_param = 27;
   c.intra_bandwidth_efficiency = 0.63;
   c.inter_bandwidth_efficiency = 0.64;
@@ -681,6 +685,9 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_EQ(r.gemm_misaligned_efficiency, c.gemm_misaligned_efficiency);
   EXPECT_EQ(r.memory_bandwidth_efficiency, c.memory_bandwidth_efficiency);
   EXPECT_EQ(r.kernel_launch_s, c.kernel_launch_s);
+  EXPECT_EQ(r.host_issue_s, c.host_issue_s);
+  EXPECT_EQ(r.host_sync_each_pass, c.host_sync_each_pass);
+  EXPECT_EQ(r.host_collective_issue_s, c.host_collective_issue_s);
   EXPECT_EQ(r.optimizer_bytes_per_param, c.optimizer_bytes_per_param);
   EXPECT_EQ(r.intra_bandwidth_efficiency, c.intra_bandwidth_efficiency);
   EXPECT_EQ(r.inter_bandwidth_efficiency, c.inter_bandwidth_efficiency);

@@ -52,7 +52,7 @@ TEST(PublishedData, VtrainCsvMapsToMegatronDeepSpeedRuns) {
 }
 
 // The shipped A100 preset was fitted on the even rows; the odd rows are held out. These bounds are the
-// figures recorded in README (MAPE 5.09%, max 25.2%, Spearman >= 0.986) with a small margin: a change of
+// figures recorded in README (MAPE 4.98%, max 26.2%, Spearman >= 0.989) with a small margin: a change of
 // the model that makes the held-out predictions worse fails here.
 TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
   if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
@@ -60,9 +60,9 @@ TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
   const auto results = predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC);
   const auto s = score(results);
   EXPECT_EQ(s.failed, 0);
-  EXPECT_LT(s.mape, 0.054);
+  EXPECT_LT(s.mape, 0.052);
   EXPECT_LT(s.max_abs_error, 0.27);
-  EXPECT_GT(s.spearman_min, 0.98);
+  EXPECT_GT(s.spearman_min, 0.985);
   EXPECT_LT(std::abs(s.mean_error), 0.02);
 }
 
@@ -73,7 +73,7 @@ TEST(PublishedData, FittedA100PresetOnHeldOutMegatronReadmeRows) {
       select_split(load_published(DTSIM_SOURCE_DIR "/tests/data/published/megatron_readme_a100.json"), "test");
   ASSERT_EQ(rows.size(), 2u);
   const auto s = score(predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC));
-  EXPECT_LT(s.max_abs_error, 0.19);
+  EXPECT_LT(s.max_abs_error, 0.20);
 }
 
 TEST(PublishedData, FittedA100PresetOnHeldOutKorthikantiLayers) {
@@ -144,7 +144,7 @@ TEST(PublishedFit, RecoversTheCalibrationThatMadeTheRows) {
   EXPECT_NO_THROW(fr.calibration.validate("fit"));
   // Every field the fit names exists in the calibration's JSON.
   const auto j = to_json(fr.calibration);
-  ASSERT_EQ(fitted_fields().size(), 9u);
+  ASSERT_EQ(fitted_fields().size(), 10u);
   for (const auto& f : fitted_fields()) {
     const auto dot = f.find('.');
     ASSERT_NE(dot, std::string::npos) << f;
