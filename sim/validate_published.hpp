@@ -81,9 +81,9 @@ ValidationScore score(const std::vector<RowResult>& results);
 double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
 /// Fits the calibration (GEMM efficiency curve and misaligned-GEMM factor, memory-bound efficiency, launch overhead,
-/// host issue time per kernel and per collective, NVLink efficiency, collective and p2p software costs) to `rows` by minimising the mean over model groups of
-/// the groups' MAPE (Nelder-Mead over log-parameters, two starts), starting from `base`. One set of values for all
-/// rows: no per-row or per-group terms.
+/// host issue time per kernel and per collective, NVLink efficiency, collective and p2p software costs) to `rows` by
+/// minimising the mean over model groups of the groups' MAPE (Nelder-Mead over log-parameters, two starts), starting
+/// from `base`. One set of values for all rows: no per-row or per-group terms.
 struct FitResult {
   Calibration calibration;
   double mape_before = 0, mape_after = 0;
