@@ -375,7 +375,8 @@ ValidationScore score(const std::vector<RowResult>& results) {
 namespace {
 // The fitted parameters, as logs so the simplex moves multiplicatively and stays positive.
 constexpr int kParams = 10;
-constexpr int kMisalignedParam = 8;  ///< index of gemm_misaligned_efficiency (capped at 1)
+constexpr int kMisalignedParam = 8;      ///< index of gemm_misaligned_efficiency (capped at 1)
+constexpr int kCollectiveHostParam = 9;  ///< index of host_collective_issue_s
 std::array<double, kParams> params_of(const Calibration& c) {
   return {std::log(c.gemm_efficiency_max),
           std::log(c.gemm_half_efficiency_flops),
@@ -385,8 +386,8 @@ std::array<double, kParams> params_of(const Calibration& c) {
           std::log(std::max(c.host_issue_s, 1e-6)),
           std::log(std::max(c.collective_step_overhead_s, 1e-7)),
           std::log(std::max(c.p2p_overhead_s, 1e-7)),
-          std::log(c.gemm_misaligned_efficiency),  // kMisalignedParam
-          std::log(std::max(c.host_collective_issue_s, 1e-6))};
+          std::log(c.gemm_misaligned_efficiency),                // kMisalignedParam
+          std::log(std::max(c.host_collective_issue_s, 1e-6))};  // kCollectiveHostParam
 }
 const std::array<const char*, kParams> kFieldNames = {
     "compute.gemm_efficiency_max",         "compute.gemm_half_efficiency_flops",
@@ -404,7 +405,7 @@ Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.collective_step_overhead_s = std::exp(x[6]);
   c.p2p_overhead_s = std::exp(x[7]);
   c.gemm_misaligned_efficiency = std::min(1.0, std::exp(x[kMisalignedParam]));
-  c.host_collective_issue_s = std::exp(x[9]);
+  c.host_collective_issue_s = std::exp(x[kCollectiveHostParam]);
   return c;
 }
 }  // namespace

@@ -103,6 +103,16 @@ private:
     chain(si, t.stream, id, id);
     return id;
   }
+  /// The CPU issuing work for `gated` (a step's kernels, a collective call): a task of duration_s on the rank's
+  /// HOST stream, in program order, that `gated` cannot start before; it keeps `like`'s phase, name, layer and
+  /// micro-batch.
+  void host_issue(int si, Task like, double duration_s, std::int32_t gated) {
+    like.kind = TaskKind::DELAY;
+    like.stream = Stream::HOST;
+    like.flops = 0;
+    like.duration_s = duration_s;
+    g_.depend(add_on_stream(si, like), gated);
+  }
   void chain(int si, Stream s, std::int32_t first, std::int32_t last) {
     auto& prev = last_[si][static_cast<int>(s)];
     if (prev >= 0) g_.depend(prev, first);
@@ -913,16 +923,9 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
         g_.set_kernels(id, std::move(ks));
       }
       if (last >= 0) g_.depend(last, id);
-      if (cal_.host_issue_s > 0) {
-        // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot
-        // start before they are issued (it is host-bound when its kernels are shorter than their issue time).
-        Task h = t;
-        h.kind = TaskKind::DELAY;
-        h.stream = Stream::HOST;
-        h.flops = 0;
-        h.duration_s = static_cast<double>(st.ops.size()) * cal_.host_issue_s;
-        g_.depend(add_on_stream(si, h), id);
-      }
+      // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot start
+      // before they are issued (it is host-bound when its kernels are shorter than their issue time).
+      if (cal_.host_issue_s > 0) host_issue(si, t, static_cast<double>(st.ops.size()) * cal_.host_issue_s, id);
     } else {
       std::int32_t coll_first = -1;
       id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer,
@@ -931,16 +934,12 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       if (cal_.host_collective_issue_s > 0 && coll_first >= 0) {
         // The host issues the collective (framework call + NCCL enqueue) between the kernels around it: later
         // kernels are issued after it, and this member's part of the collective starts once it is issued.
-        Task h;
-        h.kind = TaskKind::DELAY;
-        h.stream = Stream::HOST;
-        h.rank = si;
-        h.phase = phase;
-        h.name = g_.intern(prefix + st.name + "-issue");
-        h.layer = layer;
-        h.microbatch = mb;
-        h.duration_s = cal_.host_collective_issue_s;
-        g_.depend(add_on_stream(si, h), coll_first);
+        Task like;
+        like.phase = phase;
+        like.name = g_.intern(prefix + st.name + "-issue");
+        like.layer = layer;
+        like.microbatch = mb;
+        host_issue(si, like, cal_.host_collective_issue_s, coll_first);
       }
     }
     if (first_task && *first_task < 0) *first_task = id;
