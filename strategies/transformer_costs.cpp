@@ -538,24 +538,39 @@ double last_stage_extra_params(const TransformerSpec& m, int tp, int pp) {
 
 double gemm_efficiency(double flops, const Calibration& cal) {
   if (flops <= 0) return cal.gemm_efficiency_max;
-  return cal.gemm_efficiency_max * flops / (flops + cal.gemm_half_efficiency_flops);
+  if (cal.gemm_efficiency_exponent == 1.0)
+    return cal.gemm_efficiency_max * flops / (flops + cal.gemm_half_efficiency_flops);
+  // f^p / (f^p + h^p) = 1 / (1 + (h / f)^p)
+  return cal.gemm_efficiency_max /
+         (1.0 + std::pow(cal.gemm_half_efficiency_flops / flops, cal.gemm_efficiency_exponent));
 }
 
-bool gemm_misaligned(const Op& op, DType dtype) {
-  if (!op.gemm || op.m <= 0) return false;
-  const double align = 16.0 / dtype_bytes(dtype);  // elements per 16 bytes
-  for (double dim : {op.m, op.k, op.n})
-    if (std::fmod(dim, align) != 0) return true;
-  return false;
+double gemm_alignment_bytes(const Op& op, DType dtype) {
+  if (!op.gemm || op.m <= 0) return 16;
+  double align = 16;
+  for (double dim : {op.m, op.k, op.n}) {
+    const double bytes = std::round(dim) * dtype_bytes(dtype);
+    while (align > 1 && std::fmod(bytes, align) != 0) align /= 2;
+  }
+  return align;
+}
+
+bool gemm_misaligned(const Op& op, DType dtype) { return gemm_alignment_bytes(op, dtype) < 16; }
+
+double gemm_alignment_factor(const Op& op, DType dtype, const Calibration& cal) {
+  const double align = gemm_alignment_bytes(op, dtype);
+  if (align >= 16) return 1.0;
+  // Each halving of the operands' vector width below 16 bytes costs the same factor; the calibration's value is
+  // that of 2-byte alignment (three halvings: an odd fp16 dimension).
+  return std::pow(cal.gemm_misaligned_efficiency, std::log2(16.0 / align) / 3.0);
 }
 
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
-  if (op.gemm) {
-    const double misaligned = gemm_misaligned(op, dtype) ? cal.gemm_misaligned_efficiency : 1.0;
-    t_flop = op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal) * misaligned);
-  }
+  if (op.gemm)
+    t_flop =
+        op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal) * gemm_alignment_factor(op, dtype, cal));
   return std::max(t_mem, t_flop) + cal.kernel_launch_s;
 }
 

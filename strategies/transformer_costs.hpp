@@ -108,9 +108,15 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 /// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).
 double gemm_efficiency(double flops, const Calibration& cal);
-/// A GEMM with a dimension (m, k or n) that is not a multiple of 16 bytes of `dtype` elements: it runs at
-/// Calibration::gemm_misaligned_efficiency of its usual efficiency.
+/// The largest power of two (at most 16) bytes that divides every dimension (m, k, n) of a GEMM in `dtype`
+/// elements: the widest vector its operands can be loaded with. 16 for an op without a shape or a memory op.
+double gemm_alignment_bytes(const Op& op, DType dtype);
+/// A GEMM with a dimension that is not a multiple of 16 bytes of `dtype` elements.
 bool gemm_misaligned(const Op& op, DType dtype);
+/// The factor on a GEMM's efficiency for its alignment: 1 at 16 bytes; each halving below costs the same factor,
+/// and Calibration::gemm_misaligned_efficiency is the factor at 2 bytes (an odd fp16 dimension): 8-byte alignment
+/// pays its cube root, 4-byte (also an odd fp32 dimension) the square of the cube root.
+double gemm_alignment_factor(const Op& op, DType dtype, const Calibration& cal);
 
 /// Model FLOPs of one forward pass of one sample (all layers, embedding and head, no parallelism).
 double model_forward_flops_per_sample(const TransformerSpec& m);

@@ -24,6 +24,9 @@ void Calibration::validate(const std::string& ctx) const {
   in01(intra_bandwidth_efficiency, "network.intra_bandwidth_efficiency");
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
   nonneg(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops");
+  if (!(gemm_efficiency_exponent >= 0.25 && gemm_efficiency_exponent <= 8))
+    throw ConfigError(ctx + ": compute.gemm_efficiency_exponent must be in [0.25, 8], got " +
+                      std::to_string(gemm_efficiency_exponent));
   nonneg(kernel_launch_s, "compute.kernel_launch_s");
   nonneg(host_issue_s, "compute.host_issue_s");
   nonneg(host_collective_issue_s, "compute.host_collective_issue_s");
@@ -76,6 +79,7 @@ nlohmann::json to_json(const Calibration& c) {
           {"compute",
            {{"gemm_efficiency_max", c.gemm_efficiency_max},
             {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
+            {"gemm_efficiency_exponent", c.gemm_efficiency_exponent},
             {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
             {"kernel_launch_s", c.kernel_launch_s},
@@ -108,12 +112,14 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.provenance = get_or<nlohmann::json>(j, ctx, "provenance", nlohmann::json::object());
   auto cj = get<nlohmann::json>(j, ctx, "compute");
   const std::string cc = ctx + ".compute";
-  json_util::reject_unknown(cj, cc,
-                            {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_misaligned_efficiency",
-                             "memory_bandwidth_efficiency", "kernel_launch_s", "host_issue_s", "host_sync_each_pass",
-                             "host_collective_issue_s", "optimizer_bytes_per_param"});
+  json_util::reject_unknown(
+      cj, cc,
+      {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_efficiency_exponent", "gemm_misaligned_efficiency",
+       "memory_bandwidth_efficiency", "kernel_launch_s", "host_issue_s", "host_sync_each_pass",
+       "host_collective_issue_s", "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
+  c.gemm_efficiency_exponent = get_or<double>(cj, cc, "gemm_efficiency_exponent", 1.0);
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");

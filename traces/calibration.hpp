@@ -33,6 +33,9 @@ struct Calibration {
   // Compute (roofline with efficiency): time = max(flops / (peak * eff_gemm(flops)), bytes / (hbm * eff_mem)).
   double gemm_efficiency_max = 0.7;         ///< asymptotic fraction of tensor-core peak for large GEMMs
   double gemm_half_efficiency_flops = 1e9;  ///< GEMM size (FLOPs) at which efficiency is half the maximum
+  /// Sharpness of the efficiency curve: eff(f) = max * f^p / (f^p + half^p). 1 = the hyperbola f / (f + half);
+  /// larger p rises faster from half to max (real cuBLAS curves saturate within a few times the half size).
+  double gemm_efficiency_exponent = 1.0;
   /// Efficiency factor of a GEMM with a dimension that is not a multiple of 16 bytes' worth of elements (8 for
   /// fp16/bf16, 4 for fp32): cuBLAS cannot use its vectorised tensor-core kernels on such leading dimensions
   /// (e.g. an unpadded GPT-2 vocabulary of 50,257 in the LM head). 1 = no penalty.

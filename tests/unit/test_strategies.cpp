@@ -596,6 +596,12 @@ TEST(Roofline, GemmEfficiencyCurve) {
   EXPECT_REL(dtsim::cost::gemm_efficiency(3e9, r.cal), 0.5625);  // 0.75 * 3/4
   EXPECT_REL(dtsim::cost::gemm_efficiency(1e12, r.cal), 0.75 * 1e12 / (1e12 + 1e9));
   EXPECT_EQ(dtsim::cost::gemm_efficiency(0, r.cal), 0.75);
+  // With exponent p the curve is max * f^p / (f^p + half^p): still half at f_half, sharper on either side.
+  r.cal.gemm_efficiency_exponent = 2;
+  EXPECT_REL(dtsim::cost::gemm_efficiency(1e9, r.cal), 0.375);
+  EXPECT_REL(dtsim::cost::gemm_efficiency(3e9, r.cal), 0.75 * 9.0 / 10.0);
+  EXPECT_REL(dtsim::cost::gemm_efficiency(0.5e9, r.cal), 0.75 * 0.25 / 1.25);
+  EXPECT_EQ(dtsim::cost::gemm_efficiency(0, r.cal), 0.75);
 }
 
 TEST(Roofline, ComputeBoundGemm) {
@@ -628,6 +634,22 @@ TEST(Roofline, MisalignedGemmRunsAtTheMisalignedFactor) {
   four.n = 12564;
   EXPECT_TRUE(dtsim::cost::gemm_misaligned(four, dtsim::DType::FP16));
   EXPECT_FALSE(dtsim::cost::gemm_misaligned(four, dtsim::DType::FP32));
+  // Graded by the widest vector every dimension allows: 12564 fp16 elements = 8-byte multiples (one halving below
+  // 16 bytes: the cube root of the 2-byte factor), 6282 (50257 // 8) = 4-byte (two halvings), odd = 2-byte (three).
+  EXPECT_EQ(dtsim::cost::gemm_alignment_bytes(four, dtsim::DType::FP16), 8);
+  EXPECT_REL(dtsim::cost::gemm_alignment_factor(four, dtsim::DType::FP16, r.cal), std::cbrt(0.4));
+  EXPECT_REL(dtsim::cost::op_time_s(four, r.gpu, dtsim::DType::FP16, r.cal),
+             f / (312e12 * 0.75 * f / (f + 1e9) * std::cbrt(0.4)) + 4e-6);
+  dtsim::cost::Op two = odd;
+  two.n = 6282;
+  EXPECT_EQ(dtsim::cost::gemm_alignment_bytes(two, dtsim::DType::FP16), 4);
+  EXPECT_REL(dtsim::cost::gemm_alignment_factor(two, dtsim::DType::FP16, r.cal), std::pow(0.4, 2.0 / 3.0));
+  EXPECT_EQ(dtsim::cost::gemm_alignment_bytes(odd, dtsim::DType::FP16), 2);
+  EXPECT_REL(dtsim::cost::gemm_alignment_factor(odd, dtsim::DType::FP16, r.cal), 0.4);
+  EXPECT_EQ(dtsim::cost::gemm_alignment_factor(even, dtsim::DType::FP16, r.cal), 1.0);
+  // In fp32 an odd dimension is 4-byte aligned: two halvings.
+  EXPECT_EQ(dtsim::cost::gemm_alignment_bytes(odd, dtsim::DType::FP32), 4);
+  EXPECT_REL(dtsim::cost::gemm_alignment_factor(odd, dtsim::DType::FP32, r.cal), std::pow(0.4, 2.0 / 3.0));
   // Any of m, k, n counts; an Op without a shape (m = 0) and a memory op never do.
   dtsim::cost::Op k_odd = even;
   k_odd.k = 1001;

@@ -665,6 +665,7 @@ TEST(Calibration, JsonRoundTrip) {
   c.gemm_efficiency_max = 0.61;
   c.gemm_half_efficiency_flops = 2.5e9;
   c.gemm_misaligned_efficiency = 0.45;
+  c.gemm_efficiency_exponent = 1.75;
   c.memory_bandwidth_efficiency = 0.62;
   c.kernel_launch_s = 3.5e-6;
   c.host_issue_s = 6.5e-5;
@@ -683,6 +684,7 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_EQ(r.gemm_efficiency_max, c.gemm_efficiency_max);
   EXPECT_EQ(r.gemm_half_efficiency_flops, c.gemm_half_efficiency_flops);
   EXPECT_EQ(r.gemm_misaligned_efficiency, c.gemm_misaligned_efficiency);
+  EXPECT_EQ(r.gemm_efficiency_exponent, c.gemm_efficiency_exponent);
   EXPECT_EQ(r.memory_bandwidth_efficiency, c.memory_bandwidth_efficiency);
   EXPECT_EQ(r.kernel_launch_s, c.kernel_launch_s);
   EXPECT_EQ(r.host_issue_s, c.host_issue_s);
@@ -709,6 +711,10 @@ TEST(Calibration, OutOfRangeEfficiencyRejectedNamingField) {
   j["network"]["p2p_overhead_s"] = -1e-6;
   msg = error_of<dtsim::ConfigError>([&] { dtsim::calibration_from_json(j, "cal"); });
   EXPECT_TRUE(contains(msg, "network.p2p_overhead_s must not be negative")) << msg;
+  j = dtsim::to_json(dtsim::default_calibration("a100-sxm4-80gb"));
+  j["compute"]["gemm_efficiency_exponent"] = 0.0;
+  msg = error_of<dtsim::ConfigError>([&] { dtsim::calibration_from_json(j, "cal"); });
+  EXPECT_TRUE(contains(msg, "compute.gemm_efficiency_exponent must be in [0.25, 8]")) << msg;
   // Exactly 1 is allowed: the interval is (0, 1].
   j = dtsim::to_json(dtsim::default_calibration("a100-sxm4-80gb"));
   j["compute"]["gemm_efficiency_max"] = 1.0;
