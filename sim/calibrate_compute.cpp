@@ -968,6 +968,12 @@ ComputeFit fit_compute(ComputeSamples in, const GpuSpec& gpu, const Calibration&
   if (fit.gemm.fitted) {
     cal.gemm_efficiency_max = fit.gemm.efficiency_max;
     cal.gemm_half_efficiency_flops = fit.gemm.half_efficiency_flops;
+    // The fit's curve is the hyperbola (exponent 1): a base with another exponent would pair the fitted max and
+    // half with a curve they were not fitted for.
+    if (cal.gemm_efficiency_exponent != 1.0)
+      fit.notes.push_back("gemm_efficiency_exponent " + fmt("%.3g", cal.gemm_efficiency_exponent) +
+                          " of the base set to 1: the GEMM fit is the hyperbola max * f / (f + f_half)");
+    cal.gemm_efficiency_exponent = 1.0;
     if (max_flops < 10 * fit.gemm.half_efficiency_flops)
       fit.notes.push_back("the largest fitted GEMM (" + fmt("%.3g", max_flops) + " FLOP) is below 10 x f_half (" +
                           fmt("%.3g", fit.gemm.half_efficiency_flops) +

@@ -36,6 +36,7 @@ Calibration known_calibration() {
   c.memory_bandwidth_efficiency = 0.7;
   c.gemm_efficiency_max = 0.8;
   c.gemm_half_efficiency_flops = 3e9;
+  c.gemm_efficiency_exponent = 1;  // the curve calibrate compute fits (the A100 preset's is sharper)
   return c;
 }
 
@@ -115,10 +116,13 @@ TEST(ComputeModel, IsTheSimulatorsOpTime) {
 TEST(ComputeFit, RecoversKnownParametersExactly) {
   const GpuSpec gpu = gpu_preset("a100-sxm4-80gb");
   const Calibration truth = known_calibration();
-  const auto fit = sim::fit_compute(synthetic(truth, gpu), gpu, default_calibration("a100-sxm4-80gb"));
+  const Calibration base = default_calibration("a100-sxm4-80gb");
+  ASSERT_NE(base.gemm_efficiency_exponent, 1.0);  // the base's sharper curve is replaced by the fitted hyperbola
+  const auto fit = sim::fit_compute(synthetic(truth, gpu), gpu, base);
   ASSERT_TRUE(fit.memory.fitted);
   ASSERT_TRUE(fit.gemm.fitted);
   const Calibration& c = fit.calibration;
+  EXPECT_EQ(c.gemm_efficiency_exponent, 1.0);
   EXPECT_NEAR(c.kernel_launch_s, truth.kernel_launch_s, 0.01 * truth.kernel_launch_s);
   EXPECT_NEAR(c.memory_bandwidth_efficiency, truth.memory_bandwidth_efficiency,
               0.01 * truth.memory_bandwidth_efficiency);

@@ -576,11 +576,13 @@ TEST(LayerPasses, HeadLossAllReduceAndEmbeddingCollectives) {
 namespace {
 struct Roofline {
   dtsim::GpuSpec gpu = dtsim::gpu_preset("a100-sxm4-80gb");  // 312e12 FLOP/s fp16, 2039e9 B/s
-  // Explicit values (the formulas are under test, not the shipped preset): eff 0.75, half 1e9, mem 0.8, 4 us.
+  // Explicit values (the formulas are under test, not the shipped preset): eff 0.75, half 1e9, exponent 1
+  // (the hyperbola), mem 0.8, 4 us.
   dtsim::Calibration cal = [] {
     auto c = dtsim::default_calibration("a100-sxm4-80gb");
     c.gemm_efficiency_max = 0.75;
     c.gemm_half_efficiency_flops = 1e9;
+    c.gemm_efficiency_exponent = 1;
     c.memory_bandwidth_efficiency = 0.8;
     c.kernel_launch_s = 4e-6;
     c.host_issue_s = 0;
