@@ -36,9 +36,10 @@ struct Calibration {
   /// Sharpness of the efficiency curve: eff(f) = max * f^p / (f^p + half^p). 1 = the hyperbola f / (f + half);
   /// larger p rises faster from half to max (real cuBLAS curves saturate within a few times the half size).
   double gemm_efficiency_exponent = 1.0;
-  /// Efficiency factor of a GEMM with a dimension that is not a multiple of 16 bytes' worth of elements (8 for
-  /// fp16/bf16, 4 for fp32): cuBLAS cannot use its vectorised tensor-core kernels on such leading dimensions
-  /// (e.g. an unpadded GPT-2 vocabulary of 50,257 in the LM head). 1 = no penalty.
+  /// Efficiency factor of a GEMM whose dimensions are multiples of only 2 bytes' worth of elements (an odd fp16
+  /// dimension): cuBLAS cannot use its vectorised tensor-core kernels on such leading dimensions (e.g. an unpadded
+  /// GPT-2 vocabulary of 50,257 in the LM head). Graded: each halving of the vector width below 16 bytes costs
+  /// the same factor, so 8-byte alignment pays its cube root and 4-byte the square of that root. 1 = no penalty.
   double gemm_misaligned_efficiency = 1.0;
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
   double kernel_launch_s = 4e-6;             ///< fixed cost per kernel (launch + tail), seconds

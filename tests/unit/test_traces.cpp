@@ -643,12 +643,12 @@ TEST(Calibration, DefaultsForShippedGpusLoadAndValidate) {
   }
   // The A100 file's values (traces/calibration/a100-sxm4-80gb.json).
   const auto a = dtsim::default_calibration("a100-sxm4-80gb");
-  EXPECT_EQ(a.gemm_efficiency_max, 0.8641);  // fitted on published single-node runs (Accuracy)
-  EXPECT_EQ(a.gemm_half_efficiency_flops, 1.05e10);
-  EXPECT_EQ(a.gemm_efficiency_exponent, 1.378);
-  EXPECT_EQ(a.gemm_misaligned_efficiency, 0.5533);
-  EXPECT_EQ(a.host_issue_s, 7.235e-5);
-  EXPECT_EQ(a.host_collective_issue_s, 2.377e-5);
+  EXPECT_EQ(a.gemm_efficiency_max, 0.8649);  // fitted on published single-node runs (Accuracy)
+  EXPECT_EQ(a.gemm_half_efficiency_flops, 8.566e9);
+  EXPECT_EQ(a.gemm_efficiency_exponent, 1.516);
+  EXPECT_EQ(a.gemm_misaligned_efficiency, 0.5238);
+  EXPECT_EQ(a.host_issue_s, 7.181e-5);
+  EXPECT_EQ(a.host_collective_issue_s, 2.384e-5);
   EXPECT_TRUE(a.host_sync_each_pass);
   EXPECT_EQ(a.optimizer_bytes_per_param, 28.0);
   EXPECT_EQ(a.reserved_memory_bytes, 2.0e9);
