@@ -3,6 +3,7 @@
 // traces under DTSIM_SHARED_DIR/traces (skipped when absent), and bad inputs fail with one-line errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -116,13 +117,16 @@ TEST(ComputeModel, IsTheSimulatorsOpTime) {
 TEST(ComputeFit, RecoversKnownParametersExactly) {
   const GpuSpec gpu = gpu_preset("a100-sxm4-80gb");
   const Calibration truth = known_calibration();
-  const Calibration base = default_calibration("a100-sxm4-80gb");
-  ASSERT_NE(base.gemm_efficiency_exponent, 1.0);  // the base's sharper curve is replaced by the fitted hyperbola
+  Calibration base = default_calibration("a100-sxm4-80gb");
+  base.gemm_efficiency_exponent = 1.5;  // a sharper base curve is replaced by the fitted hyperbola, and said so
   const auto fit = sim::fit_compute(synthetic(truth, gpu), gpu, base);
   ASSERT_TRUE(fit.memory.fitted);
   ASSERT_TRUE(fit.gemm.fitted);
   const Calibration& c = fit.calibration;
   EXPECT_EQ(c.gemm_efficiency_exponent, 1.0);
+  EXPECT_TRUE(std::any_of(fit.notes.begin(), fit.notes.end(), [](const std::string& n) {
+    return n.find("gemm_efficiency_exponent 1.5 of the base set to 1") != std::string::npos;
+  }));
   EXPECT_NEAR(c.kernel_launch_s, truth.kernel_launch_s, 0.01 * truth.kernel_launch_s);
   EXPECT_NEAR(c.memory_bandwidth_efficiency, truth.memory_bandwidth_efficiency,
               0.01 * truth.memory_bandwidth_efficiency);
