@@ -4,7 +4,7 @@
 # (PART: bakeoff, search or all, the default; run search on an otherwise idle machine: it reports times).
 # Each case's stdout goes to OUT_DIR/<case>.txt, its JSON to OUT_DIR/<case>/, its wall time to OUT_DIR/times.tsv.
 set -euo pipefail
-DTSIM=${1:-build/sim/dtsim}
+DTSIM=${1:-build/bin/dtsim}
 OUT=${2:?usage: bench/planners.sh [dtsim] OUT_DIR}
 PART=${3:-all}
 mkdir -p "$OUT"

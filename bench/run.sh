@@ -3,7 +3,7 @@
 # mbs 1, gbs 1536 (1F1B and the variants below), and reports wall seconds (best and median of N runs), SimGrid activities per second
 # and peak RSS. Usage: bench/run.sh [path/to/dtsim] [runs]. Writes bench/results.txt-style lines to stdout.
 set -euo pipefail
-DTSIM=${1:-build/sim/dtsim}
+DTSIM=${1:-build/bin/dtsim}
 RUNS=${2:-5}
 ARGS=(simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --mbs 1 --gbs 1536)
 tmp=$(mktemp -d)

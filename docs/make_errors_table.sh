@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # docs/make_errors_table.sh [DTSIM] -- regenerates docs/errors.md, the table of bad inputs and dtsim's messages,
 # from the "ok  <case>: <stderr>" lines of tests/cli/bad_input.sh (every case there checks the error contract:
-# exit code 2, one stderr line, nothing on stdout, no output written). DTSIM defaults to build/sim/dtsim.
+# exit code 2, one stderr line, nothing on stdout, no output written). DTSIM defaults to build/bin/dtsim.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DTSIM=${1:-build/sim/dtsim}
+DTSIM=${1:-build/bin/dtsim}
 [ -x "$DTSIM" ] || { echo "make_errors_table.sh: $DTSIM is not an executable (build first)" >&2; exit 2; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

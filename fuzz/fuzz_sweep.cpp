@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "fuzz/fuzz_common.hpp"
-#include "sim/sweep.hpp"
+#include "studies/sweep/sweep.hpp"
 #include "traces/json_util.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 
 namespace dtsim::sim {
 
-Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust) {
+void validate_inputs(const Inputs& in) {
   in.model->validate();
   in.cluster->validate();
   in.plan->validate(*in.model, *in.cluster);
@@ -23,6 +23,10 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
     GraphRouting routing(in.cluster->graph);
     for (int g = 1; g < in.cluster->total_gpus(); ++g) routing.route(0, g);
   }
+}
+
+Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust) {
+  validate_inputs(in);
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   if (adjust) adjust(s.lowered);

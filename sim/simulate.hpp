@@ -13,7 +13,11 @@ struct Simulation {
   Report report;
 };
 
-/// Validates the inputs (ConfigError on inconsistency), then simulates. Once per process (SimGrid).
+/// ConfigError on inconsistent inputs: each of model, cluster, plan and calibration, the pipeline orders (complete,
+/// no duplicates, no deadlock), and on an explicit graph that every GPU reaches every other.
+void validate_inputs(const Inputs& in);
+
+/// Validates the inputs (validate_inputs), then simulates. Once per process (SimGrid).
 /// `adjust`, when given, edits the lowered graph before it runs (e.g. measured task durations).
 Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust = {});
 

@@ -1,6 +1,6 @@
 // Planner interface: every planner takes the model, the cluster and constraints and returns candidate plans
 // ranked by its own prediction, with what it considered and how long it searched. The simulator then decides
-// (sim/plan_search.hpp). Planners depend on traces and strategies only.
+// (studies/plan/plan_search.hpp). Planners depend on traces and strategies only.
 #pragma once
 #include <memory>
 #include <string>

@@ -2,7 +2,7 @@
 // contiguous stages, are valid plans, are predicted to fit the memory limit, come best-first, and simulate.
 #include <gtest/gtest.h>
 
-#include "sim/plan_search.hpp"
+#include "studies/plan/plan_search.hpp"
 #include "strategies/planner.hpp"
 
 using namespace dtsim;

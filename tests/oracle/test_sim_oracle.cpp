@@ -561,7 +561,7 @@ TEST(RingAllReduce, ExplicitGraphStarMatchesClosedForm) {
 }
 
 // ---- Several jobs on one cluster.
-#include "sim/multi_job.hpp"
+#include "studies/multi_job.hpp"
 
 namespace {
 std::vector<Job> two_dp_jobs(int first_a, int first_b) {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "sim/calibrate.hpp"
-#include "sim/collective_bench.hpp"
+#include "validate/calibrate/nccl_fit.hpp"
+#include "studies/collective_bench.hpp"
 #include "traces/error.hpp"
 #include "traces/nccl_tests.hpp"
 

@@ -1,4 +1,4 @@
-// Compute calibration fitting (sim/calibrate_compute.hpp): the model is the simulator's, synthetic samples from
+// Compute calibration fitting (validate/calibrate/compute_fit.hpp): the model is the simulator's, synthetic samples from
 // known parameters are recovered, Kineto traces are turned into samples as documented, the fit runs on the real
 // traces under DTSIM_SHARED_DIR/traces (skipped when absent), and bad inputs fail with one-line errors.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/calibrate_compute.hpp"
+#include "validate/calibrate/compute_fit.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"

@@ -1,10 +1,10 @@
-// Capacity against a deadline (sim/capacity_deadline.hpp): the hardware bound by hand, and the answer is the first
+// Capacity against a deadline (studies/plan/capacity_deadline.hpp): the hardware bound by hand, and the answer is the first
 // GPU count whose simulated best strategy meets the deadline, with the cost computed by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "sim/capacity_deadline.hpp"
+#include "studies/plan/capacity_deadline.hpp"
 #include "traces/error.hpp"
 
 using namespace dtsim;

@@ -12,7 +12,7 @@
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 #include "traces/output.hpp"
-#include "validate/compare.hpp"
+#include "validate/compare/compare.hpp"
 
 using namespace dtsim;
 using nlohmann::json;

@@ -13,8 +13,8 @@
 #include "sim/simulate.hpp"
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
-#include "validate/measured_timeline.hpp"
-#include "validate/measurements.hpp"
+#include "validate/compare/measured_timeline.hpp"
+#include "validate/compare/measurements.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;

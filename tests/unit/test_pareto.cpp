@@ -1,4 +1,4 @@
-// dtsim pareto (sim/pareto.hpp): the hand-made fixture tests/data/sweep/pareto_handmade.jsonl, whose fronts are
+// dtsim pareto (studies/report/pareto.hpp): the hand-made fixture tests/data/sweep/pareto_handmade.jsonl, whose fronts are
 // known (see tests/data/sweep/README.md), dominance invariants on the larger synthetic sweep, per model and GPU count
 // grouping, deterministic ties, and the command line (table, pareto.json/csv, empty and front-less input).
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "sim/pareto.hpp"
+#include "studies/report/pareto.hpp"
 #include "traces/error.hpp"
 
 using namespace dtsim;

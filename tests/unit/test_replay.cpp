@@ -1,4 +1,4 @@
-// Tests of trace replay and what-if (sim/replay.hpp): hand-built traces with exact expected replay times, the
+// Tests of trace replay and what-if (sim/replay/replay.hpp): hand-built traces with exact expected replay times, the
 // replay error on every real single-rank Kineto trace under DTSIM_SHARED_DIR/traces (skipped when absent), and
 // what-if oracles (identity edits, halving a GPU-bound trace, the alpha-beta collective formula).
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "sim/replay.hpp"
+#include "sim/replay/replay.hpp"
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
 #include "traces/trace_events.hpp"

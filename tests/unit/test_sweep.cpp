@@ -1,4 +1,4 @@
-// Unit tests of sweeps (sim/sweep.hpp): spec checking, expansion and filtering counts on hand-counted specs,
+// Unit tests of sweeps (studies/sweep/sweep.hpp): spec checking, expansion and filtering counts on hand-counted specs,
 // deterministic ids and random samples, the memory pre-filter, rows of analytic scenarios (run in-process: the
 // analytic engine does not use SimGrid) and the CSV form. Process handling, resume and MPI are tested by
 // tests/cli/sweep_resume.sh and sweep_mpi.sh.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/sweep.hpp"
+#include "studies/sweep/sweep.hpp"
 #include "strategies/memory_model.hpp"
 #include "strategies/planner.hpp"
 #include "traces/error.hpp"

@@ -1,4 +1,4 @@
-// Sweep results reader (sim/sweep_results.hpp), SVG writer (sim/svg.hpp) and `dtsim report` (sim/sweep_html.hpp):
+// Sweep results reader (studies/sweep/sweep_results.hpp), SVG writer (studies/report/svg.hpp) and `dtsim report` (studies/report/sweep_html.hpp):
 // malformed and torn lines are one-line errors naming file:line; the HTML page holds the four plots, the top
 // strategy's numbers and escaped names, is byte-identical across runs, and bad input leaves no file behind.
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <functional>
 #include <sstream>
 
-#include "sim/svg.hpp"
-#include "sim/sweep_html.hpp"
+#include "studies/report/svg.hpp"
+#include "studies/report/sweep_html.hpp"
 #include "traces/error.hpp"
 
 using namespace dtsim;

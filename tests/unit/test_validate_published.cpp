@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/validate_published.hpp"
+#include "validate/published/published.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;

@@ -23,7 +23,7 @@
 
 #include "sim/model/lowering.hpp"
 #include "traces/model.hpp"
-#include "validate/measurements.hpp"
+#include "validate/compare/measurements.hpp"
 
 namespace dtsim::exec {
 

@@ -1,0 +1,105 @@
+// `dtsim calibrate nccl-tests LOG` and `dtsim calibrate compute`: calibration fits from measurements
+// (dtsim::calibrate_nccl_tests, dtsim::calibrate_compute).
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "dtsim/dtsim.hpp"
+
+namespace dtsim::cli {
+namespace {
+
+/// `calibrate compute`: the compute fields (launch overhead, memory-bandwidth and GEMM efficiency) fitted to the
+/// kernel times of Kineto traces and GEMM sweep CSVs (validate/calibrate/compute_fit.hpp). argv[0] is "compute".
+int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim calibrate compute: fit the compute calibration (kernel launch overhead, memory-bandwidth and GEMM\n"
+      "efficiency) to the kernel times of PyTorch-profiler traces recorded with shapes and/or GEMM sweep CSVs\n"
+      "example: dtsim calibrate compute --trace rank0.json.gz --gemm-csv gemm.csv --out cal/\n"
+      "         (writes cal/calibration.json and cal/points.csv)\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("trace", po::value<std::vector<std::string>>()->composing(), "Kineto trace (.json, .json.gz, or a .tar.gz of ranks); repeatable")
+    ("gemm-csv", po::value<std::vector<std::string>>()->composing(), "GEMM sweep CSV (m,n,k,dtype,time_s,tflops); repeatable")
+    ("gpu", po::value<std::string>(), "GPU preset or JSON file with its peaks (default: the traces' GPU)")
+    ("base", po::value<std::string>(), "base calibration: JSON file or GPU preset name (default: the GPU's built-in one)")
+    ("out", po::value<std::string>(), "directory to write calibration.json and points.csv into");
+  // clang-format on
+  std::string self = "calibrate compute";
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = self.data();
+  auto vm = parse(desc, argc, args.data());
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  CalibrateComputeRequest req;
+  if (vm.count("trace")) req.traces = vm["trace"].as<std::vector<std::string>>();
+  if (vm.count("gemm-csv")) req.gemm_csvs = vm["gemm-csv"].as<std::vector<std::string>>();
+  if (vm.count("gpu")) req.gpu = vm["gpu"].as<std::string>();
+  if (vm.count("base")) req.base = vm["base"].as<std::string>();
+  // --out is required once there is something to fit (without inputs, calibrate_compute names those first).
+  if (!vm.count("out") && !(req.traces.empty() && req.gemm_csvs.empty()))
+    throw ConfigError("calibrate compute: --out DIR is required");
+  if (vm.count("out")) req.out_dir = vm["out"].as<std::string>();
+  const CalibrateComputeResult r = calibrate_compute(req);
+  write_files(req.out_dir, r.files);
+  out << r.text;
+  return 0;
+}
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv, std::ostream& out) {
+  if (argc >= 2 && std::string(argv[1]) == "compute") return cmd_calibrate_compute(argc - 1, argv + 1, out);
+  po::options_description desc(
+      "dtsim calibrate nccl-tests LOG: fit the network's message-size segments (latency and bandwidth factors\n"
+      "per size range) of one link class to an nccl-tests log and write a calibration file\n"
+      "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes "
+      "cal/calibration.json)\n"
+      "('dtsim calibrate compute --help': the compute fit from kernel traces and GEMM sweeps)\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("source", po::value<std::string>(), "what to fit: nccl-tests")
+    ("log", po::value<std::string>(), "the nccl-tests text output")
+    ("cluster", po::value<std::string>(), "the cluster the log was measured on (preset or JSON)")
+    ("op", po::value<std::string>(), "collective, if the log does not say (all-reduce, all-gather, reduce-scatter)")
+    ("ranks", po::value<int>(), "ranks, if the log does not list them")
+    ("calibration", po::value<std::string>(), "base calibration (default: the built-in one for the GPU)")
+    ("out", po::value<std::string>(), "directory to write calibration.json into");
+  // clang-format on
+  po::positional_options_description pos;
+  pos.add("source", 1).add("log", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("calibrate: ") + e.what());
+  }
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("source") || vm["source"].as<std::string>() != "nccl-tests")
+    throw ConfigError("calibrate: the first argument must be 'nccl-tests' or 'compute'");
+  if (!vm.count("log")) throw ConfigError("calibrate: give the nccl-tests log file");
+  if (!vm.count("cluster")) throw ConfigError("calibrate: --cluster is required");
+  if (!vm.count("out")) throw ConfigError("calibrate: --out DIR is required");
+  CalibrateNcclRequest req;
+  req.log = vm["log"].as<std::string>();
+  req.cluster = vm["cluster"].as<std::string>();
+  if (vm.count("calibration")) req.calibration = vm["calibration"].as<std::string>();
+  if (vm.count("op")) req.op = vm["op"].as<std::string>();
+  if (vm.count("ranks")) req.ranks = vm["ranks"].as<int>();
+  req.out_dir = vm["out"].as<std::string>();
+  const CalibrateNcclResult r = calibrate_nccl_tests(req);
+  write_files(req.out_dir, r.files);
+  out << r.text;
+  return 0;
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,173 @@
+// `dtsim simulate`: one training iteration of a model, cluster and plan (or several jobs sharing a cluster, --jobs),
+// over dtsim::simulate and dtsim::simulate_jobs (dtsim/dtsim.hpp).
+#include "cli/commands.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cli/options.hpp"
+#include "cli/sim_flags.hpp"
+#include "dtsim/dtsim.hpp"
+#include "traces/units.hpp"
+
+namespace dtsim::cli {
+namespace {
+
+/// The plan given by the flags (no --plan): TP/PP/DP degrees (DP defaults to what fills the cluster), batch,
+/// schedule, recompute, ZeRO, sequence parallelism, TP layout, explicit stages, rank order, DP overlap and bucket.
+ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& cluster) {
+  ParallelPlan plan;
+  plan.tp = vm.count("tp") ? vm["tp"].as<int>() : 1;
+  plan.pp = vm.count("pp") ? vm["pp"].as<int>() : 1;
+  if (vm.count("stage-replicas"))
+    plan.stage_replicas = parse_int_list(vm["stage-replicas"].as<std::string>(), "--stage-replicas");
+  if (plan.has_stage_replicas() && !vm.count("pp")) plan.pp = static_cast<int>(plan.stage_replicas.size());
+  if (vm.count("dp")) {
+    plan.dp = vm["dp"].as<int>();
+  } else {
+    int per_copy = plan.tp * (plan.has_stage_replicas() && static_cast<int>(plan.stage_replicas.size()) == plan.pp
+                                  ? plan.devices_per_pipeline()
+                                  : plan.pp);
+    if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
+      throw ConfigError("simulate: one pipeline copy needs " + std::to_string(per_copy) +
+                        " GPUs, which does not divide the " + std::to_string(cluster.total_gpus()) +
+                        " GPUs; give --dp explicitly");
+    plan.dp = cluster.total_gpus() / per_copy;
+  }
+  plan.micro_batch_size = vm.count("mbs") ? vm["mbs"].as<int>() : 1;
+  if (!vm.count("gbs")) throw ConfigError("simulate: --gbs (global batch size) is required without --plan");
+  plan.global_batch_size = vm["gbs"].as<int>();
+  if (vm.count("schedule")) set_schedule(plan, vm["schedule"].as<std::string>(), "--schedule");
+  if (vm.count("recompute")) plan.recompute = recompute_from_string(vm["recompute"].as<std::string>(), "--recompute");
+  if (vm.count("zero")) plan.zero_stage = vm["zero"].as<int>();
+  plan.sequence_parallel = vm.count("sequence-parallel") > 0;
+  if (vm.count("tp-layout")) {
+    std::string spec = vm["tp-layout"].as<std::string>();
+    if (spec.rfind("2.5d:", 0) == 0) {
+      plan.tp_depth = parse_int_list(spec.substr(5), "--tp-layout 2.5d:D").at(0);
+      spec = "2.5d";
+    } else if (spec == "2.5d") {
+      throw ConfigError("--tp-layout 2.5d needs its depth: 2.5d:D (tp = q^2 D)");
+    }
+    plan.tp_layout = tp_layout_from_string(spec, "--tp-layout");
+  }
+  if (vm.count("layers-per-stage"))
+    plan.layers_per_stage = parse_int_list(vm["layers-per-stage"].as<std::string>(), "--layers-per-stage");
+  if (vm.count("rank-order"))
+    plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
+  plan.dp_overlap = vm.count("no-dp-overlap") == 0;
+  if (vm.count("dp-bucket-mb")) plan.dp_bucket_bytes = vm["dp-bucket-mb"].as<double>() * units::kMiB;
+  return plan;
+}
+
+/// `simulate --jobs FILE`: several jobs sharing --cluster.
+int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
+  for (const char* flag :
+       {"model", "plan", "tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
+        "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
+    if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
+  const auto wall0 = std::chrono::steady_clock::now();
+  const JobsResult r = simulate_jobs(vm["cluster"].as<std::string>(), vm["jobs"].as<std::string>(),
+                                     value_or(vm, "calibration"), simulate_options(vm, "simulate"),
+                                     vm.count("no-alone") == 0);
+  if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
+  if (!vm.count("quiet")) {
+    out << r.text;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    char line[120];
+    std::snprintf(line, sizeof line, "simulated %zu jobs in %.2f s wall\n", r.jobs.size(), wall);
+    out << line;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_simulate(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim simulate: simulate one training iteration on SimGrid\n"
+      "example: dtsim simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --mbs 1 --gbs 1536 "
+      "--schedule 1f1b --out out/\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("model", po::value<std::string>(), "model preset (see 'dtsim presets') or model JSON file")
+    ("cluster", po::value<std::string>(), "cluster preset NAME:GPUS (e.g. dgx-a100:64) or cluster JSON file")
+    ("plan", po::value<std::string>(), "plan JSON file (the plan flags below are then not allowed)")
+    ("jobs", po::value<std::string>(),
+     "jobs JSON file: several plans sharing --cluster, each on its own GPUs (replaces --model and the plan flags)")
+    ("no-alone", "with --jobs, do not also simulate each job alone (no slowdown figures)")
+    ("tp", po::value<int>(), "tensor-parallel degree (default 1)")
+    ("pp", po::value<int>(), "pipeline-parallel degree (default 1)")
+    ("dp", po::value<int>(), "data-parallel degree (default: GPUs / (tp * pp))")
+    ("mbs", po::value<int>(), "micro-batch size (default 1)")
+    ("gbs", po::value<int>(), "global batch size in samples (required without --plan)")
+    ("schedule", po::value<std::string>(),
+     "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | custom:FILE (default 1f1b)")
+    ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
+    ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
+    ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
+    ("tp-layout", po::value<std::string>(),
+     "tensor-parallel layout: 1d (Megatron, default) | 2d (tp = q^2) | 2.5d:D (tp = q^2 D) | 3d (tp = q^3)")
+    ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
+    ("stage-replicas", po::value<std::string>(),
+     "devices per stage inside one pipeline copy (stage replication), e.g. 2,1,1; GPUs = tp*dp*sum")
+    ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")
+    ("no-dp-overlap", "start the gradient all-reduce only after the whole backward pass")
+    ("dp-bucket-mb", po::value<double>(), "gradient bucket size in MiB (default 25)")
+    ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
+    ("collectives", po::value<std::string>()->default_value("flow"), "collective lowering: flow | steps")
+    ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")
+    ("collective-algo", po::value<std::string>()->default_value("auto"),
+     "all-reduce algorithm: auto (the calibration's size table, else hierarchical across nodes with several GPUs "
+     "per node, else ring) | ring | hierarchical | tree | nvls")
+    ("network", po::value<std::string>()->default_value("flow"),
+     "network fidelity: flow (SimGrid, links shared) | analytic (alpha-beta, contention-free, no SimGrid)")
+    ("channels", po::value<int>()->default_value(1),
+     "parallel flows per ring transfer (NCCL channels): more channels take a larger share of contended links")
+    ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
+    ("no-trace", "with --out, skip trace.json")
+    ("trace-links", "add one load counter track per network link to trace.json")
+    ("quiet,q", "print nothing on success");
+  // clang-format on
+  auto vm = parse(desc, argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
+  if (vm.count("jobs")) return simulate_jobs_cli(vm, out);
+  if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
+  static const char* const kPlanFlags[] = {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero",
+                                           "sequence-parallel", "layers-per-stage", "stage-replicas", "rank-order",
+                                           "no-dp-overlap", "dp-bucket-mb", "tp-layout"};
+  if (vm.count("plan"))
+    for (const char* flag : kPlanFlags)
+      if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");
+  const auto wall0 = std::chrono::steady_clock::now();
+  Inputs in = load_inputs({vm["model"].as<std::string>(), vm["cluster"].as<std::string>(),
+                           vm.count("plan") ? vm["plan"].as<std::string>() : "", value_or(vm, "calibration")});
+  if (!vm.count("plan")) in.plan = plan_from_flags(vm, in.cluster);
+  SimulateOptions opt = simulate_options(vm, "simulate");
+  opt.trace = vm.count("out") && !vm.count("no-trace");
+  opt.trace_links = vm.count("trace-links") > 0;
+  const SimulateResult r = simulate(in, opt);
+  if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (!vm.count("quiet")) {
+    out << r.text;
+    char line[200];
+    std::snprintf(line, sizeof line, "\nsimulated in %.2f s wall (%s engine, %.0f activities/s)\n", wall,
+                  r.engine.c_str(), static_cast<double>(r.activities) / wall);
+    out << line;
+    if (vm.count("out")) {
+      out << "wrote " << vm["out"].as<std::string>() << "/summary.json";
+      if (r.files.size() > 1) out << " and trace.json (open in https://ui.perfetto.dev)";
+      out << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace dtsim::cli

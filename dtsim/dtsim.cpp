@@ -1,0 +1,285 @@
+// Public API, the core: inputs, presets, simulate, several jobs, collectives (dtsim/dtsim.hpp).
+#include "dtsim/dtsim.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "sim/engine/simgrid_runtime.hpp"
+#include "sim/simulate.hpp"
+#include "studies/collective_bench.hpp"
+#include "studies/multi_job.hpp"
+#include "traces/output.hpp"
+#include "traces/units.hpp"
+#include "dtsim/internal.hpp"
+
+namespace dtsim {
+
+void write_files(const std::string& dir, const Files& files) { write_outputs(dir, files); }
+
+std::string version() { return DTSIM_VERSION; }
+std::string simgrid_version() { return sim::simgrid_version(); }
+
+Presets presets() {
+  Presets p;
+  p.models = model_preset_names();
+  p.gpus = gpu_preset_names();
+  p.clusters = cluster_preset_names();
+  std::string t;
+  t += "models (--model NAME, or a JSON file):\n";
+  for (const auto& n : model_preset_names()) {
+    auto m = model_preset(n);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "  %-15s %7.1fB params  layers %3d  hidden %5d  heads %3d  kv %3d  ffn %6d  seq %5d  vocab %6d\n",
+                  n.c_str(), static_cast<double>(m.total_params()) / 1e9, m.num_layers, m.hidden, m.heads, m.kv_heads,
+                  m.ffn_hidden, m.seq_len, m.vocab);
+    t += line;
+  }
+  t += "gpus:\n";
+  for (const auto& n : gpu_preset_names()) {
+    auto g = gpu_preset(n);
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-15s %6.1f TFLOP/s fp16  %6.0f GB/s HBM  %5.1f GB\n", n.c_str(),
+                  g.peak_fp16_flops / 1e12, g.hbm_Bps / 1e9, g.memory_bytes / 1e9);
+    t += line;
+  }
+  t += "clusters (--cluster NAME:GPUS, or a JSON file):\n";
+  for (const auto& n : cluster_preset_names()) {
+    auto c = load_cluster(n);
+    char line[300];
+    if (c.has_graph())
+      std::snprintf(
+          line, sizeof line,
+          "  %-15s %d x %s per node, explicit graph (%zu vertices, %zu links per node), %d NICs x %.0f Gb/s\n",
+          (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.graph.vertices.size() - 1, c.graph.links.size(),
+          c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
+    else
+      std::snprintf(line, sizeof line,
+                    "  %-15s %d x %s per node, NVSwitch %.0f GB/s per GPU per direction, %d NICs x %.0f Gb/s\n",
+                    (n + ":N").c_str(), c.gpus_per_node, c.gpu.name.c_str(), c.intra.bandwidth_Bps / 1e9,
+                    c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
+    t += line;
+  }
+  t += "fabrics (after NAME:GPUS): :fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
+         ":rail:NODES_PER_RAIL:OVERSUB\n";
+  p.text = std::move(t);
+  return p;
+}
+
+Calibration resolve_calibration(const std::string& spec, const ClusterSpec& cluster) {
+  return spec.empty() ? default_calibration(cluster.gpu.name) : load_calibration(spec);
+}
+
+Inputs load_inputs(const InputSpec& spec) {
+  Inputs in;
+  in.model = load_model(spec.model);
+  in.cluster = load_cluster(spec.cluster);
+  if (!spec.plan.empty()) in.plan = load_plan(spec.plan);
+  in.calibration = resolve_calibration(spec.calibration, in.cluster);
+  return in;
+}
+
+void validate_inputs(const Inputs& in) {
+  const sim::SimOptions opt;
+  sim::validate_inputs(sim::Inputs{&in.model, &in.cluster, &in.plan, &in.calibration, &opt});
+}
+
+namespace detail {
+
+sim::SimOptions sim_options(const SimulateOptions& o) {
+  const std::string& cmd = o.command;
+  const std::string algo_flag = cmd == "collective" ? "--algo" : "--collective-algo";
+  sim::SimOptions opt;
+  if (o.collectives == "flow") opt.collective_mode = sim::CollectiveMode::FLOW;
+  else if (o.collectives == "steps") opt.collective_mode = sim::CollectiveMode::STEPS;
+  else throw ConfigError(cmd + ": --collectives '" + o.collectives + "' is not known (known: flow, steps)");
+  if (o.fold == "auto") opt.fold = sim::FoldMode::AUTO;
+  else if (o.fold == "none") opt.fold = sim::FoldMode::NONE;
+  else throw ConfigError(cmd + ": --fold '" + o.fold + "' is not known (known: auto, none)");
+  const std::string& algo = o.collective_algorithm;
+  if (algo == "auto") opt.collective_algorithm = sim::CollectiveAlgorithm::AUTO;
+  else if (algo == "ring") opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  else if (algo == "hierarchical") opt.collective_algorithm = sim::CollectiveAlgorithm::HIERARCHICAL;
+  else if (algo == "tree") opt.collective_algorithm = sim::CollectiveAlgorithm::TREE;
+  else if (algo == "nvls") opt.collective_algorithm = sim::CollectiveAlgorithm::NVLS;
+  else
+    throw ConfigError(cmd + ": " + algo_flag + " '" + algo +
+                      "' is not known (known: auto, ring, hierarchical, tree, nvls)");
+  opt.network = network_mode(o.network, cmd);
+  opt.channels = o.channels;
+  if (opt.channels < 1 || opt.channels > 64) throw ConfigError(cmd + ": --channels must be between 1 and 64");
+  return opt;
+}
+
+sim::NetworkMode network_mode(const std::string& net, const std::string& cmd) {
+  if (net == "flow") return sim::NetworkMode::FLOW;
+  if (net == "analytic") return sim::NetworkMode::ANALYTIC;
+  throw ConfigError(cmd + ": --network '" + net + "' is not known (known: flow, analytic)");
+}
+
+}  // namespace detail
+
+namespace {
+
+SimulateResult result_of(const sim::Inputs& si, const sim::Simulation& s) {
+  const sim::Report& rep = s.report;
+  SimulateResult r;
+  r.iteration_time_s = rep.iteration_time_s;
+  r.samples_per_s = rep.samples_per_s;
+  r.tokens_per_s = rep.tokens_per_s;
+  r.model_tflops_per_gpu = rep.model_tflops_per_gpu;
+  r.hardware_tflops_per_gpu = rep.hardware_tflops_per_gpu;
+  r.mfu = rep.mfu;
+  r.max_bubble_fraction = rep.max_bubble_fraction;
+  r.oom = !rep.oom.empty();
+  r.engine = s.engine.engine;
+  r.tasks = rep.tasks;
+  r.activities = rep.activities;
+  for (const auto& rr : rep.ranks) {
+    RankResult x;
+    x.global_rank = rr.global_rank;
+    x.stage = rr.coord.pp;
+    x.data = rr.coord.dp;
+    x.tensor = rr.coord.tp;
+    x.compute_s = rr.compute_s;
+    x.exposed_comm_s = rr.exposed_comm_s;
+    x.bubble_s = rr.bubble_s;
+    x.bubble_fraction = rr.bubble_fraction;
+    x.peak_bytes = rr.peak_bytes;
+    x.peak_time_s = rr.peak_time_s;
+    x.oom_event = rr.oom_event;
+    x.memory_timeline.reserve(rr.memory_timeline.size());
+    for (const auto& [t, bytes] : rr.memory_timeline) {
+      double total = 0;
+      for (double b : bytes) total += b;
+      x.memory_timeline.emplace_back(t, total);
+    }
+    r.peak_bytes = std::max(r.peak_bytes, rr.peak_bytes);
+    r.ranks.push_back(std::move(x));
+  }
+  for (const auto& l : s.engine.link_stats)
+    r.links.push_back({l.name, l.bandwidth_Bps, l.bytes, l.busy_s, l.peak_utilization});
+  (void)si;
+  return r;
+}
+
+}  // namespace
+
+SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
+  const sim::SimOptions opt = detail::sim_options(options);
+  const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
+  const sim::Simulation s = sim::simulate(si);
+  SimulateResult r = result_of(si, s);
+  r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
+  r.files.emplace_back("summary.json", sim::summary_json(si, s.lowered, s.engine, s.report).dump(2) + "\n");
+  if (options.trace)
+    r.files.emplace_back("trace.json", sim::trace_json(si, s.lowered, s.engine, s.report, options.trace_links));
+  return r;
+}
+
+JobsResult simulate_jobs(const std::string& cluster_spec, const std::string& jobs_file, const std::string& calibration,
+                         const SimulateOptions& options, bool alone) {
+  const ClusterSpec cluster = load_cluster(cluster_spec);
+  const auto jobs = sim::load_jobs(jobs_file);
+  const Calibration cal = resolve_calibration(calibration, cluster);
+  const sim::SimOptions opt = detail::sim_options(options);
+  const auto res = sim::simulate_jobs(jobs, cluster, cal, opt, alone);
+  JobsResult out;
+  nlohmann::json js = nlohmann::json::array();
+  for (std::size_t k = 0; k < jobs.size(); ++k) {
+    const auto& jr = res.jobs[k];
+    const sim::Inputs in{&jobs[k].model, &cluster, &jobs[k].plan, &cal, &jr.options};
+    auto j = sim::summary_json(in, jr.lowered, jr.engine, jr.report);
+    j.erase("links");
+    j["job"] = {{"name", jobs[k].name}, {"first_gpu", jobs[k].first_gpu}, {"gpus", jobs[k].plan.world_size()}};
+    if (jr.alone_iteration_s > 0) {
+      j["job"]["alone_iteration_time_s"] = jr.alone_iteration_s;
+      j["job"]["slowdown"] = jr.report.iteration_time_s / jr.alone_iteration_s;
+    }
+    js.push_back(j);
+    out.jobs.push_back({jobs[k].name, jobs[k].first_gpu, jobs[k].plan.world_size(), jr.report.iteration_time_s,
+                        jr.alone_iteration_s});
+    out.text += "== job '" + jobs[k].name + "' on GPUs " + std::to_string(jobs[k].first_gpu) + ".." +
+                std::to_string(jobs[k].first_gpu + jobs[k].plan.world_size() - 1) + "\n";
+    out.text += sim::human_summary(in, jr.lowered, jr.engine, jr.report);
+    if (jr.alone_iteration_s > 0) {
+      char line[200];
+      std::snprintf(line, sizeof line, "sharing the cluster: %.3f s per iteration vs %.3f s alone (slowdown x%.3f)\n",
+                    jr.report.iteration_time_s, jr.alone_iteration_s,
+                    jr.report.iteration_time_s / jr.alone_iteration_s);
+      out.text += line;
+    }
+    out.text += "\n";
+  }
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : res.combined.link_stats)
+    links.push_back({{"name", l.name},
+                     {"bandwidth_Bps", l.bandwidth_Bps},
+                     {"bytes", l.bytes},
+                     {"busy_s", l.busy_s},
+                     {"peak_utilization", l.peak_utilization}});
+  const nlohmann::json summary = {{"schema", "dtsim.jobs"},
+                                  {"schema_version", 1},
+                                  {"dtsim_version", DTSIM_VERSION},
+                                  {"simgrid_version", sim::simgrid_version()},
+                                  {"cluster", to_json(cluster)},
+                                  {"jobs", js},
+                                  {"links", links}};
+  out.files.emplace_back("summary.json", summary.dump(2) + "\n");
+  return out;
+}
+
+CollectiveResult collective(const CollectiveRequest& req) {
+  const ClusterSpec cluster = load_cluster(req.cluster);
+  const int n = req.ranks == -1 ? cluster.total_gpus() : req.ranks;
+  const auto kind = sim::collective_kind_from_string(req.op, "--op");
+  const Calibration cal = resolve_calibration(req.calibration, cluster);
+  SimulateOptions so = req.options;
+  so.command = "collective";
+  const sim::SimOptions opt = detail::sim_options(so);
+  if (req.sizes_bytes.empty()) throw ConfigError("collective: no message size given");
+  if (n < 1 || n > cluster.total_gpus())
+    throw ConfigError("collective: --ranks " + std::to_string(n) + " does not fit the " +
+                      std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+  std::vector<sim::CollectivePoint> pts;
+  if (req.sizes_bytes.size() == 1) pts.push_back(sim::run_collective(cluster, cal, opt, n, kind, req.sizes_bytes[0]));
+  else pts = sim::collective_sweep(cluster, cal, opt, n, kind, req.sizes_bytes);
+
+  CollectiveResult out;
+  std::string tsv = "bytes\ttime_us\talgbw_GBps\tbusbw_GBps\n";
+  nlohmann::json rows = nlohmann::json::array();
+  out.text = "dtsim " + std::string(DTSIM_VERSION) + " | " + req.op + " over " + std::to_string(n) + " GPUs of " +
+             cluster.name + " | algorithm " + so.collective_algorithm + ", collectives as " + so.collectives + ", " +
+             so.network + " network\n\n";
+  out.text += "        bytes      time (us)   algbw (GB/s)   busbw (GB/s)\n";
+  for (const auto& p : pts) {
+    out.points.push_back({p.bytes, p.time_s, p.algbw_Bps, p.busbw_Bps});
+    char line[160];
+    std::snprintf(line, sizeof line, "%.0f\t%.3f\t%.3f\t%.3f\n", p.bytes, p.time_s * 1e6, p.algbw_Bps / 1e9,
+                  p.busbw_Bps / 1e9);
+    tsv += line;
+    std::snprintf(line, sizeof line, "%13.0f  %13.3f  %13.3f  %13.3f\n", p.bytes, p.time_s * 1e6, p.algbw_Bps / 1e9,
+                  p.busbw_Bps / 1e9);
+    out.text += line;
+    rows.push_back({{"bytes", p.bytes}, {"time_s", p.time_s}, {"algbw_Bps", p.algbw_Bps}, {"busbw_Bps", p.busbw_Bps}});
+  }
+  const nlohmann::json j = {{"schema", "dtsim.collective"},
+                            {"schema_version", 1},
+                            {"dtsim_version", DTSIM_VERSION},
+                            {"cluster", to_json(cluster)},
+                            {"calibration", cal.name},
+                            {"ranks", n},
+                            {"op", req.op},
+                            {"algorithm", so.collective_algorithm},
+                            {"collectives", so.collectives},
+                            {"network", so.network},
+                            {"definitions",
+                             "nccl-tests: algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce), "
+                             "* (n-1)/n (all-gather, reduce-scatter)"},
+                            {"points", rows}};
+  out.files = {{"collective.tsv", tsv}, {"collective.json", j.dump(2) + "\n"}};
+  return out;
+}
+
+}  // namespace dtsim

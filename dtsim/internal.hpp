@@ -1,0 +1,14 @@
+// Shared by the API's own sources (dtsim/*.cpp), not installed as API: the option strings of SimulateOptions turned
+// into the simulator's options, with the CLI's error messages.
+#pragma once
+#include <string>
+
+#include "dtsim/dtsim.hpp"
+#include "sim/model/lowering.hpp"
+
+namespace dtsim::detail {
+/// ConfigError naming options.command and the option for an unknown value.
+sim::SimOptions sim_options(const SimulateOptions& options);
+/// "flow" | "analytic"; ConfigError "CMD: --network 'X' is not known (known: flow, analytic)".
+sim::NetworkMode network_mode(const std::string& network, const std::string& command);
+}  // namespace dtsim::detail

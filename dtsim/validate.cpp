@@ -1,0 +1,415 @@
+// Public API, validation: see dtsim/validate.hpp. Each call checks its request (in the order the CLI always has,
+// so that the first mistake named is the same), runs the validate/ or sim/replay/ code, and renders `text` and
+// `files` exactly as the CLI prints and writes them.
+#include "dtsim/validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/model/run_config.hpp"
+#include "sim/replay/replay.hpp"
+#include "traces/cluster.hpp"
+#include "traces/error.hpp"
+#include "traces/kineto_import.hpp"
+#include "traces/nccl_tests.hpp"
+#include "traces/units.hpp"
+#include "validate/calibrate/compute_fit.hpp"
+#include "validate/calibrate/nccl_fit.hpp"
+#include "validate/compare/compare.hpp"
+#include "validate/compare/measured_timeline.hpp"
+#include "validate/published/published.hpp"
+
+namespace dtsim {
+namespace {
+
+// ---- published measurements ----------------------------------------------------------------------------------
+
+/// The rows of a request's split with the calibration of each row's GPU, as validate_published() and fit() read
+/// them.
+struct PublishedData {
+  std::string data_names;               ///< the files, ", "-separated
+  std::vector<sim::PublishedRow> rows;  ///< the split (taken per file: row parity within the file)
+  std::map<std::string, Calibration> cal_of_gpu;
+  std::string cal_names;  ///< 'name', 'name'
+  sim::NetworkMode network = sim::NetworkMode::ANALYTIC;
+};
+
+PublishedData load_published_data(const PublishedRequest& req) {
+  if (req.data.empty()) throw ConfigError("validate: --data is required");
+  PublishedData d;
+  std::vector<sim::PublishedRow> all;
+  for (const auto& f : req.data) {
+    auto part = sim::load_published(f);
+    for (auto& r : sim::select_split(part, req.split)) d.rows.push_back(std::move(r));
+    for (auto& r : part) all.push_back(std::move(r));
+    d.data_names += (d.data_names.empty() ? "" : ", ") + f;
+  }
+  // One calibration per GPU kind: the request's for rows of its GPU, else each row's GPU's shipped calibration.
+  if (!req.calibration.empty()) {
+    Calibration c = load_calibration(req.calibration);
+    for (const auto& r : all)
+      if (!c.gpu.empty() && r.gpu != c.gpu)
+        throw ConfigError("validate: calibration '" + req.calibration + "' is for " + c.gpu + ", but row " +
+                          std::to_string(r.index) + " (" + r.group + ") runs on " + r.gpu +
+                          "; validate one GPU kind per calibration file");
+    for (const auto& r : all) d.cal_of_gpu.emplace(r.gpu, c);
+  } else {
+    for (const auto& r : all)
+      if (!d.cal_of_gpu.count(r.gpu)) d.cal_of_gpu.emplace(r.gpu, default_calibration(r.gpu));
+  }
+  for (const auto& [gpu, c] : d.cal_of_gpu) d.cal_names += (d.cal_names.empty() ? "'" : ", '") + c.name + "'";
+  if (req.network != "analytic" && req.network != "flow")
+    throw ConfigError("validate: --network '" + req.network + "' is not known (known: flow, analytic)");
+  d.network = req.network == "flow" ? sim::NetworkMode::FLOW : sim::NetworkMode::ANALYTIC;
+  return d;
+}
+
+std::string published_text(const PublishedData& d, const PublishedRequest& req, const sim::ValidationScore& sc) {
+  char line[512];
+  std::snprintf(
+      line, sizeof line,
+      "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
+      "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
+      DTSIM_VERSION, d.data_names.c_str(), d.rows.size(), req.split.c_str(), d.cal_names.c_str(), req.network.c_str(),
+      100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min, sc.failed);
+  std::string text = line;
+  text += "model group                    rows   MAPE   max err  Spearman\n";
+  for (const auto& g : sc.groups) {
+    std::snprintf(line, sizeof line, "%-29s %5d  %5.2f%%  %6.2f%%  %8.3f\n", g.group.c_str(), g.rows, 100 * g.mape,
+                  100 * g.max_abs_error, g.spearman);
+    text += line;
+  }
+  text += "\nMAPE by feature:\n";
+  for (const auto& [f, v] : sc.by_feature) {
+    std::snprintf(line, sizeof line, "  %-28s %6.2f%%\n", f.c_str(), 100 * v);
+    text += line;
+  }
+  return text;
+}
+
+Files published_files(const PublishedData& d, const PublishedRequest& req, const std::vector<sim::RowResult>& results,
+                      const sim::ValidationScore& sc) {
+  char line[512];
+  nlohmann::json jrows = nlohmann::json::array();
+  std::string csv =
+      "index,group,gpus,tp,pp,dp,micro_batch,global_batch,measured_s,predicted_s,error,compute_s,exposed_comm_s,"
+      "bubble_s,oom,failure\n";
+  for (const auto& r : results) {
+    const auto& p = r.row.plan;
+    jrows.push_back({{"index", r.row.index},
+                     {"group", r.row.group},
+                     {"plan", to_json(p, r.row.model.num_layers)},
+                     {"measured_s", r.row.measured_s},
+                     {"predicted_s", r.predicted_s},
+                     {"error", r.error},
+                     {"compute_s", r.compute_s},
+                     {"exposed_comm_s", r.exposed_comm_s},
+                     {"bubble_s", r.bubble_s},
+                     {"oom", r.oom},
+                     {"failure", r.failure}});
+    std::snprintf(line, sizeof line, "%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.6g,%.9g,%.9g,%.9g,%d,\"%s\"\n", r.row.index,
+                  r.row.group.c_str(), p.world_size(), p.tp, p.pp, p.dp, p.micro_batch_size, p.global_batch_size,
+                  r.row.measured_s, r.predicted_s, r.error, r.compute_s, r.exposed_comm_s, r.bubble_s, r.oom ? 1 : 0,
+                  r.failure.c_str());
+    csv += line;
+  }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : sc.groups)
+    groups.push_back({{"group", g.group},
+                      {"rows", g.rows},
+                      {"mape", g.mape},
+                      {"max_abs_error", g.max_abs_error},
+                      {"spearman", g.spearman}});
+  nlohmann::json feats = nlohmann::json::object();
+  for (const auto& [f, v] : sc.by_feature) feats[f] = v;
+  const nlohmann::json j = {{"schema", "dtsim.validation"},
+                            {"schema_version", 1},
+                            {"data", req.data},
+                            {"split", req.split},
+                            {"calibration", to_json(d.cal_of_gpu.begin()->second)},
+                            {"network", req.network},
+                            {"rows", sc.rows},
+                            {"failed", sc.failed},
+                            {"mape", sc.mape},
+                            {"max_abs_error", sc.max_abs_error},
+                            {"mean_error", sc.mean_error},
+                            {"spearman_min", sc.spearman_min},
+                            {"groups", groups},
+                            {"mape_by_feature", feats},
+                            {"results", jrows}};
+  return {{"validation.json", j.dump(2) + "\n"},
+          {"validation.csv", csv},
+          {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + d.data_names)}};
+}
+
+CompareMetric metric_of(const validate::Metric& m) { return {m.predicted, m.measured, m.error}; }
+
+}  // namespace
+
+PublishedResult validate_published(const PublishedRequest& req) {
+  const PublishedData d = load_published_data(req);
+  const auto results = sim::predict_rows(
+      d.rows, [&](const sim::PublishedRow& r) -> const Calibration& { return d.cal_of_gpu.at(r.gpu); }, d.network);
+  const auto sc = sim::score(results);
+  PublishedResult out;
+  out.rows = sc.rows;
+  out.failed = sc.failed;
+  out.mape = sc.mape;
+  out.max_abs_error = sc.max_abs_error;
+  out.mean_error = sc.mean_error;
+  out.spearman_min = sc.spearman_min;
+  for (const auto& g : sc.groups) out.groups.push_back({g.group, g.rows, g.mape, g.max_abs_error, g.spearman});
+  out.mape_by_feature = sc.by_feature;
+  for (const auto& r : results)
+    out.results.push_back({r.row.index, r.row.group, r.row.plan, r.row.measured_s, r.predicted_s, r.error, r.compute_s,
+                           r.exposed_comm_s, r.bubble_s, r.oom, r.failure});
+  out.text = published_text(d, req, sc);
+  out.files = published_files(d, req, results, sc);
+  return out;
+}
+
+FitResult fit(const FitRequest& req) {
+  const PublishedData d = load_published_data(req);
+  if (req.max_evaluations < 10) throw ConfigError("validate fit: --max-evals must be at least 10");
+  if (d.cal_of_gpu.size() > 1)
+    throw ConfigError("validate fit: the rows run on " + std::to_string(d.cal_of_gpu.size()) +
+                      " GPU kinds; fit one GPU kind at a time");
+  const double tail_weight = req.max_error_weight;
+  if (!(tail_weight >= 0)) throw ConfigError("validate fit: --max-error-weight must be at least 0");
+  auto fr = sim::fit_published(d.rows, d.cal_of_gpu.begin()->second, req.max_evaluations, tail_weight);
+  nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
+  prov["fit"] = {{"sources", req.data},
+                 {"split", req.split},
+                 {"rows", d.rows.size()},
+                 {"method",
+                  "Nelder-Mead on log parameters minimising the mean over model groups of each group's "
+                  "MAPE of predicted iteration times plus max_error_weight times the group's largest "
+                  "|error| (analytic network engine); one value per parameter for all rows"},
+                 {"max_error_weight", tail_weight},
+                 {"fitted", sim::fitted_fields()},
+                 {"objective_before", fr.objective_before},
+                 {"objective_after", fr.objective_after},
+                 {"evaluations", fr.evaluations}};
+  fr.calibration.provenance = prov;
+  const Calibration& c = fr.calibration;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "dtsim %s | validate fit | %zu rows (%s split) | objective %.2f%% -> %.2f%% in %d evaluations\n"
+                "gemm_efficiency_max %.4f  gemm_half_efficiency_flops %.4g  memory_bandwidth_efficiency %.4f  "
+                "kernel_launch_s %.3g  intra_bandwidth_efficiency %.4f  host_issue_s %.3g  "
+                "collective_step_overhead_s %.3g  p2p_overhead_s %.3g  gemm_misaligned_efficiency %.4f  "
+                "host_collective_issue_s %.3g  gemm_efficiency_exponent %.3f\n",
+                DTSIM_VERSION, d.rows.size(), req.split.c_str(), 100 * fr.objective_before, 100 * fr.objective_after,
+                fr.evaluations, c.gemm_efficiency_max, c.gemm_half_efficiency_flops, c.memory_bandwidth_efficiency,
+                c.kernel_launch_s, c.intra_bandwidth_efficiency, c.host_issue_s, c.collective_step_overhead_s,
+                c.p2p_overhead_s, c.gemm_misaligned_efficiency, c.host_collective_issue_s, c.gemm_efficiency_exponent);
+  FitResult out;
+  out.calibration = fr.calibration;
+  out.rows = d.rows.size();
+  out.objective_before = fr.objective_before;
+  out.objective_after = fr.objective_after;
+  out.evaluations = fr.evaluations;
+  out.text = line;
+  out.files = {{"calibration.json", to_json(fr.calibration).dump(2) + "\n"}};
+  return out;
+}
+
+MeasuredResult validate_measured(const MeasuredRequest& req) {
+  const auto rc = sim::load_run_config(req.predicted_dir);
+  const auto m = exec::load_measurements(req.measurements_file);
+  const auto t = exec::measured_timeline(rc, m);
+  MeasuredResult out;
+  out.device = m.device_name;
+  out.compute_tasks = t.compute_tasks;
+  out.measured_tasks = t.measured_tasks;
+  out.iteration_time_s = t.summary.at("results").at("iteration_time_s").get<double>();
+  char line[256];
+  std::snprintf(line, sizeof line, "measured on %s: %zu of %zu compute tasks; re-timed iteration %.6f s\n",
+                m.device_name.c_str(), t.measured_tasks, t.compute_tasks, out.iteration_time_s);
+  out.text = line;
+  for (const auto& r : m.ranks)
+    if (!r.ok) {
+      out.failed_ranks.push_back({r.sim_rank, r.global_rank, r.error});
+      out.text += "rank " + std::to_string(r.sim_rank) + " (global " + std::to_string(r.global_rank) +
+                  ") failed: " + r.error + "\n";
+    }
+  out.files = {{"summary.json", t.summary.dump(2) + "\n"}, {"trace.json", t.trace}};
+  return out;
+}
+
+CompareResult compare(const CompareRequest& req) {
+  const validate::Timeline predicted = validate::load_timeline(req.predicted_dir);
+  const validate::Timeline measured = validate::load_timeline(req.measured_dir);
+  const validate::CompareReport report = validate::compare(predicted, measured);
+  CompareResult out;
+  out.iteration_time_s = metric_of(report.iteration_time_s);
+  out.matched_tasks = report.tasks.size();
+  out.only_predicted_tasks = report.only_predicted.count;
+  out.only_measured_tasks = report.only_measured.count;
+  for (const auto& [rank, r] : report.ranks)
+    out.ranks.push_back({rank, metric_of(r.compute_s), metric_of(r.exposed_comm_s), metric_of(r.bubble_s)});
+  for (const auto& [phase, m] : report.phase_compute_s) out.phase_compute_s.emplace(phase, metric_of(m));
+  for (const auto& [rank, m] : report.peak_memory_bytes) out.peak_memory_bytes.emplace(rank, metric_of(m));
+  out.compute_tasks = report.compute_tasks.count;
+  out.compute_task_mape = report.compute_tasks.mape;
+  out.compute_task_weighted_mape = report.compute_tasks.weighted_mape;
+  out.compute_task_max_abs_error = report.compute_tasks.max_abs_error;
+  out.text = validate::report_text(report);
+  out.files = {{"compare.json", validate::report_json(report).dump(2) + "\n"},
+               {"compare_trace.json", validate::compare_trace_json(predicted, measured)}};
+  return out;
+}
+
+CalibrateNcclResult calibrate_nccl_tests(const CalibrateNcclRequest& req) {
+  const ClusterSpec cluster = load_cluster(req.cluster);
+  const Calibration base =
+      !req.calibration.empty() ? load_calibration(req.calibration) : default_calibration(cluster.gpu.name);
+  const NcclTestsRun run = load_nccl_tests(req.log);
+  auto fit = sim::fit_nccl_tests(run, cluster, base, req.op, req.ranks, req.log);
+  fit.calibration.validate("fitted calibration");
+  CalibrateNcclResult out;
+  out.link = fit.link;
+  out.sizes = run.rows.size();
+  for (const auto& p : fit.points) out.points.push_back({p.bytes, p.measured_s, p.predicted_s});
+  out.mean_rel_error = fit.mean_rel_error;
+  out.max_rel_error = fit.max_rel_error;
+  out.text =
+      "fitted " + fit.link + " segments from " + std::to_string(run.rows.size()) + " sizes of " + req.log + ":\n";
+  char line[160];
+  for (const auto& g : fit.calibration.network_segments)
+    if (g.link == fit.link) {
+      std::snprintf(line, sizeof line, "  ring-step messages <= %-12.6g B: latency x %.3f, bandwidth x %.3f\n",
+                    g.max_bytes, g.latency_factor, g.bandwidth_factor);
+      out.text += line;
+    }
+  if (req.out_dir.empty())
+    std::snprintf(line, sizeof line, "residuals: mean %.2f%%, max %.2f%%\n", 100 * fit.mean_rel_error,
+                  100 * fit.max_rel_error);
+  else
+    std::snprintf(line, sizeof line, "residuals: mean %.2f%%, max %.2f%% | wrote %s\n", 100 * fit.mean_rel_error,
+                  100 * fit.max_rel_error, (req.out_dir + "/calibration.json").c_str());
+  out.text += line;
+  out.files = {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}};
+  out.calibration = std::move(fit.calibration);
+  return out;
+}
+
+CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
+  namespace fs = std::filesystem;
+  if (req.traces.empty() && req.gemm_csvs.empty())
+    throw ConfigError("calibrate compute: give at least one --trace FILE or --gemm-csv FILE");
+  // Traces, one per rank for archives; sources are named by file name (no directory), so outputs do not depend
+  // on where the inputs lie.
+  std::vector<std::pair<ImportedTrace, std::string>> imported;
+  for (const auto& path : req.traces) {
+    const std::string name = fs::path(path).filename().string();
+    auto ends = [&](const std::string& suffix) {
+      return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends(".tar.gz") || ends(".tgz") || ends(".tar")) {
+      for (auto& t : import_kineto_archive(path)) {
+        const std::string member = t.source.substr(std::min(t.source.size(), path.size() + 1));
+        imported.emplace_back(std::move(t), name + ":" + member);
+      }
+    } else {
+      imported.emplace_back(import_kineto(path), name);
+    }
+  }
+  GpuSpec gpu;
+  if (!req.gpu.empty()) {
+    gpu = sim::load_gpu(req.gpu);
+  } else if (!imported.empty()) {
+    gpu = sim::trace_gpu(imported.front().first, imported.front().second);
+    for (const auto& [t, name] : imported) {
+      const GpuSpec g = sim::trace_gpu(t, name);
+      if (g.name != gpu.name)
+        throw ConfigError("calibrate compute: " + name + " ran on " + g.name + " but " + imported.front().second +
+                          " on " + gpu.name + "; fit one GPU at a time or pass --gpu");
+    }
+  } else {
+    throw ConfigError("calibrate compute: --gpu is required when only GEMM CSVs are given");
+  }
+  Calibration base;
+  const std::string base_name = !req.base.empty() ? req.base : gpu.name;
+  if (!req.base.empty() && fs::is_regular_file(base_name)) {
+    base = load_calibration(base_name);
+  } else {
+    try {
+      base = default_calibration(base_name);
+    } catch (const ConfigError&) {
+      throw ConfigError("calibrate compute: no built-in calibration for '" + base_name + "'; pass --base FILE.json");
+    }
+  }
+  sim::ComputeSamples samples;
+  for (const auto& [t, name] : imported) samples.append(sim::samples_from_trace(t, gpu, name));
+  for (const auto& path : req.gemm_csvs) samples.append(sim::load_gemm_csv(path, gpu));
+  const auto fit = sim::fit_compute(std::move(samples), gpu, base);
+  CalibrateComputeResult out;
+  out.calibration = fit.calibration;
+  out.gpu = fit.gpu.name;
+  out.samples = fit.points.size();
+  out.median_rel_error = fit.all_residuals.median;
+  out.mean_rel_error = fit.all_residuals.mean;
+  out.max_rel_error = fit.all_residuals.max;
+  out.notes = fit.notes;
+  out.text = sim::summary_text(fit);
+  if (!req.out_dir.empty())
+    out.text += "wrote " + req.out_dir + "/calibration.json and " + req.out_dir + "/points.csv\n";
+  out.files = {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}};
+  return out;
+}
+
+ReplayResult replay(const ReplayRequest& req) {
+  sim::ReplayOptions opt;
+  for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
+  opt.collective_bw_scale = req.collective_bw_scale;
+  if (req.collective_bw_GBps) {
+    opt.collective_bandwidth_Bps = *req.collective_bw_GBps * units::kGB;
+    if (!(opt.collective_bandwidth_Bps > 0)) throw ConfigError("replay: --collective-bw must be positive");
+  }
+  if (req.collective_group) {
+    opt.collective_group_size = *req.collective_group;
+    if (opt.collective_group_size < 2) throw ConfigError("replay: --collective-group must be at least 2");
+  }
+  opt.collective_alpha_s = req.collective_alpha_us * 1e-6;
+  opt.collective_time_scale = req.collective_time_scale;
+  opt.cpu_gap_scale = req.cpu_scale;
+  opt.runtime_scale = req.runtime_scale;
+  if (req.launch_latency_us) {
+    const double us = *req.launch_latency_us;
+    if (!(us >= 0) || !std::isfinite(us)) throw ConfigError("replay: --launch-latency-us must be a number >= 0");
+    opt.launch_latency_ns = static_cast<std::int64_t>(std::llround(us * 1e3));
+  }
+  opt.keep_unexplained_gaps = req.keep_unexplained_gaps;
+  opt.validate();
+  const std::vector<ImportedTrace> traces = sim::import_traces_for_replay(req.trace, req.member);
+  std::vector<sim::Replay> replays;
+  replays.reserve(traces.size());
+  for (const auto& t : traces) replays.push_back(sim::replay_trace(t, opt));
+  ReplayResult out;
+  std::vector<sim::ReplayReport> reports;
+  std::vector<const ImportedTrace*> tptr;
+  std::vector<const sim::Replay*> rptr;
+  for (std::size_t k = 0; k < replays.size(); ++k) {
+    const sim::ReplayReport& r = replays[k].report;
+    reports.push_back(r);
+    tptr.push_back(&traces[k]);
+    rptr.push_back(&replays[k]);
+    out.traces.push_back({r.source, r.rank, r.world_size, r.measured_span_ns, r.replayed_span_ns, r.error_pct, r.edited,
+                          r.edits, r.predicted_span_ns, r.change_pct});
+    if (k) out.text += "\n";
+    out.text += sim::replay_summary(r);
+  }
+  out.files.emplace_back("replay.json", sim::replay_json(reports, opt));
+  if (req.chrome_trace) out.files.emplace_back("replay_trace.json", sim::replay_chrome_trace(tptr, rptr));
+  return out;
+}
+
+}  // namespace dtsim

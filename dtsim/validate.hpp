@@ -1,0 +1,235 @@
+// Public API, validation (included by dtsim/dtsim.hpp): everything that compares with measured reality. Score
+// predictions against published measurements and fit a calibration to them, turn an executor run into a measured
+// timeline, compare a predicted run with a measured one task by task, fit calibrations to nccl-tests logs and to
+// kernel traces, and replay a PyTorch-profiler trace with what-if edits. Same conventions as dtsim.hpp: plain
+// structs with typed results, `text` (what the CLI prints; the CLI adds its wall time and the "wrote DIR/..." line
+// where the command has them, except calibrate, whose `text` names `out_dir` itself) and `files` (what `--out DIR`
+// writes), ConfigError with the CLI's message; nothing is written to disk. Options the CLI requires (--out, the
+// run directories, the trace, the nccl-tests log and its cluster) are checked by the CLI before the call; empty
+// ones here fail where they are read.
+//
+// The formats and models behind each call: validate/published/published.hpp (published rows, the fit),
+// validate/compare/compare.hpp and measured_timeline.hpp (timelines), validate/calibrate/nccl_fit.hpp and
+// compute_fit.hpp (calibration fits), sim/replay/replay.hpp (replay and its edits).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtsim/common.hpp"
+#include "traces/calibration.hpp"
+#include "traces/plan.hpp"
+
+namespace dtsim {
+
+// ---- published measurements (`dtsim validate published`, `dtsim validate fit`) -----------------------------------
+
+/// Files of measured runs, predicted row by row. Each row runs on its own GPU kind; a row is simulated with the
+/// calibration of its GPU (`calibration` when given, which must then be of every row's GPU).
+struct PublishedRequest {
+  std::vector<std::string> data;     ///< measurement files: the vTrain CSV, a CSV with named columns, JSON rows
+  std::string calibration;           ///< calibration JSON file ("" = the built-in one of each row's GPU)
+  std::string split = "all";         ///< all | train (even rows of each file) | test (odd rows of each file)
+  std::string network = "analytic";  ///< analytic | flow (flow: one child process per row)
+};
+
+/// One predicted row (error = (predicted - measured) / measured).
+struct PublishedRowResult {
+  int index = 0;      ///< 0-based row of its file
+  std::string group;  ///< rows of the same model shape
+  ParallelPlan plan;
+  double measured_s = 0, predicted_s = 0, error = 0;
+  double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;  ///< of the slowest simulated rank
+  bool oom = false;
+  std::string failure;  ///< why the row could not be simulated ("" if it was)
+};
+
+/// The score of one model group.
+struct PublishedGroupScore {
+  std::string group;
+  int rows = 0;
+  double mape = 0, max_abs_error = 0, spearman = 0;
+};
+
+struct PublishedResult {
+  int rows = 0, failed = 0;
+  double mape = 0;           ///< mean |error| (fraction: 0.06 = 6%)
+  double max_abs_error = 0;  ///< largest |error|
+  double mean_error = 0;     ///< signed mean error (bias)
+  double spearman_min = 0;   ///< the smallest per-group Spearman rank correlation
+  std::vector<PublishedGroupScore> groups;
+  std::vector<std::pair<std::string, double>> mape_by_feature;  ///< MAPE of the rows exercising each mechanism
+  std::vector<PublishedRowResult> results;                      ///< every row of the split, in file order
+  std::string text;                                             ///< the score, per group and per feature
+  Files files;  ///< validation.json, validation.csv, predicted_vs_measured.svg
+};
+/// Predicts every row of the split and scores the predictions.
+PublishedResult validate_published(const PublishedRequest& req);
+
+/// The calibration fitted to the rows of a split: Nelder-Mead over log parameters minimising the mean over model
+/// groups of (the group's MAPE + max_error_weight x its largest |error|), analytic network (`network` is checked
+/// but not used). The rows must run on one GPU kind.
+struct FitRequest : PublishedRequest {
+  int max_evaluations = 300;    ///< objective evaluations (each predicts every row), at least 10
+  double max_error_weight = 0;  ///< weight of each group's largest |error| next to its MAPE, >= 0
+};
+struct FitResult {
+  Calibration calibration;                           ///< the fitted one; its provenance records the fit
+  std::size_t rows = 0;                              ///< rows fitted
+  double objective_before = 0, objective_after = 0;  ///< fractions (0.06 = 6%)
+  int evaluations = 0;
+  std::string text;  ///< the objective before and after and the fitted values
+  Files files;       ///< calibration.json
+};
+FitResult fit(const FitRequest& req);
+
+// ---- executor measurements (`dtsim validate measured`) ------------------------------------------------------------
+
+/// An executor run (dtsim-exec's measurements.json) of a simulated run (a `dtsim simulate --out` directory) as a
+/// measured run directory in the simulator's format: the predicted graph re-timed with the measured compute
+/// durations (communication keeps its predicted times), with the measured peak memory. Runs the simulator once
+/// (SimGrid: once per process).
+struct MeasuredRequest {
+  std::string predicted_dir;      ///< the `dtsim simulate --out` directory the executor ran
+  std::string measurements_file;  ///< dtsim-exec's measurements.json
+};
+struct MeasuredResult {
+  std::string device;              ///< the GPU the executor ran on
+  std::size_t compute_tasks = 0;   ///< compute tasks of the graph
+  std::size_t measured_tasks = 0;  ///< of them, those with measured durations
+  double iteration_time_s = 0;     ///< of the re-timed graph
+  struct FailedRank {
+    int sim_rank = 0, global_rank = 0;
+    std::string error;
+  };
+  std::vector<FailedRank> failed_ranks;  ///< ranks the executor could not run
+  std::string text;                      ///< the coverage and the re-timed iteration, then each failed rank
+  Files files;                           ///< summary.json, trace.json
+};
+MeasuredResult validate_measured(const MeasuredRequest& req);
+
+// ---- predicted vs measured run (`dtsim compare`) ------------------------------------------------------------------
+
+/// Two run directories in the format `dtsim simulate --out` writes (trace.json + summary.json), aligned task by task.
+struct CompareRequest {
+  std::string predicted_dir;
+  std::string measured_dir;  ///< in the same format
+};
+
+/// A predicted and a measured value; error = measured / predicted - 1 (NaN when predicted is 0 or a side lacks it).
+struct CompareMetric {
+  double predicted = 0, measured = 0, error = 0;
+};
+
+struct CompareResult {
+  CompareMetric iteration_time_s;
+  std::size_t matched_tasks = 0;         ///< tasks present on both sides
+  std::size_t only_predicted_tasks = 0;  ///< tasks the measured side lacks
+  std::size_t only_measured_tasks = 0;   ///< tasks the predicted side lacks
+  /// Per simulated rank: compute, exposed communication and bubble time.
+  struct Rank {
+    int rank = 0;
+    CompareMetric compute_s, exposed_comm_s, bubble_s;
+  };
+  std::vector<Rank> ranks;                               ///< by rank
+  std::map<std::string, CompareMetric> phase_compute_s;  ///< compute-stream time per phase
+  std::map<int, CompareMetric> peak_memory_bytes;        ///< by global rank
+  std::size_t compute_tasks = 0;                         ///< matched compute-stream tasks with a finite error
+  double compute_task_mape = 0;                          ///< their mean |error|
+  double compute_task_weighted_mape = 0;                 ///< sum |measured - predicted| / sum predicted
+  double compute_task_max_abs_error = 0;
+  std::string text;  ///< end to end, per rank, per phase, memory, the worst tasks
+  Files files;       ///< compare.json, compare_trace.json (both sides in one Chrome trace)
+};
+CompareResult compare(const CompareRequest& req);
+
+// ---- calibration fits (`dtsim calibrate nccl-tests`, `dtsim calibrate compute`) -----------------------------------
+
+/// The network's message-size segments (latency and bandwidth factors per size range) of one link class ("intra"
+/// when the log's ranks fit in one node, else "inter") fitted to an nccl-tests log.
+struct CalibrateNcclRequest {
+  std::string log;          ///< the nccl-tests text output
+  std::string cluster;      ///< the cluster it was measured on: preset NAME:GPUS or cluster JSON file
+  std::string calibration;  ///< the base: calibration JSON file ("" = the built-in one of the cluster's GPU)
+  std::string op;           ///< all-reduce | all-gather | reduce-scatter ("" = what the log says)
+  int ranks = 0;            ///< ranks (0 = what the log says)
+  std::string out_dir;      ///< where the caller writes `files`, named in `text` ("" = not named)
+};
+struct CalibrateNcclResult {
+  Calibration calibration;  ///< the base with the fitted segments
+  std::string link;         ///< "intra" or "inter"
+  std::size_t sizes = 0;    ///< message sizes in the log
+  struct Point {
+    double bytes = 0, measured_s = 0, predicted_s = 0;
+  };
+  std::vector<Point> points;                     ///< every size, measured and as the fitted calibration predicts it
+  double mean_rel_error = 0, max_rel_error = 0;  ///< |predicted - measured| / measured over the points
+  std::string text;                              ///< the fitted segments and the residuals
+  Files files;                                   ///< calibration.json
+};
+CalibrateNcclResult calibrate_nccl_tests(const CalibrateNcclRequest& req);
+
+/// The compute fields (kernel launch overhead, memory-bandwidth and GEMM efficiency) fitted to the kernel times of
+/// PyTorch-profiler traces recorded with shapes and/or GEMM sweep CSVs. At least one trace or CSV.
+struct CalibrateComputeRequest {
+  std::vector<std::string> traces;     ///< Kineto traces: .json, .json.gz, or a .tar.gz / .tgz / .tar of ranks
+  std::vector<std::string> gemm_csvs;  ///< GEMM sweep CSVs (m,n,k,dtype,time_s,tflops)
+  std::string gpu;                     ///< GPU preset or JSON file ("" = the traces' GPU; required with CSVs only)
+  std::string base;                    ///< base calibration: JSON file or GPU preset ("" = the GPU's built-in one)
+  std::string out_dir;                 ///< where the caller writes `files`, named in `text` ("" = not named)
+};
+struct CalibrateComputeResult {
+  Calibration calibration;  ///< the base with the fitted compute fields; its provenance records the fit
+  std::string gpu;          ///< the GPU fitted
+  std::size_t samples = 0;  ///< GEMM and memory-bound operator samples
+  double median_rel_error = 0, mean_rel_error = 0, max_rel_error = 0;  ///< |residual| over the samples
+  std::vector<std::string> notes;                                      ///< caveats of the inputs and the fit
+  std::string text;  ///< fitted values, residuals overall and per class, skip reasons, notes
+  Files files;       ///< calibration.json, points.csv
+};
+CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req);
+
+// ---- trace replay (`dtsim replay`) --------------------------------------------------------------------------------
+
+/// A Kineto trace replayed as a dependency graph (analytic engine), with optional what-if edits of durations.
+/// Unset edits keep the measured value.
+struct ReplayRequest {
+  std::string trace;   ///< .json, .json.gz, or a .tar.gz / .tgz / .tar of one trace per rank
+  std::string member;  ///< with an archive: replay only this member ("" = every rank, one by one)
+  /// "REGEX=FACTOR": multiply the duration of non-collective GPU tasks whose name matches (first match wins).
+  std::vector<std::string> scale_kernels;
+  double collective_bw_scale = 1.0;          ///< collective (NCCL) bandwidth x F (alpha-beta model)
+  std::optional<double> collective_bw_GBps;  ///< collective bus bandwidth for collectives of known size, > 0
+  std::optional<int> collective_group;       ///< new collective group size, >= 2
+  double collective_alpha_us = 0;            ///< per-step latency of the alpha-beta model, microseconds
+  double collective_time_scale = 1.0;        ///< every collective kernel's time x F
+  double cpu_scale = 1.0;                    ///< CPU gaps (host work between runtime calls) x F
+  double runtime_scale = 1.0;                ///< runtime calls' own time x F
+  std::optional<double> launch_latency_us;   ///< launch latency, >= 0 (unset: fitted from the trace)
+  bool keep_unexplained_gaps = true;         ///< false: drop GPU idle time no dependency explains (the model alone)
+  bool chrome_trace = true;                  ///< render replay_trace.json into `files` (the largest output)
+};
+
+/// One replayed trace (spans from the trace's first replayed event, nanoseconds).
+struct ReplayTraceResult {
+  std::string source;
+  int rank = -1, world_size = 0;
+  std::int64_t measured_span_ns = 0, replayed_span_ns = 0;
+  double error_pct = 0;  ///< 100 (replayed - measured) / measured
+  bool edited = false;
+  std::string edits;                   ///< the edits in words ("" when none)
+  std::int64_t predicted_span_ns = 0;  ///< with the edits (= replayed_span_ns when not edited)
+  double change_pct = 0;               ///< 100 (predicted - replayed) / replayed
+};
+struct ReplayResult {
+  std::vector<ReplayTraceResult> traces;  ///< one per replayed trace (archive members in name order)
+  std::string text;                       ///< one summary per trace (without the wall time)
+  Files files;  ///< replay.json; replay_trace.json (Chrome trace of the replayed timelines) with chrome_trace
+};
+ReplayResult replay(const ReplayRequest& req);
+
+}  // namespace dtsim
