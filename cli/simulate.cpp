@@ -68,9 +68,9 @@ int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
         "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   const auto wall0 = std::chrono::steady_clock::now();
-  const JobsResult r = simulate_jobs(vm["cluster"].as<std::string>(), vm["jobs"].as<std::string>(),
-                                     value_or(vm, "calibration"), simulate_options(vm, "simulate"),
-                                     vm.count("no-alone") == 0);
+  const JobsResult r =
+      simulate_jobs(vm["cluster"].as<std::string>(), vm["jobs"].as<std::string>(), value_or(vm, "calibration"),
+                    simulate_options(vm, "simulate"), vm.count("no-alone") == 0);
   if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
   if (!vm.count("quiet")) {
     out << r.text;
@@ -139,9 +139,21 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
   if (vm.count("jobs")) return simulate_jobs_cli(vm, out);
   if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
-  static const char* const kPlanFlags[] = {"tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero",
-                                           "sequence-parallel", "layers-per-stage", "stage-replicas", "rank-order",
-                                           "no-dp-overlap", "dp-bucket-mb", "tp-layout"};
+  static const char* const kPlanFlags[] = {"tp",
+                                           "pp",
+                                           "dp",
+                                           "mbs",
+                                           "gbs",
+                                           "schedule",
+                                           "recompute",
+                                           "zero",
+                                           "sequence-parallel",
+                                           "layers-per-stage",
+                                           "stage-replicas",
+                                           "rank-order",
+                                           "no-dp-overlap",
+                                           "dp-bucket-mb",
+                                           "tp-layout"};
   if (vm.count("plan"))
     for (const char* flag : kPlanFlags)
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");

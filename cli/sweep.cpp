@@ -14,7 +14,8 @@ int cmd_sweep(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim sweep SPEC.json: simulate every scenario of a sweep spec (models x clusters x strategy knobs, planners)\n"
       "in worker processes; resumable (rerun the same command); under 'mpirun -np N' the scenarios are sharded over\n"
-      "the ranks and rank 0 gathers the results. The spec format is described in studies/sweep/sweep.hpp and examples/sweeps/.\n"
+      "the ranks and rank 0 gathers the results. The spec format is described in studies/sweep/sweep.hpp and "
+      "examples/sweeps/.\n"
       "example: dtsim sweep examples/sweeps/default.json -j 2 --out sweep-out\n"
       "writes DIR/results.jsonl (one row per scenario), DIR/results.csv and DIR/sweep.json (counts, "
       "timings)\n\noptions");

@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "dtsim/internal.hpp"
 #include "sim/engine/simgrid_runtime.hpp"
 #include "sim/simulate.hpp"
 #include "studies/collective_bench.hpp"
 #include "studies/multi_job.hpp"
 #include "traces/output.hpp"
 #include "traces/units.hpp"
-#include "dtsim/internal.hpp"
 
 namespace dtsim {
 
@@ -62,7 +62,7 @@ Presets presets() {
     t += line;
   }
   t += "fabrics (after NAME:GPUS): :fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
-         ":rail:NODES_PER_RAIL:OVERSUB\n";
+       ":rail:NODES_PER_RAIL:OVERSUB\n";
   p.text = std::move(t);
   return p;
 }
@@ -198,8 +198,8 @@ JobsResult simulate_jobs(const std::string& cluster_spec, const std::string& job
       j["job"]["slowdown"] = jr.report.iteration_time_s / jr.alone_iteration_s;
     }
     js.push_back(j);
-    out.jobs.push_back({jobs[k].name, jobs[k].first_gpu, jobs[k].plan.world_size(), jr.report.iteration_time_s,
-                        jr.alone_iteration_s});
+    out.jobs.push_back(
+        {jobs[k].name, jobs[k].first_gpu, jobs[k].plan.world_size(), jr.report.iteration_time_s, jr.alone_iteration_s});
     out.text += "== job '" + jobs[k].name + "' on GPUs " + std::to_string(jobs[k].first_gpu) + ".." +
                 std::to_string(jobs[k].first_gpu + jobs[k].plan.world_size() - 1) + "\n";
     out.text += sim::human_summary(in, jr.lowered, jr.engine, jr.report);

@@ -112,10 +112,10 @@ struct SimulateResult {
   double hardware_tflops_per_gpu = 0;  ///< executed FLOPs (with recompute) per second per GPU, TFLOP/s
   double mfu = 0;                      ///< model FLOPs utilisation against the GPU's dense peak
   double max_bubble_fraction = 0;
-  double peak_bytes = 0;     ///< the largest peak over the ranks
-  bool oom = false;          ///< some rank exceeds its device memory
-  std::string engine;        ///< "simgrid-flow" or "analytic"
-  std::uint64_t tasks = 0;   ///< tasks in the lowered graph
+  double peak_bytes = 0;    ///< the largest peak over the ranks
+  bool oom = false;         ///< some rank exceeds its device memory
+  std::string engine;       ///< "simgrid-flow" or "analytic"
+  std::uint64_t tasks = 0;  ///< tasks in the lowered graph
   std::uint64_t activities = 0;
   std::vector<RankResult> ranks;
   std::vector<LinkResult> links;
@@ -146,9 +146,9 @@ JobsResult simulate_jobs(const std::string& cluster, const std::string& jobs_fil
 /// nccl-tests does (algbw = bytes / time; busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for gathers/scatters).
 struct CollectiveRequest {
   std::string cluster;
-  std::string calibration;   ///< "" = the built-in one of the cluster's GPU
-  int ranks = -1;            ///< GPUs in the group (the first ones); -1 = every GPU
-  std::string op = "all-reduce";  ///< all-reduce | all-gather | reduce-scatter | all-to-all | broadcast | reduce
+  std::string calibration;          ///< "" = the built-in one of the cluster's GPU
+  int ranks = -1;                   ///< GPUs in the group (the first ones); -1 = every GPU
+  std::string op = "all-reduce";    ///< all-reduce | all-gather | reduce-scatter | all-to-all | broadcast | reduce
   std::vector<double> sizes_bytes;  ///< one size, or a sweep
   SimulateOptions options;          ///< collectives, collective_algorithm, network, channels
 };

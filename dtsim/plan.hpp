@@ -13,20 +13,20 @@ namespace dtsim {
 struct PlanRequest {
   std::string model;
   std::string cluster;
-  std::string calibration;      ///< "" = the built-in one of the cluster's GPU
-  int global_batch_size = 0;    ///< required
+  std::string calibration;        ///< "" = the built-in one of the cluster's GPU
+  int global_batch_size = 0;      ///< required
   double memory_limit_bytes = 0;  ///< 0 = the device's
-  int tensor_parallel = 1;      ///< pipedream, dapple: GPUs of one node acting as one device
-  std::string planner = "grid";  ///< grid | pipedream | dapple | rannc | rannc-paper | uniap | luo (plan() only)
-  int top = 5;                  ///< the planner's best candidates simulated (1..100)
-  std::string network = "flow";  ///< flow | analytic, for the simulations
-  bool simulate_chosen = false;  ///< plan(): also simulate the chosen plan here (its summary.json, trace.json)
-  std::string command = "plan";  ///< names the caller in error messages
+  int tensor_parallel = 1;        ///< pipedream, dapple: GPUs of one node acting as one device
+  std::string planner = "grid";   ///< grid | pipedream | dapple | rannc | rannc-paper | uniap | luo (plan() only)
+  int top = 5;                    ///< the planner's best candidates simulated (1..100)
+  std::string network = "flow";   ///< flow | analytic, for the simulations
+  bool simulate_chosen = false;   ///< plan(): also simulate the chosen plan here (its summary.json, trace.json)
+  std::string command = "plan";   ///< names the caller in error messages
 };
 
 struct PlanCandidate {
   ParallelPlan plan;
-  std::string description;  ///< "tp 8 pp 8 dp 16 mbs 1 1f1b ..."
+  std::string description;                           ///< "tp 8 pp 8 dp 16 mbs 1 1f1b ..."
   double predicted_s = 0, predicted_peak_bytes = 0;  ///< the planner's own cost model
   double simulated_s = 0, simulated_peak_bytes = 0;  ///< dtsim
   bool fits = false;                                 ///< fits memory in simulation
@@ -35,8 +35,8 @@ struct PlanCandidate {
 struct PlanResult {
   std::string planner;
   std::size_t considered = 0, invalid = 0, over_memory = 0, pruned = 0, feasible = 0;
-  double search_s = 0;    ///< the planner's search wall time
-  double simulate_s = 0;  ///< wall time of the simulations
+  double search_s = 0;                    ///< the planner's search wall time
+  double simulate_s = 0;                  ///< wall time of the simulations
   std::vector<PlanCandidate> candidates;  ///< the simulated ones, in the planner's order
   int chosen = -1;                        ///< index into candidates; -1 if none fits
   std::string text;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "dtsim/common.hpp"
+
 namespace dtsim {
 
 // ---- sweep --------------------------------------------------------------------------------------------------------

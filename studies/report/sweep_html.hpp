@@ -3,8 +3,8 @@
 //   (a) best throughput against GPU count, one line per model;
 //   (b) memory of the top strategies, stacked by weights / gradients / optimizer / activations / reserved, with
 //       the memory capacity;
-//   (c) the Pareto fronts of tokens/s against peak memory (studies/report/pareto.hpp), every scenario that ran faint behind;
-//   (d) compute / exposed communication / pipeline bubble of the top strategies;
+//   (c) the Pareto fronts of tokens/s against peak memory (studies/report/pareto.hpp), every scenario that ran faint
+//   behind; (d) compute / exposed communication / pipeline bubble of the top strategies;
 // then a table of the top strategies per model and GPU count, and the skip/failure counts with the errors seen.
 // "Top" = the rows that ran and fit, by tokens/s (ties: lower index, then id).
 #pragma once

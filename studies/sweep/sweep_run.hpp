@@ -2,8 +2,8 @@
 // final sorted files.
 //
 // Processes. The driver never simulates: it forks up to `jobs` workers and hands them scenario numbers over a pipe;
-// each worker runs the scenario (studies/sweep/sweep.hpp run_scenario) and sends its row back as one length-prefixed JSON
-// text. A worker that ran a flow-network scenario (SimGrid: one engine per process) exits afterwards and the next
+// each worker runs the scenario (studies/sweep/sweep.hpp run_scenario) and sends its row back as one length-prefixed
+// JSON text. A worker that ran a flow-network scenario (SimGrid: one engine per process) exits afterwards and the next
 // scenario gets a fresh fork; analytic scenarios reuse the worker. A worker that dies with a scenario in flight
 // (signal or abnormal exit) costs a retry on a fresh worker; the second death records status "crashed". Workers
 // die with the driver (PR_SET_PDEATHSIG) and never touch MPI.

@@ -2,8 +2,8 @@
 // contiguous stages, are valid plans, are predicted to fit the memory limit, come best-first, and simulate.
 #include <gtest/gtest.h>
 
-#include "studies/plan/plan_search.hpp"
 #include "strategies/planner.hpp"
+#include "studies/plan/plan_search.hpp"
 
 using namespace dtsim;
 

@@ -48,10 +48,13 @@ TEST(Api, LoadInputsResolvesPresetsAndTheGpusCalibration) {
 }
 
 TEST(Api, LoadInputsNamesTheBadInput) {
-  EXPECT_NE(error_of([] { load_inputs({"no-such-model", "dgx-a100:8", "", ""}); }).find("no-such-model"),
+  EXPECT_NE(error_of([] {
+              load_inputs({"no-such-model", "dgx-a100:8", "", ""});
+            }).find("no-such-model"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load_inputs({"gpt3-1.3b", "dgx-a100:8", "/nonexistent/plan.json", ""}); })
-                .find("/nonexistent/plan.json"),
+  EXPECT_NE(error_of([] {
+              load_inputs({"gpt3-1.3b", "dgx-a100:8", "/nonexistent/plan.json", ""});
+            }).find("/nonexistent/plan.json"),
             std::string::npos);
 }
 

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "validate/calibrate/nccl_fit.hpp"
 #include "studies/collective_bench.hpp"
 #include "traces/error.hpp"
 #include "traces/nccl_tests.hpp"
+#include "validate/calibrate/nccl_fit.hpp"
 
 using namespace dtsim;
 

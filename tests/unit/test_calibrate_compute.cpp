@@ -1,5 +1,5 @@
-// Compute calibration fitting (validate/calibrate/compute_fit.hpp): the model is the simulator's, synthetic samples from
-// known parameters are recovered, Kineto traces are turned into samples as documented, the fit runs on the real
+// Compute calibration fitting (validate/calibrate/compute_fit.hpp): the model is the simulator's, synthetic samples
+// from known parameters are recovered, Kineto traces are turned into samples as documented, the fit runs on the real
 // traces under DTSIM_SHARED_DIR/traces (skipped when absent), and bad inputs fail with one-line errors.
 #include <gtest/gtest.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "validate/calibrate/compute_fit.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
+#include "validate/calibrate/compute_fit.hpp"
 
 #ifndef DTSIM_SHARED_DIR
 #define DTSIM_SHARED_DIR "../shared"

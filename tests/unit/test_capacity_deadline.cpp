@@ -1,5 +1,5 @@
-// Capacity against a deadline (studies/plan/capacity_deadline.hpp): the hardware bound by hand, and the answer is the first
-// GPU count whose simulated best strategy meets the deadline, with the cost computed by hand.
+// Capacity against a deadline (studies/plan/capacity_deadline.hpp): the hardware bound by hand, and the answer is the
+// first GPU count whose simulated best strategy meets the deadline, with the cost computed by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
-// dtsim pareto (studies/report/pareto.hpp): the hand-made fixture tests/data/sweep/pareto_handmade.jsonl, whose fronts are
-// known (see tests/data/sweep/README.md), dominance invariants on the larger synthetic sweep, per model and GPU count
-// grouping, deterministic ties, and the command line (table, pareto.json/csv, empty and front-less input).
+// dtsim pareto (studies/report/pareto.hpp): the hand-made fixture tests/data/sweep/pareto_handmade.jsonl, whose fronts
+// are known (see tests/data/sweep/README.md), dominance invariants on the larger synthetic sweep, per model and GPU
+// count grouping, deterministic ties, and the command line (table, pareto.json/csv, empty and front-less input).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

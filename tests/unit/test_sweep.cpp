@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "studies/sweep/sweep.hpp"
 #include "strategies/memory_model.hpp"
 #include "strategies/planner.hpp"
+#include "studies/sweep/sweep.hpp"
 #include "traces/error.hpp"
 
 namespace sw = dtsim::sim::sweep;

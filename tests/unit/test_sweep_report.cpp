@@ -1,6 +1,7 @@
-// Sweep results reader (studies/sweep/sweep_results.hpp), SVG writer (studies/report/svg.hpp) and `dtsim report` (studies/report/sweep_html.hpp):
-// malformed and torn lines are one-line errors naming file:line; the HTML page holds the four plots, the top
-// strategy's numbers and escaped names, is byte-identical across runs, and bad input leaves no file behind.
+// Sweep results reader (studies/sweep/sweep_results.hpp), SVG writer (studies/report/svg.hpp) and `dtsim report`
+// (studies/report/sweep_html.hpp): malformed and torn lines are one-line errors naming file:line; the HTML page holds
+// the four plots, the top strategy's numbers and escaped names, is byte-identical across runs, and bad input leaves no
+// file behind.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
