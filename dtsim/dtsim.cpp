@@ -122,7 +122,7 @@ sim::NetworkMode network_mode(const std::string& net, const std::string& cmd) {
 
 namespace {
 
-SimulateResult result_of(const sim::Inputs& si, const sim::Simulation& s) {
+SimulateResult result_of(const sim::Simulation& s) {
   const sim::Report& rep = s.report;
   SimulateResult r;
   r.iteration_time_s = rep.iteration_time_s;
@@ -160,7 +160,6 @@ SimulateResult result_of(const sim::Inputs& si, const sim::Simulation& s) {
   }
   for (const auto& l : s.engine.link_stats)
     r.links.push_back({l.name, l.bandwidth_Bps, l.bytes, l.busy_s, l.peak_utilization});
-  (void)si;
   return r;
 }
 
@@ -170,7 +169,7 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
   const sim::SimOptions opt = detail::sim_options(options);
   const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
   const sim::Simulation s = sim::simulate(si);
-  SimulateResult r = result_of(si, s);
+  SimulateResult r = result_of(s);
   r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
   r.files.emplace_back("summary.json", sim::summary_json(si, s.lowered, s.engine, s.report).dump(2) + "\n");
   if (options.trace)

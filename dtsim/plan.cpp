@@ -15,24 +15,31 @@
 namespace dtsim {
 namespace {
 
+/// Cluster, calibration, global batch and memory limit of a planner input (plan, bakeoff, capacity), with the CLI's
+/// checks and messages naming `cmd`.
+void cluster_input(const std::string& cluster, const std::string& calibration, int global_batch_size,
+                   double memory_limit_bytes, const std::string& cmd, planning::PlannerInput& in) {
+  in.cluster = load_cluster(cluster);
+  in.calibration = resolve_calibration(calibration, in.cluster);
+  in.global_batch_size = global_batch_size;
+  if (in.global_batch_size <= 0) throw ConfigError(cmd + ": --gbs must be positive");
+  if (memory_limit_bytes < 0) throw ConfigError(cmd + ": --memory-limit must be positive");
+  in.memory_limit_bytes = memory_limit_bytes;
+}
+
 /// The planner input and simulation options of a request, with the CLI's checks and messages.
 planning::PlannerInput planner_input(const PlanRequest& req, sim::SimOptions& opt) {
   const std::string& cmd = req.command;
   planning::PlannerInput in;
   in.model = load_model(req.model);
-  in.cluster = load_cluster(req.cluster);
-  in.calibration = resolve_calibration(req.calibration, in.cluster);
-  in.global_batch_size = req.global_batch_size;
-  if (in.global_batch_size <= 0) throw ConfigError(cmd + ": --gbs must be positive");
-  if (req.memory_limit_bytes < 0) throw ConfigError(cmd + ": --memory-limit must be positive");
-  in.memory_limit_bytes = req.memory_limit_bytes;
+  cluster_input(req.cluster, req.calibration, req.global_batch_size, req.memory_limit_bytes, cmd, in);
   in.tensor_parallel = req.tensor_parallel;
   if (req.top < 1 || req.top > 100) throw ConfigError(cmd + ": --top must be between 1 and 100");
   opt.network = detail::network_mode(req.network, cmd);
   return in;
 }
 
-PlanResult result_of(const sim::PlanSearch& search, const planning::PlannerInput& in) {
+PlanResult result_of(const sim::PlanSearch& search) {
   const auto& pr = search.planner;
   PlanResult r;
   r.planner = pr.planner;
@@ -47,7 +54,6 @@ PlanResult result_of(const sim::PlanSearch& search, const planning::PlannerInput
   for (const auto& ev : search.evaluated)
     r.candidates.push_back({ev.candidate.plan, planning::describe(ev.candidate.plan), ev.candidate.estimate.iteration_s,
                             ev.candidate.estimate.peak_bytes, ev.simulated_s, ev.peak_bytes, ev.fits});
-  (void)in;
   return r;
 }
 
@@ -57,7 +63,7 @@ PlanResult plan(const PlanRequest& req) {
   sim::SimOptions opt;
   const planning::PlannerInput in = planner_input(req, opt);
   const auto search = sim::search_plan(in, req.planner, req.top, opt);
-  PlanResult r = result_of(search, in);
+  PlanResult r = result_of(search);
   {
     char line[400];
     std::snprintf(
@@ -123,7 +129,7 @@ BakeoffResult bakeoff(const PlanRequest& req) {
   out.text += "planner     own pred s  simulated s  peak GB  fits  search s  plan\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& name : planning::planner_names()) {
-    const PlanResult r = result_of(sim::search_plan(in, name, req.top, opt), in);
+    const PlanResult r = result_of(sim::search_plan(in, name, req.top, opt));
     nlohmann::json row = {{"planner", name}, {"considered", r.considered}, {"feasible", r.feasible}};
     if (r.chosen < 0) {
       std::snprintf(line, sizeof line, "%-10s  %10s  %11s  %7s  %4s  %8.2f  (%s)\n", name.c_str(), "-", "-", "-", "no",
@@ -160,12 +166,7 @@ BakeoffResult bakeoff(const PlanRequest& req) {
 
 CapacityResult capacity(const CapacityRequest& req) {
   planning::PlannerInput in;
-  in.cluster = load_cluster(req.cluster);
-  in.calibration = resolve_calibration(req.calibration, in.cluster);
-  in.global_batch_size = req.global_batch_size;
-  if (in.global_batch_size <= 0) throw ConfigError("capacity: --gbs must be positive");
-  if (req.memory_limit_bytes < 0) throw ConfigError("capacity: --memory-limit must be positive");
-  in.memory_limit_bytes = req.memory_limit_bytes;
+  cluster_input(req.cluster, req.calibration, req.global_batch_size, req.memory_limit_bytes, "capacity", in);
   CapacityResult out;
   out.ladder = req.models.empty() ? planning::default_capacity_ladder() : req.models;
   for (const auto& m : out.ladder) load_model(m);  // a bad name fails before any search
