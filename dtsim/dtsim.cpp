@@ -68,7 +68,7 @@ Presets presets() {
 }
 
 Calibration resolve_calibration(const std::string& spec, const ClusterSpec& cluster) {
-  return spec.empty() ? default_calibration(cluster.gpu.name) : load_calibration(spec);
+  return calibration_or_default(spec, cluster.gpu.name);
 }
 
 Inputs load_inputs(const InputSpec& spec) {

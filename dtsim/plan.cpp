@@ -236,7 +236,7 @@ DeadlineResult deadline(const DeadlineRequest& req) {
   in.model = load_model(req.model);
   in.cluster_preset = cluster_preset_for(req.gpu);
   const std::string gpu = load_cluster(in.cluster_preset + ":8").gpu.name;
-  in.calibration = req.calibration.empty() ? default_calibration(gpu) : load_calibration(req.calibration);
+  in.calibration = calibration_or_default(req.calibration, gpu);
   in.tokens = req.tokens;
   in.days = req.days;
   in.price_per_gpu_hour = req.price_per_gpu_hour;

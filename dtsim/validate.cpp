@@ -269,8 +269,7 @@ CompareResult compare(const CompareRequest& req) {
 
 CalibrateNcclResult calibrate_nccl_tests(const CalibrateNcclRequest& req) {
   const ClusterSpec cluster = load_cluster(req.cluster);
-  const Calibration base =
-      !req.calibration.empty() ? load_calibration(req.calibration) : default_calibration(cluster.gpu.name);
+  const Calibration base = calibration_or_default(req.calibration, cluster.gpu.name);
   const NcclTestsRun run = load_nccl_tests(req.log);
   auto fit = sim::fit_nccl_tests(run, cluster, base, req.op, req.ranks, req.log);
   fit.calibration.validate("fitted calibration");

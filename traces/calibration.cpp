@@ -172,6 +172,10 @@ Calibration default_calibration(const std::string& gpu_name) {
   throw ConfigError("no built-in calibration for gpu '" + gpu_name + "'; pass --calibration FILE");
 }
 
+Calibration calibration_or_default(const std::string& path, const std::string& gpu_name) {
+  return path.empty() ? default_calibration(gpu_name) : load_calibration(path);
+}
+
 Calibration load_calibration(const std::string& path) {
   return calibration_from_json(json_util::read_file(path), "calibration file '" + path + "'");
 }

@@ -78,6 +78,9 @@ struct Calibration {
 /// The default calibration shipped for a GPU preset (compiled in from traces/calibration/<gpu>.json).
 Calibration default_calibration(const std::string& gpu_name);
 Calibration load_calibration(const std::string& path);
+/// The calibration a user names: `path` (a JSON file), or "" for the default of `gpu_name`. Every front end and
+/// study resolves it this way (dtsim::resolve_calibration, sweeps, plan search).
+Calibration calibration_or_default(const std::string& path, const std::string& gpu_name);
 nlohmann::json to_json(const Calibration& c);
 Calibration calibration_from_json(const nlohmann::json& j, const std::string& ctx);
 

@@ -247,8 +247,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   std::string cal_path;
   if (spec.contains("calibration"))
     cal_path = resolve(json_util::get<std::string>(spec, kCtx, "calibration"), spec_dir);
-  for (const auto& c : ex.clusters)
-    ex.calibrations.push_back(cal_path.empty() ? default_calibration(c.gpu.name) : load_calibration(cal_path));
+  for (const auto& c : ex.clusters) ex.calibrations.push_back(calibration_or_default(cal_path, c.gpu.name));
   std::vector<std::string> model_hash, cluster_hash, cal_hash;
   for (const auto& m : ex.models) model_hash.push_back(fnv1a_hex(to_json(m).dump()));
   for (std::size_t i = 0; i < ex.clusters.size(); ++i) {
