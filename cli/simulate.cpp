@@ -20,15 +20,27 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   ParallelPlan plan;
   plan.tp = vm.count("tp") ? vm["tp"].as<int>() : 1;
   plan.pp = vm.count("pp") ? vm["pp"].as<int>() : 1;
+  plan.cp = vm.count("cp") ? vm["cp"].as<int>() : 1;
+  if (vm.count("cp-kind")) plan.cp_kind = cp_kind_from_string(vm["cp-kind"].as<std::string>(), "--cp-kind");
+  plan.ep = vm.count("ep") ? vm["ep"].as<int>() : 1;
+  plan.etp = vm.count("etp") ? vm["etp"].as<int>() : 0;
+  if (vm.count("dispatcher")) {
+    const std::string d = vm["dispatcher"].as<std::string>();
+    if (d != "alltoall" && d != "allgather")
+      throw ConfigError("--dispatcher: unknown MoE dispatcher '" + d + "' (known: alltoall, allgather)");
+    plan.dispatcher = d == "alltoall" ? Dispatcher::ALL_TO_ALL : Dispatcher::ALL_GATHER;
+  }
+  if (vm.count("routing")) plan.routing = routing_from_string(vm["routing"].as<std::string>(), "--routing");
   if (vm.count("stage-replicas"))
     plan.stage_replicas = parse_int_list(vm["stage-replicas"].as<std::string>(), "--stage-replicas");
   if (plan.has_stage_replicas() && !vm.count("pp")) plan.pp = static_cast<int>(plan.stage_replicas.size());
   if (vm.count("dp")) {
     plan.dp = vm["dp"].as<int>();
   } else {
-    int per_copy = plan.tp * (plan.has_stage_replicas() && static_cast<int>(plan.stage_replicas.size()) == plan.pp
-                                  ? plan.devices_per_pipeline()
-                                  : plan.pp);
+    int per_copy = plan.tp * plan.cp *
+                   (plan.has_stage_replicas() && static_cast<int>(plan.stage_replicas.size()) == plan.pp
+                        ? plan.devices_per_pipeline()
+                        : plan.pp);
     if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
       throw ConfigError("simulate: one pipeline copy needs " + std::to_string(per_copy) +
                         " GPUs, which does not divide the " + std::to_string(cluster.total_gpus()) +
@@ -63,9 +75,31 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
 
 /// `simulate --jobs FILE`: several jobs sharing --cluster.
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
-  for (const char* flag :
-       {"model", "plan", "tp", "pp", "dp", "mbs", "gbs", "schedule", "recompute", "zero", "sequence-parallel",
-        "layers-per-stage", "stage-replicas", "rank-order", "no-dp-overlap", "dp-bucket-mb", "tp-layout"})
+  for (const char* flag : {"model",
+                           "plan",
+                           "tp",
+                           "pp",
+                           "dp",
+                           "mbs",
+                           "gbs",
+                           "schedule",
+                           "recompute",
+                           "zero",
+                           "sequence-parallel",
+                           "layers-per-stage",
+                           "stage-replicas",
+                           "rank-order",
+                           "no-dp-overlap",
+                           "dp-bucket-mb",
+                           "tp-layout",
+                           "cp",
+                           "cp-kind",
+                           "ep",
+                           "etp",
+                           "dispatcher",
+                           "routing",
+                           "seq-len",
+                           "attention"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   const auto wall0 = std::chrono::steady_clock::now();
   const JobsResult r =
@@ -100,7 +134,18 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("no-alone", "with --jobs, do not also simulate each job alone (no slowdown figures)")
     ("tp", po::value<int>(), "tensor-parallel degree (default 1)")
     ("pp", po::value<int>(), "pipeline-parallel degree (default 1)")
-    ("dp", po::value<int>(), "data-parallel degree (default: GPUs / (tp * pp))")
+    ("dp", po::value<int>(), "data-parallel degree (default: GPUs / (tp * cp * pp))")
+    ("cp", po::value<int>(), "context-parallel degree: ranks that split each sequence (default 1)")
+    ("cp-kind", po::value<std::string>(),
+     "context parallelism: ring (p2p ring attention, default) | a2a (Ulysses all-to-all) | allgather (KV all-gather)")
+    ("ep", po::value<int>(), "expert-parallel degree of MoE layers, carved from the dp x cp ranks (default 1)")
+    ("etp", po::value<int>(), "expert tensor-parallel degree (default: tp)")
+    ("dispatcher", po::value<std::string>(), "MoE token dispatcher: alltoall (default) | allgather")
+    ("routing", po::value<std::string>(),
+     "MoE token routing: balanced (default) | skew:S (Zipf exponent over the experts) | loads:f1,f2,... | "
+     "loads:FILE; optional ,cf:X[:pad] capacity factor")
+    ("seq-len", po::value<int>(), "override the model's sequence length (tokens per sample)")
+    ("attention", po::value<std::string>(), "override the model's attention kernels: flash | unfused")
     ("mbs", po::value<int>(), "micro-batch size (default 1)")
     ("gbs", po::value<int>(), "global batch size in samples (required without --plan)")
     ("schedule", po::value<std::string>(),
@@ -153,13 +198,22 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
                                            "rank-order",
                                            "no-dp-overlap",
                                            "dp-bucket-mb",
-                                           "tp-layout"};
+                                           "tp-layout",
+                                           "cp",
+                                           "cp-kind",
+                                           "ep",
+                                           "etp",
+                                           "dispatcher",
+                                           "routing"};
   if (vm.count("plan"))
     for (const char* flag : kPlanFlags)
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");
   const auto wall0 = std::chrono::steady_clock::now();
   Inputs in = load_inputs({vm["model"].as<std::string>(), vm["cluster"].as<std::string>(),
                            vm.count("plan") ? vm["plan"].as<std::string>() : "", value_or(vm, "calibration")});
+  if (vm.count("seq-len")) in.model.seq_len = vm["seq-len"].as<int>();
+  if (vm.count("attention"))
+    in.model.attention = attention_kind_from_string(vm["attention"].as<std::string>(), "--attention");
   if (!vm.count("plan")) in.plan = plan_from_flags(vm, in.cluster);
   SimulateOptions opt = simulate_options(vm, "simulate");
   opt.trace = vm.count("out") && !vm.count("no-trace");

@@ -35,6 +35,18 @@ Presets presets() {
                   n.c_str(), static_cast<double>(m.total_params()) / 1e9, m.num_layers, m.hidden, m.heads, m.kv_heads,
                   m.ffn_hidden, m.seq_len, m.vocab);
     t += line;
+    if (m.moe.enabled() || m.mla.enabled()) {
+      std::string extra = "                  ";
+      if (m.moe.enabled())
+        extra += std::to_string(m.moe.experts) + " experts top-" + std::to_string(m.moe.top_k) + " of ffn " +
+                 std::to_string(m.moe.expert_ffn_hidden) +
+                 (m.moe.shared_ffn_hidden > 0 ? " + shared ffn " + std::to_string(m.moe.shared_ffn_hidden) : "") +
+                 (m.moe.dense_layers > 0 ? ", first " + std::to_string(m.moe.dense_layers) + " layers dense" : "");
+      if (m.mla.enabled()) extra += std::string(m.moe.enabled() ? ", " : "") + "MLA attention";
+      char act[64];
+      std::snprintf(act, sizeof act, "%.1fB active", static_cast<double>(m.active_params()) / 1e9);
+      t += extra + (m.moe.enabled() ? std::string(", ") + act : std::string()) + "\n";
+    }
   }
   t += "gpus:\n";
   for (const auto& n : gpu_preset_names()) {

@@ -32,6 +32,9 @@ struct TpLinks {
   int tp = 1;
   Link axis[7];
   int size[7] = {1, 1, 1, 1, 1, 1, 1};
+  // Context-parallel, expert-parallel and expert-tensor-parallel groups (index = cost::CommGroup - 1).
+  Link group[3] = {};
+  int group_size[3] = {1, 1, 1};
 };
 
 TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int stride_tp, TpLayout layout, int depth) {
@@ -55,6 +58,31 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
     if (s.kind == cost::Step::Kind::COMPUTE) {
       t += cost::step_time_s(s, c.gpu, dt, cal);
       host += static_cast<double>(s.ops.size()) * cal.host_issue_s;
+    } else if (s.kind == cost::Step::Kind::RING_ATTENTION) {
+      // Ring attention: each of the cp blocks after its KV transfer, transfers overlapped with the previous block.
+      const Link& l = tl.group[0];
+      cost::Step block = s;
+      block.kind = cost::Step::Kind::COMPUTE;
+      const double t_block = cost::step_time_s(block, c.gpu, dt, cal);
+      const double t_xfer = l.alpha + cal.p2p_overhead_s + s.collective_bytes / l.bw;
+      t += t_block + (s.ring_steps - 1) * std::max(t_block, t_xfer) +
+           (s.ring_tail_bytes > 0 ? l.alpha + s.ring_tail_bytes / l.bw : 0.0);
+      host += static_cast<double>(s.ops.size() * s.ring_steps) * cal.host_issue_s;
+    } else if (s.group != cost::CommGroup::TP) {
+      const int gi = static_cast<int>(s.group) - 1;
+      const int n = tl.group_size[gi];
+      if (n <= 1) continue;
+      const Link& l = tl.group[gi];
+      if (s.collective == cost::CollectiveKind::ALL_TO_ALL) {
+        // Pairwise all-to-all: the most loaded member's share sets the pace.
+        double share = 1.0 / n;
+        for (double x : s.a2a_loads) share = std::max(share, x);
+        t += l.alpha + cal.collective_step_overhead_s + s.collective_bytes * share * (n - 1) / l.bw;
+      } else {
+        t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, n, s.collective_bytes, l.alpha, l.bw,
+                         cal.collective_step_overhead_s);
+      }
+      host += cal.host_collective_issue_s;
     } else {
       const int a = static_cast<int>(s.axis);
       const int n = s.group_size > 0 ? s.group_size : tl.size[a];
@@ -85,17 +113,36 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (a == Axis::DP) stride_dp = stride;
     stride *= plan.degree(a);
   }
-  const TpLinks tp_link = tp_links(c, cal, plan.tp, stride_tp, plan.tp_layout, plan.tp_depth);
+  TpLinks tp_link = tp_links(c, cal, plan.tp, stride_tp, plan.tp_layout, plan.tp_depth);
+  // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
+  tp_link.group_size[0] = plan.cp;
+  tp_link.group[0] = hop(c, cal, plan.cp, plan.tp * stride_tp);
+  tp_link.group_size[1] = plan.ep;
+  tp_link.group[1] = hop(c, cal, plan.ep, plan.expert_tp() * stride_tp);
+  tp_link.group_size[2] = plan.expert_tp();
+  tp_link.group[2] = hop(c, cal, plan.expert_tp(), stride_tp);
   const Link dp_link = hop(c, cal, plan.dp, stride_dp);
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0);
   for (int s = 0; s < p; ++s) {
-    const cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size / plan.replicas(s));
+    cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size / plan.replicas(s));
     const auto layer = cost::layer_passes(m, sh);
-    double f = layers[s] * steps_time(layer.forward, c, cal, m.dtype, tp_link);
-    double b = layers[s] * (steps_time(layer.recompute, c, cal, m.dtype, tp_link) +
-                            steps_time(layer.backward, c, cal, m.dtype, tp_link));
+    int moe_layers = 0;
+    if (m.moe.enabled())
+      for (int l : memory::stage_layer_indexes(m, plan, s)) moe_layers += m.is_moe_layer(l) ? 1 : 0;
+    double f = (layers[s] - moe_layers) * steps_time(layer.forward, c, cal, m.dtype, tp_link);
+    double b = (layers[s] - moe_layers) * (steps_time(layer.recompute, c, cal, m.dtype, tp_link) +
+                                           steps_time(layer.backward, c, cal, m.dtype, tp_link));
+    if (moe_layers > 0) {
+      // The most loaded EP rank sets the pace of every MoE layer.
+      if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
+        sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+      const auto moe = cost::layer_passes(m, sh, true);
+      f += moe_layers * steps_time(moe.forward, c, cal, m.dtype, tp_link);
+      b += moe_layers *
+           (steps_time(moe.recompute, c, cal, m.dtype, tp_link) + steps_time(moe.backward, c, cal, m.dtype, tp_link));
+    }
     if (s == 0) {
       const auto emb = cost::embedding_passes(m, sh);
       f += steps_time(emb.forward, c, cal, m.dtype, tp_link);
@@ -116,7 +163,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   for (double t : stage_time) fill += t;
   fill -= bottleneck;
   const double p2p = p > 1 ? pp_link.alpha + cal.p2p_overhead_s +
-                                 static_cast<double>(plan.micro_batch_size) * m.seq_len * m.hidden *
+                                 static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden *
                                      dtype_bytes(m.dtype) / plan.tp / pp_link.bw
                            : 0;
   double bubble = fill + 2.0 * (p - 1) * p2p;
@@ -132,8 +179,11 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   double dp_time = 0, opt_time = 0;
   for (int s = 0; s < p; ++s) {
     const auto sm = memory::static_memory(m, plan, s);
-    const int n = plan.dp * plan.replicas(s);
-    const double grads = sm.params * dtype_bytes(m.dtype);
+    const int n = plan.dp * plan.cp * plan.replicas(s);
+    // Dense gradients over dp x cp; the experts' over their (smaller) expert-data-parallel group, which runs after
+    // (approximated as part of the same ring volume scaled by its group's share).
+    const double grads =
+        (sm.params - sm.expert_params + sm.expert_params * (plan.expert_dp() > 1 ? 1.0 : 0.0)) * dtype_bytes(m.dtype);
     const int per_node = std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_dp, c.gpus_per_node))));
     const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
     auto all_reduce = [&] {
@@ -149,7 +199,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (plan.zero_stage == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
     const double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
     dp_time = std::max(dp_time, std::max(0.0, hidden_part - overlap) + exposed_part);
-    const double shard = sm.params / (plan.zero_stage >= 1 ? n : 1);
+    const double shard = sm.step_params;
     opt_time =
         std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));
   }

@@ -9,9 +9,36 @@ namespace dtsim::memory {
 
 double optimizer_bytes_per_param(DType dtype) { return (dtype == DType::FP32 ? 0.0 : 4.0) + 8.0; }
 
+std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
+  const auto chunks = plan.chunk_layers(m.num_layers);
+  std::vector<int> out;
+  int start = 0;
+  for (int k = 0; k < static_cast<int>(chunks.size()); ++k) {
+    if (k % plan.pp == stage)
+      for (int l = start; l < start + chunks[k]; ++l) out.push_back(l);
+    start += chunks[k];
+  }
+  return out;
+}
+
+double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
+  if (!m.moe.enabled()) return 0;
+  const auto per = cost::moe_layer_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
+  double p = 0;
+  for (int l : stage_layer_indexes(m, plan, stage))
+    if (m.is_moe_layer(l)) p += per.expert;
+  return p;
+}
+
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
-  const auto layers = plan.stage_layers(m.num_layers);
-  double p = layers[stage] * cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
+  double p = 0;
+  if (!m.moe.enabled()) {
+    p = plan.stage_layers(m.num_layers)[stage] * cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
+  } else {
+    const auto per = cost::moe_layer_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
+    const double dense = cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
+    for (int l : stage_layer_indexes(m, plan, stage)) p += m.is_moe_layer(l) ? per.dense + per.expert : dense;
+  }
   if (stage == 0) p += cost::first_stage_extra_params(m, plan.tp);
   if (stage == plan.pp - 1) p += cost::last_stage_extra_params(m, plan.tp, plan.pp);
   return p;
@@ -25,11 +52,25 @@ StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage
   s.weight_bytes = params * e / (zero_stage >= 3 ? dp : 1);
   s.gradient_bytes = params * e / (zero_stage >= 2 ? dp : 1);
   s.optimizer_bytes = params * optimizer_bytes_per_param(dtype) / (zero_stage >= 1 ? dp : 1);
+  s.step_params = params / (zero_stage >= 1 ? dp : 1);
   return s;
 }
 
 StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
-  return static_memory_for_params(stage_params_per_rank(m, plan, stage), m.dtype, plan.zero_stage, plan.dp);
+  // Dense weights are sharded (ZeRO) over the dp x cp ranks that reduce their gradients, the routed experts over
+  // their expert-data-parallel group.
+  const double all = stage_params_per_rank(m, plan, stage), expert = stage_expert_params_per_rank(m, plan, stage);
+  StaticMemory s = static_memory_for_params(all - expert, m.dtype, plan.zero_stage, plan.dense_grad_ranks());
+  if (expert > 0) {
+    const StaticMemory x = static_memory_for_params(expert, m.dtype, plan.zero_stage, plan.expert_dp());
+    s.params += x.params;
+    s.weight_bytes += x.weight_bytes;
+    s.gradient_bytes += x.gradient_bytes;
+    s.optimizer_bytes += x.optimizer_bytes;
+    s.step_params += x.step_params;
+    s.expert_params = expert;
+  }
+  return s;
 }
 
 namespace {
@@ -40,8 +81,16 @@ cost::Shape shape_of(const ParallelPlan& plan, int stage) {
 }  // namespace
 
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
-  const auto sh = shape_of(plan, stage);
-  double a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
+  auto sh = shape_of(plan, stage);
+  double a = 0;
+  if (!m.moe.enabled()) {
+    a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
+  } else {
+    if (!plan.routing.balanced()) sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+    const double dense = cost::layer_activation_bytes(m, sh).stored,
+                 moe = cost::layer_activation_bytes(m, sh, true).stored;
+    for (int l : stage_layer_indexes(m, plan, stage)) a += m.is_moe_layer(l) ? moe : dense;
+  }
   if (stage == 0) a += cost::embedding_activation_bytes(m, sh).stored;
   if (stage == plan.pp - 1) a += cost::head_activation_bytes(m, sh).stored;
   return a;

@@ -13,6 +13,8 @@ struct StaticMemory {
   double weight_bytes = 0;     ///< model-precision weights
   double gradient_bytes = 0;   ///< model-precision gradients (sharded over DP with ZeRO-2 and 3)
   double optimizer_bytes = 0;  ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO >= 1)
+  double expert_params = 0;    ///< of `params`, the routed experts' (MoE; reduced over the expert-data-parallel group)
+  double step_params = 0;      ///< parameters this rank's optimizer step updates (its ZeRO shard)
   double total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
 };
 
@@ -25,6 +27,10 @@ StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage
 
 /// Parameters held by one rank of pipeline stage `stage`.
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+/// The global layer indexes of stage `stage` (all its model chunks, in order).
+std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+/// Of stage_params_per_rank, the routed experts' parameters (0 for a dense model).
+double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);
 StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, int stage);
 
 /// Stored activation bytes of one micro-batch on stage `stage` (its layers plus embedding/head).

@@ -20,6 +20,16 @@ std::string to_string(CollectiveKind k) {
   return "?";
 }
 
+std::string to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::TP: return "tp";
+    case CommGroup::CP: return "cp";
+    case CommGroup::EP: return "ep";
+    case CommGroup::ETP: return "etp";
+  }
+  return "?";
+}
+
 std::string to_string(TpAxis a) {
   switch (a) {
     case TpAxis::ALL: return "tp";
@@ -66,18 +76,41 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.recompute = plan.recompute;
   sh.layout = plan.tp_layout;
   sh.tp_depth = plan.tp_depth;
+  sh.cp = plan.cp;
+  sh.cp_kind = plan.cp_kind;
+  sh.ep = plan.ep;
+  sh.etp = plan.expert_tp();
+  sh.dispatcher = plan.dispatcher;
   return sh;
+}
+
+double Shape::ep_load_factor() const {
+  if (ep_loads.empty()) return 1.0;
+  const double mine =
+      ep_rank >= 0 ? ep_loads[static_cast<std::size_t>(ep_rank)] : *std::max_element(ep_loads.begin(), ep_loads.end());
+  return mine * static_cast<double>(ep_loads.size());
+}
+
+std::vector<double> ep_rank_loads(const Routing& routing, int experts, int ep) {
+  DTSIM_ASSERT(ep > 0 && experts % ep == 0, ep << " EP ranks for " << experts << " experts");
+  const auto f = routing.expert_fractions(experts);
+  std::vector<double> out(static_cast<std::size_t>(ep), 0.0);
+  const int per = experts / ep;
+  for (int i = 0; i < experts; ++i) out[static_cast<std::size_t>(i / per)] += f[static_cast<std::size_t>(i)];
+  return out;
 }
 
 double Step::flops() const {
   double f = 0;
   for (const auto& op : ops) f += op.flops;
-  return f;
+  return kind == Kind::RING_ATTENTION ? f * ring_steps : f;
 }
 
 namespace {
 struct Dims {
   double b, s, h, kv, f, a, t, e, T, Tsp, v;
+  double sq, skv;  // query tokens of a sequence on this rank (s / cp) and key/value tokens it attends to (s)
+  double qd;       // query / output projection width heads x head_dim (= h unless head_dim is explicit)
 };
 Dims dims(const TransformerSpec& m, const Shape& sh) {
   Dims d{};
@@ -89,7 +122,10 @@ Dims dims(const TransformerSpec& m, const Shape& sh) {
   d.a = m.heads;
   d.t = sh.tp;
   d.e = dtype_bytes(m.dtype);
-  d.T = d.b * d.s;                                 // tokens of the micro-batch
+  d.sq = d.s / sh.cp;
+  d.skv = d.s;
+  d.qd = m.q_dim();
+  d.T = d.b * d.sq;                                // tokens of the micro-batch on this rank
   d.Tsp = sh.sequence_parallel ? d.T / d.t : d.T;  // tokens seen by replicated (non-TP) kernels
   d.v = m.vocab;
   return d;
@@ -121,6 +157,9 @@ std::vector<Op> gemm_bwd(const Op& fwd) {
           {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true, fwd.k, fwd.m, fwd.n, fwd.batch}};
 }
 void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
+void append_steps(std::vector<Step>& dst, const std::vector<Step>& src) {
+  dst.insert(dst.end(), src.begin(), src.end());
+}
 
 // Whether the layer's softmax is a fused kernel: Megatron's rule (megatron_fused_softmax) for 1-D TP; the
 // 2-D/2.5-D/3-D layouts keep their fused kernel.
@@ -135,10 +174,10 @@ bool fused_softmax(const TransformerSpec& m, const Shape& sh) {
 // write 4, read 4 write 4, read 4 write e).
 std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim, bool fused) {
   double bh = d.b * heads_per_rank;
-  double scores = bh * d.s * d.s;  // elements of the score matrix
+  double scores = bh * d.sq * d.skv;  // elements of the score matrix
   // QK^T and AV multiply two activations: their backward has no weight gradient.
-  std::vector<Op> ops = {{"qk", true, 2 * bh * d.s * d.s * head_dim, (2 * bh * d.s * head_dim + scores) * d.e, false,
-                          d.s, head_dim, d.s, bh}};
+  std::vector<Op> ops = {{"qk", true, 2 * bh * d.sq * d.skv * head_dim, (bh * (d.sq + d.skv) * head_dim + scores) * d.e,
+                          false, d.sq, head_dim, d.skv, bh}};
   if (fused) {
     ops.push_back(mem("softmax", 2 * scores * d.e));
   } else {
@@ -149,8 +188,8 @@ std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_di
     ops.push_back(mem("softmax-to-half", scores * (4 + d.e)));
   }
   ops.push_back(mem("attn-dropout", scores * (2 * d.e + 1)));
-  ops.push_back({"av", true, 2 * bh * d.s * d.s * head_dim, (scores + 2 * bh * d.s * head_dim) * d.e, false, d.s, d.s,
-                 head_dim, bh});
+  ops.push_back({"av", true, 2 * bh * d.sq * d.skv * head_dim, (scores + bh * (d.sq + d.skv) * head_dim) * d.e, false,
+                 d.sq, d.skv, head_dim, bh});
   return ops;
 }
 }  // namespace
@@ -303,20 +342,134 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
 }
 }  // namespace
 
-LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
-  if (sh.layout != TpLayout::D1 && sh.tp > 1) return grid_layer_passes(m, sh);
+namespace {
+// The attention block's projections on one TP rank of a 1-D layer: the GEMMs (and small kernels) before the core
+// and the output projection, with the per-rank, per-token widths of q, k, v and the core's output.
+struct AttentionProj {
+  std::vector<Op> in;  // qkv (or MLA's down / norm / up projections and rope)
+  Op out;              // output projection
+  double q_w = 0, k_w = 0, v_w = 0, o_w = 0;
+  double qk_dim = 0, v_dim = 0;  // per head
+  double duplicated_w = 0;       // MLA: per-token width of the down-projection outputs (not split by tp)
+};
+AttentionProj attention_proj(const TransformerSpec& m, const Dims& d) {
+  AttentionProj a;
+  if (m.mla.enabled()) {
+    // Megatron-Core MLA: the down projections are duplicated on the TP ranks, the up projections split by heads.
+    const auto& x = m.mla;
+    const double hr = m.heads / d.t;
+    a.qk_dim = x.qk_nope_head_dim + x.qk_rope_head_dim;
+    a.v_dim = x.v_head_dim;
+    if (x.q_lora_rank > 0) {
+      a.in.push_back(gemm("q-down", d.T, d.h, x.q_lora_rank, d.e));
+      a.in.push_back(mem("q-norm", 2 * d.T * x.q_lora_rank * d.e));
+      a.in.push_back(gemm("q-up", d.T, x.q_lora_rank, hr * a.qk_dim, d.e));
+    } else {
+      a.in.push_back(gemm("q", d.T, d.h, hr * a.qk_dim, d.e));
+    }
+    a.in.push_back(gemm("kv-down", d.T, d.h, x.kv_lora_rank + x.qk_rope_head_dim, d.e));
+    a.in.push_back(mem("kv-norm", 2 * d.T * x.kv_lora_rank * d.e));
+    a.in.push_back(gemm("kv-up", d.T, x.kv_lora_rank, hr * (x.qk_nope_head_dim + x.v_head_dim), d.e));
+    a.in.push_back(mem("rope", 4 * d.T * hr * x.qk_rope_head_dim * d.e));
+    a.q_w = hr * a.qk_dim;
+    a.k_w = hr * a.qk_dim;
+    a.v_w = hr * a.v_dim;
+    a.o_w = hr * a.v_dim;
+    a.duplicated_w = (x.q_lora_rank > 0 ? x.q_lora_rank : 0) + x.kv_lora_rank + x.qk_rope_head_dim;
+  } else {
+    a.in.push_back(gemm("qkv", d.T, d.h, (d.qd + 2 * d.kv) / d.t, d.e));
+    a.q_w = d.qd / d.t;
+    a.k_w = a.v_w = d.kv / d.t;
+    a.o_w = d.qd / d.t;
+    a.qk_dim = a.v_dim = m.head_dim();
+  }
+  a.out = gemm("proj", d.T, a.o_w, d.h, d.e);
+  return a;
+}
+
+// FlashAttention forward and backward kernels of `heads` heads, sq query tokens against skv key tokens, per
+// micro-batch of b: forward 2 (d_qk + d_v) flops per (query, key, head), backward 2 (3 d_qk + 2 d_v) (it recomputes
+// the scores: QK^T again, then dV, dP, dQ, dK); a causal mask halves both where the kernel skips masked blocks.
+// Bytes: q, k, v, o read/written once (backward: twice, plus the gradients).
+std::pair<Op, Op> flash_ops(const Dims& d, double heads, double sq, double skv, double qk_dim, double v_dim,
+                            bool causal, double share) {
+  const double c = causal ? 0.5 : 1.0;
+  const double pairs = d.b * heads * sq * skv * c * share;
+  const double io = d.b * heads * (sq * (qk_dim + v_dim) + skv * share * (qk_dim + v_dim)) * d.e + d.b * heads * sq * 4;
+  Op f{"flash-attention", false, 2 * pairs * (qk_dim + v_dim), io, false, sq, qk_dim, skv, d.b * heads};
+  f.flash = true;
+  Op b{"flash-attention-bwd",
+       false,
+       2 * pairs * (3 * qk_dim + 2 * v_dim),
+       2.5 * io,
+       false,
+       sq,
+       qk_dim,
+       skv,
+       d.b * heads};
+  b.flash = true;
+  return {f, b};
+}
+
+Step group_coll(const std::string& name, CollectiveKind k, double bytes, CommGroup g) {
+  Step s = coll(name, k, bytes);
+  s.group = g;
+  return s;
+}
+
+// The backward of a forward op list (reverse order): GEMMs of weights give dgrad + wgrad, GEMMs of two activations
+// (no weight) dgrad + a second dgrad, memory-bound kernels 1.5x their bytes, flash kernels their backward.
+std::vector<Op> backward_of(const std::vector<Op>& fwd, const std::vector<std::string>& activation_gemms) {
+  std::vector<Op> out;
+  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
+    if (it->gemm) {
+      auto b = gemm_bwd(*it);
+      if (std::find(activation_gemms.begin(), activation_gemms.end(), it->name) != activation_gemms.end()) {
+        b[1].name = it->name + "-dgrad2";
+        b[1].weight_grad = false;
+      }
+      append(out, b);
+    } else {
+      out.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+double moe_dispatch_bytes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const double tokens = d.T / d.t;  // sequence parallel: each TP rank routes its share of the tokens
+  return tokens * m.moe.top_k * d.h * d.e;
+}
+
+LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
+  if (sh.layout != TpLayout::D1 && sh.tp > 1) {
+    DTSIM_ASSERT(!moe && sh.cp == 1 && !m.mla.enabled(), "grid tensor-parallel layouts model dense GPT layers only");
+    return grid_layer_passes(m, sh);
+  }
   const Dims d = dims(m, sh);
   const int heads_rank = m.heads / sh.tp;
-  const double hd = m.head_dim();
   const bool sp = sh.sequence_parallel;
   const bool tp = sh.tp > 1;
+  const bool flash = m.attention == AttentionKind::FLASH;
   const double act_bytes = d.T * d.h * d.e;  // one full hidden-state tensor of the micro-batch
   const double ffn_rank = d.f / d.t * (m.mlp == MlpKind::SWIGLU ? 2 : 1);
 
   Op ln1 = mem("ln1", 2 * d.Tsp * d.h * d.e);
-  Op qkv = gemm("qkv", d.T, d.h, (d.h + 2 * d.kv) / d.t, d.e);
-  std::vector<Op> core = attention_core(d, heads_rank, hd, fused_softmax(m, sh));
-  Op proj = gemm("proj", d.T, d.h / d.t, d.h, d.e);
+  const AttentionProj ap = attention_proj(m, d);
+  // Attention core: the unfused Megatron kernels, or FlashAttention. Context parallelism: the rank's sq = s / cp
+  // queries attend to the whole sequence (causal load balance gives every rank 1/cp of the causal work).
+  std::vector<Op> core, core_b;
+  if (flash) {
+    auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0);
+    core = {f};
+    core_b = {b};
+  } else {
+    core = attention_core(d, heads_rank, m.head_dim(), fused_softmax(m, sh));
+    core_b = backward_of(core, {"qk", "av"});
+  }
+  Op proj = ap.out;
   Op dropres1 = mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1));
   Op ln2 = mem("ln2", 2 * d.Tsp * d.h * d.e);
   Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
@@ -325,26 +478,195 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
   Op fc2 = gemm("fc2", d.T, d.f / d.t, d.h, d.e);
   Op dropres2 = mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1));
 
+  // Context-parallel exchange around the core (per micro-batch of this rank: sq tokens of each sequence).
+  const double qkv_bytes = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e, kv_block = d.T * (ap.k_w + ap.v_w) * d.e,
+               o_bytes = d.T * ap.o_w * d.e;
+  const bool cp = sh.cp > 1;
+  // The attention block as steps: [qkv projections] [CP exchange] [core] [CP exchange] [output projection].
+  // Without context parallelism (and for the unfused kernels) it stays one compute step, as before.
+  auto attention_fwd = [&](std::vector<Step>& out, std::vector<Op> before) {
+    std::vector<Op> in = std::move(before);
+    append(in, ap.in);
+    if (!cp) {
+      append(in, core);
+      in.push_back(proj);
+      out.push_back(compute("attention", in));
+      return;
+    }
+    out.push_back(compute("attention-qkv", in));
+    if (sh.cp_kind == CpKind::RING) {
+      auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0 / sh.cp);
+      (void)b;
+      Step r = compute("attention-ring", {f});
+      r.kind = Step::Kind::RING_ATTENTION;
+      r.group = CommGroup::CP;
+      r.ring_steps = sh.cp;
+      r.collective_bytes = kv_block;
+      out.push_back(r);
+    } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
+      out.push_back(group_coll("attention-cp-a2a-qkv", CollectiveKind::ALL_TO_ALL, qkv_bytes, CommGroup::CP));
+      out.push_back(compute("attention-core", core));
+      out.push_back(group_coll("attention-cp-a2a-out", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
+    } else {
+      out.push_back(group_coll("attention-cp-ag-kv", CollectiveKind::ALL_GATHER, kv_block * sh.cp, CommGroup::CP));
+      out.push_back(compute("attention-core", core));
+    }
+    out.push_back(compute("attention-proj", {proj}));
+  };
+  auto attention_bwd = [&](std::vector<Step>& out, std::vector<Op> before, std::vector<Op> after) {
+    std::vector<Op> pb = std::move(before);
+    append(pb, gemm_bwd(proj));
+    std::vector<Op> qb;
+    for (auto it = ap.in.rbegin(); it != ap.in.rend(); ++it) {
+      if (it->gemm) append(qb, gemm_bwd(*it));
+      else qb.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+    }
+    append(qb, after);
+    if (!cp) {
+      append(pb, core_b);
+      append(pb, qb);
+      out.push_back(compute("attention-bwd", pb));
+      return;
+    }
+    out.push_back(compute("attention-proj-bwd", pb));
+    if (sh.cp_kind == CpKind::RING) {
+      auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0 / sh.cp);
+      (void)f;
+      Step r = compute("attention-ring-bwd", {b});
+      r.kind = Step::Kind::RING_ATTENTION;
+      r.group = CommGroup::CP;
+      r.ring_steps = sh.cp;
+      r.collective_bytes = 2 * kv_block;  // K, V and the partial dK, dV travel together
+      r.ring_tail_bytes = kv_block;       // the finished dK, dV return to their owner
+      out.push_back(r);
+    } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
+      out.push_back(group_coll("attention-cp-a2a-out-bwd", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
+      out.push_back(compute("attention-core-bwd", core_b));
+      out.push_back(group_coll("attention-cp-a2a-qkv-bwd", CollectiveKind::ALL_TO_ALL, qkv_bytes, CommGroup::CP));
+    } else {
+      out.push_back(group_coll("attention-cp-ag-kv-bwd", CollectiveKind::ALL_GATHER, kv_block * sh.cp, CommGroup::CP));
+      out.push_back(compute("attention-core-bwd", core_b));
+      out.push_back(group_coll("attention-cp-rs-dkv", CollectiveKind::REDUCE_SCATTER, kv_block * sh.cp, CommGroup::CP));
+    }
+    out.push_back(compute("attention-qkv-bwd", qb));
+  };
+
+  // Mixture-of-experts FFN on this rank (sequence parallel: Tr = T / tp tokens routed by each TP rank).
+  struct MoeBlock {
+    std::vector<Step> forward, backward;
+  };
+  auto moe_block = [&]() {
+    MoeBlock blk;
+    const auto& x = m.moe;
+    const double Tr = d.T / d.t, k = x.top_k, E = x.experts, ep = sh.ep, etp = sh.etp;
+    const double E_local = E / ep;
+    // Tokens this rank's experts process: its EP group's routed slots to its experts, gathered over ETP.
+    const double load = sh.ep_load_factor();  // 1 = balanced
+    const double N = Tr * k * load * etp;
+    const double fe = x.expert_ffn_hidden / etp;
+    const double slots_bytes = Tr * k * d.h * d.e;  // one rank's routed token-slots
+    Op router = gemm("router", Tr, d.h, E, d.e);
+    Op topk = mem(x.sigmoid_router ? "router-sigmoid-topk" : "router-softmax-topk", 3 * Tr * E * 4);
+    Op permute = mem("moe-permute", 2 * slots_bytes);
+    Op efc1 = gemm("expert-fc1", N / E_local, d.h, fe * (m.mlp == MlpKind::SWIGLU ? 2 : 1), d.e);
+    Op eact = mem(m.mlp == MlpKind::SWIGLU ? "expert-swiglu" : "expert-gelu",
+                  (m.mlp == MlpKind::SWIGLU ? 3 : 2) * N * fe * d.e);
+    Op efc2 = gemm("expert-fc2", N / E_local, fe, d.h, d.e);
+    for (Op* g : {&efc1, &efc2}) {  // grouped GEMM over the rank's local experts
+      g->flops *= E_local;
+      g->bytes = (N * g->k + E_local * g->k * g->n + N * g->n) * d.e;
+      g->batch = E_local;
+    }
+    Op unpermute = mem("moe-unpermute", 2 * slots_bytes + Tr * d.h * d.e);
+    const bool dispatch = ep > 1 || sh.dispatcher == Dispatcher::ALL_GATHER;
+    const double recv_bytes = N / etp * d.h * d.e;  // tokens received from the EP group
+    auto ep_step = [&](const std::string& name, bool combine_shaped) {
+      Step st;
+      if (sh.dispatcher == Dispatcher::ALL_GATHER) {
+        // Every EP rank gathers all tokens (Tr each) of its EP group, keeps its experts' ones; the outputs are
+        // reduce-scattered back.
+        st = group_coll(name, combine_shaped ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_GATHER,
+                        ep * Tr * d.h * d.e, CommGroup::EP);
+      } else {
+        st = group_coll(name, CollectiveKind::ALL_TO_ALL, slots_bytes, CommGroup::EP);
+        // Even loads (balanced, or every expert padded to capacity) scale the buffer; uneven ones shape it.
+        const bool even = sh.ep_loads.empty() || std::all_of(sh.ep_loads.begin(), sh.ep_loads.end(), [&](double l) {
+                            return std::abs(l - sh.ep_loads[0]) <= 1e-12 * sh.ep_loads[0];
+                          });
+        if (even) {
+          if (!sh.ep_loads.empty()) st.collective_bytes *= sh.ep_loads[0] * ep;
+        } else {
+          st.a2a_loads = sh.ep_loads;
+          st.a2a_combine = combine_shaped;
+        }
+      }
+      return st;
+    };
+    // Shared experts: a dense SwiGLU/GELU FFN of shared_ffn_hidden split by tp, on the TP-gathered tokens.
+    const bool shared = x.shared_ffn_hidden > 0;
+    const double sf = static_cast<double>(x.shared_ffn_hidden) / d.t;
+    Op sfc1 = gemm("shared-fc1", d.T, d.h, sf * (m.mlp == MlpKind::SWIGLU ? 2 : 1), d.e);
+    Op sact = mem("shared-act", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * sf * d.e);
+    Op sfc2 = gemm("shared-fc2", d.T, sf, d.h, d.e);
+
+    auto& F = blk.forward;
+    F.push_back(compute("moe-router", {router, topk, permute}));
+    if (dispatch) F.push_back(ep_step("moe-dispatch", false));
+    if (etp > 1) F.push_back(group_coll("moe-etp-ag", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
+    F.push_back(compute("moe-experts", {efc1, eact, efc2}));
+    if (etp > 1)
+      F.push_back(group_coll("moe-etp-rs", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
+    if (dispatch) F.push_back(ep_step("moe-combine", true));
+    F.push_back(compute("moe-unpermute", {unpermute}));
+    if (shared) {
+      if (tp) F.push_back(coll("shared-ag", CollectiveKind::ALL_GATHER, act_bytes));
+      F.push_back(compute("moe-shared", {sfc1, sact, sfc2}));
+      if (tp) F.push_back(coll("shared-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    }
+    auto& B = blk.backward;
+    if (shared) {
+      if (tp) B.push_back(coll("shared-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+      B.push_back(compute("moe-shared-bwd", backward_of({sfc1, sact, sfc2}, {})));
+      if (tp) B.push_back(coll("shared-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    }
+    B.push_back(compute("moe-unpermute-bwd", {mem("moe-unpermute-bwd", 1.5 * unpermute.bytes)}));
+    if (dispatch) B.push_back(ep_step("moe-combine-bwd", false));
+    if (etp > 1)
+      B.push_back(group_coll("moe-etp-ag-bwd", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
+    B.push_back(compute("moe-experts-bwd", backward_of({efc1, eact, efc2}, {})));
+    if (etp > 1)
+      B.push_back(group_coll("moe-etp-rs-bwd", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
+    if (dispatch) B.push_back(ep_step("moe-dispatch-bwd", true));
+    B.push_back(compute("moe-router-bwd", backward_of({router, topk, permute}, {})));
+    return blk;
+  };
+
   LayerPasses p;
   // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
   // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
-  std::vector<Op> attn_ops = {qkv};
-  append(attn_ops, core);
-  attn_ops.push_back(proj);
-  if (sp) {
-    p.forward.push_back(compute("ln1", {ln1}));
-    p.forward.push_back(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes));
-    p.forward.push_back(compute("attention", attn_ops));
-    p.forward.push_back(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
-    p.forward.push_back(compute("ln2", {dropres1, ln2}));
-    p.forward.push_back(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes));
-    p.forward.push_back(compute("mlp", {fc1, act, fc2}));
-    p.forward.push_back(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
-    p.forward.push_back(compute("residual", {dropres2}));
+  if (sp || moe) {
+    DTSIM_ASSERT(sp || !tp, "a MoE layer with tp > 1 needs sequence parallelism");
+    if (tp) {
+      p.forward.push_back(compute("ln1", {ln1}));
+      p.forward.push_back(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes));
+      attention_fwd(p.forward, {});
+      p.forward.push_back(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    } else {
+      attention_fwd(p.forward, {ln1});
+    }
+    if (moe) {
+      p.forward.push_back(compute("ln2", {dropres1, ln2}));
+      append_steps(p.forward, moe_block().forward);
+      p.forward.push_back(compute("residual", {dropres2}));
+    } else {
+      p.forward.push_back(compute("ln2", {dropres1, ln2}));
+      p.forward.push_back(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes));
+      p.forward.push_back(compute("mlp", {fc1, act, fc2}));
+      p.forward.push_back(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+      p.forward.push_back(compute("residual", {dropres2}));
+    }
   } else {
-    std::vector<Op> a = {ln1};
-    append(a, attn_ops);
-    p.forward.push_back(compute("attention", a));
+    attention_fwd(p.forward, {ln1});
     if (tp) p.forward.push_back(coll("attn-ar", CollectiveKind::ALL_REDUCE, act_bytes));
     p.forward.push_back(compute("mlp", {dropres1, ln2, fc1, act, fc2, dropres2}));
     if (tp) p.forward.push_back(coll("mlp-ar", CollectiveKind::ALL_REDUCE, act_bytes));
@@ -355,40 +677,34 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
   append(mlp_b, gemm_bwd(fc2));
   mlp_b.push_back(mem(act.name + "-bwd", 1.5 * act.bytes));
   append(mlp_b, gemm_bwd(fc1));
-  std::vector<Op> attn_b;
-  append(attn_b, gemm_bwd(proj));
-  for (auto it = core.rbegin(); it != core.rend(); ++it) {
-    if (it->gemm) {
-      auto b = gemm_bwd(*it);
-      b[1].name = it->name + "-dgrad2";
-      b[1].weight_grad = false;
-      append(attn_b, b);
-    } else attn_b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
-  }
-  append(attn_b, gemm_bwd(qkv));
   Op dropres2_b = mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1));
   Op ln2_b = mem("ln2-bwd", 1.5 * ln2.bytes);
   Op dropres1_b = mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1));
   Op ln1_b = mem("ln1-bwd", 1.5 * ln1.bytes);
-  if (sp) {
+  if (sp || moe) {
     p.backward.push_back(compute("residual-bwd", {dropres2_b}));
-    p.backward.push_back(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
-    p.backward.push_back(compute("mlp-bwd", mlp_b));
-    p.backward.push_back(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
-    p.backward.push_back(compute("ln2-bwd", {ln2_b, dropres1_b}));
-    p.backward.push_back(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
-    p.backward.push_back(compute("attention-bwd", attn_b));
-    p.backward.push_back(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
-    p.backward.push_back(compute("ln1-bwd", {ln1_b}));
+    if (moe) {
+      append_steps(p.backward, moe_block().backward);
+    } else {
+      p.backward.push_back(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+      p.backward.push_back(compute("mlp-bwd", mlp_b));
+      p.backward.push_back(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    }
+    if (tp) {
+      p.backward.push_back(compute("ln2-bwd", {ln2_b, dropres1_b}));
+      p.backward.push_back(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+      attention_bwd(p.backward, {}, {});
+      p.backward.push_back(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+      p.backward.push_back(compute("ln1-bwd", {ln1_b}));
+    } else {
+      attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
+    }
   } else {
     std::vector<Op> mb = {dropres2_b};
     append(mb, mlp_b);
     p.backward.push_back(compute("mlp-bwd", mb));
     if (tp) p.backward.push_back(coll("mlp-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
-    std::vector<Op> ab = {ln2_b, dropres1_b};
-    append(ab, attn_b);
-    ab.push_back(ln1_b);
-    p.backward.push_back(compute("attention-bwd", ab));
+    attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
     if (tp) p.backward.push_back(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
   }
 
@@ -396,7 +712,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh) {
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
-  } else if (sh.recompute == Recompute::SELECTIVE) {
+  } else if (sh.recompute == Recompute::SELECTIVE && !flash) {
     p.recompute.push_back(compute("recompute-attention-core", core));
   }
   return p;
@@ -475,27 +791,56 @@ void split_backward(LayerPasses& p) {
   if (!w.ops.empty()) p.backward_weight.push_back(w);
 }
 
-ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh) {
+ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh, bool moe) {
   const Dims d = dims(m, sh);
   const double sbh = d.T * d.h;
   const double t = d.t;
+  const bool flash = m.attention == AttentionKind::FLASH;
+  const bool gpt = m.attention == AttentionKind::UNFUSED && !m.mla.enabled() && !m.moe.enabled();
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10 sbh" with e = 2):
   // two LayerNorm inputs, QKV input, FC1 input (e bytes each) and two dropout masks (1 byte each).
   double replicated = sbh * (4 * d.e + 2);
   // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input and FC2 input.
   double mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2);
-  double sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * d.e + mlp_inner) / t;
-  // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2. Without
-  // a fused softmax (see attention_core) the softmax output is kept in fp32 (4 bytes).
-  double scores = d.a * d.s * d.s * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
+  double sharded = 0;
+  if (gpt) {
+    sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * d.e + mlp_inner) / t;
+  } else {
+    const AttentionProj ap = attention_proj(m, d);
+    // q, k, v and the core's output (the projection input), split by tp; MLA's down-projection outputs (and q's
+    // normalised copy) are duplicated on the TP ranks.
+    sharded = d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * 2 * ap.duplicated_w * d.e;
+    if (!moe) sharded += mlp_inner / t;
+  }
+  double scores = 0;
+  if (flash) {
+    // FlashAttention keeps only the log-sum-exp (fp32) of every query row besides q, k, v and the output.
+    scores = d.b * (m.heads / t) * d.sq * 4;
+  } else {
+    // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2. Without
+    // a fused softmax (see attention_core) the softmax output is kept in fp32 (4 bytes).
+    scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
+  }
+  double moe_bytes = 0;
+  if (moe) {
+    // Router input and fp32 probabilities, the permuted tokens (expert FC1 input), FC1 output (activation input),
+    // FC2 input, the expert outputs kept for the weighted unpermute; shared experts as a dense MLP of their width.
+    const auto& x = m.moe;
+    const double Tr = d.T / t, N = Tr * x.top_k * sh.ep_load_factor() * sh.etp;
+    const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp;
+    const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+    moe_bytes =
+        Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * (glu + 1) * d.e + Tr * x.top_k * d.h * d.e;
+    if (x.shared_ffn_hidden > 0) moe_bytes += d.T * x.shared_ffn_hidden / t * (glu + 1) * d.e;
+  }
   if (sh.sequence_parallel) replicated /= t;
   ActivationBytes out;
-  double full = replicated + sharded + scores;
+  double full = replicated + sharded + scores + moe_bytes;
   switch (sh.recompute) {
     case Recompute::NONE: out.stored = full; break;
     case Recompute::SELECTIVE:
-      out.stored = replicated + sharded;
-      out.transient = scores;
+      out.stored = replicated + sharded + moe_bytes + (flash ? scores : 0);
+      out.transient = flash ? 0 : scores;
       break;
     case Recompute::FULL:
       out.stored = sbh * d.e / (sh.sequence_parallel ? t : 1);  // the layer input only
@@ -520,6 +865,19 @@ double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replic
   const double h = m.hidden;
   double replicated = 4 * h + (m.mlp == MlpKind::SWIGLU ? 0 : 2 * h);  // norms; row-parallel biases
   return (static_cast<double>(m.layer_params()) - replicated) * weight_replicas / tp + replicated;
+}
+
+MoeLayerParams moe_layer_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp) {
+  DTSIM_ASSERT(m.moe.enabled(), "MoE parameters of the dense model '" << m.name << "'");
+  MoeLayerParams p;
+  const double h = m.hidden;
+  const double norms = 4 * h;
+  const double routed = static_cast<double>(m.moe.experts) * static_cast<double>(m.expert_params());
+  const double router = h * m.moe.experts;
+  const double rest = static_cast<double>(m.moe_layer_params()) - routed - router - norms;
+  p.dense = rest / tp + router + norms;
+  p.expert = routed / ep / etp;
+  return p;
 }
 
 double first_stage_extra_params(const TransformerSpec& m, int tp) {
@@ -568,24 +926,30 @@ double gemm_alignment_factor(const Op& op, DType dtype, const Calibration& cal) 
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
-  if (op.gemm)
+  if (op.flash) t_flop = op.flops / (gpu.peak_flops(dtype) * cal.flash_attention_efficiency);
+  else if (op.gemm)
     t_flop =
         op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal) * gemm_alignment_factor(op, dtype, cal));
   return std::max(t_mem, t_flop) + cal.kernel_launch_s;
 }
 
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
-  DTSIM_ASSERT(step.kind == Step::Kind::COMPUTE, "step_time_s on a collective step '" << step.name << "'");
+  DTSIM_ASSERT(step.kind != Step::Kind::TP_COLLECTIVE, "step_time_s on a collective step '" << step.name << "'");
   double t = 0;
   for (const auto& op : step.ops) t += op_time_s(op, gpu, dtype, cal);
-  return t;
+  return step.kind == Step::Kind::RING_ATTENTION ? t * step.ring_steps : t;
 }
 
 double model_forward_flops_per_sample(const TransformerSpec& m) {
-  Shape sh;  // b = 1, t = 1
+  Shape sh;  // b = 1, t = 1, balanced routing
   double f = 0;
   for (const auto& s : layer_passes(m, sh).forward) f += s.flops();
-  f *= m.num_layers;
+  f *= m.num_layers - m.num_moe_layers();
+  if (m.num_moe_layers() > 0) {
+    double fm = 0;
+    for (const auto& s : layer_passes(m, sh, true).forward) fm += s.flops();
+    f += fm * m.num_moe_layers();
+  }
   for (const auto& s : head_passes(m, sh).forward) f += s.flops();
   return f;
 }

@@ -29,6 +29,9 @@ struct Op {
   /// GEMM shape per TP rank: batch x (m x k) * (k x n), flops = 2 batch m k n (0 when not a GEMM). The cost model
   /// needs only flops and bytes; the executor (validate/) runs kernels of these shapes.
   double m = 0, k = 0, n = 0, batch = 1;
+  /// A fused attention kernel (FlashAttention forward or backward): runs at Calibration::flash_attention_efficiency
+  /// of the tensor-core peak (not the GEMM curve); `bytes` still bounds it from below.
+  bool flash = false;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
@@ -40,15 +43,33 @@ std::string to_string(TpAxis a);
 /// tp indexes of the members of `axis`'s group that contains tp index `t` (ascending).
 std::vector<int> tp_axis_members(TpLayout layout, int tp, int depth, TpAxis axis, int t);
 
-/// A step of a layer pass: a run of kernels on the compute stream, or one collective on the TP group.
+/// The rank group a collective step runs over: the tensor-parallel group (with its layout axis), the
+/// context-parallel group, the expert-parallel group, or the expert-tensor-parallel group.
+enum class CommGroup { TP, CP, EP, ETP };
+std::string to_string(CommGroup g);
+
+/// A step of a layer pass: a run of kernels on the compute stream, one collective (TP_COLLECTIVE: on the TP group
+/// by default, or on `group`), or ring attention (RING_ATTENTION: `ring_steps` blocks of `ops` on the compute
+/// stream, each block after the previous block's KV transfer of `collective_bytes` to the CP ring successor; the
+/// transfer of block i overlaps the attention of block i; `ring_tail_bytes` more are sent after the last block (the
+/// backward's dK, dV returning to their owner)).
 struct Step {
-  enum class Kind { COMPUTE, TP_COLLECTIVE } kind = Kind::COMPUTE;
+  enum class Kind { COMPUTE, TP_COLLECTIVE, RING_ATTENTION } kind = Kind::COMPUTE;
   std::string name;
   std::vector<Op> ops;  ///< COMPUTE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
   double collective_bytes = 0;  ///< TP_COLLECTIVE: size of the full (unsharded) buffer S, bytes
   TpAxis axis = TpAxis::ALL;    ///< TP_COLLECTIVE: the ranks it runs over
   int group_size = 0;           ///< TP_COLLECTIVE: members (0 = the whole TP group)
+  CommGroup group = CommGroup::TP;
+  /// ALL_TO_ALL on the EP group under skewed routing: the fraction of the routed token-slots each EP rank's
+  /// experts receive (ep entries, by EP index; empty = balanced). Dispatch-shaped: member i sends
+  /// collective_bytes x a2a_loads[j] to member j; combine-shaped (a2a_combine): it sends
+  /// collective_bytes x a2a_loads[i] to every member j (the tokens its experts processed for j).
+  std::vector<double> a2a_loads;
+  bool a2a_combine = false;
+  int ring_steps = 0;          ///< RING_ATTENTION: blocks (= cp)
+  double ring_tail_bytes = 0;  ///< RING_ATTENTION: bytes sent after the last block
   double flops() const;
 };
 
@@ -60,6 +81,16 @@ struct Shape {
   Recompute recompute = Recompute::NONE;
   TpLayout layout = TpLayout::D1;  ///< 2-D/2.5-D/3-D partition every activation over the tp ranks (as SP)
   int tp_depth = 1;
+  int cp = 1;  ///< context parallel: each rank holds seq_len / cp tokens of every sequence
+  CpKind cp_kind = CpKind::RING;
+  int ep = 1, etp = 1;  ///< expert parallel and expert tensor parallel degrees
+  Dispatcher dispatcher = Dispatcher::ALL_TO_ALL;
+  /// Fraction of the routed token-slots each EP rank's experts receive (ep entries; empty = balanced, 1/ep each).
+  std::vector<double> ep_loads = {};
+  /// The EP rank whose expert work this shape describes (its load is ep_loads[ep_rank]); -1 = the most loaded.
+  int ep_rank = -1;
+  /// Load of this shape's EP rank relative to the balanced share (1 = balanced).
+  double ep_load_factor() const;
 };
 /// The shape of `plan`'s per-rank work at micro-batch `micro_batch` (a replicated stage's share).
 Shape shape_of(const ParallelPlan& plan, int micro_batch);
@@ -76,8 +107,15 @@ struct LayerPasses {
 /// Fills `backward_input` and `backward_weight` of `p` from `p.backward`.
 void split_backward(LayerPasses& p);
 
-/// Forward, recompute and backward passes of one transformer layer on one TP rank.
-LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh);
+/// Forward, recompute and backward passes of one transformer layer on one TP rank: a dense layer, or (moe) a layer
+/// with the mixture-of-experts FFN (router, permute, dispatch, grouped expert GEMMs, combine, shared experts).
+LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe = false);
+/// Fraction of the routed token-slots each of the ep EP ranks' experts receive under `routing` (experts are
+/// assigned to EP ranks in contiguous blocks, as Megatron-Core does).
+std::vector<double> ep_rank_loads(const Routing& routing, int experts, int ep);
+/// Bytes one rank sends in a MoE all-to-all dispatch (and receives in the combine) under balanced routing:
+/// tokens x top_k x hidden x dtype bytes, of which (ep - 1) / ep leave the rank.
+double moe_dispatch_bytes(const TransformerSpec& m, const Shape& sh);
 
 /// Whether Megatron-LM runs its fused scale-mask-softmax kernel for causal attention over `attn_batches`
 /// (micro-batch x heads per rank) score matrices of seq_len x seq_len elements of element_bytes; otherwise the
@@ -92,7 +130,7 @@ struct ActivationBytes {
   double stored = 0;     ///< kept from forward to backward
   double transient = 0;  ///< extra bytes alive while the layer's backward runs (recomputed activations)
 };
-ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh);
+ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh, bool moe = false);
 /// Embedding output/dropout mask (first stage) and logits + fp32 loss buffers (last stage), per micro-batch.
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh);
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh);
@@ -100,6 +138,12 @@ ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh)
 /// Parameters held by one TP rank: one layer, and the extra parameters of the first and last stages.
 /// `weight_replicas`: copies of each weight inside the TP group (2.5-D: the depth d; else 1).
 double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas = 1);
+/// One MoE layer's parameters on one rank: the part replicated over the data-parallel ranks (attention, router,
+/// shared experts; split by tp) and the routed experts it holds (experts / ep of them, each split by etp).
+struct MoeLayerParams {
+  double dense = 0, expert = 0;
+};
+MoeLayerParams moe_layer_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp);
 double first_stage_extra_params(const TransformerSpec& m, int tp);
 double last_stage_extra_params(const TransformerSpec& m, int tp, int pp);
 

@@ -21,6 +21,7 @@ void Calibration::validate(const std::string& ctx) const {
   in01(gemm_efficiency_max, "compute.gemm_efficiency_max");
   in01(gemm_misaligned_efficiency, "compute.gemm_misaligned_efficiency");
   in01(memory_bandwidth_efficiency, "compute.memory_bandwidth_efficiency");
+  in01(flash_attention_efficiency, "compute.flash_attention_efficiency");
   in01(intra_bandwidth_efficiency, "network.intra_bandwidth_efficiency");
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
   nonneg(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops");
@@ -82,6 +83,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"gemm_efficiency_exponent", c.gemm_efficiency_exponent},
             {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
+            {"flash_attention_efficiency", c.flash_attention_efficiency},
             {"kernel_launch_s", c.kernel_launch_s},
             {"host_issue_s", c.host_issue_s},
             {"host_sync_each_pass", c.host_sync_each_pass},
@@ -115,13 +117,14 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   json_util::reject_unknown(
       cj, cc,
       {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_efficiency_exponent", "gemm_misaligned_efficiency",
-       "memory_bandwidth_efficiency", "kernel_launch_s", "host_issue_s", "host_sync_each_pass",
-       "host_collective_issue_s", "optimizer_bytes_per_param"});
+       "memory_bandwidth_efficiency", "flash_attention_efficiency", "kernel_launch_s", "host_issue_s",
+       "host_sync_each_pass", "host_collective_issue_s", "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.gemm_efficiency_exponent = get_or<double>(cj, cc, "gemm_efficiency_exponent", 1.0);
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
+  c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
   c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);
   c.host_sync_each_pass = get_or<bool>(cj, cc, "host_sync_each_pass", false);

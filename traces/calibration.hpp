@@ -42,7 +42,9 @@ struct Calibration {
   /// the same factor, so 8-byte alignment pays its cube root and 4-byte the square of that root. 1 = no penalty.
   double gemm_misaligned_efficiency = 1.0;
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
-  double kernel_launch_s = 4e-6;             ///< fixed cost per kernel (launch + tail), seconds
+  /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
+  double flash_attention_efficiency = 0.55;
+  double kernel_launch_s = 4e-6;  ///< fixed cost per kernel (launch + tail), seconds
   /// Host (framework + launch API) time per modelled kernel: a kernel never takes less than this, because the
   /// CPU issues kernels no faster (eager PyTorch at small micro-batches is host-bound). 0 = GPU-bound only.
   double host_issue_s = 0;

@@ -32,14 +32,76 @@ DType dtype_from_string(const std::string& s, const std::string& ctx) {
   throw ConfigError(ctx + ": unknown dtype '" + s + "' (known: fp16, bf16, fp32)");
 }
 
+std::string to_string(AttentionKind a) {
+  switch (a) {
+    case AttentionKind::UNFUSED: return "unfused";
+    case AttentionKind::FLASH: return "flash";
+  }
+  return "?";
+}
+
+AttentionKind attention_kind_from_string(const std::string& s, const std::string& ctx) {
+  if (s == "unfused") return AttentionKind::UNFUSED;
+  if (s == "flash") return AttentionKind::FLASH;
+  throw ConfigError(ctx + ": unknown attention '" + s + "' (known: unfused, flash)");
+}
+
+// Biases: GPT (GELU) layers have them on every linear layer (QKV, projection, both FFN GEMMs); SwiGLU models
+// (LLaMA, Mixtral, DeepSeek, Qwen3) have none, except the routed experts of a MoE with expert_bias (GPT-OSS). Norms:
+// two per layer counted as 4h (LayerNorm scale and shift; an RMSNorm has only the scale, 2h less per layer -- under
+// 0.01% of any preset), and MLA's two low-rank norms.
+namespace {
+// One feed-forward block of width f (dense FFN, one expert, or the shared experts together).
+std::int64_t ffn_params(const TransformerSpec& m, std::int64_t f, bool bias) {
+  const std::int64_t h = m.hidden;
+  const bool glu = m.mlp == MlpKind::SWIGLU;
+  return (glu ? 3 : 2) * h * f + (bias ? (glu ? 2 : 1) * f + h : 0);
+}
+bool gpt_biases(const TransformerSpec& m) { return m.mlp == MlpKind::GELU; }
+}  // namespace
+
+std::int64_t TransformerSpec::attention_params() const {
+  const std::int64_t h = hidden, a = heads;
+  const std::int64_t norms = 4 * h;  // the layer's two norms (before attention, before the FFN)
+  if (mla.enabled()) {
+    // DeepSeek-V2/V3 MLA, no biases: q down (h x q_lora) + its norm + q up (q_lora x heads*(nope+rope)), or q
+    // directly (h x heads*(nope+rope)); kv down (h x (kv_lora + rope)) + its norm + kv up (kv_lora x heads*(nope+v));
+    // output (heads*v x h).
+    const std::int64_t ql = mla.q_lora_rank, kl = mla.kv_lora_rank, nope = mla.qk_nope_head_dim,
+                       rope = mla.qk_rope_head_dim, v = mla.v_head_dim;
+    const std::int64_t q = ql > 0 ? h * ql + ql + ql * a * (nope + rope) : h * a * (nope + rope);
+    const std::int64_t kv = h * (kl + rope) + kl + kl * a * (nope + v);
+    const std::int64_t out = a * v * h;
+    return q + kv + out + norms;
+  }
+  const std::int64_t qd = a * head_dim(), kv = static_cast<std::int64_t>(kv_heads) * head_dim();
+  std::int64_t p = h * (qd + 2 * kv) + qd * h;  // QKV and output projection weights
+  if (gpt_biases(*this)) p += (qd + 2 * kv) + h;
+  return p + norms;
+}
+
 std::int64_t TransformerSpec::layer_params() const {
-  const std::int64_t h = hidden, kv = kv_dim(), f = ffn_hidden;
-  std::int64_t attn = h * (h + 2 * kv) + (h + 2 * kv)    // QKV weight + bias
-                      + h * h + h;                       // output projection
-  std::int64_t ffn = mlp == MlpKind::SWIGLU ? 3 * h * f  // gate, up, down (no biases, as LLaMA)
-                                            : 2 * h * f + f + h;
-  std::int64_t norms = 4 * h;  // two layer norms, scale and shift
-  return attn + ffn + norms;
+  return attention_params() + ffn_params(*this, ffn_hidden, gpt_biases(*this));
+}
+
+std::int64_t TransformerSpec::expert_params() const {
+  if (!moe.enabled()) return 0;
+  return ffn_params(*this, moe.expert_ffn_hidden, gpt_biases(*this) || moe.expert_bias);
+}
+
+namespace {
+// The FFN-side parameters of one MoE layer with `experts` routed experts: router (h x experts, no bias), the experts,
+// the shared experts (one FFN of their total width).
+std::int64_t moe_ffn_params(const TransformerSpec& m, std::int64_t experts) {
+  const std::int64_t h = m.hidden;
+  const std::int64_t shared = m.moe.shared_ffn_hidden > 0 ? ffn_params(m, m.moe.shared_ffn_hidden, gpt_biases(m)) : 0;
+  return h * m.moe.experts + experts * m.expert_params() + shared;
+}
+}  // namespace
+
+std::int64_t TransformerSpec::moe_layer_params() const {
+  if (!moe.enabled()) return layer_params();
+  return attention_params() + moe_ffn_params(*this, moe.experts);
 }
 
 std::int64_t TransformerSpec::embedding_params() const {
@@ -52,13 +114,26 @@ std::int64_t TransformerSpec::head_params() const {
 }
 
 std::int64_t TransformerSpec::total_params() const {
-  return num_layers * layer_params() + embedding_params() + head_params() + final_norm_params();
+  const std::int64_t moe_layers = num_moe_layers();
+  return (num_layers - moe_layers) * layer_params() + (moe_layers > 0 ? moe_layers * moe_layer_params() : 0) +
+         embedding_params() + head_params() + final_norm_params();
+}
+
+std::int64_t TransformerSpec::active_params() const {
+  const std::int64_t moe_layers = num_moe_layers();
+  const std::int64_t moe_layer =
+      moe_layers > 0 ? attention_params() + moe_ffn_params(*this, moe.top_k) : 0;  // top_k routed experts
+  return (num_layers - moe_layers) * layer_params() + moe_layers * moe_layer + embedding_params() + head_params() +
+         final_norm_params();
 }
 
 void TransformerSpec::validate() const {
   const std::string ctx = "model '" + name + "'";
   auto positive = [&](long v, const char* field) {
     if (v <= 0) throw ConfigError(ctx + ": field '" + field + "' must be positive, got " + std::to_string(v));
+  };
+  auto non_negative = [&](long v, const char* field) {
+    if (v < 0) throw ConfigError(ctx + ": field '" + field + "' must not be negative, got " + std::to_string(v));
   };
   positive(num_layers, "num_layers");
   positive(hidden, "hidden");
@@ -67,19 +142,64 @@ void TransformerSpec::validate() const {
   positive(ffn_hidden, "ffn_hidden");
   positive(seq_len, "seq_len");
   positive(vocab, "vocab");
-  if (hidden % heads != 0)
+  non_negative(head_dim_override, "head_dim");
+  // Mixture of experts: experts == 0 is a dense model (the other moe fields are then not used).
+  non_negative(moe.experts, "moe.experts");
+  if (moe.enabled()) {
+    if (moe.top_k < 1 || moe.top_k > moe.experts)
+      throw ConfigError(ctx + ": field 'moe.top_k' must be from 1 to the " + std::to_string(moe.experts) +
+                        " experts, got " + std::to_string(moe.top_k));
+    positive(moe.expert_ffn_hidden, "moe.expert_ffn_hidden");
+    non_negative(moe.shared_experts, "moe.shared_experts");
+    non_negative(moe.shared_ffn_hidden, "moe.shared_ffn_hidden");
+    if (moe.shared_experts > 0 && moe.shared_ffn_hidden == 0)
+      throw ConfigError(ctx + ": field 'moe.shared_ffn_hidden' must be positive (the total width of the " +
+                        std::to_string(moe.shared_experts) + " shared experts), got 0");
+    if (moe.dense_layers < 0 || moe.dense_layers >= num_layers)
+      throw ConfigError(ctx + ": field 'moe.dense_layers' must be from 0 to num_layers - 1 = " +
+                        std::to_string(num_layers - 1) + ", got " + std::to_string(moe.dense_layers));
+  }
+  // Multi-head latent attention: kv_lora_rank == 0 is ordinary attention (the other mla fields are then not used).
+  non_negative(mla.kv_lora_rank, "mla.kv_lora_rank");
+  if (mla.enabled()) {
+    non_negative(mla.q_lora_rank, "mla.q_lora_rank");
+    positive(mla.qk_nope_head_dim, "mla.qk_nope_head_dim");
+    positive(mla.qk_rope_head_dim, "mla.qk_rope_head_dim");
+    positive(mla.v_head_dim, "mla.v_head_dim");
+  }
+  if (head_dim_override == 0 && !mla.enabled() && hidden % heads != 0)
     throw ConfigError(ctx + ": hidden " + std::to_string(hidden) + " is not divisible by heads " +
-                      std::to_string(heads));
+                      std::to_string(heads) + " (or give head_dim)");
   if (heads % kv_heads != 0)
     throw ConfigError(ctx + ": heads " + std::to_string(heads) + " is not divisible by kv_heads " +
                       std::to_string(kv_heads));
-  // total_params() and the per-layer sizes are int64 products of these fields: bound them (in double) first.
-  const double h = hidden, kv = static_cast<double>(kv_dim()), f = ffn_hidden;
-  const double params = num_layers * (h * (h + 2 * kv) + h * h + 3 * h * f + 4 * h + 2 * kv + f) + 2.0 * vocab * h +
-                        static_cast<double>(seq_len) * h + 2 * h;
+  // q_dim() and kv_dim() are int products: heads x head_dim must fit (it is at most hidden without head_dim).
+  const double hd = head_dim_override > 0 ? head_dim_override : static_cast<double>(hidden) / heads;
+  if (static_cast<double>(heads) * hd > INT32_MAX)
+    throw ConfigError(ctx + ": heads " + std::to_string(heads) + " x head_dim " + std::to_string(head_dim_override) +
+                      " is beyond what dtsim models (at most " + std::to_string(INT32_MAX) + ")");
+  // total_params() and the per-layer sizes are int64 products of these fields: bound them (in double) first. Every
+  // term below bounds one of the int64 products of attention_params(), layer_params(), expert_params() and
+  // moe_layer_params(); the sum bounds total_params().
+  const double h = hidden, a = heads, qd = a * hd, kv = kv_heads * hd, f = ffn_hidden;
+  double attn = h * (qd + 2 * kv) + (qd + 2 * kv) + qd * h + h + 4 * h;
+  if (mla.enabled()) {
+    const double ql = mla.q_lora_rank, kl = mla.kv_lora_rank, qk = double(mla.qk_nope_head_dim) + mla.qk_rope_head_dim;
+    attn = h * ql + ql + ql * a * qk + h * a * qk + h * (kl + mla.qk_rope_head_dim) + kl +
+           kl * a * (double(mla.qk_nope_head_dim) + mla.v_head_dim) + a * mla.v_head_dim * h + 4 * h;
+  }
+  double ffn = 3 * h * f + 2 * f + h;
+  if (moe.enabled()) {
+    const double E = moe.experts, ef = moe.expert_ffn_hidden, sf = moe.shared_ffn_hidden;
+    ffn = std::max(ffn, h * E + E * (3 * h * ef + 2 * ef + h) + 3 * h * sf + 2 * sf + h);
+  }
+  const double params = num_layers * (attn + ffn) + 2.0 * vocab * h + static_cast<double>(seq_len) * h + 2 * h;
   if (!(params <= kMaxParams))
     throw ConfigError(ctx + ": " + std::to_string(num_layers) + " layers of hidden " + std::to_string(hidden) +
                       ", ffn_hidden " + std::to_string(ffn_hidden) + ", vocab " + std::to_string(vocab) +
+                      (moe.enabled() ? ", " + std::to_string(moe.experts) + " experts of expert_ffn_hidden " +
+                                           std::to_string(moe.expert_ffn_hidden)
+                                     : std::string()) +
                       " make more than 10^15 parameters, beyond what dtsim models");
 }
 
@@ -111,6 +231,43 @@ TransformerSpec llama(const std::string& name, int layers, int hidden, int heads
   return m;
 }
 
+// A current open-weight decoder as its Hugging Face config.json describes it: bf16, SwiGLU, rotary positions (no
+// learned table), untied embeddings, no attention biases, FlashAttention kernels.
+TransformerSpec open_weights(const std::string& name, int layers, int hidden, int heads, int kv, int ffn, int vocab,
+                             int seq) {
+  TransformerSpec m = llama(name, layers, hidden, heads, kv, ffn);
+  m.vocab = vocab;
+  m.seq_len = seq;
+  m.attention = AttentionKind::FLASH;
+  return m;
+}
+TransformerSpec with_moe(TransformerSpec m, int experts, int top_k, int expert_ffn) {
+  m.moe.experts = experts;
+  m.moe.top_k = top_k;
+  m.moe.expert_ffn_hidden = expert_ffn;
+  return m;
+}
+TransformerSpec deepseek_v3() {
+  TransformerSpec m = with_moe(open_weights("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048);
+  m.moe.shared_experts = 1;
+  m.moe.shared_ffn_hidden = 2048;
+  m.moe.dense_layers = 3;
+  m.moe.sigmoid_router = true;
+  m.mla = {1536, 512, 128, 64, 128};
+  return m;
+}
+TransformerSpec qwen3_moe(const std::string& name, int layers, int hidden, int heads, int kv, int ffn, int expert_ffn) {
+  TransformerSpec m = with_moe(open_weights(name, layers, hidden, heads, kv, ffn, 151936, 4096), 128, 8, expert_ffn);
+  m.head_dim_override = 128;
+  return m;
+}
+TransformerSpec gpt_oss_120b() {
+  TransformerSpec m = with_moe(open_weights("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096), 128, 4, 2880);
+  m.head_dim_override = 64;
+  m.moe.expert_bias = true;
+  return m;
+}
+
 struct Preset {
   const char* name;
   TransformerSpec spec;
@@ -122,6 +279,22 @@ struct Preset {
 // vocabulary padded to 51200 as Megatron-LM does. Megatron family: Narayanan et al. SC'21, Table 1
 // (seq 2048, vocab 51200). LLaMA 2: Touvron et al. 2023 (7B: 32x4096, 32 heads, ffn 11008; 70B: 80x8192,
 // 64 heads, 8 kv heads, ffn 28672; seq 4096, vocab 32000).
+// Open-weight models, shapes from each model's config.json on Hugging Face (hidden_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, head_dim, intermediate_size, vocab_size, tie_word_embeddings = false for
+// all of them; MoE: num_local_experts / num_experts / n_routed_experts, num_experts_per_tok, moe_intermediate_size):
+//   llama3-8b, -70b: meta-llama/Meta-Llama-3-8B and Meta-Llama-3-70B config.json; llama3-405b:
+//     meta-llama/Llama-3.1-405B config.json (405B shipped with Llama 3.1); seq 8192 (Llama 3's pre-training length).
+//   mixtral-8x7b: mistralai/Mixtral-8x7B-v0.1 config.json (8 experts, top-2, every layer MoE, each expert the FFN of
+//     14336); seq 4096, not the 32768 of max_position_embeddings, so that it runs with the plans of llama2-7b without
+//     context parallelism (a 32k run is this preset's JSON with "seq_len": 32768).
+//   deepseek-v3: deepseek-ai/DeepSeek-V3 config.json (also inference/configs/config_671B.json in the GitHub
+//     repository): MLA q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128;
+//     first_k_dense_replace 3 dense layers of 18432; 256 routed experts of 2048, top-8, n_shared_experts 1 of 2048;
+//     scoring_func sigmoid; seq 4096 (DeepSeek-V3 report, pre-training length). The MTP module is not modelled.
+//   qwen3-30b-a3b, qwen3-235b-a22b: Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json (head_dim 128, 128
+//     experts, top-8, no shared experts, every layer MoE); seq 4096 (Qwen3 report, general pre-training stage).
+//   gpt-oss-120b: openai/gpt-oss-120b config.json (head_dim 64, 128 experts of 2880, top-4, experts with biases;
+//     attention biases and sinks, 8000 + 64 per layer, are not counted); seq 4096 (initial_context_length).
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> list = {
       {"gpt3-1.3b", gpt("gpt3-1.3b", 24, 2048, 16, 2048, 51200)},
@@ -138,6 +311,14 @@ const std::vector<Preset>& presets() {
       {"megatron-1t", gpt("megatron-1t", 128, 25600, 160, 2048, 51200)},
       {"llama2-7b", llama("llama2-7b", 32, 4096, 32, 32, 11008)},
       {"llama2-70b", llama("llama2-70b", 80, 8192, 64, 8, 28672)},
+      {"llama3-8b", open_weights("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192)},
+      {"llama3-70b", open_weights("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192)},
+      {"llama3-405b", open_weights("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192)},
+      {"mixtral-8x7b", with_moe(open_weights("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336)},
+      {"deepseek-v3", deepseek_v3()},
+      {"qwen3-30b-a3b", qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 768)},
+      {"qwen3-235b-a22b", qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 1536)},
+      {"gpt-oss-120b", gpt_oss_120b()},
   };
   return list;
 }
@@ -171,27 +352,79 @@ TransformerSpec load_model(const std::string& name_or_path) {
 }
 
 nlohmann::json to_json(const TransformerSpec& m) {
-  return {{"schema_version", 1},
-          {"name", m.name},
-          {"num_layers", m.num_layers},
-          {"hidden", m.hidden},
-          {"heads", m.heads},
-          {"kv_heads", m.kv_heads},
-          {"ffn_hidden", m.ffn_hidden},
-          {"seq_len", m.seq_len},
-          {"vocab", m.vocab},
-          {"dtype", to_string(m.dtype)},
-          {"tied_embeddings", m.tied_embeddings},
-          {"learned_pos_embedding", m.learned_pos_embedding},
-          {"mlp", m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu"},
-          {"params", m.total_params()}};
+  nlohmann::json j = {{"schema_version", 1},
+                      {"name", m.name},
+                      {"num_layers", m.num_layers},
+                      {"hidden", m.hidden},
+                      {"heads", m.heads},
+                      {"kv_heads", m.kv_heads},
+                      {"ffn_hidden", m.ffn_hidden},
+                      {"seq_len", m.seq_len},
+                      {"vocab", m.vocab},
+                      {"dtype", to_string(m.dtype)},
+                      {"tied_embeddings", m.tied_embeddings},
+                      {"learned_pos_embedding", m.learned_pos_embedding},
+                      {"mlp", m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu"},
+                      {"params", m.total_params()}};
+  // The newer keys only where they differ from their defaults: a model without them writes what dtsim wrote before
+  // (summary.json of the golden scenarios, the sweep's scenario ids hash this text).
+  if (m.head_dim_override > 0) j["head_dim"] = m.head_dim_override;
+  if (m.attention != AttentionKind::UNFUSED) j["attention"] = to_string(m.attention);
+  if (!m.causal) j["causal"] = false;
+  if (m.moe.enabled()) {
+    j["moe"] = {{"experts", m.moe.experts},
+                {"top_k", m.moe.top_k},
+                {"expert_ffn_hidden", m.moe.expert_ffn_hidden},
+                {"shared_experts", m.moe.shared_experts},
+                {"shared_ffn_hidden", m.moe.shared_ffn_hidden},
+                {"dense_layers", m.moe.dense_layers},
+                {"router", m.moe.sigmoid_router ? "sigmoid" : "softmax"},
+                {"expert_bias", m.moe.expert_bias}};
+    j["active_params"] = m.active_params();
+  }
+  if (m.mla.enabled())
+    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                {"kv_lora_rank", m.mla.kv_lora_rank},
+                {"qk_nope_head_dim", m.mla.qk_nope_head_dim},
+                {"qk_rope_head_dim", m.mla.qk_rope_head_dim},
+                {"v_head_dim", m.mla.v_head_dim}};
+  return j;
 }
+
+namespace {
+// An optional sub-object ("moe", "mla"): null when absent.
+const nlohmann::json* sub_object(const nlohmann::json& j, const std::string& ctx, const std::string& key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  if (!it->is_object())
+    throw ConfigError(ctx + ": field '" + key + "' has the wrong type (" + it->type_name() + "; expected an object)");
+  return &*it;
+}
+}  // namespace
 
 TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
   json_util::reject_unknown(j, ctx,
-                            {"schema_version", "name", "num_layers", "hidden", "heads", "kv_heads", "ffn_hidden",
-                             "seq_len", "vocab", "dtype", "tied_embeddings", "learned_pos_embedding", "mlp", "params"});
+                            {"schema_version",
+                             "name",
+                             "num_layers",
+                             "hidden",
+                             "heads",
+                             "kv_heads",
+                             "ffn_hidden",
+                             "seq_len",
+                             "vocab",
+                             "dtype",
+                             "tied_embeddings",
+                             "learned_pos_embedding",
+                             "mlp",
+                             "head_dim",
+                             "attention",
+                             "causal",
+                             "moe",
+                             "mla",
+                             "params",
+                             "active_params"});
   TransformerSpec m;
   m.name = get_or<std::string>(j, ctx, "name", "custom");
   m.num_layers = get<int>(j, ctx, "num_layers");
@@ -209,6 +442,36 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   if (mlp == "gelu") m.mlp = MlpKind::GELU;
   else if (mlp == "swiglu") m.mlp = MlpKind::SWIGLU;
   else throw ConfigError(ctx + ": unknown mlp '" + mlp + "' (known: gelu, swiglu)");
+  m.head_dim_override = get_or<int>(j, ctx, "head_dim", 0);
+  m.attention = attention_kind_from_string(get_or<std::string>(j, ctx, "attention", "unfused"), ctx);
+  m.causal = get_or<bool>(j, ctx, "causal", true);
+  if (const auto* e = sub_object(j, ctx, "moe")) {
+    const std::string ectx = ctx + " (moe)";
+    json_util::reject_unknown(*e, ectx,
+                              {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "shared_ffn_hidden",
+                               "dense_layers", "router", "expert_bias"});
+    m.moe.experts = get<int>(*e, ectx, "experts");
+    m.moe.top_k = get<int>(*e, ectx, "top_k");
+    m.moe.expert_ffn_hidden = get<int>(*e, ectx, "expert_ffn_hidden");
+    m.moe.shared_experts = get_or<int>(*e, ectx, "shared_experts", 0);
+    m.moe.shared_ffn_hidden = get_or<int>(*e, ectx, "shared_ffn_hidden", 0);
+    m.moe.dense_layers = get_or<int>(*e, ectx, "dense_layers", 0);
+    const std::string router = get_or<std::string>(*e, ectx, "router", "softmax");
+    if (router == "sigmoid") m.moe.sigmoid_router = true;
+    else if (router != "softmax")
+      throw ConfigError(ectx + ": unknown router '" + router + "' (known: softmax, sigmoid)");
+    m.moe.expert_bias = get_or<bool>(*e, ectx, "expert_bias", false);
+  }
+  if (const auto* a = sub_object(j, ctx, "mla")) {
+    const std::string actx = ctx + " (mla)";
+    json_util::reject_unknown(*a, actx,
+                              {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+    m.mla.q_lora_rank = get_or<int>(*a, actx, "q_lora_rank", 0);
+    m.mla.kv_lora_rank = get<int>(*a, actx, "kv_lora_rank");
+    m.mla.qk_nope_head_dim = get<int>(*a, actx, "qk_nope_head_dim");
+    m.mla.qk_rope_head_dim = get<int>(*a, actx, "qk_rope_head_dim");
+    m.mla.v_head_dim = get<int>(*a, actx, "v_head_dim");
+  }
   return m;
 }
 

@@ -9,6 +9,38 @@ namespace dtsim {
 
 enum class DType { FP16, BF16, FP32 };
 enum class MlpKind { GELU, SWIGLU };
+/// Attention kernels: UNFUSED is Megatron-LM 2021 (QK^T GEMM, (fused) softmax, dropout, AV GEMM; the s x s scores
+/// are stored for the backward); FLASH is FlashAttention-2/3 (one fused forward kernel, a fused backward that
+/// recomputes the scores; only the output and the log-sum-exp are stored).
+enum class AttentionKind { UNFUSED, FLASH };
+std::string to_string(AttentionKind a);
+AttentionKind attention_kind_from_string(const std::string& s, const std::string& ctx);
+
+/// Mixture-of-experts feed-forward blocks (Megatron-Core naming). experts == 0: a dense model.
+struct MoeSpec {
+  int experts = 0;            ///< routed experts per MoE layer
+  int top_k = 0;              ///< routed experts per token
+  int expert_ffn_hidden = 0;  ///< FFN width of one routed expert
+  int shared_experts = 0;     ///< always-active experts (DeepSeek, Qwen2-MoE); informative, widths below
+  int shared_ffn_hidden = 0;  ///< total FFN width of the shared experts (Megatron moe_shared_expert_intermediate_size)
+  int dense_layers = 0;       ///< the first dense_layers layers keep the dense FFN of ffn_hidden (DeepSeek: 3)
+  bool sigmoid_router = false;  ///< DeepSeek-V3 scores with sigmoid; softmax otherwise
+  bool expert_bias = false;     ///< GPT-OSS: routed experts have biases
+  bool enabled() const { return experts > 0; }
+  bool operator==(const MoeSpec&) const = default;
+};
+
+/// Multi-head latent attention (DeepSeek-V2/V3): low-rank q and kv projections with a decoupled rope key.
+/// kv_lora_rank == 0: ordinary (GQA) attention.
+struct MlaSpec {
+  int q_lora_rank = 0;  ///< 0: q is projected from the hidden state directly
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+  bool operator==(const MlaSpec&) const = default;
+};
 
 int dtype_bytes(DType d);
 std::string to_string(DType d);
@@ -28,11 +60,31 @@ struct TransformerSpec {
   bool tied_embeddings = true;
   bool learned_pos_embedding = true;  ///< GPT: learned position table of seq_len x hidden; LLaMA: rotary (none)
   MlpKind mlp = MlpKind::GELU;
+  int head_dim_override = 0;  ///< explicit head dimension (Qwen3, GPT-OSS); 0 = hidden / heads
+  AttentionKind attention = AttentionKind::UNFUSED;
+  bool causal = true;  ///< causal mask (decoder LM); FLASH skips the masked half of the score blocks
+  MoeSpec moe;
+  MlaSpec mla;
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
   int kv_dim() const { return kv_heads * head_dim(); }
-  /// Parameters of one transformer layer (weights and biases, all of it, before tensor parallelism).
+  /// Width of the attention's query / output projection: heads x head_dim (= hidden unless head_dim is explicit;
+  /// MLA: heads x v_head_dim on the output side).
+  int q_dim() const { return heads * head_dim(); }
+  /// Whether layer `layer` (0-based) has a mixture-of-experts FFN.
+  bool is_moe_layer(int layer) const { return moe.enabled() && layer >= moe.dense_layers; }
+  int num_moe_layers() const { return moe.enabled() ? num_layers - moe.dense_layers : 0; }
+  /// Parameters of one dense transformer layer (weights and biases, all of it, before tensor parallelism).
   std::int64_t layer_params() const;
+  /// Parameters of the attention block of one layer (projections, norms).
+  std::int64_t attention_params() const;
+  /// Parameters of one MoE layer: attention, router, all routed experts, the shared experts.
+  std::int64_t moe_layer_params() const;
+  /// Parameters of one routed expert (its FFN).
+  std::int64_t expert_params() const;
+  /// Parameters a token passes through: the attention, the shared experts, top_k routed experts, the router
+  /// (dense layers: all), embedding and head (Mixtral/DeepSeek "active parameters").
+  std::int64_t active_params() const;
   /// Word embedding parameters (vocab x hidden), plus the position table when learned.
   std::int64_t embedding_params() const;
   /// Output projection parameters when not tied (vocab x hidden), else 0.

@@ -26,6 +26,131 @@ std::string to_string(Schedule s) {
   return "?";
 }
 
+std::string to_string(CpKind k) {
+  switch (k) {
+    case CpKind::RING: return "ring";
+    case CpKind::ALL_TO_ALL: return "a2a";
+    case CpKind::ALL_GATHER: return "allgather";
+  }
+  return "?";
+}
+
+CpKind cp_kind_from_string(const std::string& s, const std::string& ctx) {
+  if (s == "ring" || s == "p2p") return CpKind::RING;
+  if (s == "a2a" || s == "ulysses") return CpKind::ALL_TO_ALL;
+  if (s == "allgather" || s == "all_gather") return CpKind::ALL_GATHER;
+  throw ConfigError(ctx + ": unknown context-parallel kind '" + s + "' (known: ring, a2a, allgather)");
+}
+
+std::string to_string(Dispatcher d) { return d == Dispatcher::ALL_TO_ALL ? "alltoall" : "allgather"; }
+
+namespace {
+Dispatcher dispatcher_from_string(const std::string& s, const std::string& ctx) {
+  if (s == "alltoall" || s == "a2a") return Dispatcher::ALL_TO_ALL;
+  if (s == "allgather") return Dispatcher::ALL_GATHER;
+  throw ConfigError(ctx + ": unknown MoE dispatcher '" + s + "' (known: alltoall, allgather)");
+}
+double parse_number(const std::string& t, const std::string& what, const std::string& ctx) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != t.size() || !std::isfinite(v))
+    throw ConfigError(ctx + ": " + what + " '" + t + "' is not a number");
+  return v;
+}
+}  // namespace
+
+std::vector<double> Routing::expert_fractions(int experts) const {
+  DTSIM_ASSERT(experts > 0, "expert_fractions of " << experts << " experts");
+  std::vector<double> f(static_cast<std::size_t>(experts), 1.0 / experts);
+  if (!loads.empty()) {
+    DTSIM_ASSERT(static_cast<int>(loads.size()) == experts, "routing loads for " << loads.size() << " experts");
+    f = loads;
+  } else if (kind == Kind::SKEW && skew != 0) {
+    double sum = 0;
+    for (int i = 0; i < experts; ++i) sum += f[static_cast<std::size_t>(i)] = std::pow(1.0 + i, -skew);
+    for (auto& x : f) x /= sum;
+  }
+  if (capacity_factor > 0) {
+    const double cap = capacity_factor / experts;
+    for (auto& x : f) x = pad_to_capacity ? cap : std::min(x, cap);
+  }
+  return f;
+}
+
+Routing routing_from_string(const std::string& spec, const std::string& ctx) {
+  Routing r;
+  std::string s = spec;
+  // Optional capacity suffix: ",cf:X" or ",cf:X:pad".
+  if (auto pos = s.find(",cf:"); pos != std::string::npos || s.rfind("cf:", 0) == 0) {
+    const std::size_t start = pos == std::string::npos ? 0 : pos + 1;
+    std::string cf = s.substr(start + 3);
+    s = start == 0 ? "balanced" : s.substr(0, pos);
+    if (cf.size() > 4 && cf.substr(cf.size() - 4) == ":pad") {
+      r.pad_to_capacity = true;
+      cf = cf.substr(0, cf.size() - 4);
+    }
+    r.capacity_factor = parse_number(cf, "capacity factor", ctx);
+    if (!(r.capacity_factor > 0)) throw ConfigError(ctx + ": capacity factor must be positive, got '" + cf + "'");
+  }
+  if (s == "balanced") return r;
+  if (s.rfind("skew:", 0) == 0) {
+    r.kind = Routing::Kind::SKEW;
+    r.skew = parse_number(s.substr(5), "routing skew", ctx);
+    if (r.skew < 0 || r.skew > 8)
+      throw ConfigError(ctx + ": routing skew must be in [0, 8], got '" + s.substr(5) + "'");
+    return r;
+  }
+  if (s.rfind("loads:", 0) == 0) {
+    r.kind = Routing::Kind::SKEW;
+    std::string list = s.substr(6);
+    if (list.find(',') == std::string::npos &&
+        (list.find('/') != std::string::npos || list.find(".json") != std::string::npos)) {
+      const auto j = json_util::read_file(list);
+      if (!j.is_array())
+        throw ConfigError(ctx + ": routing loads file '" + list + "' must hold a JSON list of numbers");
+      for (const auto& x : j) {
+        if (!x.is_number())
+          throw ConfigError(ctx + ": routing loads file '" + list + "' must hold a JSON list of numbers");
+        r.loads.push_back(x.get<double>());
+      }
+    } else {
+      std::stringstream in(list);
+      std::string item;
+      while (std::getline(in, item, ',')) r.loads.push_back(parse_number(item, "routing load", ctx));
+    }
+    double sum = 0;
+    for (double x : r.loads) {
+      if (!(x >= 0)) throw ConfigError(ctx + ": routing loads must be non-negative");
+      sum += x;
+    }
+    if (r.loads.empty() || !(sum > 0)) throw ConfigError(ctx + ": routing loads must not all be zero");
+    for (auto& x : r.loads) x /= sum;  // fractions
+    return r;
+  }
+  throw ConfigError(
+      ctx + ": unknown routing '" + spec +
+      "' (known: balanced, skew:S, loads:f1,f2,... or loads:FILE, each with an optional ,cf:X[:pad] capacity factor)");
+}
+
+std::string to_string(const Routing& r) {
+  std::ostringstream o;
+  if (r.kind == Routing::Kind::BALANCED) {
+    o << "balanced";
+  } else if (!r.loads.empty()) {
+    o << "loads:";
+    for (std::size_t i = 0; i < r.loads.size(); ++i) o << (i ? "," : "") << r.loads[i];
+  } else {
+    o << "skew:" << r.skew;
+  }
+  if (r.capacity_factor > 0) o << ",cf:" << r.capacity_factor << (r.pad_to_capacity ? ":pad" : "");
+  return o.str();
+}
+
 std::string to_string(const PipeOp& op) {
   std::string s(1, op.kind == PipeOp::Kind::F ? 'F' : op.kind == PipeOp::Kind::B ? 'B' : 'W');
   s += std::to_string(op.microbatch);
@@ -253,7 +378,7 @@ int ParallelPlan::rank_of(const RankCoord& c) const {
   }
   int rank = 0, stride = 1;
   for (Axis a : rank_order) {
-    rank += c.get(a) * stride;
+    rank += (a == Axis::TP ? c.tp + tp * c.cp : c.get(a)) * stride;
     stride *= degree(a);
   }
   return rank;
@@ -271,7 +396,13 @@ RankCoord ParallelPlan::coord_of(int rank) const {
     return c;
   }
   for (Axis a : rank_order) {
-    c.set(a, rank % degree(a));
+    const int v = rank % degree(a);
+    if (a == Axis::TP) {
+      c.tp = v % tp;
+      c.cp = v / tp;
+    } else {
+      c.set(a, v);
+    }
     rank /= degree(a);
   }
   return c;
@@ -334,6 +465,10 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(dp, "dp");
   positive(micro_batch_size, "micro batch size");
   positive(global_batch_size, "global batch size");
+  positive(cp, "cp");
+  positive(ep, "ep");
+  if (etp < 0) throw ConfigError(ctx + ": etp must be positive, got " + std::to_string(etp));
+  validate_moe_cp(model);
   if (has_stage_replicas()) {
     if (static_cast<int>(stage_replicas.size()) != pp)
       throw ConfigError(ctx + ": stage_replicas has " + std::to_string(stage_replicas.size()) + " entries but pp is " +
@@ -351,10 +486,13 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
       throw ConfigError(ctx + ": tp*dp*sum(stage_replicas) = " + std::to_string(tp) + "*" + std::to_string(dp) + "*" +
                         std::to_string(devices) + " = " + std::to_string(world) + " does not match the " +
                         std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
-  } else if (const std::int64_t world = static_cast<std::int64_t>(tp) * pp * dp; world != cluster.total_gpus()) {
-    throw ConfigError(ctx + ": tp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(pp) + "*" + std::to_string(dp) +
-                      " = " + std::to_string(world) + " does not match the " + std::to_string(cluster.total_gpus()) +
-                      " GPUs of cluster '" + cluster.name + "'");
+  } else if (const std::int64_t world = static_cast<std::int64_t>(tp) * cp * pp * dp; world != cluster.total_gpus()) {
+    throw ConfigError(ctx +
+                      (cp > 1 ? ": tp*cp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(cp) + "*"
+                              : ": tp*pp*dp = " + std::to_string(tp) + "*") +
+                      std::to_string(pp) + "*" + std::to_string(dp) + " = " + std::to_string(world) +
+                      " does not match the " + std::to_string(cluster.total_gpus()) + " GPUs of cluster '" +
+                      cluster.name + "'");
   }
   if (!device_map.empty()) {
     if (static_cast<int>(device_map.size()) != world_size())
@@ -458,6 +596,72 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
 }
 
+void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
+  const std::string ctx = "plan";
+  if (tp_layout != TpLayout::D1 && tp > 1 &&
+      (model.moe.enabled() || model.mla.enabled() || model.head_dim_override > 0 ||
+       model.attention == AttentionKind::FLASH))
+    throw ConfigError(ctx + ": the " + to_string(tp_layout) +
+                      " tensor-parallel layout models GPT layers with unfused attention only ('" + model.name +
+                      "' has MoE, MLA, an explicit head_dim or flash attention)");
+  if (cp > 1) {
+    if (model.attention != AttentionKind::FLASH)
+      throw ConfigError(ctx +
+                        ": context parallelism needs flash attention (--attention flash; Megatron-Core and "
+                        "torchtitan run CP with fused attention kernels only)");
+    if (model.seq_len % (cp_kind == CpKind::RING ? 2 * cp : cp) != 0)
+      throw ConfigError(ctx + ": cp " + std::to_string(cp) + " must divide the sequence of " +
+                        std::to_string(model.seq_len) + " tokens" +
+                        (cp_kind == CpKind::RING ? " into 2*cp = " + std::to_string(2 * cp) +
+                                                       " chunks (causal load balancing of ring attention)"
+                                                 : ""));
+    if (sequence_parallel && (model.seq_len / cp) % tp != 0)
+      throw ConfigError(ctx + ": sequence parallelism needs tp " + std::to_string(tp) +
+                        " to divide the per-cp-rank sequence of " + std::to_string(model.seq_len / cp));
+    if (cp_kind == CpKind::ALL_TO_ALL &&
+        (model.heads % (tp * cp) != 0 || (model.kv_heads % (tp * cp) != 0 && (tp * cp) % model.kv_heads != 0)))
+      throw ConfigError(ctx + ": a2a context parallelism splits the heads tp*cp = " + std::to_string(tp * cp) +
+                        " ways: it must divide the " + std::to_string(model.heads) +
+                        " heads and divide or be a multiple of the " + std::to_string(model.kv_heads) + " kv heads");
+    if (has_stage_replicas()) throw ConfigError(ctx + ": context parallelism is not supported with stage replication");
+    if (tp_layout != TpLayout::D1) throw ConfigError(ctx + ": context parallelism needs the 1d tensor-parallel layout");
+  }
+  if (!model.moe.enabled()) {
+    if (ep > 1)
+      throw ConfigError(ctx + ": ep " + std::to_string(ep) + " needs a mixture-of-experts model ('" + model.name +
+                        "' is dense)");
+    if (etp > 0 && etp != tp)
+      throw ConfigError(ctx + ": etp needs a mixture-of-experts model ('" + model.name + "' is dense)");
+    if (!routing.balanced() || routing.capacity_factor > 0)
+      throw ConfigError(ctx + ": routing applies to mixture-of-experts models only ('" + model.name + "' is dense)");
+    return;
+  }
+  if (tp > 1 && !sequence_parallel)
+    throw ConfigError(ctx +
+                      ": a mixture-of-experts model with tp > 1 needs sequence parallelism (--sequence-parallel), "
+                      "as Megatron-Core requires");
+  if (model.moe.experts % ep != 0)
+    throw ConfigError(ctx + ": ep " + std::to_string(ep) + " must divide the " + std::to_string(model.moe.experts) +
+                      " experts of '" + model.name + "'");
+  const std::int64_t block = static_cast<std::int64_t>(tp) * cp * dp;
+  if (block % (static_cast<std::int64_t>(expert_tp()) * ep) != 0)
+    throw ConfigError(ctx + ": etp*ep = " + std::to_string(expert_tp()) + "*" + std::to_string(ep) +
+                      " must divide tp*cp*dp = " + std::to_string(block) +
+                      " (expert groups are carved from the data- and context-parallel ranks of each stage)");
+  if (model.moe.expert_ffn_hidden % expert_tp() != 0)
+    throw ConfigError(ctx + ": etp " + std::to_string(expert_tp()) + " does not divide expert_ffn_hidden " +
+                      std::to_string(model.moe.expert_ffn_hidden));
+  if (model.moe.shared_ffn_hidden % tp != 0)
+    throw ConfigError(ctx + ": tp " + std::to_string(tp) + " does not divide the shared experts' width " +
+                      std::to_string(model.moe.shared_ffn_hidden));
+  if (!routing.loads.empty() && static_cast<int>(routing.loads.size()) != model.moe.experts)
+    throw ConfigError(ctx + ": routing gives loads for " + std::to_string(routing.loads.size()) + " experts but '" +
+                      model.name + "' has " + std::to_string(model.moe.experts));
+  if (has_stage_replicas()) throw ConfigError(ctx + ": expert parallelism is not supported with stage replication");
+  if (tp_layout != TpLayout::D1 && (ep > 1 || etp > 0))
+    throw ConfigError(ctx + ": expert parallelism needs the 1d tensor-parallel layout");
+}
+
 nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   nlohmann::json j = {
       {"schema_version", 1},
@@ -478,6 +682,16 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
       {"dp_bucket_bytes", p.dp_bucket_bytes}};
   if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
   if (!p.device_map.empty()) j["device_map"] = p.device_map;
+  if (p.cp > 1) {
+    j["cp"] = p.cp;
+    j["cp_kind"] = to_string(p.cp_kind);
+  }
+  if (p.ep > 1 || p.etp > 0) {
+    j["ep"] = p.ep;
+    j["etp"] = p.expert_tp();
+    j["dispatcher"] = to_string(p.dispatcher);
+  }
+  if (!p.routing.balanced() || p.routing.capacity_factor > 0) j["routing"] = to_string(p.routing);
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
   if (p.tp_layout == TpLayout::D2_5) j["tp_depth"] = p.tp_depth;
   if (p.schedule == Schedule::CUSTOM) {
@@ -511,11 +725,23 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "stage_replicas",
                              "device_map",
                              "tp_layout",
-                             "tp_depth"});
+                             "tp_depth",
+                             "cp",
+                             "cp_kind",
+                             "ep",
+                             "etp",
+                             "dispatcher",
+                             "routing"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
   p.dp = get_or<int>(j, ctx, "dp", 1);
+  p.cp = get_or<int>(j, ctx, "cp", 1);
+  p.cp_kind = cp_kind_from_string(get_or<std::string>(j, ctx, "cp_kind", "ring"), ctx);
+  p.ep = get_or<int>(j, ctx, "ep", 1);
+  p.etp = get_or<int>(j, ctx, "etp", 0);
+  p.dispatcher = dispatcher_from_string(get_or<std::string>(j, ctx, "dispatcher", "alltoall"), ctx);
+  p.routing = routing_from_string(get_or<std::string>(j, ctx, "routing", "balanced"), ctx);
   p.micro_batch_size = get<int>(j, ctx, "micro_batch_size");
   p.global_batch_size = get<int>(j, ctx, "global_batch_size");
   p.layers_per_stage = get_or<std::vector<int>>(j, ctx, "layers_per_stage", {});

@@ -37,6 +37,39 @@ TpLayout tp_layout_from_string(const std::string& s, const std::string& ctx);
 /// 2.5-D: q^2 * depth; 3-D: q^3).
 int tp_grid_side(TpLayout layout, int tp, int depth);
 enum class Axis { TP = 0, DP = 1, PP = 2 };
+/// Context parallelism: how the cp ranks that split a sequence exchange keys and values.
+///  RING       Megatron-Core p2p ring attention: KV blocks passed around the ring, each transfer overlapped with
+///             the attention of the previous block; causal load balance by 2 cp chunks per sequence.
+///  ALL_TO_ALL DeepSpeed-Ulysses / Megatron "a2a": all-to-all from sequence- to head-sharded q, k, v before the
+///             attention and back after it (heads / tp must be divisible by cp).
+///  ALL_GATHER every rank gathers the whole sequence's K and V before its attention (torchtitan's allgather
+///             rotation, Megatron "all_gather"); the backward reduce-scatters dK, dV.
+enum class CpKind { RING, ALL_TO_ALL, ALL_GATHER };
+std::string to_string(CpKind k);
+CpKind cp_kind_from_string(const std::string& s, const std::string& ctx);
+/// MoE token dispatchers (Megatron-Core): ALL_TO_ALL over the EP group (tokens to their experts' ranks and back),
+/// ALL_GATHER (every EP rank gathers all tokens, keeps its experts' ones, reduce-scatters the outputs).
+enum class Dispatcher { ALL_TO_ALL, ALL_GATHER };
+std::string to_string(Dispatcher d);
+/// Token routing of MoE layers. BALANCED: every expert gets top_k T / E of the T tokens (what benchmark tables force
+/// with aux losses or padding). SKEW: the expert loads follow a Zipf-like law load_i ~ 1 / (i + 1)^skew over the
+/// experts (skew 0 = balanced), or the explicit per-expert fractions `loads` (summing to 1). capacity_factor > 0
+/// caps an expert at capacity_factor x its balanced share (tokens above are dropped; padded to capacity when
+/// pad_to_capacity); 0 = dropless.
+struct Routing {
+  enum class Kind { BALANCED, SKEW } kind = Kind::BALANCED;
+  double skew = 0;
+  std::vector<double> loads;  ///< per expert, sums to 1 (SKEW with explicit loads)
+  double capacity_factor = 0;
+  bool pad_to_capacity = false;
+  bool balanced() const { return kind == Kind::BALANCED || (loads.empty() && skew == 0); }
+  /// Fraction of the routed token-slots each expert receives (experts entries, sums to 1), after the capacity cap
+  /// (dropped slots leave the sum below 1; padding to capacity raises every expert to its capacity).
+  std::vector<double> expert_fractions(int experts) const;
+};
+/// "balanced", "skew:S" (Zipf exponent S), "loads:FILE" or "loads:f1,f2,..."; "cf:X" suffix sets the capacity factor.
+Routing routing_from_string(const std::string& s, const std::string& ctx);
+std::string to_string(const Routing& r);
 
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);
@@ -48,12 +81,24 @@ Recompute recompute_from_string(const std::string& s, const std::string& ctx);
 struct RankCoord {
   int tp = 0, dp = 0, pp = 0;
   int rep = 0;  ///< replica of the stage inside one pipeline copy (stage replication); 0 without it
+  int cp = 0;   ///< context-parallel index (placed next to tp: the TP slot of rank_order spans tp x cp ranks)
   int get(Axis a) const { return a == Axis::TP ? tp : a == Axis::DP ? dp : pp; }
   void set(Axis a, int v) { (a == Axis::TP ? tp : a == Axis::DP ? dp : pp) = v; }
 };
 
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1;
+  /// Context parallelism: cp ranks split each sequence (world = tp cp dp pp). CP ranks sit next to the TP ranks
+  /// (Megatron-Core order tp-cp-ep-dp-pp): the TP slot of rank_order holds tp x cp ranks, tp innermost.
+  int cp = 1;
+  CpKind cp_kind = CpKind::RING;
+  /// Expert parallelism (MoE layers): the tp x cp x dp ranks of a stage are regrouped, as Megatron-Core does, into
+  /// expert-tensor-parallel (etp, innermost), expert-parallel (ep) and expert-data-parallel (the rest) groups over
+  /// the block index j = tp_idx + tp (cp_idx + cp dp_idx). Experts are split over ep; each expert's FFN over etp.
+  int ep = 1;
+  int etp = 0;  ///< 0 = tp (Megatron-Core's default expert_tensor_parallel_size)
+  Dispatcher dispatcher = Dispatcher::ALL_TO_ALL;
+  Routing routing;
   int micro_batch_size = 1;
   int global_batch_size = 1;
   std::vector<int> layers_per_stage;  ///< empty = uniform split
@@ -81,7 +126,12 @@ struct ParallelPlan {
   bool dp_overlap = true;                     ///< overlap gradient all-reduce buckets with the last backward
   double dp_bucket_bytes = 25.0 * 1048576.0;  ///< PyTorch DDP default bucket size (25 MiB)
 
-  int world_size() const { return tp * dp * devices_per_pipeline(); }
+  int world_size() const { return tp * cp * dp * devices_per_pipeline(); }
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  /// Expert-data-parallel degree: the ranks of a stage's tp x cp x dp block holding the same experts.
+  int expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }
+  /// Ranks that reduce the gradients of dense (non-expert) weights: dp x cp (Megatron's data-parallel-with-cp).
+  int dense_grad_ranks() const { return dp * cp; }
   /// Sum of the stage widths (pp without stage replication).
   int devices_per_pipeline() const;
   bool has_stage_replicas() const { return !stage_replicas.empty(); }
@@ -93,7 +143,8 @@ struct ParallelPlan {
   std::string schedule_name() const;
   /// Copies of each weight inside a tensor-parallel group (2.5-D keeps one per depth layer; 1 otherwise).
   int tp_weight_replicas() const { return tp_layout == TpLayout::D2_5 ? tp_depth : 1; }
-  int degree(Axis a) const { return a == Axis::TP ? tp : a == Axis::DP ? dp : pp; }
+  /// Ranks along `a` in the rank layout: the TP slot spans the tp x cp ranks (cp next to tp).
+  int degree(Axis a) const { return a == Axis::TP ? tp * cp : a == Axis::DP ? dp : pp; }
   int rank_of(const RankCoord& c) const;
   /// GPU of `rank` (relative to the job's first GPU): device_map[rank], or rank itself without a mapping.
   int gpu_of_rank(int rank) const { return device_map.empty() ? rank : device_map[rank]; }
@@ -111,6 +162,8 @@ struct ParallelPlan {
   std::vector<int> chunk_layers(int num_layers) const;
   /// Throws ConfigError with one line naming the inconsistency.
   void validate(const TransformerSpec& model, const ClusterSpec& cluster) const;
+  /// The context- and expert-parallel part of validate().
+  void validate_moe_cp(const TransformerSpec& model) const;
 };
 
 /// Parses "gpipe", "1f1b", "1f1b:dapple", "interleaved:V", "zb-h1", "zb-h2" or "custom:FILE" into `plan`

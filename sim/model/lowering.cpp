@@ -37,8 +37,11 @@ namespace {
 
 using cost::CollectiveKind;
 
-// Groups of the three axes plus the tied-embedding pair {first stage, last stage}.
-enum class GroupAxis { TP, DP, PP, EMB };
+// Groups of the three axes plus the tied-embedding pair {first stage, last stage}, the context-parallel group and
+// the expert groups (expert parallel, expert tensor parallel, expert data parallel). DP spans dp x cp (the ranks
+// that reduce dense gradients).
+enum class GroupAxis { TP, DP, PP, EMB, CP, EP, ETP, EDP };
+constexpr int kNumGroupAxes = 8;
 
 struct FoldDecision {
   bool tp = false, dp = false;
@@ -182,7 +185,23 @@ private:
   TaskGraph g_;
   Lowered out_;
   std::vector<std::array<std::int32_t, kNumStreams>> last_;
-  std::vector<std::array<int, 4>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
+  std::vector<std::array<int, kNumGroupAxes>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
+  /// Index j = tp + tp (cp + cp dp) of a rank inside its stage's tp x cp x dp block (Megatron-Core's expert grid).
+  int block_index(const RankCoord& c) const { return c.tp + p_.tp * (c.cp + p_.cp * c.dp); }
+  RankCoord block_coord(int j, int pp) const {
+    RankCoord c;
+    c.tp = j % p_.tp;
+    c.cp = (j / p_.tp) % p_.cp;
+    c.dp = j / (p_.tp * p_.cp);
+    c.pp = pp;
+    return c;
+  }
+  /// Expert-parallel index of a rank (which block of experts it holds).
+  int ep_index(int rank) const { return (block_index(p_.coord_of(rank)) / p_.expert_tp()) % p_.ep; }
+  /// A rank's part of ring attention (RING_ATTENTION step): blocks on the compute stream, KV transfers to the CP
+  /// ring successor.
+  std::int32_t ring_attention(int si, const cost::Step& st, Phase phase, int layer, int mb, std::int32_t pred,
+                              const std::string& prefix);
 
   struct Instance {
     std::int32_t join = -1;
@@ -222,6 +241,9 @@ private:
     return inst.done[pos];
   }
   std::map<std::tuple<int, int, int>, Instance> instances_;  // (group leader, axis, sequence)
+  /// The EP all-to-all being lowered under skewed routing: per-EP-rank loads and its shape (see cost::Step).
+  const std::vector<double>* a2a_loads_ = nullptr;
+  bool a2a_combine_ = false;
 
   // Pipeline transfers: (receiving simulated rank, micro-batch, model chunk, 0 = activation / 1 = gradient) -> flow.
   std::map<std::tuple<int, int, int, int>, std::vector<std::int32_t>> sent_;
@@ -245,14 +267,16 @@ std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
         add(x);
       }
       break;
-    case GroupAxis::DP:  // every replica of the stage in every pipeline copy
+    case GroupAxis::DP:  // every replica of the stage in every pipeline copy, and every cp rank
       for (int d = 0; d < p_.dp; ++d)
-        for (int j = 0; j < p_.replicas(c.pp); ++j) {
-          RankCoord x = c;
-          x.dp = d;
-          x.rep = j;
-          add(x);
-        }
+        for (int j = 0; j < p_.replicas(c.pp); ++j)
+          for (int k = 0; k < p_.cp; ++k) {
+            RankCoord x = c;
+            x.dp = d;
+            x.rep = j;
+            x.cp = k;
+            add(x);
+          }
       break;
     case GroupAxis::PP:
       for (int st = 0; st < p_.pp; ++st) {
@@ -262,6 +286,27 @@ std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
         add(x);
       }
       break;
+    case GroupAxis::CP:
+      for (int i = 0; i < p_.cp; ++i) {
+        RankCoord x = c;
+        x.cp = i;
+        add(x);
+      }
+      break;
+    case GroupAxis::EP:
+    case GroupAxis::ETP:
+    case GroupAxis::EDP: {
+      const int etp = p_.expert_tp(), ep = p_.ep, j = block_index(c);
+      const int my_t = j % etp, my_e = (j / etp) % ep, my_d = j / (etp * ep);
+      for (int k = 0; k < p_.tp * p_.cp * p_.dp; ++k) {
+        const int t = k % etp, e = (k / etp) % ep, d = k / (etp * ep);
+        const bool in = ax == GroupAxis::EP    ? (t == my_t && d == my_d)
+                        : ax == GroupAxis::ETP ? (e == my_e && d == my_d)
+                                               : (t == my_t && e == my_e);
+        if (in) add(block_coord(k, c.pp));
+      }
+      break;
+    }
     case GroupAxis::EMB:  // every replica of the first and of the last stage of this pipeline copy
       for (int st : {0, p_.pp - 1})
         for (int j = 0; j < p_.replicas(st); ++j) {
@@ -294,13 +339,22 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
   };
   auto signature = [&](int r) {
     std::vector<int> sig;
-    for (GroupAxis ax : {GroupAxis::TP, GroupAxis::DP, GroupAxis::PP, GroupAxis::EMB}) {
+    for (GroupAxis ax : {GroupAxis::TP, GroupAxis::DP, GroupAxis::PP, GroupAxis::EMB, GroupAxis::CP, GroupAxis::EP,
+                         GroupAxis::ETP, GroupAxis::EDP}) {
       const int stage = p_.coord_of(r).pp;
       if (ax == GroupAxis::EMB && stage != 0 && stage != p_.pp - 1) {
         sig.push_back(-1);
         continue;
       }
+      if ((ax == GroupAxis::CP && p_.cp == 1) || (ax >= GroupAxis::EP && !m_.moe.enabled())) continue;
       const auto members = group_members(r, ax);
+      if (ax == GroupAxis::EP) {  // all-to-all: the kinds of path to every member
+        std::vector<int> kinds;
+        for (int o : members) kinds.push_back(static_cast<int>(path(r, o)));
+        std::sort(kinds.begin(), kinds.end());
+        sig.insert(sig.end(), kinds.begin(), kinds.end());
+        continue;
+      }
       sig.push_back(static_cast<int>(path(r, next_in(members, r))));
       std::vector<int> local, cross;
       if ((ax == GroupAxis::TP || ax == GroupAxis::DP) && use_hierarchical(CollectiveKind::ALL_REDUCE, r, members) &&
@@ -347,7 +401,19 @@ FoldDecision Lowerer::decide_folding() const {
   for (int st = 0; st < p_.pp; ++st) widest = std::max(widest, p_.replicas(st));
   // 2-D/2.5-D/3-D layouts run collectives over sub-groups of the TP group (and broadcasts/reduces give the root
   // a different role): the TP axis is simulated unfolded.
-  const bool want_tp = p_.tp > 1 && p_.tp_layout == TpLayout::D1, want_dp = p_.dp * widest > 1;
+  bool want_tp = p_.tp > 1 && p_.tp_layout == TpLayout::D1, want_dp = p_.dp * widest > 1;
+  // Skewed routing gives the members of an EP group different work: the axes the EP group spans are simulated
+  // unfolded (the EP group spans dp; it spans tp unless etp = tp).
+  const bool skew = m_.moe.enabled() && p_.ep > 1 && !p_.routing.balanced();
+  std::string skew_note;
+  if (skew) {
+    if (want_dp) skew_note = "; dp not folded: skewed routing gives EP ranks different loads";
+    want_dp = false;
+    if (p_.expert_tp() != p_.tp && want_tp) {
+      want_tp = false;
+      skew_note += "; tp not folded: the EP groups span tp ranks with different loads";
+    }
+  }
   for (auto [tp, dp] : {std::pair{want_tp, want_dp}, std::pair{want_tp, false}, std::pair{false, want_dp}}) {
     if (!tp && !dp) continue;
     if (fold_ok(tp, dp)) {
@@ -362,10 +428,12 @@ FoldDecision Lowerer::decide_folding() const {
         d.reason +=
             std::string("; ") + (tp ? "dp" : "tp") + " not folded: " +
             (tp && !uniform_replicas() ? "stages have different widths" : "its ring mixes intra- and inter-node hops");
+      d.reason += skew_note;
       return d;
     }
   }
-  d.reason = !(want_tp || want_dp) ? "nothing to fold (tp = dp = 1)"
+  d.reason = !(want_tp || want_dp) ? (skew ? "not folded: skewed routing gives EP ranks different loads"
+                                           : "nothing to fold (tp = dp = 1)")
              : c_.num_leaves() > 1 ? "not folded: traffic crosses shared leaf uplinks or rings mix hop kinds"
              : !uniform_replicas() ? "not folded: stages have different widths and rings mix hop kinds"
                                    : "not folded: rings mix intra- and inter-node hops";
@@ -477,6 +545,13 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
                                         int mb, std::int32_t pred, std::int32_t* first_out) {
   const int n = static_cast<int>(members.size());
   const double piece = bytes / n;
+  DTSIM_ASSERT(!(folded && a2a_loads_), "a skewed all-to-all on a folded axis");
+  // Bytes from member `from` to member `to`: S / n, or under skewed routing S x the load of the receiving EP rank
+  // (dispatch) or of the sending one (combine).
+  auto piece_of = [&](int from, int to) {
+    if (!a2a_loads_) return piece;
+    return bytes * (*a2a_loads_)[static_cast<std::size_t>(ep_index(a2a_combine_ ? from : to))];
+  };
   const Task base = collective_base(stream, phase, name_id, layer, mb);
   // One member's tasks: a start-up delay, then a flow to each other member (to the mirror when folded: by
   // symmetry every member sends and receives n-1 pieces through its own links).
@@ -498,7 +573,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
       f.path = path(mglobal, other);
       f.mirror = folded;
       f.peer = folded ? -1 : out_.sim_index_of[other];
-      f.bytes = piece;
+      f.bytes = piece_of(mglobal, other);
       auto flow = add_free(f);
       g_.depend(delay, flow);
       g_.depend(flow, end);
@@ -721,7 +796,11 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   }
   if (first_out) *first_out = pred;
   if (members.size() <= 1) return pred;
-  const bool folded = (ax == GroupAxis::TP && out_.fold_tp) || (ax == GroupAxis::DP && out_.fold_dp);
+  // Folded when some member is represented by another simulated rank (a folded axis): by symmetry every member
+  // then loads its own links as this one does, and the collective runs against this rank's mirror.
+  bool folded = false;
+  for (int mbr : members)
+    if (out_.ranks[out_.sim_index_of[mbr]].global_rank != mbr) folded = true;
   const int axis_code = static_cast<int>(ax);
   const int seq = folded ? 0 : seq_[si][axis_code]++;
   const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
@@ -926,11 +1005,20 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot start
       // before they are issued (it is host-bound when its kernels are shorter than their issue time).
       if (cal_.host_issue_s > 0) host_issue(si, t, static_cast<double>(st.ops.size()) * cal_.host_issue_s, id);
+    } else if (st.kind == cost::Step::Kind::RING_ATTENTION) {
+      id = ring_attention(si, st, phase, layer, mb, last, prefix);
     } else {
       std::int32_t coll_first = -1;
-      id = collective(si, GroupAxis::TP, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer,
-                      mb, last, &coll_first, st.axis);
-      if (id == last) continue;  // tp == 1
+      const GroupAxis ax = st.group == cost::CommGroup::CP    ? GroupAxis::CP
+                           : st.group == cost::CommGroup::EP  ? GroupAxis::EP
+                           : st.group == cost::CommGroup::ETP ? GroupAxis::ETP
+                                                              : GroupAxis::TP;
+      a2a_loads_ = st.a2a_loads.empty() ? nullptr : &st.a2a_loads;
+      a2a_combine_ = st.a2a_combine;
+      id = collective(si, ax, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer, mb, last,
+                      &coll_first, st.axis);
+      a2a_loads_ = nullptr;
+      if (id == last) continue;  // a group of one
       if (cal_.host_collective_issue_s > 0 && coll_first >= 0) {
         // The host issues the collective (framework call + NCCL enqueue) between the kernels around it: later
         // kernels are issued after it, and this member's part of the collective starts once it is issued.
@@ -948,6 +1036,81 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
   return last;
 }
 
+std::int32_t Lowerer::ring_attention(int si, const cost::Step& st, Phase phase, int layer, int mb, std::int32_t pred,
+                                     const std::string& prefix) {
+  const int grank = out_.ranks[si].global_rank;
+  const auto members = group_members(grank, GroupAxis::CP);
+  const auto me = std::find(members.begin(), members.end(), grank);
+  DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own CP group");
+  const int succ = std::next(me) == members.end() ? members.front() : *std::next(me);
+  const int succ_si = out_.sim_index_of[succ];
+  const bool mirror = out_.ranks[succ_si].global_rank != succ;
+  cost::Step block = st;
+  block.kind = cost::Step::Kind::COMPUTE;
+  const double t_block = cost::step_time_s(block, c_.gpu, m_.dtype, cal_);
+  const Path hop = path(grank, succ);
+  const double alpha = routing_ ? routing_->latency_s(gpu(grank), gpu(succ)) : hop_latency(hop);
+  const std::int32_t name = g_.intern(prefix + st.name), kv_name = g_.intern(prefix + st.name + "-kv");
+  // One KV transfer to the ring successor (the matching receive from the predecessor is, by the ring's symmetry,
+  // taken as arriving with this rank's own send of the same step).
+  auto send = [&](double bytes, std::int32_t after_a, std::int32_t after_b) {
+    Task d = collective_base(Stream::TP, phase, kv_name, layer, mb);
+    d.rank = si;
+    d.kind = TaskKind::DELAY;
+    d.duration_s = std::max(0.0, cal_.p2p_overhead_s + segment_extra_s(hop, grank, succ, alpha, bytes));
+    const auto delay = add_free(d);
+    if (after_a >= 0) g_.depend(after_a, delay);
+    if (after_b >= 0) g_.depend(after_b, delay);
+    Task f = d;
+    f.kind = TaskKind::FLOW;
+    f.duration_s = 0;
+    f.path = hop;
+    f.mirror = mirror;
+    f.peer = mirror ? -1 : succ_si;
+    f.bytes = bytes;
+    const auto flow = add_free(f);
+    g_.depend(delay, flow);
+    return flow;
+  };
+  std::int32_t cur = pred, arrived = -1;
+  for (int i = 0; i < st.ring_steps; ++i) {
+    // Block i+1 travels on while block i is computed; block i arrived with the previous step's transfer.
+    const std::int32_t next = i + 1 < st.ring_steps ? send(st.collective_bytes, i == 0 ? pred : arrived, -1) : -1;
+    Task t;
+    t.kind = TaskKind::COMPUTE;
+    t.stream = Stream::COMPUTE;
+    t.phase = phase;
+    t.name = name;
+    t.layer = layer;
+    t.microbatch = mb;
+    t.duration_s = t_block;
+    t.flops = block.flops();
+    const auto id = add_on_stream(si, t);
+    if (cur >= 0) g_.depend(cur, id);
+    if (arrived >= 0) g_.depend(arrived, id);
+    if (opt_.record_kernels) {
+      std::vector<KernelSpec> ks;
+      for (const auto& op : block.ops) ks.push_back({op.name, op.gemm, op.m, op.k, op.n, op.batch, op.flops, op.bytes});
+      g_.set_kernels(id, std::move(ks));
+    }
+    if (cal_.host_issue_s > 0) host_issue(si, t, static_cast<double>(block.ops.size()) * cal_.host_issue_s, id);
+    cur = id;
+    arrived = next;
+  }
+  if (st.ring_tail_bytes > 0 && st.ring_steps > 1) {
+    // The finished dK, dV go home: the layer's backward continues once they have arrived.
+    const auto tail = send(st.ring_tail_bytes, cur, -1);
+    Task j = collective_base(Stream::TP, phase, kv_name, layer, mb);
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    const auto end = add_free(j);
+    g_.depend(cur, end);
+    g_.depend(tail, end);
+    return end;
+  }
+  return cur;
+}
+
 void Lowerer::lower_rank(int si) {
   const SimRank& r = out_.ranks[si];
   const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages, last_chunk = p * v - 1;
@@ -958,7 +1121,8 @@ void Lowerer::lower_rank(int si) {
   std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
   for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_start[k + 1] = chunk_start[k] + chunk_layers[k];
   const double e = dtype_bytes(m_.dtype);
-  const double sample_bytes = static_cast<double>(m_.seq_len) * m_.hidden * e;  // one sample's hidden states
+  // One sample's hidden states on this rank (context parallelism: its seq_len / cp tokens).
+  const double sample_bytes = static_cast<double>(m_.seq_len) / p_.cp * m_.hidden * e;
   const double act_msg = static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * sample_bytes;
   // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
   const bool scatter_gather = p_.tp > 1;
@@ -989,17 +1153,32 @@ void Lowerer::lower_rank(int si) {
     double stored, transient;  // activation bytes per micro-batch
     double param_bytes;        // full parameters of the unit on this TP rank
     int layer;
+    double expert_bytes = 0;  // of param_bytes, the routed experts' (reduced over the expert-data-parallel group)
   };
+  // MoE layers: this rank's EP index picks its passes under skewed routing.
+  const std::size_t moe_idx = pc.moe_layer.size() > 1 ? static_cast<std::size_t>(ep_index(r.global_rank)) : 0;
+  const cost::MoeLayerParams moe_params =
+      m_.moe.enabled() ? cost::moe_layer_params_per_rank(m_, p_.tp, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
   auto units_of = [&](int k) {
     std::vector<Unit> u;
     if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, p_.tp) * e, -1});
-    for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l)
-      u.push_back({&layer_, layer_act_.stored, layer_.recompute.empty() ? 0 : layer_act_.transient,
-                   cost::layer_params_per_rank(m_, p_.tp, p_.tp_weight_replicas()) * e, l});
+    for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l) {
+      if (m_.is_moe_layer(l)) {
+        DTSIM_ASSERT(moe_idx < pc.moe_layer.size(), "no MoE layer costs for layer " << l);
+        const auto& lp = pc.moe_layer[moe_idx];
+        const auto& la = pc.moe_layer_act[moe_idx];
+        u.push_back({&lp, la.stored, lp.recompute.empty() ? 0 : la.transient,
+                     (moe_params.dense + moe_params.expert) * e, l, moe_params.expert * e});
+      } else {
+        u.push_back({&layer_, layer_act_.stored, layer_.recompute.empty() ? 0 : layer_act_.transient,
+                     cost::layer_params_per_rank(m_, p_.tp, p_.tp_weight_replicas()) * e, l});
+      }
+    }
     if (k == last_chunk)
       u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * e, -1});
     return u;
   };
+  const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = p_.expert_dp() > 1;
 
   // Where a pipeline transfer from a neighbour stage lands; connected to the sending flow after all ranks are lowered.
   auto receive_point = [&](Phase phase, int mb, const char* name) {
@@ -1016,43 +1195,63 @@ void Lowerer::lower_rank(int si) {
   // pass waits for the end of pass n-2, so one gather is prefetched while a unit computes.
   std::vector<std::int32_t> unit_pass_ends;
   auto gather = [&](const Unit& u, Phase phase, int mb) -> std::int32_t {
-    if (zero < 3 || p_.dp == 1) return -1;
+    if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return -1;
     const std::int32_t pred = unit_pass_ends.size() >= 2 ? unit_pass_ends[unit_pass_ends.size() - 2] : -1;
-    std::int32_t first = -1;
-    auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes, phase,
-                           "param-gather", u.layer, mb, pred, &first);
+    std::int32_t first = -1, done = pred;
+    if (dense_dp)
+      done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes,
+                        phase, "param-gather", u.layer, mb, done, &first);
+    if (expert_dp && u.expert_bytes > 0) {
+      std::int32_t f = -1;
+      done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::ALL_GATHER, u.expert_bytes, phase,
+                        "expert-param-gather", u.layer, mb, done, &f);
+      if (first < 0) first = f;
+    }
     g_.memory(first, false, MemCategory::GATHERED_PARAMS, u.param_bytes);
     return done;
   };
 
-  // Gradient buckets (PyTorch DDP style): filled as the final weight gradients of each unit become ready.
-  double bucket_bytes = 0;
+  // Gradient buckets (PyTorch DDP style): filled as the final weight gradients of each unit become ready. Dense
+  // gradients are reduced over the dp x cp ranks, the routed experts' over their expert-data-parallel group (own
+  // buckets).
+  double bucket_bytes = 0, expert_bucket_bytes = 0;
   std::vector<std::int32_t> dp_done;
-  std::vector<std::pair<std::int32_t, double>> ready_grads;  // (task after which gradients are ready, bytes)
+  std::vector<std::tuple<std::int32_t, double, double>> ready_grads;  // (ready after task, dense, expert bytes)
   auto close_bucket = [&](std::int32_t ready_task) {
-    if (bucket_bytes <= 0) return;
     auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
-    dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC, "grad-bucket", -1,
-                                 -1, ready_task));
-    bucket_bytes = 0;
+    if (bucket_bytes > 0)
+      dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC, "grad-bucket",
+                                   -1, -1, ready_task));
+    if (expert_bucket_bytes > 0)
+      dp_done.push_back(collective(si, GroupAxis::EDP, Stream::DP, kind, expert_bucket_bytes, Phase::GRAD_SYNC,
+                                   "expert-grad-bucket", -1, -1, ready_task));
+    bucket_bytes = expert_bucket_bytes = 0;
   };
   auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, bool final_pass) {
     if (zero >= 3) {  // FSDP: reduce-scatter every micro-batch's gradients of the unit
-      if (p_.dp == 1) return;
+      if (!(dense_dp || (expert_dp && u.expert_bytes > 0))) return;
       g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes);
-      auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.param_bytes,
-                             Phase::GRAD_SYNC, "grad-reduce-scatter", u.layer, mb, task);
+      std::int32_t done = task;
+      if (dense_dp)
+        done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.param_bytes - u.expert_bytes,
+                          Phase::GRAD_SYNC, "grad-reduce-scatter", u.layer, mb, done);
+      if (expert_dp && u.expert_bytes > 0)
+        done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.expert_bytes,
+                          Phase::GRAD_SYNC, "expert-grad-reduce-scatter", u.layer, mb, done);
       g_.memory(done, true, MemCategory::GRAD_BUFFERS, -u.param_bytes);
       if (final_pass) dp_done.push_back(done);
       return;
     }
     if (!final_pass) return;
+    const double dense_bytes = dense_dp ? u.param_bytes - u.expert_bytes : 0,
+                 expert_bytes = expert_dp ? u.expert_bytes : 0;
     if (!p_.dp_overlap) {
-      ready_grads.emplace_back(task, u.param_bytes);
+      ready_grads.emplace_back(task, dense_bytes, expert_bytes);
       return;
     }
-    bucket_bytes += u.param_bytes;
-    if (bucket_bytes >= p_.dp_bucket_bytes) close_bucket(task);
+    bucket_bytes += dense_bytes;
+    expert_bucket_bytes += expert_bytes;
+    if (bucket_bytes + expert_bucket_bytes >= p_.dp_bucket_bytes) close_bucket(task);
   };
 
   const auto& order = orders_[s];
@@ -1147,10 +1346,11 @@ void Lowerer::lower_rank(int si) {
     if (cur >= 0) last_compute = cur;
   }
   if (!p_.dp_overlap)
-    for (const auto& [task, bytes] : ready_grads) {
+    for (const auto& [task, dense_bytes, expert_bytes] : ready_grads) {
       (void)task;
-      bucket_bytes += bytes;
-      if (bucket_bytes >= p_.dp_bucket_bytes) close_bucket(last_compute);
+      bucket_bytes += dense_bytes;
+      expert_bucket_bytes += expert_bytes;
+      if (bucket_bytes + expert_bucket_bytes >= p_.dp_bucket_bytes) close_bucket(last_compute);
     }
   close_bucket(last_compute);
 
@@ -1167,7 +1367,7 @@ void Lowerer::lower_rank(int si) {
   opt.stream = Stream::COMPUTE;
   opt.phase = Phase::OPTIMIZER;
   opt.name = g_.intern("adam-step");
-  const double shard = r.static_mem.params / (zero >= 1 ? p_.dp : 1);
+  const double shard = r.static_mem.step_params;
   opt.duration_s = shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) +
                    cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
@@ -1176,9 +1376,14 @@ void Lowerer::lower_rank(int si) {
   if (last_compute >= 0) g_.depend(last_compute, opt_id);
   for (auto d : dp_done)
     if (d >= 0) g_.depend(d, opt_id);
-  if (zero == 1 || zero == 2)
-    collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, r.static_mem.params * e, Phase::OPTIMIZER,
-               "param-gather", -1, -1, opt_id);
+  if (zero == 1 || zero == 2) {
+    auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER,
+                           (r.static_mem.params - r.static_mem.expert_params) * e, Phase::OPTIMIZER, "param-gather", -1,
+                           -1, opt_id);
+    if (r.static_mem.expert_params > 0)
+      collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::ALL_GATHER, r.static_mem.expert_params * e,
+                 Phase::OPTIMIZER, "expert-param-gather", -1, -1, done);
+  }
 }
 
 void Lowerer::setup_ranks() {
@@ -1211,7 +1416,7 @@ void Lowerer::setup_ranks() {
     none.fill(-1);
     last_.assign(out_.ranks.size(), none);
   }
-  seq_.assign(out_.ranks.size(), {0, 0, 0, 0});
+  seq_.assign(out_.ranks.size(), std::array<int, kNumGroupAxes>{});
 }
 
 Lowered Lowerer::finish() {
@@ -1258,12 +1463,27 @@ Lowered Lowerer::run_collective(CollectiveKind kind, double bytes) {
 
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan) {
   const cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size);
-  return {cost::layer_passes(model, sh),
-          cost::embedding_passes(model, sh),
-          cost::head_passes(model, sh),
-          cost::layer_activation_bytes(model, sh),
-          cost::embedding_activation_bytes(model, sh),
-          cost::head_activation_bytes(model, sh)};
+  PassCosts pc{cost::layer_passes(model, sh),
+               cost::embedding_passes(model, sh),
+               cost::head_passes(model, sh),
+               cost::layer_activation_bytes(model, sh),
+               cost::embedding_activation_bytes(model, sh),
+               cost::head_activation_bytes(model, sh),
+               {},
+               {}};
+  if (model.moe.enabled()) {
+    cost::Shape msh = sh;
+    const bool skew = !plan.routing.balanced() || plan.routing.capacity_factor > 0;
+    if (skew) msh.ep_loads = cost::ep_rank_loads(plan.routing, model.moe.experts, plan.ep);
+    // Balanced routing: every EP rank alike; skewed (or capped) routing: one variant per EP rank.
+    const int variants = skew && !plan.routing.balanced() ? plan.ep : 1;
+    for (int k = 0; k < variants; ++k) {
+      msh.ep_rank = variants > 1 ? k : -1;
+      pc.moe_layer.push_back(cost::layer_passes(model, msh, true));
+      pc.moe_layer_act.push_back(cost::layer_activation_bytes(model, msh, true));
+    }
+  }
+  return pc;
 }
 
 Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,

@@ -86,6 +86,10 @@ struct Lowered {
 struct PassCosts {
   cost::LayerPasses layer, embedding, head;
   cost::ActivationBytes layer_act, embedding_act, head_act;
+  /// MoE layers (mixture-of-experts models): one entry for balanced routing, else one per EP rank (its experts'
+  /// load sets its expert GEMMs).
+  std::vector<cost::LayerPasses> moe_layer;
+  std::vector<cost::ActivationBytes> moe_layer_act;
 };
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan);
 

@@ -43,6 +43,19 @@ std::string fmt(const char* f, double v) {
 std::string gb(double bytes) { return fmt("%.2f", bytes / units::kGB) + " GB"; }
 }  // namespace
 
+const char* comm_kind_name(int kind) {
+  static const char* const names[kNumCommKinds] = {"tp", "cp", "ep", "dp", "pp"};
+  return kind >= 0 && kind < kNumCommKinds ? names[kind] : "?";
+}
+
+int comm_kind_of(const std::string& n) {
+  if (n.find("attention-ring") != std::string::npos || n.find("attention-cp") != std::string::npos) return 1;
+  if (n.find("moe-") != std::string::npos) return 2;
+  if (n.find("grad") != std::string::npos || n.find("param-gather") != std::string::npos) return 3;
+  if (n.rfind("send-", 0) == 0) return 4;
+  return 0;
+}
+
 Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   const auto& tasks = low.graph.tasks();
   const std::size_t nr = low.ranks.size();
@@ -54,13 +67,21 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   rep.iteration_time_s = T;
 
   std::vector<std::vector<Interval>> compute(nr), comm(nr);
+  std::vector<std::array<std::vector<Interval>, kNumCommKinds>> comm_kind(nr);
+  std::vector<int> kind_of_name(low.graph.names().size(), -1);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
     const double s = res.start_s[i], e = res.end_s[i];
     if (t.kind == TaskKind::COMPUTE) compute[t.rank].emplace_back(s, e);
     if ((t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST) {
+      int& k = kind_of_name[static_cast<std::size_t>(t.name)];
+      if (k < 0) k = comm_kind_of(low.graph.names()[t.name]);
       comm[t.rank].emplace_back(s, e);
-      if (t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank) comm[t.peer].emplace_back(s, e);
+      comm_kind[t.rank][k].emplace_back(s, e);
+      if (t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank) {
+        comm[t.peer].emplace_back(s, e);
+        comm_kind[t.peer][k].emplace_back(s, e);
+      }
     }
   }
   struct TimedMem {
@@ -93,21 +114,22 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
     rr.coord = low.ranks[r].coord;
     auto busy = merge(compute[r]);
     auto inflight = merge(comm[r]);
+    std::array<std::vector<Interval>, kNumCommKinds> by_kind;
+    for (int k = 0; k < kNumCommKinds; ++k) by_kind[k] = merge(comm_kind[r][k]);
+    auto idle = [&](double a, double b) {
+      double ex = overlap(inflight, a, b);
+      rr.exposed_comm_s += ex;
+      rr.bubble_s += (b - a) - ex;
+      for (int k = 0; k < kNumCommKinds; ++k)
+        if (!by_kind[k].empty()) rr.exposed_by_kind_s[k] += overlap(by_kind[k], a, b);
+    };
     double cursor = 0;
     for (const auto& [a, b] : busy) {
       rr.compute_s += b - a;
-      if (a > cursor) {
-        double ex = overlap(inflight, cursor, a);
-        rr.exposed_comm_s += ex;
-        rr.bubble_s += (a - cursor) - ex;
-      }
+      if (a > cursor) idle(cursor, a);
       cursor = std::max(cursor, b);
     }
-    if (T > cursor) {
-      double ex = overlap(inflight, cursor, T);
-      rr.exposed_comm_s += ex;
-      rr.bubble_s += (T - cursor) - ex;
-    }
+    if (T > cursor) idle(cursor, T);
     rr.bubble_fraction = rr.compute_s > 0 ? rr.bubble_s / rr.compute_s : 0;
     // Memory timeline: static parts at t = 0, then every event in time order.
     const auto& sm = low.ranks[r].static_mem;
@@ -171,7 +193,8 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   rep.mfu = low.model_flops_per_iteration / T / gpus / peak_flops;
   const double k = plan.recompute == Recompute::FULL ? 8.0 : 6.0;
   const double tokens = static_cast<double>(plan.global_batch_size) * in.model->seq_len;
-  rep.hand_estimate_s = k * static_cast<double>(in.model->total_params()) * tokens /
+  // MoE: the parameters a token passes through (active), not all experts.
+  rep.hand_estimate_s = k * static_cast<double>(in.model->active_params()) * tokens /
                         (gpus * peak_flops * in.calibration->gemm_efficiency_max);
   return rep;
 }
@@ -233,7 +256,10 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
     const auto& sm = low.ranks[rr.sim_index].static_mem;
     json at_peak = json::object();
     for (int k = 0; k < kNumMemCategories; ++k) at_peak[mem_category_name(static_cast<MemCategory>(k))] = rr.at_peak[k];
+    json by_kind = json::object();
+    for (int k = 0; k < kNumCommKinds; ++k) by_kind[comm_kind_name(k)] = rr.exposed_by_kind_s[k];
     stages.push_back({{"stage", s},
+                      {"exposed_comm_by_kind_s", by_kind},
                       {"layers", in.plan->stage_layers(in.model->num_layers)[s]},
                       {"replicas", in.plan->replicas(s)},
                       {"params_per_rank", sm.params},
@@ -403,11 +429,18 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   const auto& plan = *in.plan;
   std::ostringstream o;
   o << "dtsim " << DTSIM_VERSION << " | " << in.model->name << " ("
-    << fmt("%.1f", static_cast<double>(in.model->total_params()) / 1e9) << "B params) on " << in.cluster->name << " ("
-    << in.cluster->total_gpus() << " x " << in.cluster->gpu.name << ")\n";
-  o << "plan: tp " << plan.tp << " pp " << plan.pp << " dp " << plan.dp << " | micro-batch " << plan.micro_batch_size
-    << " global batch " << plan.global_batch_size << " (" << plan.num_microbatches() << " micro-batches) | "
-    << plan.schedule_name() << " | recompute " << to_string(plan.recompute) << " | zero " << plan.zero_stage
+    << fmt("%.1f", static_cast<double>(in.model->total_params()) / 1e9) << "B params"
+    << (in.model->moe.enabled() ? ", " + fmt("%.1f", static_cast<double>(in.model->active_params()) / 1e9) + "B active"
+                                : std::string())
+    << ") on " << in.cluster->name << " (" << in.cluster->total_gpus() << " x " << in.cluster->gpu.name << ")\n";
+  o << "plan: tp " << plan.tp << " pp " << plan.pp << " dp " << plan.dp;
+  if (plan.cp > 1) o << " cp " << plan.cp << " (" << to_string(plan.cp_kind) << ")";
+  if (in.model->moe.enabled())
+    o << " ep " << plan.ep << " etp " << plan.expert_tp() << " (" << to_string(plan.dispatcher) << ", routing "
+      << to_string(plan.routing) << ")";
+  o << " | micro-batch " << plan.micro_batch_size << " global batch " << plan.global_batch_size << " ("
+    << plan.num_microbatches() << " micro-batches) | " << plan.schedule_name() << " | recompute "
+    << to_string(plan.recompute) << " | zero " << plan.zero_stage
     << (plan.sequence_parallel ? " | sequence parallel" : "");
   if (plan.has_stage_replicas()) {
     o << " | stage replicas";
@@ -423,8 +456,8 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << "per GPU             " << fmt("%.1f", rep.model_tflops_per_gpu) << " TFLOP/s model ("
     << fmt("%.1f", rep.hardware_tflops_per_gpu) << " executed), MFU " << fmt("%.1f", 100 * rep.mfu) << "%\n";
   o << "hand estimate       " << fmt("%.3f", rep.hand_estimate_s) << " s  ("
-    << (plan.recompute == Recompute::FULL ? 8 : 6) << " x params x tokens / (GPUs x peak x "
-    << fmt("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
+    << (plan.recompute == Recompute::FULL ? 8 : 6) << " x " << (in.model->moe.enabled() ? "active " : "")
+    << "params x tokens / (GPUs x peak x " << fmt("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
   o << "stage  layers  compute s  exposed comm s  bubble s (fraction)  peak memory (static + dynamic)\n";
   for (int s = 0; s < plan.pp; ++s) {
     RankCoord c;
@@ -438,6 +471,27 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
                   100 * rr.bubble_fraction, gb(rr.peak_bytes).c_str(), gb(stat).c_str(),
                   gb(rr.peak_bytes - stat).c_str());
     o << line;
+  }
+  // Which communication the idle compute stream waited for, per stage (kinds in flight together count in each).
+  bool any_kind = false;
+  for (const auto& rr : rep.ranks)
+    for (int k = 1; k < kNumCommKinds; ++k) any_kind = any_kind || (k < 3 && rr.exposed_by_kind_s[k] > 0);
+  if (any_kind) {
+    o << "exposed communication by kind (s):\n";
+    for (int s = 0; s < plan.pp; ++s) {
+      RankCoord c;
+      c.pp = s;
+      const auto& rr = rep.ranks[low.sim_index_of[plan.rank_of(c)]];
+      o << "  stage " << s << ":";
+      for (int k = 0; k < kNumCommKinds; ++k)
+        if (rr.exposed_by_kind_s[k] > 0)
+          o << " " << comm_kind_name(k)
+            << (k == 1   ? (plan.cp_kind == CpKind::RING ? " (ring attention)" : "")
+                : k == 2 ? " (moe dispatch/combine)"
+                         : "")
+            << " " << fmt("%.3f", rr.exposed_by_kind_s[k]);
+      o << "\n";
+    }
   }
   o << "\n";
   const auto busiest = busiest_links(res, rep.iteration_time_s, 3);

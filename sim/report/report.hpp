@@ -12,12 +12,22 @@
 
 namespace dtsim::sim {
 
+/// Kinds of communication the breakdown separates: tensor parallel, context parallel (ring attention, a2a, KV
+/// all-gather), expert parallel (MoE dispatch and combine, expert-TP gathers), data parallel (gradients, parameter
+/// gathers), pipeline (stage-to-stage transfers).
+inline constexpr int kNumCommKinds = 5;
+const char* comm_kind_name(int kind);
+/// The kind of a communication task from its name (see the lowering's task names).
+int comm_kind_of(const std::string& task_name);
+
 struct RankReport {
   int sim_index = 0;
   int global_rank = 0;
   RankCoord coord;
-  double compute_s = 0;        ///< compute stream busy
-  double exposed_comm_s = 0;   ///< compute stream idle while communication of this rank is in flight
+  double compute_s = 0;       ///< compute stream busy
+  double exposed_comm_s = 0;  ///< compute stream idle while communication of this rank is in flight
+  /// Of the compute stream's idle time, how much had communication of each kind in flight (kinds may overlap).
+  std::array<double, kNumCommKinds> exposed_by_kind_s{};
   double bubble_s = 0;         ///< compute stream idle with no communication in flight
   double bubble_fraction = 0;  ///< idle / compute time: (p-1)/m for balanced GPipe and 1F1B (Megatron's t_pb/t_id)
   double peak_bytes = 0;       ///< peak device memory

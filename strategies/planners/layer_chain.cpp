@@ -28,7 +28,11 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   LayerChain ch;
   ch.num_layers = m.num_layers;
   ch.tp = tp;
-  const cost::Shape sh{profile_batch, tp, tp > 1, rc};
+  cost::Shape sh;
+  sh.micro_batch = profile_batch;
+  sh.tp = tp;
+  sh.sequence_parallel = tp > 1;
+  sh.recompute = rc;
   const double per = 1.0 / profile_batch;
   auto pass_s = [&](const cost::LayerPasses& p) {
     return per * (estimate::steps_time_s(p.forward, c, cal, m.dtype, tp) +

@@ -86,7 +86,7 @@ dtsim::ClusterSpec one_node(int gpus) { return dtsim::load_cluster("dgx-a100:" +
 
 TEST(ModelPreset, EveryListedNameLoadsAndValidates) {
   const auto names = dtsim::model_preset_names();
-  ASSERT_EQ(names.size(), 14u);
+  ASSERT_EQ(names.size(), 22u);
   std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size()) << "preset names must be unique";
   for (const auto& n : names) {
@@ -126,12 +126,12 @@ TEST(ModelPreset, Llama2_70bUsesGqaAndSwiglu) {
   // head_dim = 8192/64 = 128; kv_dim = 8*128 = 1024.
   EXPECT_EQ(m.head_dim(), 128);
   EXPECT_EQ(m.kv_dim(), 1024);
-  // layer = h(h+2kv) + (h+2kv) + h^2 + h + 3hf + 4h
-  //       = 83,886,080 + 10,240 + 67,108,864 + 8,192 + 704,643,072 + 32,768 = 855,689,216
-  EXPECT_EQ(m.layer_params(), 855689216LL);
+  // layer = h(h+2kv) + h^2 + 3hf + 4h (LLaMA has no biases)
+  //       = 83,886,080 + 67,108,864 + 704,643,072 + 32,768 = 855,670,784
+  EXPECT_EQ(m.layer_params(), 855670784LL);
   // total = 80*layer + V*h (embedding, no positions) + V*h (untied head) + 2h
-  //       = 68,455,137,280 + 262,144,000 + 262,144,000 + 16,384 = 68,979,441,664
-  EXPECT_EQ(m.total_params(), 68979441664LL);
+  //       = 68,453,662,720 + 262,144,000 + 262,144,000 + 16,384 = 68,977,967,104
+  EXPECT_EQ(m.total_params(), 68977967104LL);
 }
 
 TEST(ModelPreset, UnknownNameThrowsConfigErrorListingKnown) {

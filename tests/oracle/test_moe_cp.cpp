@@ -1,0 +1,235 @@
+// Oracle tests of mixture-of-experts, expert parallelism, context parallelism and FlashAttention against closed
+// forms: all-to-all bytes per rank (balanced and skewed routing), the skewed run's slowdown, ring attention's
+// per-step form (compute-bound cp t_block, bandwidth-bound t_block + (cp - 1) t_transfer), MoE parameter memory,
+// flash vs unfused attention FLOPs and stored bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "sim/engine/analytic_runtime.hpp"
+#include "strategies/memory_model.hpp"
+#include "tests/support/sim_fixture.hpp"
+
+namespace dtsim {
+namespace {
+using namespace dtsim::testing;
+
+TransformerSpec tiny_moe(int layers, int experts, int top_k) {
+  TransformerSpec m = model_preset("llama2-7b");
+  m.name = "tiny-moe";
+  m.num_layers = layers;
+  m.hidden = 1024;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  m.vocab = 32000;
+  m.attention = AttentionKind::FLASH;
+  m.moe.experts = experts;
+  m.moe.top_k = top_k;
+  m.moe.expert_ffn_hidden = 2048;
+  return m;
+}
+
+struct SimRun {
+  sim::Lowered low;
+  sim::EngineResult res;
+};
+
+SimRun run(const TransformerSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Calibration& cal,
+           sim::FoldMode fold = sim::FoldMode::NONE) {
+  sim::SimOptions opt;
+  opt.fold = fold;
+  opt.network = sim::NetworkMode::ANALYTIC;
+  p.validate(m, c);
+  SimRun r;
+  r.low = sim::lower(m, c, p, cal, opt);
+  std::vector<int> gpus;
+  for (const auto& rank : r.low.ranks) gpus.push_back(rank.global_rank);
+  r.res = sim::run_analytic(r.low.graph, c, cal, gpus);
+  return r;
+}
+
+double makespan(const SimRun& r) { return *std::max_element(r.res.end_s.begin(), r.res.end_s.end()); }
+
+// Bytes of the FLOW tasks whose name starts with `prefix`, sent by global rank `g`, per destination rank.
+std::map<int, double> flows_from(const SimRun& r, int g, const std::string& prefix, int layer, int mb) {
+  std::map<int, double> out;
+  const auto& names = r.low.graph.names();
+  for (const auto& t : r.low.graph.tasks()) {
+    if (t.kind != sim::TaskKind::FLOW || t.layer != layer || t.microbatch != mb) continue;
+    if (r.low.ranks[t.rank].global_rank != g || names[t.name].rfind(prefix, 0) != 0) continue;
+    out[r.low.ranks[t.peer].global_rank] += t.bytes;
+  }
+  return out;
+}
+
+ParallelPlan ep_plan(int ep, int dp, const Routing& routing = {}) {
+  ParallelPlan p;
+  p.dp = dp;
+  p.ep = ep;
+  p.micro_batch_size = 2;
+  p.global_batch_size = 2 * dp;
+  p.routing = routing;
+  return p;
+}
+
+TEST(MoeOracle, DispatchBytesBalanced) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  const ClusterSpec c = uniform_cluster(1, 4, 100e9, 1e-6);
+  const ParallelPlan p = ep_plan(4, 4);
+  // tokens x top_k x hidden x bytes: 2 x 1024 tokens, top-2, 1024 wide, bf16.
+  const double S = 2.0 * 1024 * 2 * 1024 * 2;
+  EXPECT_DOUBLE_EQ(cost::moe_dispatch_bytes(m, cost::shape_of(p, 2)), S);
+  const SimRun r = run(m, c, p, ideal_calibration());
+  for (int g = 0; g < 4; ++g) {
+    const auto out = flows_from(r, g, "moe-dispatch all-to-all", 1, 0);
+    ASSERT_EQ(out.size(), 3u) << "rank " << g;
+    for (const auto& [to, bytes] : out) EXPECT_DOUBLE_EQ(bytes, S / 4) << g << " -> " << to;
+  }
+}
+
+TEST(MoeOracle, DispatchBytesSkewed) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  const ClusterSpec c = uniform_cluster(1, 4, 100e9, 1e-6);
+  Routing skew = routing_from_string("loads:4,2,1,1,1,1,2,4", "test");
+  const ParallelPlan p = ep_plan(4, 4, skew);
+  // EP rank k holds experts 2k, 2k+1: loads (4+2, 1+1, 1+1, 2+4) / 16.
+  const std::vector<double> L = {6.0 / 16, 2.0 / 16, 2.0 / 16, 6.0 / 16};
+  const auto got = cost::ep_rank_loads(p.routing, 8, 4);
+  for (int k = 0; k < 4; ++k) EXPECT_DOUBLE_EQ(got[k], L[k]);
+  const double S = 2.0 * 1024 * 2 * 1024 * 2;
+  const SimRun r = run(m, c, p, ideal_calibration());
+  for (int g = 0; g < 4; ++g) {
+    // Dispatch: rank g sends S x L_j to EP rank j; combine: EP rank g returns S x L_g to every j.
+    const auto dispatch = flows_from(r, g, "moe-dispatch all-to-all", 1, 0);
+    const auto combine = flows_from(r, g, "moe-combine all-to-all", 1, 0);
+    ASSERT_EQ(dispatch.size(), 3u);
+    ASSERT_EQ(combine.size(), 3u);
+    for (const auto& [to, bytes] : dispatch) EXPECT_DOUBLE_EQ(bytes, S * L[to]);
+    for (const auto& [to, bytes] : combine) EXPECT_DOUBLE_EQ(bytes, S * L[g]);
+  }
+}
+
+TEST(MoeOracle, SkewSlowsTheRunAsTheHotRanksExpertsSay) {
+  // Free network: the run is the compute of the slowest EP rank; skew makes its expert GEMMs L_max x ep slower.
+  const TransformerSpec m = tiny_moe(4, 8, 2);
+  const ClusterSpec c = uniform_cluster(1, 4, 1e18, 0);
+  Calibration cal = ideal_calibration();
+  const ParallelPlan bal = ep_plan(4, 4);
+  const ParallelPlan skw = ep_plan(4, 4, routing_from_string("loads:4,2,1,1,1,1,2,4", "test"));
+  const double t_bal = makespan(run(m, c, bal, cal)), t_skw = makespan(run(m, c, skw, cal));
+  // Closed form: extra = layers x (f - 1) x (expert forward + backward time), f = 4 x 6/16 = 1.5.
+  cost::Shape sh = cost::shape_of(bal, 2);
+  const auto passes = cost::layer_passes(m, sh, true);
+  double t_exp = 0;
+  for (const auto* steps : {&passes.forward, &passes.backward})
+    for (const auto& st : *steps)
+      if (st.kind == cost::Step::Kind::COMPUTE && st.name.rfind("moe-experts", 0) == 0)
+        t_exp += cost::step_time_s(st, c.gpu, m.dtype, cal);
+  const double f = 1.5;
+  EXPECT_NEAR(t_skw - t_bal, 4 * (f - 1) * t_exp, 1e-6 * t_bal);
+  EXPECT_GT(t_skw, t_bal);
+}
+
+TEST(MoeOracle, ParameterMemoryShardsExpertsOverEpAndEdp) {
+  TransformerSpec m = tiny_moe(4, 8, 2);
+  m.moe.dense_layers = 1;
+  ParallelPlan p = ep_plan(4, 8);
+  p.zero_stage = 1;
+  const auto sm = memory::static_memory(m, p, 0);
+  const double expert = 3.0 * 1024 * 2048;                // one SwiGLU expert
+  const double routed_per_rank = 3 * (8.0 / 4) * expert;  // 3 MoE layers x 2 local experts
+  EXPECT_DOUBLE_EQ(sm.expert_params, routed_per_rank);
+  const double dense = sm.params - sm.expert_params;
+  // Mixed-precision Adam: 2 + 2 bytes per parameter plus 12 sharded over the group that reduces the gradient:
+  // dp (8) for dense parameters, the expert-data-parallel group (8 / 4 = 2) for the experts.
+  EXPECT_DOUBLE_EQ(sm.total(), dense * (4 + 12.0 / 8) + routed_per_rank * (4 + 12.0 / 2));
+  // Total over ranks: one copy of every parameter (dense params held by all 8 ranks).
+  const double attention_and_router = static_cast<double>(m.moe_layer_params()) - 8 * expert;
+  EXPECT_NEAR(
+      dense,
+      3 * attention_and_router + m.layer_params() + m.embedding_params() + m.head_params() + m.final_norm_params(),
+      1.0);
+}
+
+TEST(FlashOracle, FlopsAndStoredBytes) {
+  TransformerSpec m = tiny_moe(1, 0, 0);
+  m.moe = {};
+  const double b = 2, s = 1024, a = 8, d = 128;
+  cost::Shape sh;
+  sh.micro_batch = 2;
+  auto core_flops = [&](const cost::LayerPasses& p, const std::string& name) {
+    double f = 0;
+    for (const auto& st : p.forward)
+      for (const auto& op : st.ops)
+        if (op.name == name || (op.name == "av" && name == "qk")) f += op.flops;
+    return f;
+  };
+  m.attention = AttentionKind::FLASH;
+  const auto flash = cost::layer_passes(m, sh);
+  const double flash_stored = cost::layer_activation_bytes(m, sh).stored;
+  m.attention = AttentionKind::UNFUSED;
+  const auto unfused = cost::layer_passes(m, sh);
+  const double unfused_stored = cost::layer_activation_bytes(m, sh).stored;
+  // Unfused: QK^T and AV, 2 b a s^2 d each; flash skips the masked half (causal).
+  EXPECT_DOUBLE_EQ(core_flops(unfused, "qk"), 4 * b * a * s * s * d);
+  EXPECT_DOUBLE_EQ(core_flops(flash, "flash-attention"), 2 * b * a * s * s * d);
+  double flash_bwd = 0;
+  for (const auto& st : flash.backward)
+    for (const auto& op : st.ops)
+      if (op.name == "flash-attention-bwd") flash_bwd += op.flops;
+  EXPECT_DOUBLE_EQ(flash_bwd, 2.5 * 2 * b * a * s * s * d);
+  // Stored: unfused keeps softmax output, dropout mask and output (5 a s^2 b bytes in bf16); flash only the
+  // fp32 log-sum-exp (4 a s b). The rest of the layer is the same.
+  EXPECT_DOUBLE_EQ(unfused_stored - flash_stored, 5 * a * s * s * b - 4 * a * s * b);
+}
+
+TEST(RingAttentionOracle, ComputeAndBandwidthBound) {
+  TransformerSpec m = tiny_moe(1, 0, 0);
+  m.moe = {};
+  m.seq_len = 8192;
+  ParallelPlan p;
+  p.cp = 4;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 1;
+  const Calibration cal = ideal_calibration();
+  const cost::Shape sh = cost::shape_of(p, 1);
+  const auto passes = cost::layer_passes(m, sh);
+  const cost::Step* ring = nullptr;
+  for (const auto& st : passes.forward)
+    if (st.kind == cost::Step::Kind::RING_ATTENTION) ring = &st;
+  ASSERT_NE(ring, nullptr);
+  cost::Step block = *ring;
+  block.kind = cost::Step::Kind::COMPUTE;
+  const ClusterSpec probe = uniform_cluster(1, 4, 1e9, 0);
+  const double t_block = cost::step_time_s(block, probe.gpu, m.dtype, cal);
+  // KV block: 1 x 2048 tokens x (k + v: 2 x 1024) x 2 bytes.
+  EXPECT_DOUBLE_EQ(ring->collective_bytes, 2048.0 * 2 * 1024 * 2);
+  auto ring_span = [&](double bw) {
+    const ClusterSpec c = uniform_cluster(1, 4, bw, 0);
+    const SimRun r = run(m, c, p, cal);
+    double lo = 1e30, hi = 0;
+    const auto& names = r.low.graph.names();
+    const auto& tasks = r.low.graph.tasks();
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].kind == sim::TaskKind::COMPUTE && names[tasks[i].name] == "attention-ring" &&
+          r.low.ranks[tasks[i].rank].global_rank == 0) {
+        lo = std::min(lo, r.res.start_s[i]);
+        hi = std::max(hi, r.res.end_s[i]);
+      }
+    return hi - lo;
+  };
+  // Compute-bound (fast links): cp blocks back to back.
+  EXPECT_NEAR(ring_span(1e15), 4 * t_block, 1e-9 * t_block);
+  // Bandwidth-bound: each of the cp - 1 later blocks waits for its transfer.
+  const double bw = 1e9, t_xfer = ring->collective_bytes / bw;
+  ASSERT_GT(t_xfer, t_block);
+  // Span from the first block's start to the last block's end: (cp - 1) t_transfer + t_block.
+  EXPECT_NEAR(ring_span(bw), 3 * t_xfer + t_block, 1e-6 * t_xfer);
+}
+
+}  // namespace
+}  // namespace dtsim
