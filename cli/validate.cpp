@@ -25,7 +25,7 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("data", po::value<std::vector<std::string>>(), "measurements (repeatable): the vTrain CSV, a CSV with named columns, or JSON rows")
+    ("data", po::value<std::vector<std::string>>(), "measurements (repeatable): the vTrain CSV, a CSV with named columns, JSON rows, or a measurements document (../shared/measurements/*.json: model_shapes + rows)")
     ("calibration", po::value<std::string>(), "calibration JSON (default: the GPU's shipped calibration)")
     ("split", po::value<std::string>()->default_value("all"), "all | train (even rows) | test (odd rows)")
     ("network", po::value<std::string>()->default_value("analytic"), "analytic | flow (flow: one child process per row)")

@@ -52,98 +52,255 @@ PublishedData load_published_data(const PublishedRequest& req) {
     d.data_names += (d.data_names.empty() ? "" : ", ") + f;
   }
   // One calibration per GPU kind: the request's for rows of its GPU, else each row's GPU's shipped calibration.
+  // Rows that could not be expressed (failure set) run on no GPU and need none.
   if (!req.calibration.empty()) {
     Calibration c = load_calibration(req.calibration);
     for (const auto& r : all)
-      if (!c.gpu.empty() && r.gpu != c.gpu)
+      if (r.failure.empty() && !c.gpu.empty() && r.gpu != c.gpu)
         throw ConfigError("validate: calibration '" + req.calibration + "' is for " + c.gpu + ", but row " +
                           std::to_string(r.index) + " (" + r.group + ") runs on " + r.gpu +
                           "; validate one GPU kind per calibration file");
-    for (const auto& r : all) d.cal_of_gpu.emplace(r.gpu, c);
+    for (const auto& r : all)
+      if (r.failure.empty()) d.cal_of_gpu.emplace(r.gpu, c);
   } else {
     for (const auto& r : all)
-      if (!d.cal_of_gpu.count(r.gpu)) d.cal_of_gpu.emplace(r.gpu, default_calibration(r.gpu));
+      if (r.failure.empty() && !d.cal_of_gpu.count(r.gpu)) d.cal_of_gpu.emplace(r.gpu, default_calibration(r.gpu));
   }
   for (const auto& [gpu, c] : d.cal_of_gpu) d.cal_names += (d.cal_names.empty() ? "'" : ", '") + c.name + "'";
+  if (d.cal_names.empty()) d.cal_names = "(none: no row could be expressed)";
   if (req.network != "analytic" && req.network != "flow")
     throw ConfigError("validate: --network '" + req.network + "' is not known (known: flow, analytic)");
   d.network = req.network == "flow" ? sim::NetworkMode::FLOW : sim::NetworkMode::ANALYTIC;
   return d;
 }
 
-std::string published_text(const PublishedData& d, const PublishedRequest& req, const sim::ValidationScore& sc) {
+/// Whether the results come from a measurements document (rows with labels, memory or notes): the reports then
+/// show the memory and per-row columns.
+bool has_row_details(const std::vector<sim::RowResult>& results) {
+  for (const auto& r : results)
+    if (!r.row.id.empty() || !r.row.notes.empty() || r.row.measured_peak_memory_bytes > 0 || r.row.measured_oom)
+      return true;
+  return false;
+}
+
+std::vector<std::string> split_notes(const std::string& notes) {
+  std::vector<std::string> out;
+  for (std::size_t b = 0; b < notes.size();) {
+    const std::size_t e = std::min(notes.find("; ", b), notes.size());
+    out.push_back(notes.substr(b, e - b));
+    b = e + 2;
+  }
+  return out;
+}
+
+/// The per-row table of a measurements document: time and memory, measured and predicted, with each row's notes
+/// (those shared by every row printed once above the table) and failures.
+std::string row_table(const std::vector<sim::RowResult>& results) {
+  std::vector<std::string> common;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto n = split_notes(results[i].row.notes);
+    if (i == 0) common = n;
+    else std::erase_if(common, [&](const std::string& c) { return std::find(n.begin(), n.end(), c) == n.end(); });
+  }
+  std::size_t id_width = 2, group_width = 5;
+  for (const auto& r : results) {
+    id_width = std::max(id_width, r.row.id.size());
+    group_width = std::max(group_width, std::min<std::size_t>(r.row.group.size(), 24));
+  }
+  const int gw = static_cast<int>(group_width);
   char line[512];
-  std::snprintf(
-      line, sizeof line,
-      "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
-      "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n\n",
-      DTSIM_VERSION, d.data_names.c_str(), d.rows.size(), req.split.c_str(), d.cal_names.c_str(), req.network.c_str(),
-      100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min, sc.failed);
+  std::string text = "\nrows (time in s, peak memory in GiB; error = predicted / measured - 1):\n";
+  if (!common.empty() && results.size() > 1) {
+    text += "notes on every row:";
+    for (const auto& c : common) text += " " + c + ";";
+    text.back() = '\n';
+  }
+  std::snprintf(line, sizeof line, "%5s  %-*s  %-*s %10s %10s %8s %9s %9s %8s\n", "row", static_cast<int>(id_width),
+                "id", gw, "group", "measured", "predicted", "error", "meas mem", "pred mem", "mem err");
+  text += line;
+  for (const auto& r : results) {
+    const auto& row = r.row;
+    std::string meas = row.measured_oom ? "OOM" : "", pred, err, mmem = "-", pmem, merr = "-";
+    char buf[64];
+    if (!row.measured_oom) std::snprintf(buf, sizeof buf, "%.4g", row.measured_s), meas = buf;
+    if (row.measured_peak_memory_bytes > 0)
+      std::snprintf(buf, sizeof buf, "%.2f", row.measured_peak_memory_bytes / units::kGiB), mmem = buf;
+    if (r.failure.empty()) {
+      std::snprintf(buf, sizeof buf, "%.4g%s", r.predicted_s, r.oom ? " OOM" : ""), pred = buf;
+      if (!row.measured_oom) std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * r.error), err = buf;
+      else err = r.oom ? "agrees" : "no OOM";
+      std::snprintf(buf, sizeof buf, "%.2f", r.predicted_peak_memory_bytes / units::kGiB), pmem = buf;
+      if (r.has_memory()) std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * r.memory_error), merr = buf;
+    } else {
+      pred = "FAILED", err = "-", pmem = "-";
+    }
+    const std::string group = row.group.size() > group_width ? row.group.substr(0, group_width - 1) + "~" : row.group;
+    std::snprintf(line, sizeof line, "%5d  %-*s  %-*s %10s %10s %8s %9s %9s %8s\n", row.index,
+                  static_cast<int>(id_width), row.id.c_str(), gw, group.c_str(), meas.c_str(), pred.c_str(),
+                  err.c_str(), mmem.c_str(), pmem.c_str(), merr.c_str());
+    text += line;
+    std::string own;
+    for (const auto& n : split_notes(row.notes))
+      if (results.size() == 1 || std::find(common.begin(), common.end(), n) == common.end())
+        own += (own.empty() ? "" : "; ") + n;
+    if (!own.empty()) text += "       notes: " + own + "\n";
+    if (!r.failure.empty()) text += "       failed: " + r.failure + "\n";
+  }
+  return text;
+}
+
+std::string published_text(const PublishedData& d, const PublishedRequest& req,
+                           const std::vector<sim::RowResult>& results, const sim::ValidationScore& sc) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
+                "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n",
+                DTSIM_VERSION, d.data_names.c_str(), d.rows.size(), req.split.c_str(), d.cal_names.c_str(),
+                req.network.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
+                sc.failed);
   std::string text = line;
-  text += "model group                    rows   MAPE   max err  Spearman\n";
+  if (sc.memory_rows > 0) {
+    std::snprintf(line, sizeof line,
+                  "peak memory: MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  (%d rows with a measured peak)\n",
+                  100 * sc.memory_mape, 100 * sc.memory_max_abs_error, 100 * sc.memory_mean_error, sc.memory_rows);
+    text += line;
+  }
+  if (sc.measured_oom_rows > 0) {
+    std::snprintf(line, sizeof line,
+                  "measured out of memory (no time, not scored): %d rows, %d of them predicted out of memory\n",
+                  sc.measured_oom_rows, sc.measured_oom_predicted);
+    text += line;
+  }
+  int fp8 = 0;
+  for (const auto& r : results) fp8 += r.row.precision == "fp8" ? 1 : 0;
+  if (fp8 > 0) {
+    std::snprintf(line, sizeof line, "%d rows ran FP8 and are predicted in bf16 (dtsim has no FP8 yet)\n", fp8);
+    text += line;
+  }
+  text += "\n";
+  int width = 29;
+  for (const auto& g : sc.groups) width = std::max(width, static_cast<int>(g.group.size()));
+  const bool memory = sc.memory_rows > 0;
+  std::snprintf(line, sizeof line, "%-*s rows   MAPE   max err  Spearman%s\n", width + 1, "model group",
+                memory ? "  mem rows  mem MAPE" : "");
+  text += line;
   for (const auto& g : sc.groups) {
-    std::snprintf(line, sizeof line, "%-29s %5d  %5.2f%%  %6.2f%%  %8.3f\n", g.group.c_str(), g.rows, 100 * g.mape,
+    std::snprintf(line, sizeof line, "%-*s %5d  %5.2f%%  %6.2f%%  %8.3f", width, g.group.c_str(), g.rows, 100 * g.mape,
                   100 * g.max_abs_error, g.spearman);
     text += line;
+    if (memory) {
+      if (g.memory_rows > 0) std::snprintf(line, sizeof line, "  %8d  %7.2f%%", g.memory_rows, 100 * g.memory_mape);
+      else std::snprintf(line, sizeof line, "  %8d  %8s", 0, "-");
+      text += line;
+    }
+    text += "\n";
   }
   text += "\nMAPE by feature:\n";
   for (const auto& [f, v] : sc.by_feature) {
     std::snprintf(line, sizeof line, "  %-28s %6.2f%%\n", f.c_str(), 100 * v);
     text += line;
   }
+  if (has_row_details(results)) {
+    text += row_table(results);
+  } else if (sc.failed > 0) {
+    text += "\nfailed rows:\n";
+    for (const auto& r : results)
+      if (!r.failure.empty()) text += "  row " + std::to_string(r.row.index) + ": " + r.failure + "\n";
+  }
   return text;
+}
+
+/// A CSV field in double quotes (inner quotes doubled).
+std::string csv_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
 }
 
 Files published_files(const PublishedData& d, const PublishedRequest& req, const std::vector<sim::RowResult>& results,
                       const sim::ValidationScore& sc) {
   char line[512];
+  const bool details = has_row_details(results);
   nlohmann::json jrows = nlohmann::json::array();
   std::string csv =
       "index,group,gpus,tp,pp,dp,micro_batch,global_batch,measured_s,predicted_s,error,compute_s,exposed_comm_s,"
-      "bubble_s,oom,failure\n";
+      "bubble_s,oom,failure";
+  csv += details ? ",id,measured_peak_memory_bytes,predicted_peak_memory_bytes,memory_error,measured_oom,precision,"
+                   "notes\n"
+                 : "\n";
   for (const auto& r : results) {
     const auto& p = r.row.plan;
-    jrows.push_back({{"index", r.row.index},
-                     {"group", r.row.group},
-                     {"plan", to_json(p, r.row.model.num_layers)},
-                     {"measured_s", r.row.measured_s},
-                     {"predicted_s", r.predicted_s},
-                     {"error", r.error},
-                     {"compute_s", r.compute_s},
-                     {"exposed_comm_s", r.exposed_comm_s},
-                     {"bubble_s", r.bubble_s},
-                     {"oom", r.oom},
-                     {"failure", r.failure}});
-    std::snprintf(line, sizeof line, "%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.6g,%.9g,%.9g,%.9g,%d,\"%s\"\n", r.row.index,
+    nlohmann::json jr = {{"index", r.row.index},
+                         {"group", r.row.group},
+                         {"plan", to_json(p, r.row.model.num_layers)},
+                         {"measured_s", r.row.measured_s},
+                         {"predicted_s", r.predicted_s},
+                         {"error", r.row.measured_oom ? nlohmann::json() : nlohmann::json(r.error)},
+                         {"compute_s", r.compute_s},
+                         {"exposed_comm_s", r.exposed_comm_s},
+                         {"bubble_s", r.bubble_s},
+                         {"oom", r.oom},
+                         {"failure", r.failure}};
+    if (details) {
+      jr["predicted_peak_memory_bytes"] = r.predicted_peak_memory_bytes;
+      jr["measured_peak_memory_bytes"] =
+          r.row.measured_peak_memory_bytes > 0 ? nlohmann::json(r.row.measured_peak_memory_bytes) : nlohmann::json();
+      jr["memory_error"] = r.has_memory() ? nlohmann::json(r.memory_error) : nlohmann::json();
+      jr["id"] = r.row.id;
+      jr["measured_oom"] = r.row.measured_oom;
+      jr["precision"] = r.row.precision;
+      jr["notes"] = r.row.notes;
+      if (!r.row.cluster.empty()) jr["cluster"] = r.row.cluster;
+    }
+    jrows.push_back(std::move(jr));
+    std::snprintf(line, sizeof line, "%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.6g,%.9g,%.9g,%.9g,%d,", r.row.index,
                   r.row.group.c_str(), p.world_size(), p.tp, p.pp, p.dp, p.micro_batch_size, p.global_batch_size,
-                  r.row.measured_s, r.predicted_s, r.error, r.compute_s, r.exposed_comm_s, r.bubble_s, r.oom ? 1 : 0,
-                  r.failure.c_str());
-    csv += line;
+                  r.row.measured_s, r.predicted_s, r.error, r.compute_s, r.exposed_comm_s, r.bubble_s, r.oom ? 1 : 0);
+    csv += line + csv_quoted(r.failure);
+    if (details) {
+      char mem_err[32] = "";
+      if (r.has_memory()) std::snprintf(mem_err, sizeof mem_err, "%.6g", r.memory_error);
+      std::snprintf(line, sizeof line, ",%.9g,%.9g,%s,%d,", r.row.measured_peak_memory_bytes,
+                    r.predicted_peak_memory_bytes, mem_err, r.row.measured_oom ? 1 : 0);
+      csv += "," + csv_quoted(r.row.id) + line + r.row.precision + "," + csv_quoted(r.row.notes);
+    }
+    csv += "\n";
   }
   nlohmann::json groups = nlohmann::json::array();
-  for (const auto& g : sc.groups)
-    groups.push_back({{"group", g.group},
-                      {"rows", g.rows},
-                      {"mape", g.mape},
-                      {"max_abs_error", g.max_abs_error},
-                      {"spearman", g.spearman}});
+  for (const auto& g : sc.groups) {
+    nlohmann::json jg = {{"group", g.group},
+                         {"rows", g.rows},
+                         {"mape", g.mape},
+                         {"max_abs_error", g.max_abs_error},
+                         {"spearman", g.spearman}};
+    if (details) jg["memory_rows"] = g.memory_rows, jg["memory_mape"] = g.memory_mape;
+    groups.push_back(std::move(jg));
+  }
   nlohmann::json feats = nlohmann::json::object();
   for (const auto& [f, v] : sc.by_feature) feats[f] = v;
-  const nlohmann::json j = {{"schema", "dtsim.validation"},
-                            {"schema_version", 1},
-                            {"data", req.data},
-                            {"split", req.split},
-                            {"calibration", to_json(d.cal_of_gpu.begin()->second)},
-                            {"network", req.network},
-                            {"rows", sc.rows},
-                            {"failed", sc.failed},
-                            {"mape", sc.mape},
-                            {"max_abs_error", sc.max_abs_error},
-                            {"mean_error", sc.mean_error},
-                            {"spearman_min", sc.spearman_min},
-                            {"groups", groups},
-                            {"mape_by_feature", feats},
-                            {"results", jrows}};
+  nlohmann::json j = {{"schema", "dtsim.validation"},
+                      {"schema_version", 1},
+                      {"data", req.data},
+                      {"split", req.split},
+                      {"calibration", d.cal_of_gpu.empty() ? nlohmann::json() : to_json(d.cal_of_gpu.begin()->second)},
+                      {"network", req.network},
+                      {"rows", sc.rows},
+                      {"failed", sc.failed},
+                      {"mape", sc.mape},
+                      {"max_abs_error", sc.max_abs_error},
+                      {"mean_error", sc.mean_error},
+                      {"spearman_min", sc.spearman_min},
+                      {"groups", groups},
+                      {"mape_by_feature", feats},
+                      {"results", jrows}};
+  if (details) {
+    j["memory_rows"] = sc.memory_rows;
+    j["memory_mape"] = sc.memory_mape;
+    j["memory_max_abs_error"] = sc.memory_max_abs_error;
+    j["memory_mean_error"] = sc.memory_mean_error;
+    j["measured_oom_rows"] = sc.measured_oom_rows;
+    j["measured_oom_predicted"] = sc.measured_oom_predicted;
+  }
   return {{"validation.json", j.dump(2) + "\n"},
           {"validation.csv", csv},
           {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + d.data_names)}};
@@ -165,12 +322,21 @@ PublishedResult validate_published(const PublishedRequest& req) {
   out.max_abs_error = sc.max_abs_error;
   out.mean_error = sc.mean_error;
   out.spearman_min = sc.spearman_min;
-  for (const auto& g : sc.groups) out.groups.push_back({g.group, g.rows, g.mape, g.max_abs_error, g.spearman});
+  out.memory_rows = sc.memory_rows;
+  out.memory_mape = sc.memory_mape;
+  out.memory_max_abs_error = sc.memory_max_abs_error;
+  out.memory_mean_error = sc.memory_mean_error;
+  out.measured_oom_rows = sc.measured_oom_rows;
+  out.measured_oom_predicted = sc.measured_oom_predicted;
+  for (const auto& g : sc.groups)
+    out.groups.push_back({g.group, g.rows, g.mape, g.max_abs_error, g.spearman, g.memory_rows, g.memory_mape});
   out.mape_by_feature = sc.by_feature;
   for (const auto& r : results)
     out.results.push_back({r.row.index, r.row.group, r.row.plan, r.row.measured_s, r.predicted_s, r.error, r.compute_s,
-                           r.exposed_comm_s, r.bubble_s, r.oom, r.failure});
-  out.text = published_text(d, req, sc);
+                           r.exposed_comm_s, r.bubble_s, r.oom, r.failure, r.row.id, r.row.measured_peak_memory_bytes,
+                           r.predicted_peak_memory_bytes, r.memory_error, r.row.measured_oom, r.row.precision,
+                           r.row.notes});
+  out.text = published_text(d, req, results, sc);
   out.files = published_files(d, req, results, sc);
   return out;
 }

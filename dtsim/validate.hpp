@@ -31,7 +31,7 @@ namespace dtsim {
 /// Files of measured runs, predicted row by row. Each row runs on its own GPU kind; a row is simulated with the
 /// calibration of its GPU (`calibration` when given, which must then be of every row's GPU).
 struct PublishedRequest {
-  std::vector<std::string> data;     ///< measurement files: the vTrain CSV, a CSV with named columns, JSON rows
+  std::vector<std::string> data;     ///< files: vTrain CSV, CSV with named columns, JSON rows, measurements document
   std::string calibration;           ///< calibration JSON file ("" = the built-in one of each row's GPU)
   std::string split = "all";         ///< all | train (even rows of each file) | test (odd rows of each file)
   std::string network = "analytic";  ///< analytic | flow (flow: one child process per row)
@@ -40,12 +40,19 @@ struct PublishedRequest {
 /// One predicted row (error = (predicted - measured) / measured).
 struct PublishedRowResult {
   int index = 0;      ///< 0-based row of its file
-  std::string group;  ///< rows of the same model shape
+  std::string group;  ///< rows of the same model shape (measurements documents: see validate/published)
   ParallelPlan plan;
   double measured_s = 0, predicted_s = 0, error = 0;
   double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;  ///< of the slowest simulated rank
   bool oom = false;
-  std::string failure;  ///< why the row could not be simulated ("" if it was)
+  std::string failure;  ///< why the row could not be simulated or expressed ("" if it was simulated)
+  std::string id;       ///< the row's label in its file ("" when the file has none)
+  /// Peak device memory: measured (largest over ranks; 0 = not measured) and predicted (largest over the simulated
+  /// ranks); memory_error = (predicted - measured) / measured, 0 without a measurement.
+  double measured_peak_memory_bytes = 0, predicted_peak_memory_bytes = 0, memory_error = 0;
+  bool measured_oom = false;  ///< the source reports only an out-of-memory outcome (no time; not scored)
+  std::string precision;      ///< as measured ("bf16", "fp8", ...; "" not stated)
+  std::string notes;          ///< caveats of the source and of the mapping, "; "-separated
 };
 
 /// The score of one model group.
@@ -53,6 +60,8 @@ struct PublishedGroupScore {
   std::string group;
   int rows = 0;
   double mape = 0, max_abs_error = 0, spearman = 0;
+  int memory_rows = 0;     ///< rows with a measured peak memory
+  double memory_mape = 0;  ///< their mean |memory error|
 };
 
 struct PublishedResult {
@@ -61,6 +70,11 @@ struct PublishedResult {
   double max_abs_error = 0;  ///< largest |error|
   double mean_error = 0;     ///< signed mean error (bias)
   double spearman_min = 0;   ///< the smallest per-group Spearman rank correlation
+  /// Peak memory over the simulated rows with a measured peak (fractions, as the times).
+  int memory_rows = 0;
+  double memory_mape = 0, memory_max_abs_error = 0, memory_mean_error = 0;
+  /// Rows reporting only an out-of-memory outcome, and of them those the simulation also finds out of memory.
+  int measured_oom_rows = 0, measured_oom_predicted = 0;
   std::vector<PublishedGroupScore> groups;
   std::vector<std::pair<std::string, double>> mape_by_feature;  ///< MAPE of the rows exercising each mechanism
   std::vector<PublishedRowResult> results;                      ///< every row of the split, in file order

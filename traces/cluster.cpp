@@ -109,6 +109,15 @@ const std::vector<GpuSpec>& gpus() {
       {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 900e9, 32 * units::kGiB},
       // A100 PCIe 80GB: same tensor-core peaks as the SXM part, 1,935 GB/s HBM2e.
       {"a100-pcie-80gb", 312e12, 312e12, 19.5e12, 1935e9, 80 * units::kGiB},
+      // B200 (SXM, HGX/DGX B200 at 1,000 W): 2,250 TFLOP/s dense FP16/BF16 tensor (the 4,500 figure is with 2:4
+      // sparsity), 80 TFLOP/s FP32, 8 TB/s HBM3e, 180 GB. Sources: NVIDIA DGX B200 datasheet / product page
+      // (nvidia.com/en-us/data-center/dgx-b200: 8 GPUs, 1,440 GB HBM3e in total = 180 GB each, 64 TB/s in total =
+      // 8 TB/s each, 72 PFLOP/s FP8 training with sparsity); NVIDIA Blackwell architecture technical brief as
+      // tabulated by glennklockwood.com/garden/processors/B200 (HGX B200 at 1,000 W: BF16 2,250 dense / 4,500
+      // sparse, FP32 80); MLCommons inference v6.0 system description "NVIDIA B200-SXM-180GB" (Nebius). The 180 GB
+      // are stored as 180 GiB, as the other presets store their "80GB" (the package carries 192 GB of HBM3e, of which
+      // the datasheet lists 180 GB): the usable capacity is an estimate. No B200 measurement calibrates these.
+      {"b200-sxm-180gb", 2250e12, 2250e12, 80e12, 8000e9, 180 * units::kGiB},
   };
   return list;
 }
@@ -125,12 +134,16 @@ struct ClusterPreset {
 };
 // DGX A100: NVLink3 600 GB/s bidirectional per GPU through NVSwitch (300 GB/s each way), 8 x HDR 200 Gb/s.
 // DGX H100: NVLink4 900 GB/s bidirectional (450 GB/s each way), 8 x NDR 400 Gb/s.
+// DGX B200: NVLink5 1.8 TB/s bidirectional per GPU (900 GB/s each way; two NVSwitch chips, 14.4 TB/s in total for
+// 8 GPUs, DGX B200 datasheet), 8 x ConnectX-7 400 Gb/s (DGX B200 datasheet; MLCommons Nebius B200 system: "8x
+// ConnectX-7 IB NDR 400Gb/s"). Latencies as DGX H100 (estimates).
 // Latencies are one-way wire+switch estimates (NVLink ~1 us, InfiniBand ~2 us through one switch); software
 // overheads of collectives come from the calibration file, not from here.
 const std::vector<ClusterPreset>& cluster_presets() {
   static const std::vector<ClusterPreset> list = {
       {"dgx-a100", "a100-sxm4-80gb", 8, 300e9, 1e-6, 8, 200 * units::kGbit_Bps, 2e-6},
       {"dgx-h100", "h100-sxm5-80gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
+      {"dgx-b200", "b200-sxm-180gb", 8, 900e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
       {"dgx1-v100", "v100-sxm2-32gb", 8, 25e9, 1e-6, 4, 100 * units::kGbit_Bps, 2e-6},  // graph built below
       {"pcie-a100", "a100-pcie-80gb", 8, 32e9, 2e-6, 4, 200 * units::kGbit_Bps, 2e-6},  // graph built below
   };

@@ -2,8 +2,11 @@
 // vTrain single-node set.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <stdexcept>
 
 #include "validate/published/published.hpp"
 
@@ -195,4 +198,345 @@ TEST(PublishedData, BadFilesNameTheProblem) {
   EXPECT_THROW(load_published(unknown), FormatError);
   EXPECT_THROW(load_published("/nonexistent/file.csv"), ConfigError);
   for (const auto& f : {bad_cols, bad_degrees, unknown}) std::filesystem::remove(f);
+}
+
+// ---- shared measurements documents (../shared/measurements/*.json) -------------------------------------------
+
+namespace {
+const std::string kMeasurements = DTSIM_SHARED_DIR "/measurements/";
+
+const PublishedRow& row_by_id(const std::vector<PublishedRow>& rows, const std::string& id) {
+  for (const auto& r : rows)
+    if (r.id == id) return r;
+  throw std::runtime_error("no row '" + id + "'");
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A small document in the shared shape: a dense Megatron-Core row, a MoE + MLA row with EP, a CP row, a row
+// without tp, a GH200 row and a torchtitan-style PP row whose micro batch comes from the local batch.
+const char* kDocument = R"json({
+  "source": "MooreThreads/SimuMax@0000:docs/b200/summary.json", "licence": "test", "about": "test",
+  "conventions": "test",
+  "model_shapes": {
+    "Dense (4 layers)": {"layers": 4, "hidden": 1024, "ffn_hidden": 2816, "heads": 16, "kv_heads": 4,
+      "head_dim": 64, "vocab": 32000, "attention": "gqa", "mlp": "swiglu", "tied_embeddings": false, "moe": null},
+    "Moe (4 layers)": {"layers": 4, "hidden": 1024, "ffn_hidden": 2816, "heads": 16, "kv_heads": 16,
+      "head_dim": null, "vocab": 32000, "attention": "mla", "mlp": "swiglu", "tied_embeddings": false,
+      "mla": {"q_lora_rank": 384, "kv_lora_rank": 128, "qk_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64},
+      "moe": {"experts": 16, "top_k": 2, "expert_ffn_hidden": 512, "shared_experts": 2,
+              "shared_expert_ffn_hidden": 1024, "dense_layers": 1, "moe_layers": 3, "router": "softmax"}}
+  },
+  "rows": [
+    {"id": "dense", "gpu": "H100", "gpus": 4, "gpus_per_node": 8, "model": "Dense (4 layers)", "layers_run": 4,
+     "seq": 1024, "precision": "bf16", "tp": 2, "pp": 2, "dp": 1, "cp": 1, "ep": null, "etp": null, "vp": 1,
+     "distributed_optimizer": true, "sequence_parallel": true, "mbs": 1, "gbs": 4, "recompute": "none (launcher)",
+     "pp_schedule": "1F1B", "flags": ["truncated_layer_count"],
+     "measured": {"iteration_s": 0.1, "peak_memory_gib": 10.0}},
+    {"id": "moe", "gpu": "B200", "gpus": 8, "gpus_per_node": 8, "model": "Moe (4 layers)", "layers_run": 4,
+     "seq": 4096, "precision": "fp8", "tp": 1, "pp": 2, "dp": 4, "cp": 1, "ep": 4, "etp": 1, "vp": 1,
+     "distributed_optimizer": true, "sequence_parallel": false, "mbs": 1, "gbs": 16, "recompute": "full",
+     "pp_schedule": "1F1B", "moe_dispatcher": "alltoall",
+     "moe_capacity": "capacity factor 1 with --moe-pad-expert-input-to-capacity",
+     "measured": {"iteration_s": 0.2, "peak_memory_gib": 40.0,
+                  "peak_allocated_by_rank_mib": {"0": 1000.0, "1": 2048.0}}},
+    {"id": "cp", "gpu": "B200", "gpus": 8, "gpus_per_node": 8, "model": "Dense (4 layers)", "seq": 32768,
+     "precision": "bf16", "tp": 2, "pp": 1, "dp": 1, "cp": 4, "cp_comm_type": "a2a", "ep": null, "vp": 1,
+     "distributed_optimizer": true, "sequence_parallel": true, "mbs": 1, "gbs": 4, "recompute": "selective",
+     "measured": {"iteration_s": 1.5}},
+    {"id": "no-tp", "gpu": "B200", "gpus": 8, "model": "Dense (4 layers)", "seq": 4096, "pp": 1, "dp": 8,
+     "mbs": 1, "gbs": 8, "recompute": "none", "measured": {"iteration_s": 0.3}},
+    {"id": "gh200", "gpu": "GH200 (SAILOR type \"GH-96\")", "gpus": 4, "gpus_per_node": 4,
+     "model": "Dense (4 layers)", "seq": 2048, "tp": 4, "pp": 1, "dp": 1, "mbs": 1, "gbs": 1,
+     "measured": {"iteration_s": 0.07, "peak_memory_bytes": 9551478784}},
+    {"id": "pp-local-batch", "gpu": "H100-SXM-96GB-HBM2e (500 W)", "gpus": 8, "gpus_per_node": 8,
+     "model": "Dense (4 layers)", "seq": 1024, "precision": "bf16", "tp": 1, "pp": 4, "dp": 2, "cp": 1, "vp": 2,
+     "fsdp": true, "mbs": null, "local_batch_size": 8, "pp_microbatches": null, "gbs": 16, "recompute": "full",
+     "pp_schedule": "Interleaved 1F1B", "measured": {"iteration_s": 2.0, "oom": false}}
+  ]
+})json";
+}  // namespace
+
+// Every shared JSON file loads (no abort) with its documented row count; the rows that cannot be expressed are
+// kept as failed rows with their reason.
+TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
+  const std::vector<std::pair<std::string, std::size_t>> files = {{"simumax_b200.json", 43},
+                                                                  {"torchtitan_h100.json", 33},
+                                                                  {"torchtitan_a100.json", 10},
+                                                                  {"torchtitan_h200.json", 2},
+                                                                  {"sailor_gh200.json", 36}};
+  for (const auto& [name, count] : files) {
+    const std::string path = kMeasurements + name;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+    SCOPED_TRACE(name);
+    std::vector<PublishedRow> rows;
+    ASSERT_NO_THROW(rows = load_published(path));
+    ASSERT_EQ(rows.size(), count);
+    std::map<std::string, int> failures;
+    for (const auto& r : rows) {
+      EXPECT_FALSE(r.id.empty()) << r.index;
+      EXPECT_FALSE(r.group.empty()) << r.id;
+      EXPECT_TRUE(r.measured_s > 0 || r.measured_oom) << r.id;
+      if (r.failure.empty()) {
+        EXPECT_FALSE(r.gpu.empty()) << r.id;
+        EXPECT_NO_THROW(load_cluster(r.cluster)) << r.id;
+        EXPECT_EQ(r.model.attention, AttentionKind::FLASH) << r.id;
+        if (r.precision == "fp8") {
+          EXPECT_TRUE(has(r.notes, "FP8 run predicted in bf16")) << r.id;
+        }
+      } else {
+        EXPECT_TRUE(has(r.failure, path + ": row " + std::to_string(r.index))) << r.failure;
+        EXPECT_TRUE(r.gpu.empty()) << r.id;
+      }
+      if (!r.failure.empty()) ++failures[name];
+    }
+    if (name == "simumax_b200.json" || name == "torchtitan_h100.json") {
+      EXPECT_EQ(failures[name], 0);
+    }
+    if (name == "torchtitan_a100.json") {
+      // "selective layer" AC (every n-th layer fully recomputed) has no dtsim equivalent.
+      EXPECT_EQ(failures[name], 3);
+      for (const auto& r : rows)
+        if (!r.failure.empty()) {
+          EXPECT_TRUE(has(r.failure, "selective layer")) << r.failure;
+        }
+      EXPECT_EQ(row_by_id(rows, "tt-a100-oom-2").measured_oom, true);
+      EXPECT_EQ(row_by_id(rows, "tt-a100-3").cluster, "dgx-a100:64");
+    }
+    if (name == "torchtitan_h200.json") {
+      for (const auto& r : rows) EXPECT_TRUE(has(r.failure, "no GPU preset for H200")) << r.failure;
+    }
+    if (name == "sailor_gh200.json") {
+      int gh200 = 0, mixed = 0;
+      for (const auto& r : rows) {
+        gh200 += has(r.failure, "no GPU preset for GH200");
+        mixed += has(r.failure, "heterogeneous cluster");
+      }
+      EXPECT_EQ(gh200, 27);
+      EXPECT_EQ(mixed, 9);
+    }
+    if (name == "torchtitan_h100.json") {
+      const auto& t5 = row_by_id(rows, "tt-h100-t5-2");  // 405B, PP 8 interleaved, local batch 32
+      EXPECT_EQ(t5.plan.schedule, Schedule::INTERLEAVED);
+      EXPECT_EQ(t5.plan.virtual_stages, 2);
+      EXPECT_EQ(t5.plan.micro_batch_size, 4);
+      EXPECT_EQ(t5.plan.num_microbatches(), 8);
+      EXPECT_EQ(t5.plan.zero_stage, 3);
+      EXPECT_TRUE(t5.plan.sequence_parallel);
+      EXPECT_EQ(t5.group, "Table 5");
+      EXPECT_EQ(t5.cluster, "dgx-h100:512");
+      EXPECT_TRUE(has(t5.notes, "simulated as h100-sxm5-80gb")) << t5.notes;
+      const auto& t2 = row_by_id(rows, "tt-h100-t2-3");
+      EXPECT_EQ(t2.plan.cp, 4);
+      EXPECT_EQ(t2.plan.cp_kind, CpKind::ALL_GATHER);
+      EXPECT_EQ(t2.model.seq_len, 131072);
+      EXPECT_NEAR(t2.measured_peak_memory_bytes, 84.0 * 1073741824.0, 1);
+      EXPECT_EQ(row_by_id(rows, "tt-h100-t1-1").plan.recompute, Recompute::SELECTIVE);
+      EXPECT_EQ(row_by_id(rows, "tt-h100-asynctp-8b-bf16-async_tp").measured_peak_memory_bytes, 0);
+    }
+  }
+}
+
+// SimuMax's B200 rows: an MoE row maps to ep / etp / MoE / MLA fields, a CP row to cp and its all-to-all kind,
+// and the groups are dense / moe / cp.
+TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
+  const std::string path = kMeasurements + "simumax_b200.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  const auto rows = load_published(path);
+  const auto& moe = row_by_id(rows, "deepseekv2_tp1_ep4_pp2_dp4_l4_mbc4_cef");
+  ASSERT_TRUE(moe.failure.empty()) << moe.failure;
+  EXPECT_EQ(moe.group, "moe");
+  EXPECT_EQ(moe.gpu, "b200-sxm-180gb");
+  EXPECT_EQ(moe.cluster, "dgx-b200:8");
+  EXPECT_EQ(moe.plan.tp, 1);
+  EXPECT_EQ(moe.plan.pp, 2);
+  EXPECT_EQ(moe.plan.dp, 4);
+  EXPECT_EQ(moe.plan.cp, 1);
+  EXPECT_EQ(moe.plan.ep, 4);
+  EXPECT_EQ(moe.plan.etp, 1);
+  EXPECT_EQ(moe.plan.expert_dp(), 1);
+  EXPECT_EQ(moe.plan.dispatcher, Dispatcher::ALL_TO_ALL);
+  EXPECT_EQ(moe.plan.routing.capacity_factor, 1.0);
+  EXPECT_TRUE(moe.plan.routing.pad_to_capacity);
+  EXPECT_EQ(moe.plan.zero_stage, 1);
+  EXPECT_EQ(moe.plan.recompute, Recompute::NONE);
+  EXPECT_EQ(moe.plan.schedule, Schedule::ONE_F_ONE_B);
+  EXPECT_EQ(moe.plan.micro_batch_size, 1);
+  EXPECT_EQ(moe.plan.global_batch_size, 16);
+  EXPECT_EQ(moe.plan.num_microbatches(), 4);
+  EXPECT_EQ(moe.model.num_layers, 4);
+  EXPECT_EQ(moe.model.seq_len, 4096);
+  EXPECT_EQ(moe.model.hidden, 5120);
+  EXPECT_EQ(moe.model.vocab, 102400);
+  EXPECT_EQ(moe.model.dtype, DType::BF16);
+  EXPECT_EQ(moe.model.moe.experts, 160);
+  EXPECT_EQ(moe.model.moe.top_k, 6);
+  EXPECT_EQ(moe.model.moe.expert_ffn_hidden, 1536);
+  EXPECT_EQ(moe.model.moe.shared_experts, 2);
+  EXPECT_EQ(moe.model.moe.shared_ffn_hidden, 3072);
+  EXPECT_EQ(moe.model.moe.dense_layers, 1);
+  EXPECT_EQ(moe.model.num_moe_layers(), 3);
+  EXPECT_EQ(moe.model.mla.q_lora_rank, 1536);
+  EXPECT_EQ(moe.model.mla.kv_lora_rank, 512);
+  EXPECT_EQ(moe.model.mla.qk_nope_head_dim, 128);
+  EXPECT_EQ(moe.model.mla.qk_rope_head_dim, 64);
+  EXPECT_EQ(moe.model.mla.v_head_dim, 128);
+  // The largest per-rank max_memory_allocated (MiB), 44.7 GiB rounded in the file.
+  EXPECT_NEAR(moe.measured_peak_memory_bytes / 1073741824.0, 44.7, 0.01);
+  const auto& cp = row_by_id(rows, "llama3_70b_l12_tp2_cp4_pp1_dp1_seq32768_mbc4_cef");
+  ASSERT_TRUE(cp.failure.empty()) << cp.failure;
+  EXPECT_EQ(cp.group, "cp");
+  EXPECT_EQ(cp.plan.cp, 4);
+  EXPECT_EQ(cp.plan.cp_kind, CpKind::ALL_TO_ALL);
+  EXPECT_EQ(cp.plan.tp, 2);
+  EXPECT_TRUE(cp.plan.sequence_parallel);
+  EXPECT_EQ(cp.plan.world_size(), 8);
+  EXPECT_EQ(cp.model.seq_len, 32768);
+  EXPECT_EQ(cp.model.num_layers, 12);
+  EXPECT_EQ(cp.model.vocab, 128256);  // already a multiple of 128 x tp = 256
+  const auto& dense = row_by_id(rows, "llama3_405b_l4_tp8_pp1_dp1_mbc4_cef");
+  EXPECT_EQ(dense.group, "dense");
+  EXPECT_EQ(dense.model.kv_heads, 16);
+  EXPECT_EQ(dense.model.vocab, 129024);  // 128,256 padded to a multiple of 128 x tp = 1,024
+  EXPECT_TRUE(has(dense.notes, "kv_heads_16_not_8")) << dense.notes;
+  int groups[3] = {0, 0, 0};
+  for (const auto& r : rows) groups[r.group == "dense" ? 0 : r.group == "moe" ? 1 : 2]++;
+  EXPECT_EQ(groups[0] + groups[1] + groups[2], 43);
+  EXPECT_EQ(groups[1], 12);
+  EXPECT_EQ(groups[2], 7);
+}
+
+// The same mapping on a small document in the shared shape (no ../shared needed), and the rows that fail.
+TEST(SharedMeasurements, DocumentRowsMapAndBadRowsFailNamingFileAndRow) {
+  const std::string path = write_temp("doc.json", kDocument);
+  const auto rows = load_published(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(rows.size(), 6u);
+  const auto& dense = rows[0];
+  ASSERT_TRUE(dense.failure.empty()) << dense.failure;
+  EXPECT_EQ(dense.group, "dense");
+  EXPECT_EQ(dense.cluster, "dgx-h100:4");
+  EXPECT_EQ(dense.model.kv_heads, 4);
+  EXPECT_EQ(dense.model.head_dim_override, 0);  // 64 = hidden / heads
+  EXPECT_EQ(dense.model.mlp, MlpKind::SWIGLU);
+  EXPECT_FALSE(dense.model.tied_embeddings);
+  EXPECT_FALSE(dense.model.learned_pos_embedding);
+  EXPECT_EQ(dense.model.vocab, 32000);  // a multiple of 128 x 2 already
+  EXPECT_TRUE(dense.plan.sequence_parallel);
+  EXPECT_EQ(dense.plan.zero_stage, 1);
+  EXPECT_DOUBLE_EQ(dense.measured_peak_memory_bytes, 10.0 * 1073741824.0);
+  EXPECT_EQ(dense.notes, "truncated_layer_count; measured memory: torch max_memory_allocated");
+
+  const auto& moe = rows[1];
+  ASSERT_TRUE(moe.failure.empty()) << moe.failure;
+  EXPECT_EQ(moe.group, "moe");
+  EXPECT_EQ(moe.plan.ep, 4);
+  EXPECT_EQ(moe.plan.etp, 1);
+  EXPECT_EQ(moe.plan.recompute, Recompute::FULL);
+  EXPECT_EQ(moe.model.moe.dense_layers, 1);
+  EXPECT_EQ(moe.model.mla.kv_lora_rank, 128);
+  EXPECT_EQ(moe.model.dtype, DType::BF16);
+  EXPECT_EQ(moe.precision, "fp8");
+  EXPECT_TRUE(has(moe.notes, "FP8 run predicted in bf16")) << moe.notes;
+  EXPECT_DOUBLE_EQ(moe.measured_peak_memory_bytes, 2048.0 * 1048576.0);  // per-rank peaks beat the rounded GiB
+
+  const auto& cp = rows[2];
+  ASSERT_TRUE(cp.failure.empty()) << cp.failure;
+  EXPECT_EQ(cp.group, "cp");
+  EXPECT_EQ(cp.plan.cp_kind, CpKind::ALL_TO_ALL);
+  EXPECT_EQ(cp.plan.recompute, Recompute::SELECTIVE);
+  EXPECT_EQ(cp.measured_peak_memory_bytes, 0);
+
+  const auto& no_tp = rows[3];
+  EXPECT_EQ(no_tp.failure, path + ": row 3 ('no-tp'): missing field 'tp'");
+  EXPECT_DOUBLE_EQ(no_tp.measured_s, 0.3);  // what was read before the failure is kept for the report
+
+  const auto& gh = rows[4];
+  EXPECT_TRUE(has(gh.failure, path + ": row 4 ('gh200'): no GPU preset for GH200")) << gh.failure;
+
+  const auto& pp = rows[5];
+  ASSERT_TRUE(pp.failure.empty()) << pp.failure;
+  EXPECT_EQ(pp.cluster, "dgx-h100:8");
+  EXPECT_EQ(pp.plan.micro_batch_size, 2);  // local batch 8 over pp = 4 micro-batches
+  EXPECT_EQ(pp.plan.schedule, Schedule::INTERLEAVED);
+  EXPECT_EQ(pp.plan.virtual_stages, 2);
+  EXPECT_EQ(pp.plan.zero_stage, 3);
+  EXPECT_TRUE(has(pp.notes, "pp micro-batches not stated")) << pp.notes;
+
+  // Failed rows are not simulated (their calibration is never asked for) and count as failed.
+  const auto res = predict_rows(
+      {no_tp, gh},
+      [](const PublishedRow& r) -> const Calibration& {
+        throw std::runtime_error("calibration asked for failed row " + r.id);
+      },
+      NetworkMode::ANALYTIC);
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0].failure, no_tp.failure);
+  EXPECT_EQ(score(res).failed, 2);
+  EXPECT_EQ(score(res).rows, 0);
+
+  // A document whose rows are not a list is a malformed file, not a failed row.
+  const std::string bad = write_temp("bad_doc.json", R"({"model_shapes": {}, "rows": {}})");
+  EXPECT_THROW(load_published(bad), FormatError);
+  std::filesystem::remove(bad);
+}
+
+// A simulated row carries the predicted peak memory and its error against the measured one.
+TEST(SharedMeasurements, PredictedPeakMemoryAndItsError) {
+  const std::string path = write_temp("doc_mem.json", kDocument);
+  auto rows = load_published(path);
+  std::filesystem::remove(path);
+  const auto res = predict_rows({rows[0]}, default_calibration("h100-sxm5-80gb"), NetworkMode::ANALYTIC);
+  ASSERT_EQ(res.size(), 1u);
+  ASSERT_TRUE(res[0].failure.empty()) << res[0].failure;
+  EXPECT_GT(res[0].predicted_peak_memory_bytes, 0);
+  EXPECT_TRUE(res[0].has_memory());
+  EXPECT_DOUBLE_EQ(res[0].memory_error, (res[0].predicted_peak_memory_bytes - rows[0].measured_peak_memory_bytes) /
+                                            rows[0].measured_peak_memory_bytes);
+  const auto s = score(res);
+  EXPECT_EQ(s.memory_rows, 1);
+  EXPECT_DOUBLE_EQ(s.memory_mape, std::abs(res[0].memory_error));
+}
+
+// Memory scores by hand: two rows with a measured peak (+20%, -25%), one without, one failed, one measured OOM.
+TEST(SharedMeasurements, MemoryErrorArithmetic) {
+  EXPECT_DOUBLE_EQ(relative_error(12, 10), 0.2);
+  EXPECT_DOUBLE_EQ(relative_error(15, 20), -0.25);
+  EXPECT_DOUBLE_EQ(relative_error(5, 0), 0.0);
+  auto result = [](const std::string& group, double measured_s, double predicted_s, double measured_mem,
+                   double predicted_mem) {
+    RowResult r;
+    r.row.group = group;
+    r.row.measured_s = measured_s;
+    r.row.measured_peak_memory_bytes = measured_mem;
+    r.predicted_s = predicted_s;
+    r.error = relative_error(predicted_s, measured_s);
+    r.predicted_peak_memory_bytes = predicted_mem;
+    r.memory_error = relative_error(predicted_mem, measured_mem);
+    return r;
+  };
+  std::vector<RowResult> rs = {result("a", 1.0, 1.1, 10e9, 12e9), result("a", 2.0, 1.8, 20e9, 15e9),
+                               result("b", 1.0, 1.0, 0, 7e9), result("b", 1.0, 3.0, 10e9, 30e9),
+                               result("b", 0, 4.0, 0, 90e9)};
+  rs[3].failure = "not simulated";
+  rs[4].row.measured_oom = true;
+  rs[4].oom = true;
+  EXPECT_TRUE(rs[0].has_memory());
+  EXPECT_FALSE(rs[2].has_memory());
+  EXPECT_FALSE(rs[3].has_memory());
+  const auto s = score(rs);
+  EXPECT_EQ(s.rows, 3);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(s.measured_oom_rows, 1);
+  EXPECT_EQ(s.measured_oom_predicted, 1);
+  EXPECT_NEAR(s.mape, (0.1 + 0.1 + 0.0) / 3, 1e-12);
+  EXPECT_EQ(s.memory_rows, 2);
+  EXPECT_NEAR(s.memory_mape, (0.2 + 0.25) / 2, 1e-12);
+  EXPECT_NEAR(s.memory_max_abs_error, 0.25, 1e-12);
+  EXPECT_NEAR(s.memory_mean_error, (0.2 - 0.25) / 2, 1e-12);
+  ASSERT_EQ(s.groups.size(), 2u);
+  EXPECT_EQ(s.groups[0].group, "a");
+  EXPECT_EQ(s.groups[0].memory_rows, 2);
+  EXPECT_NEAR(s.groups[0].memory_mape, 0.225, 1e-12);
+  EXPECT_EQ(s.groups[1].memory_rows, 0);
 }

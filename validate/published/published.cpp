@@ -13,6 +13,7 @@
 #include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "validate/published/published_json.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -212,20 +213,24 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
     for (const auto* steps : {&passes.forward, &passes.recompute, &passes.backward})
       t += estimate::steps_time_s(*steps, cluster, cal, row.model.dtype, row.plan.tp);
     out.predicted_s = out.compute_s = t;
-    out.error = (t - row.measured_s) / row.measured_s;
+    out.error = relative_error(t, row.measured_s);
     return out;
   }
   SimOptions opt;
   opt.network = network;
   Inputs in{&row.model, &cluster, &row.plan, &cal, &opt};
+  // iteration time, compute / exposed communication / bubble of the slowest rank, OOM, largest peak memory
+  constexpr std::size_t kValues = 6;
   auto fill = [&](const Report& rep) {
-    std::array<double, 5> v{rep.iteration_time_s, 0, 0, 0, rep.oom.empty() ? 0.0 : 1.0};
-    for (const auto& r : rep.ranks)
+    std::array<double, kValues> v{rep.iteration_time_s, 0, 0, 0, rep.oom.empty() ? 0.0 : 1.0, 0};
+    for (const auto& r : rep.ranks) {
       if (r.compute_s + r.exposed_comm_s + r.bubble_s > v[1] + v[2] + v[3])
         v[1] = r.compute_s, v[2] = r.exposed_comm_s, v[3] = r.bubble_s;
+      v[5] = std::max(v[5], r.peak_bytes);
+    }
     return v;
   };
-  std::array<double, 5> v{};
+  std::array<double, kValues> v{};
   if (network == NetworkMode::ANALYTIC) {
     v = fill(simulate(in).report);
   } else {
@@ -234,7 +239,7 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
           auto a = fill(simulate(in).report);
           return std::vector<double>(a.begin(), a.end());
         },
-        5);
+        kValues);
     std::copy(r.begin(), r.end(), v.begin());
   }
   out.predicted_s = v[0];
@@ -242,11 +247,17 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
   out.exposed_comm_s = v[2];
   out.bubble_s = v[3];
   out.oom = v[4] > 0;
-  out.error = (out.predicted_s - row.measured_s) / row.measured_s;
+  out.predicted_peak_memory_bytes = v[5];
+  out.error = relative_error(out.predicted_s, row.measured_s);
+  out.memory_error = relative_error(out.predicted_peak_memory_bytes, row.measured_peak_memory_bytes);
   return out;
 }
 
 }  // namespace
+
+double relative_error(double predicted, double measured) {
+  return measured > 0 ? (predicted - measured) / measured : 0.0;
+}
 
 std::vector<PublishedRow> load_published(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -266,10 +277,14 @@ std::vector<PublishedRow> load_published(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
       throw FormatError(path + ": invalid JSON (" + std::string(e.what()) + ")");
     }
-    if (j.is_object()) j = json_util::get<nlohmann::json>(j, path, "rows");
-    if (!j.is_array()) throw FormatError(path + ": expected a list of rows");
-    for (std::size_t i = 0; i < j.size(); ++i)
-      rows.push_back(generic_row(j[i], path + ": row " + std::to_string(i), static_cast<int>(i)));
+    if (is_measurements_document(j)) {
+      rows = load_measurements_document(j, path);
+    } else {
+      if (j.is_object()) j = json_util::get<nlohmann::json>(j, path, "rows");
+      if (!j.is_array()) throw FormatError(path + ": expected a list of rows");
+      for (std::size_t i = 0; i < j.size(); ++i)
+        rows.push_back(generic_row(j[i], path + ": row " + std::to_string(i), static_cast<int>(i)));
+    }
   } else if (first.rfind("# GPUs,global batch,micro batch", 0) == 0) {
     rows = parse_vtrain(f, path);
   } else if (first.find("micro_batch") != std::string::npos) {
@@ -302,6 +317,13 @@ std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
   std::vector<RowResult> out;
   out.reserve(rows.size());
   for (const auto& r : rows) {
+    if (!r.failure.empty()) {  // not expressible: kept, not simulated
+      RowResult rr;
+      rr.row = r;
+      rr.failure = r.failure;
+      out.push_back(rr);
+      continue;
+    }
     try {
       out.push_back(predict_one(r, calibration_of(r), network));
     } catch (const Error& e) {
@@ -332,10 +354,22 @@ ValidationScore score(const std::vector<RowResult>& results) {
   ValidationScore s;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
   std::map<std::string, std::vector<double>> features;
-  std::vector<double> abs_err, err;
+  std::vector<double> abs_err, err, mem_abs_err, mem_err;
+  std::map<std::string, std::vector<double>> group_mem;
   for (const auto& r : results) {
     if (!r.failure.empty()) {
       ++s.failed;
+      continue;
+    }
+    if (r.has_memory()) {
+      mem_abs_err.push_back(std::abs(r.memory_error));
+      mem_err.push_back(r.memory_error);
+      s.memory_max_abs_error = std::max(s.memory_max_abs_error, std::abs(r.memory_error));
+      group_mem[r.row.group].push_back(std::abs(r.memory_error));
+    }
+    if (r.row.measured_oom) {  // no measured time: an outcome to agree with, not an error to score
+      ++s.measured_oom_rows;
+      if (r.oom) ++s.measured_oom_predicted;
       continue;
     }
     ++s.rows;
@@ -352,6 +386,9 @@ ValidationScore score(const std::vector<RowResult>& results) {
   }
   s.mape = mean(abs_err);
   s.mean_error = mean(err);
+  s.memory_rows = static_cast<int>(mem_abs_err.size());
+  s.memory_mape = mean(mem_abs_err);
+  s.memory_mean_error = mean(mem_err);
   s.spearman_min = groups.empty() ? 0 : 1;
   for (const auto& [name, pm] : groups) {
     GroupScore g;
@@ -365,6 +402,10 @@ ValidationScore score(const std::vector<RowResult>& results) {
     g.mape = mean(e);
     g.spearman = spearman(pm.first, pm.second);
     s.spearman_min = std::min(s.spearman_min, g.spearman);
+    if (const auto it = group_mem.find(name); it != group_mem.end()) {
+      g.memory_rows = static_cast<int>(it->second.size());
+      g.memory_mape = mean(it->second);
+    }
     s.groups.push_back(g);
   }
   for (const auto& [name, v] : features)
@@ -491,9 +532,13 @@ const std::vector<std::string>& fitted_fields() {
 FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration& base, int max_evaluations,
                         double max_error_weight) {
   FitResult fr;
+  // Rows that cannot be expressed (failure set when read) fail under every calibration: they are left out.
+  std::vector<PublishedRow> usable;
+  for (const auto& r : rows)
+    if (r.failure.empty()) usable.push_back(r);
   // Every model group counts equally (a small published set weighs as much as one vTrain model).
   auto objective = [&](const std::array<double, kParams>& x) {
-    const auto s = score(predict_rows(rows, with_params(base, x), NetworkMode::ANALYTIC));
+    const auto s = score(predict_rows(usable, with_params(base, x), NetworkMode::ANALYTIC));
     if (s.failed > 0) return 1e9;
     double sum = 0;
     for (const auto& g : s.groups) sum += g.mape + max_error_weight * g.max_abs_error;
@@ -518,8 +563,9 @@ FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration
 
 std::string scatter_svg(const std::vector<RowResult>& results, const std::string& title) {
   double lo = 1e300, hi = 0;
+  auto plotted = [](const RowResult& r) { return r.failure.empty() && r.row.measured_s > 0 && r.predicted_s > 0; };
   for (const auto& r : results)
-    if (r.failure.empty()) {
+    if (plotted(r)) {
       lo = std::min({lo, r.predicted_s, r.row.measured_s});
       hi = std::max({hi, r.predicted_s, r.row.measured_s});
     }
@@ -557,7 +603,7 @@ std::string scatter_svg(const std::vector<RowResult>& results, const std::string
     << ")\">predicted iteration time</text>\n";
   o.precision(2);
   for (const auto& r : results)
-    if (r.failure.empty())
+    if (plotted(r))
       o << "<circle cx=\"" << px(r.row.measured_s) << "\" cy=\"" << py(r.predicted_s) << "\" r=\"2\" fill=\""
         << (r.row.plan.pp > 1   ? "#d62728"
             : r.row.plan.tp > 1 ? "#1f77b4"

@@ -2,7 +2,10 @@
 //
 // Inputs: the vTrain CSV (VIA-Research/vTrain data/ground_truth_single.csv: GPUs, global batch, micro batch,
 // hidden size, attention heads, # layers, sequence length, TP, DP, PP, iteration time (ms)), or a generic CSV with
-// named columns (see GenericColumns in the .cpp / README) or a JSON list of rows.
+// named columns (see GenericColumns in the .cpp / README) or a JSON list of rows, or a shared measurements document
+// (TorchTitan / SimuMax / SAILOR tables with model shapes, measured time and peak memory; published_json.hpp has
+// its mapping). Predictions carry the simulated peak memory next to the time; rows with a measured peak are scored
+// on memory too.
 //
 // Config mapping for Megatron-DeepSpeed GPT runs (the vTrain rows; documented in README):
 //   model  GPT-2 style: vocabulary 50,257 sharded as 50257 // TP rows per rank, unpadded, as vTrain's model code
@@ -33,9 +36,21 @@ struct PublishedRow {
   /// "iteration" (a training iteration) or "layer" (forward + recompute + backward of one transformer layer for one
   /// micro-batch, e.g. Korthikanti et al.'s Table 4), predicted from the layer's passes with the TP group's links.
   std::string measure = "iteration";
+  std::string id;                         ///< the row's label in its file ("" when the file has none)
+  double measured_peak_memory_bytes = 0;  ///< measured peak device memory (largest over ranks); 0 when not measured
+  bool measured_oom = false;  ///< the source reports only that the run ran out of memory (no time: not scored)
+  std::string precision;      ///< the run's precision as the source states it ("bf16", "fp8", ...; "" not stated)
+  /// Caveats, "; "-separated: the source's flags and how the harness mapped the row (e.g. an FP8 run predicted in
+  /// bf16, a GPU simulated as the nearest preset).
+  std::string notes;
+  /// Non-empty when the row's model, plan or hardware cannot be expressed in dtsim (the reason, naming the file and
+  /// row): the row is kept, not simulated, and counted as failed.
+  std::string failure;
 };
 
-/// Reads the vTrain CSV (detected by its header) or a generic CSV/JSON file. FormatError on a bad file.
+/// Reads the vTrain CSV (detected by its header), a generic CSV/JSON file, or a shared measurements document (a JSON
+/// object with "model_shapes" and "rows", see published_json.hpp). FormatError on a bad file; a row of a
+/// measurements document that cannot be expressed becomes a row with `failure` set instead.
 std::vector<PublishedRow> load_published(const std::string& path);
 
 struct RowResult {
@@ -44,13 +59,22 @@ struct RowResult {
   double error = 0;                                        ///< (predicted - measured) / measured
   double compute_s = 0, exposed_comm_s = 0, bubble_s = 0;  ///< of the slowest simulated rank
   bool oom = false;
-  std::string failure;  ///< non-empty when the row could not be simulated (the message)
+  std::string failure;                     ///< non-empty when the row could not be simulated (the message)
+  double predicted_peak_memory_bytes = 0;  ///< largest peak device memory over the simulated ranks
+  /// (predicted - measured) / measured peak memory; 0 when the row has no measured memory (see has_memory()).
+  double memory_error = 0;
+  bool has_memory() const { return failure.empty() && row.measured_peak_memory_bytes > 0; }
 };
+
+/// (predicted - measured) / measured; 0 when measured is not positive.
+double relative_error(double predicted, double measured);
 
 struct GroupScore {
   std::string group;
   int rows = 0;
   double mape = 0, max_abs_error = 0, spearman = 0;
+  int memory_rows = 0;     ///< rows of the group with a measured peak memory
+  double memory_mape = 0;  ///< their mean |memory error|
 };
 
 struct ValidationScore {
@@ -62,6 +86,12 @@ struct ValidationScore {
   std::vector<GroupScore> groups;
   /// MAPE of rows split by which mechanism they exercise (pipeline, tensor, data parallel, micro-batch size).
   std::vector<std::pair<std::string, double>> by_feature;
+  /// Peak memory over the simulated rows with a measured peak: mean |error|, largest |error|, signed mean.
+  int memory_rows = 0;
+  double memory_mape = 0, memory_max_abs_error = 0, memory_mean_error = 0;
+  /// Rows whose source reports only an out-of-memory outcome (not in rows / failed), and how many of them the
+  /// simulation also finds out of memory.
+  int measured_oom_rows = 0, measured_oom_predicted = 0;
 };
 
 /// "all", "train" (even rows) or "test" (odd rows): the fixed split used for fitting and held-out scoring.
@@ -84,7 +114,8 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b);
 /// host issue time per kernel and per collective, NVLink efficiency, collective and p2p software costs) to `rows` by
 /// minimising the mean over model groups of (the group's MAPE + `max_error_weight` x the group's largest |error|)
 /// (Nelder-Mead over log-parameters, two starts), starting from `base`. One set of values for all rows: no per-row
-/// or per-group terms. The objective's value before and after is reported as a fraction (0.06 = 6%).
+/// or per-group terms. The objective's value before and after is reported as a fraction (0.06 = 6%). Rows with
+/// `failure` set (not expressible) are left out; a row that fails to simulate makes the objective 1e9.
 struct FitResult {
   Calibration calibration;
   double objective_before = 0, objective_after = 0;

@@ -1,0 +1,452 @@
+#include "validate/published/published_json.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "traces/error.hpp"
+#include "traces/json_util.hpp"
+#include "traces/units.hpp"
+
+namespace dtsim::sim {
+namespace {
+using nlohmann::json;
+
+/// The software stack that produced a document's rows (recognised from its "source").
+enum class Stack {
+  MEGATRON_CORE,      ///< Megatron-LM / Megatron-Core with TransformerEngine (SimuMax's B200 runs)
+  TORCHTITAN,         ///< torchtitan: FSDP2, TP, PP, CP in PyTorch
+  MEGATRON_DEEPSPEED  ///< SAILOR's Megatron-DeepSpeed fork
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// Collects the "; "-separated notes of a row.
+struct Notes {
+  std::vector<std::string> items;
+  void add(const std::string& s) {
+    if (!s.empty() && std::find(items.begin(), items.end(), s) == items.end()) items.push_back(s);
+  }
+  std::string joined() const {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : "; ") + s;
+    return out;
+  }
+};
+
+bool present(const json& j, const std::string& name) { return j.contains(name) && !j.at(name).is_null(); }
+
+/// A required integer: absent -> "missing field", null -> "not stated by the source".
+int req_int(const json& j, const std::string& ctx, const std::string& name) {
+  if (j.contains(name) && j.at(name).is_null())
+    throw ConfigError(ctx + ": field '" + name + "' is null (not stated by the source)");
+  return json_util::get<int>(j, ctx, name);
+}
+
+std::optional<int> opt_int(const json& j, const std::string& ctx, const std::string& name) {
+  if (!present(j, name)) return std::nullopt;
+  return json_util::get<int>(j, ctx, name);
+}
+
+std::string opt_str(const json& j, const std::string& ctx, const std::string& name) {
+  return json_util::get_or<std::string>(j, ctx, name, "");
+}
+
+std::optional<bool> opt_bool(const json& j, const std::string& ctx, const std::string& name) {
+  if (!present(j, name)) return std::nullopt;
+  return json_util::get<bool>(j, ctx, name);
+}
+
+std::optional<double> opt_number(const json& j, const std::string& ctx, const std::string& name) {
+  if (!present(j, name)) return std::nullopt;
+  const double v = json_util::get<double>(j, ctx, name);
+  if (!std::isfinite(v)) throw ConfigError(ctx + ": field '" + name + "' is not a finite number");
+  return v;
+}
+
+Stack stack_of(const json& doc, const std::string& path, Notes& doc_notes) {
+  const std::string src = lower(json_util::get_or<std::string>(doc, path, "source", ""));
+  if (contains(src, "torchtitan")) return Stack::TORCHTITAN;
+  if (contains(src, "simumax")) return Stack::MEGATRON_CORE;
+  if (contains(src, "sailor")) return Stack::MEGATRON_DEEPSPEED;
+  doc_notes.add("software stack not recognised from the source: Megatron-Core conventions assumed");
+  return Stack::MEGATRON_CORE;
+}
+
+// ---- model -------------------------------------------------------------------------------------------------
+
+/// The model of a row: the document's shape `name` with the row's sequence length, depth and precision.
+TransformerSpec shape_model(const json& shapes, const std::string& name, const std::string& ctx, Stack stack) {
+  if (!shapes.contains(name)) throw ConfigError(ctx + ": model '" + name + "' is not in the file's model_shapes");
+  const json& s = shapes.at(name);
+  const std::string sctx = ctx + ": model_shapes['" + name + "']";
+  if (!s.is_object()) throw ConfigError(sctx + ": expected a JSON object");
+  TransformerSpec m;
+  m.name = name;
+  m.num_layers = req_int(s, sctx, "layers");
+  m.hidden = req_int(s, sctx, "hidden");
+  m.ffn_hidden = req_int(s, sctx, "ffn_hidden");
+  m.heads = req_int(s, sctx, "heads");
+  m.kv_heads = opt_int(s, sctx, "kv_heads").value_or(m.heads);
+  m.vocab = req_int(s, sctx, "vocab");
+  if (const auto hd = opt_int(s, sctx, "head_dim"); hd && (m.heads <= 0 || *hd * m.heads != m.hidden))
+    m.head_dim_override = *hd;
+  m.tied_embeddings = opt_bool(s, sctx, "tied_embeddings").value_or(false);
+  m.learned_pos_embedding = starts_with(lower(opt_str(s, sctx, "position_embedding")), "learned");
+  const std::string mlp = lower(opt_str(s, sctx, "mlp"));
+  if (starts_with(mlp, "swiglu")) m.mlp = MlpKind::SWIGLU;
+  else if (starts_with(mlp, "gelu") || starts_with(mlp, "relu")) m.mlp = MlpKind::GELU;  // ReLU: the same GEMMs
+  else throw ConfigError(sctx + ": mlp '" + mlp + "' is not known (known: swiglu, gelu, relu)");
+  // Megatron-Core with TransformerEngine and torchtitan (SDPA) run flash attention; the 2023 Megatron-DeepSpeed
+  // fork of SAILOR the unfused kernels.
+  m.attention = stack == Stack::MEGATRON_DEEPSPEED ? AttentionKind::UNFUSED : AttentionKind::FLASH;
+  m.causal = true;
+  const std::string attention = lower(opt_str(s, sctx, "attention"));
+  if (present(s, "mla")) {
+    const json& a = s.at("mla");
+    const std::string actx = sctx + ".mla";
+    m.mla.q_lora_rank = opt_int(a, actx, "q_lora_rank").value_or(0);
+    m.mla.kv_lora_rank = req_int(a, actx, "kv_lora_rank");
+    m.mla.qk_nope_head_dim = req_int(a, actx, "qk_head_dim");  // Megatron's qk_head_dim: the part without rope
+    m.mla.qk_rope_head_dim = req_int(a, actx, "qk_rope_head_dim");
+    m.mla.v_head_dim = req_int(a, actx, "v_head_dim");
+  } else if (starts_with(attention, "mla")) {
+    throw ConfigError(sctx + ": attention 'mla' without an 'mla' block");
+  }
+  if (present(s, "moe")) {
+    const json& e = s.at("moe");
+    const std::string ectx = sctx + ".moe";
+    m.moe.experts = req_int(e, ectx, "experts");
+    m.moe.top_k = req_int(e, ectx, "top_k");
+    m.moe.expert_ffn_hidden = req_int(e, ectx, "expert_ffn_hidden");
+    m.moe.shared_experts = opt_int(e, ectx, "shared_experts").value_or(0);
+    m.moe.shared_ffn_hidden = opt_int(e, ectx, "shared_expert_ffn_hidden").value_or(0);
+    m.moe.dense_layers = opt_int(e, ectx, "dense_layers").value_or(0);
+    if (const auto ml = opt_int(e, ectx, "moe_layers"); ml && *ml + m.moe.dense_layers != m.num_layers)
+      throw ConfigError(ectx + ": dense_layers " + std::to_string(m.moe.dense_layers) + " + moe_layers " +
+                        std::to_string(*ml) + " is not the " + std::to_string(m.num_layers) + " layers");
+    m.moe.sigmoid_router = contains(lower(opt_str(e, ectx, "router")), "sigmoid");
+  }
+  return m;
+}
+
+// ---- hardware ----------------------------------------------------------------------------------------------
+
+struct Hardware {
+  std::string gpu;      ///< dtsim GPU preset
+  std::string cluster;  ///< "preset:GPUS"
+};
+
+Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& notes) {
+  const std::string gpu = json_util::get<std::string>(row, ctx, "gpu");
+  if (json_util::get_or<bool>(row, ctx, "heterogeneous", false)) {
+    std::string kinds;
+    for (const auto& t : json_util::get_or<std::vector<std::string>>(row, ctx, "gpu_types", {}))
+      kinds += (kinds.empty() ? "" : ", ") + t;
+    throw ConfigError(ctx + ": heterogeneous cluster (" + (kinds.empty() ? gpu : kinds) +
+                      "): dtsim simulates one GPU kind per job");
+  }
+  const std::string g = lower(gpu);
+  std::string preset, gpu_name;
+  if (starts_with(g, "b200")) {
+    preset = "dgx-b200", gpu_name = "b200-sxm-180gb";
+  } else if (starts_with(g, "h100")) {
+    preset = "dgx-h100", gpu_name = "h100-sxm5-80gb";
+    if (contains(g, "96gb") || contains(g, "94") || contains(g, "hbm2e") || contains(g, "500 w"))
+      notes.add("'" + gpu +
+                "' simulated as h100-sxm5-80gb (80 GiB HBM3, 3.35 TB/s, 700 W): capacity, bandwidth, clocks differ");
+  } else if (starts_with(g, "a100")) {
+    preset = "dgx-a100", gpu_name = "a100-sxm4-80gb";
+    if (!contains(g, "sxm")) notes.add("A100 form factor not stated: the SXM4 80GB part (dgx-a100) assumed");
+  } else {
+    const std::string kind = gpu.substr(0, gpu.find_first_of(" (-"));
+    throw ConfigError(ctx + ": no GPU preset for " + kind + " (gpu '" + gpu +
+                      "'; dtsim has a100-sxm4-80gb, h100-sxm5-80gb, b200-sxm-180gb as dgx-a100, dgx-h100, dgx-b200)");
+  }
+  constexpr int kPresetGpusPerNode = 8;  // every DGX preset above
+  if (const auto gpn = opt_int(row, ctx, "gpus_per_node"); !gpn) {
+    if (gpus > kPresetGpusPerNode)
+      notes.add("gpus_per_node not stated: " + std::to_string(kPresetGpusPerNode) + " per node (" + preset +
+                ") assumed");
+  } else if (*gpn != kPresetGpusPerNode && gpus > *gpn) {
+    throw ConfigError(ctx + ": " + std::to_string(*gpn) + " GPUs per node, but " + preset + " has " +
+                      std::to_string(kPresetGpusPerNode));
+  }
+  return {gpu_name, preset + ":" + std::to_string(gpus)};
+}
+
+// ---- plan --------------------------------------------------------------------------------------------------
+
+Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Notes& notes) {
+  if (!present(row, "recompute")) {
+    notes.add("recompute not stated: none assumed");
+    return Recompute::NONE;
+  }
+  const std::string r = lower(json_util::get<std::string>(row, ctx, "recompute"));
+  if (starts_with(r, "none")) return Recompute::NONE;
+  if (starts_with(r, "full")) return Recompute::FULL;
+  if (starts_with(r, "selective layer"))
+    throw ConfigError(ctx + ": recompute '" + r +
+                      "' (torchtitan: every n-th layer fully recomputed) has no dtsim equivalent (none, selective, "
+                      "full)");
+  if (starts_with(r, "selective")) {
+    if (stack == Stack::TORCHTITAN) notes.add("op-level selective AC predicted as Megatron selective recompute");
+    return Recompute::SELECTIVE;
+  }
+  throw ConfigError(ctx + ": recompute '" + r + "' is not known (known: none, selective, full)");
+}
+
+CpKind cp_kind_of(const json& row, const std::string& ctx, Stack stack, Notes& notes) {
+  if (present(row, "cp_comm_type")) {
+    const std::string t = lower(json_util::get<std::string>(row, ctx, "cp_comm_type"));
+    if (t == "a2a" || t == "alltoall" || t == "all_to_all") return CpKind::ALL_TO_ALL;
+    if (t == "p2p" || t == "ring") return CpKind::RING;
+    if (t == "allgather" || t == "all_gather") return CpKind::ALL_GATHER;
+    throw ConfigError(ctx + ": cp_comm_type '" + t + "' is not expressible (known: a2a, p2p, allgather)");
+  }
+  if (present(row, "cp_rotate_method")) {
+    const std::string t = lower(json_util::get<std::string>(row, ctx, "cp_rotate_method"));
+    if (starts_with(t, "allgather")) return CpKind::ALL_GATHER;
+    if (starts_with(t, "alltoall")) {
+      notes.add("torchtitan's alltoall KV rotation predicted as ring attention");
+      return CpKind::RING;
+    }
+    throw ConfigError(ctx + ": cp_rotate_method '" + t + "' is not known (known: allgather, alltoall)");
+  }
+  // The stacks' defaults: torchtitan rotates with all-gather, Megatron-Core passes KV blocks around a ring.
+  return stack == Stack::TORCHTITAN ? CpKind::ALL_GATHER : CpKind::RING;
+}
+
+/// Capacity factor and padding from a free-text MoE capacity ("capacity factor 1 with --moe-pad-...").
+void routing_of(const json& row, const std::string& ctx, ParallelPlan& p) {
+  const std::string c = lower(opt_str(row, ctx, "moe_capacity"));
+  if (c.empty() || contains(c, "dropless")) return;
+  const auto pos = c.find("capacity factor");
+  if (pos == std::string::npos) throw ConfigError(ctx + ": moe_capacity '" + c + "' names no capacity factor");
+  double cf = 0;
+  if (std::sscanf(c.c_str() + pos + 15, " %lf", &cf) != 1 || !(cf > 0))
+    throw ConfigError(ctx + ": moe_capacity '" + c + "': no positive number after 'capacity factor'");
+  p.routing.capacity_factor = cf;
+  p.routing.pad_to_capacity = contains(c, "pad");
+}
+
+/// The plan of a row (not yet validated against the model and cluster: predict_rows does that).
+ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const TransformerSpec& model, int gpus,
+                     Notes& notes) {
+  ParallelPlan p;
+  p.tp = req_int(row, ctx, "tp");
+  p.pp = req_int(row, ctx, "pp");
+  p.dp = req_int(row, ctx, "dp");
+  p.cp = opt_int(row, ctx, "cp").value_or(1);
+  p.ep = opt_int(row, ctx, "ep").value_or(1);
+  p.etp = opt_int(row, ctx, "etp").value_or(0);
+  if (!model.moe.enabled() && p.etp == p.tp) p.etp = 0;  // a dense row's "etp = tp" is the default
+  p.global_batch_size = req_int(row, ctx, "gbs");
+  if (p.tp <= 0 || p.pp <= 0 || p.dp <= 0 || p.cp <= 0 || p.ep <= 0)
+    throw ConfigError(ctx + ": tp, pp, dp, cp and ep must be positive");
+  // In double: exact for any product that can equal an int GPU count, and no overflow for the others.
+  const double world = static_cast<double>(p.tp) * p.pp * p.dp * p.cp;
+  if (world != gpus)
+    throw ConfigError(ctx + ": tp*pp*dp*cp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) + "*" +
+                      std::to_string(p.dp) + "*" + std::to_string(p.cp) + " is not the row's " + std::to_string(gpus) +
+                      " GPUs");
+  const int vp = opt_int(row, ctx, "vp").value_or(1);
+  if (const auto mbs = opt_int(row, ctx, "mbs")) {
+    p.micro_batch_size = *mbs;
+  } else if (p.pp > 1 && present(row, "local_batch_size")) {
+    // torchtitan splits the local batch into pp_microbatches micro-batches, by default as many as PP stages.
+    const int local = req_int(row, ctx, "local_batch_size");
+    const auto stated = opt_int(row, ctx, "pp_microbatches");
+    const int n = stated.value_or(p.pp);
+    if (n <= 0 || local % n != 0)
+      throw ConfigError(ctx + ": local batch " + std::to_string(local) + " does not split into " + std::to_string(n) +
+                        " pipeline micro-batches");
+    p.micro_batch_size = local / n;
+    if (!stated)
+      notes.add("pp micro-batches not stated: torchtitan's default (pp = " + std::to_string(p.pp) +
+                ") gives micro-batch " + std::to_string(p.micro_batch_size));
+  } else {
+    throw ConfigError(ctx + ": field 'mbs' is missing or null and no local batch / pp micro-batches give it");
+  }
+  p.recompute = recompute_of(row, ctx, stack, notes);
+  const std::string sched = lower(opt_str(row, ctx, "pp_schedule"));
+  const bool interleaved = contains(sched, "interleaved") && !contains(sched, "non-interleaved");
+  if (p.pp > 1 && (vp > 1 || interleaved)) {
+    if (vp < 2) throw ConfigError(ctx + ": interleaved schedule with vp " + std::to_string(vp));
+    set_schedule(p, "interleaved:" + std::to_string(vp), ctx);
+  } else {
+    if (vp > 1) throw ConfigError(ctx + ": vp " + std::to_string(vp) + " without pipeline parallelism");
+    p.schedule = Schedule::ONE_F_ONE_B;
+  }
+  // ZeRO: FSDP shards everything (torchtitan with PP keeps the parameters gathered between forward and backward,
+  // reshard_after_forward=False: still ZeRO-3 here); Megatron's distributed optimizer shards optimizer states.
+  if (opt_bool(row, ctx, "fsdp").value_or(false)) p.zero_stage = 3;
+  else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
+  else p.zero_stage = opt_int(row, ctx, "zero_stage").value_or(0);
+  // torchtitan's TP always shards the norms' activations (SequenceParallel); elsewhere the row says.
+  const auto sp = opt_bool(row, ctx, "sequence_parallel");
+  p.sequence_parallel = p.tp > 1 && sp.value_or(stack == Stack::TORCHTITAN);
+  p.cp_kind = cp_kind_of(row, ctx, stack, notes);
+  if (present(row, "moe_dispatcher")) {
+    const std::string d = lower(json_util::get<std::string>(row, ctx, "moe_dispatcher"));
+    if (d == "alltoall" || d == "a2a") p.dispatcher = Dispatcher::ALL_TO_ALL;
+    else if (d == "allgather") p.dispatcher = Dispatcher::ALL_GATHER;
+    else throw ConfigError(ctx + ": moe_dispatcher '" + d + "' is not expressible (known: alltoall, allgather)");
+  }
+  if (model.moe.enabled()) routing_of(row, ctx, p);
+  if (present(row, "per_stage_plan"))
+    throw ConfigError(ctx + ": the source's per-stage layer partition (per_stage_plan) is not mapped");
+  if (opt_bool(row, ctx, "async_tp").value_or(false)) notes.add("async TP not modelled (predicted as plain TP)");
+  return p;
+}
+
+DType dtype_of(const json& row, const std::string& ctx, std::string& precision, Notes& notes) {
+  precision = lower(opt_str(row, ctx, "precision"));
+  if (precision.empty()) {
+    notes.add("precision not stated: bf16 assumed");
+    return DType::BF16;
+  }
+  if (precision == "bf16") return DType::BF16;
+  if (precision == "fp16") return DType::FP16;
+  if (precision == "fp32") return DType::FP32;
+  if (precision == "fp8") {
+    notes.add("FP8 run predicted in bf16 (no FP8 in dtsim yet)");
+    return DType::BF16;
+  }
+  throw ConfigError(ctx + ": precision '" + precision + "' is not known (known: bf16, fp16, fp32, fp8)");
+}
+
+// ---- groups and measurements -------------------------------------------------------------------------------
+
+/// torchtitan: the table a row is from, shortened ("Table 4", "asyncTP benchmark (June 2025): Llama3.1-8B on 64
+/// H100", "Trainy on WhiteFiber").
+std::string table_group(const std::string& table) {
+  std::string t = table.substr(0, table.find(" | "));
+  if (starts_with(t, "Table ")) return t.substr(0, t.find(':'));
+  return t.substr(0, t.find(", "));
+}
+
+/// Never throws: failed rows keep a group too.
+std::string group_of(const json& row, Stack stack, const json& shapes) {
+  auto int_or = [&](const char* name, int fallback) {
+    const auto it = row.find(name);
+    return it != row.end() && it->is_number_integer() ? it->get<int>() : fallback;
+  };
+  const auto model_it = row.find("model");
+  const std::string model = model_it != row.end() && model_it->is_string() ? model_it->get<std::string>() : "?";
+  if (stack == Stack::TORCHTITAN) {
+    const auto it = row.find("table");
+    return it != row.end() && it->is_string() ? table_group(it->get<std::string>()) : model;
+  }
+  if (stack == Stack::MEGATRON_DEEPSPEED) return model;
+  if (int_or("cp", 1) > 1) return "cp";
+  bool moe = int_or("ep", 1) > 1;
+  if (shapes.is_object() && shapes.contains(model) && shapes.at(model).is_object()) {
+    const auto it = shapes.at(model).find("moe");
+    moe = moe || (it != shapes.at(model).end() && it->is_object());
+  }
+  return moe ? "moe" : "dense";
+}
+
+void measured_of(const json& row, const std::string& ctx, Stack stack, PublishedRow& r, Notes& notes) {
+  const json& m = json_util::get<json>(row, ctx, "measured");
+  const std::string mctx = ctx + ": measured";
+  if (!m.is_object()) throw ConfigError(mctx + ": expected a JSON object");
+  r.measured_s = opt_number(m, mctx, "iteration_s").value_or(0);
+  r.measured_oom = opt_bool(m, mctx, "oom").value_or(false);
+  if (const auto b = opt_number(m, mctx, "peak_memory_bytes")) {
+    r.measured_peak_memory_bytes = *b;
+  } else if (present(m, "peak_allocated_by_rank_mib") && m.at("peak_allocated_by_rank_mib").is_object()) {
+    for (const auto& [rank, mib] : m.at("peak_allocated_by_rank_mib").items())
+      if (mib.is_number())
+        r.measured_peak_memory_bytes = std::max(r.measured_peak_memory_bytes, mib.get<double>() * units::kMiB);
+  } else if (const auto gib = opt_number(m, mctx, "peak_memory_gib")) {
+    r.measured_peak_memory_bytes = *gib * units::kGiB;
+  }
+  if (r.measured_peak_memory_bytes < 0) throw ConfigError(mctx + ": peak memory must not be negative");
+  if (r.measured_peak_memory_bytes > 0) {
+    if (stack == Stack::MEGATRON_CORE) notes.add("measured memory: torch max_memory_allocated");
+    if (stack == Stack::MEGATRON_DEEPSPEED)
+      notes.add("measured memory: nvidia-smi used memory (CUDA context and allocator reserve included)");
+  }
+  if (r.measured_oom) {
+    notes.add("measured: out of memory (no time)");
+    r.measured_s = 0;
+  } else if (!(r.measured_s > 0)) {
+    throw ConfigError(mctx + ": no positive iteration_s and no out-of-memory outcome");
+  }
+}
+
+PublishedRow row_of(const json& row, int index, const std::string& path, Stack stack, const json& shapes,
+                    const Notes& doc_notes) {
+  PublishedRow r;
+  r.index = index;
+  r.gpu.clear();  // set once the hardware is known; failed rows have none
+  if (row.is_object() && row.contains("id") && row.at("id").is_string()) r.id = row.at("id").get<std::string>();
+  const std::string ctx = path + ": row " + std::to_string(index) + (r.id.empty() ? "" : " ('" + r.id + "')");
+  Notes notes = doc_notes;
+  try {
+    if (!row.is_object()) throw ConfigError(ctx + ": expected a JSON object");
+    r.group = group_of(row, stack, shapes);
+    for (const auto& f : json_util::get_or<std::vector<std::string>>(row, ctx, "flags", {})) notes.add(f);
+    measured_of(row, ctx, stack, r, notes);
+    const int gpus = req_int(row, ctx, "gpus");
+    if (gpus <= 0) throw ConfigError(ctx + ": gpus must be positive");
+    const Hardware hw = hardware_of(row, ctx, gpus, notes);
+    const std::string model_name = json_util::get<std::string>(row, ctx, "model");
+    r.model = shape_model(shapes, model_name, ctx, stack);
+    if (const auto layers = opt_int(row, ctx, "layers_run")) r.model.num_layers = *layers;
+    if (r.model.moe.enabled() && r.model.moe.dense_layers >= r.model.num_layers)
+      throw ConfigError(ctx + ": " + std::to_string(r.model.num_layers) + " layers run, all of them dense");
+    r.model.seq_len = req_int(row, ctx, "seq");
+    r.model.dtype = dtype_of(row, ctx, r.precision, notes);
+    r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
+    // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
+    if (stack == Stack::MEGATRON_CORE) {
+      const std::int64_t mult = 128LL * r.plan.tp, padded = (r.model.vocab + mult - 1) / mult * mult;
+      if (padded > INT32_MAX) throw ConfigError(ctx + ": vocabulary padded for tp is out of range");
+      r.model.vocab = static_cast<int>(padded);
+    }
+    r.cluster = hw.cluster;
+    r.gpu = hw.gpu;
+  } catch (const Error& e) {
+    r.failure = e.what();
+    r.gpu.clear();
+  }
+  r.notes = notes.joined();
+  return r;
+}
+
+}  // namespace
+
+bool is_measurements_document(const nlohmann::json& doc) {
+  return doc.is_object() && doc.contains("model_shapes") && doc.contains("rows");
+}
+
+std::vector<PublishedRow> load_measurements_document(const nlohmann::json& doc, const std::string& path) {
+  const json& rows = doc.at("rows");
+  const json& shapes = doc.at("model_shapes");
+  if (!rows.is_array()) throw FormatError(path + ": 'rows' must be a list");
+  if (!shapes.is_object()) throw FormatError(path + ": 'model_shapes' must be an object");
+  Notes doc_notes;
+  const Stack stack = stack_of(doc, path, doc_notes);
+  std::vector<PublishedRow> out;
+  out.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    out.push_back(row_of(rows[i], static_cast<int>(i), path, stack, shapes, doc_notes));
+  return out;
+}
+
+}  // namespace dtsim::sim
