@@ -53,6 +53,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("schedule")) set_schedule(plan, vm["schedule"].as<std::string>(), "--schedule");
   if (vm.count("recompute")) plan.recompute = recompute_from_string(vm["recompute"].as<std::string>(), "--recompute");
   if (vm.count("zero")) plan.zero_stage = vm["zero"].as<int>();
+  plan.fp32_grads = vm.count("fp32-grads") > 0;
   plan.sequence_parallel = vm.count("sequence-parallel") > 0;
   if (vm.count("tp-layout")) {
     std::string spec = vm["tp-layout"].as<std::string>();
@@ -99,7 +100,8 @@ int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
                            "dispatcher",
                            "routing",
                            "seq-len",
-                           "attention"})
+                           "attention",
+                           "fp32-grads"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   const auto wall0 = std::chrono::steady_clock::now();
   const JobsResult r =
@@ -153,6 +155,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
     ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
     ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
+    ("fp32-grads", "keep and reduce gradients in fp32 (Megatron-LM's default for bf16; FSDP2 with an fp32 reduce dtype)")
     ("tp-layout", po::value<std::string>(),
      "tensor-parallel layout: 1d (Megatron, default) | 2d (tp = q^2) | 2.5d:D (tp = q^2 D) | 3d (tp = q^3)")
     ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
@@ -204,7 +207,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
                                            "ep",
                                            "etp",
                                            "dispatcher",
-                                           "routing"};
+                                           "routing",
+                                           "fp32-grads"};
   if (vm.count("plan"))
     for (const char* flag : kPlanFlags)
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");

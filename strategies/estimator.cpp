@@ -182,8 +182,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const int n = plan.dp * plan.cp * plan.replicas(s);
     // Dense gradients over dp x cp; the experts' over their (smaller) expert-data-parallel group, which runs after
     // (approximated as part of the same ring volume scaled by its group's share).
-    const double grads =
-        (sm.params - sm.expert_params + sm.expert_params * (plan.expert_dp() > 1 ? 1.0 : 0.0)) * dtype_bytes(m.dtype);
+    const double grads = (sm.params - sm.expert_params + sm.expert_params * (plan.expert_dp() > 1 ? 1.0 : 0.0)) *
+                         (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype));
     const int per_node = std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_dp, c.gpus_per_node))));
     const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
     auto all_reduce = [&] {

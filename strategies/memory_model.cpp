@@ -44,13 +44,13 @@ double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan,
   return p;
 }
 
-StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage, int dp) {
+StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage, int dp, bool fp32_grads) {
   StaticMemory s;
   s.params = params;
   const double e = dtype_bytes(dtype);
   // ZeRO: stage 1 shards optimizer states, 2 also gradients, 3 also parameters.
   s.weight_bytes = params * e / (zero_stage >= 3 ? dp : 1);
-  s.gradient_bytes = params * e / (zero_stage >= 2 ? dp : 1);
+  s.gradient_bytes = params * (fp32_grads ? 4.0 : e) / (zero_stage >= 2 ? dp : 1);
   s.optimizer_bytes = params * optimizer_bytes_per_param(dtype) / (zero_stage >= 1 ? dp : 1);
   s.step_params = params / (zero_stage >= 1 ? dp : 1);
   return s;
@@ -60,9 +60,11 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
   // Dense weights are sharded (ZeRO) over the dp x cp ranks that reduce their gradients, the routed experts over
   // their expert-data-parallel group.
   const double all = stage_params_per_rank(m, plan, stage), expert = stage_expert_params_per_rank(m, plan, stage);
-  StaticMemory s = static_memory_for_params(all - expert, m.dtype, plan.zero_stage, plan.dense_grad_ranks());
+  StaticMemory s =
+      static_memory_for_params(all - expert, m.dtype, plan.zero_stage, plan.dense_grad_ranks(), plan.fp32_grads);
   if (expert > 0) {
-    const StaticMemory x = static_memory_for_params(expert, m.dtype, plan.zero_stage, plan.expert_dp());
+    const StaticMemory x =
+        static_memory_for_params(expert, m.dtype, plan.zero_stage, plan.expert_dp(), plan.fp32_grads);
     s.params += x.params;
     s.weight_bytes += x.weight_bytes;
     s.gradient_bytes += x.gradient_bytes;

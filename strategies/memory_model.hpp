@@ -23,7 +23,7 @@ double optimizer_bytes_per_param(DType dtype);
 
 /// Static memory of `params` parameters under ZeRO stage `zero_stage` over `dp` data-parallel ranks
 /// (Rajbhandari et al. 2020: (2 + 2 + K) bytes per parameter, K = 12 for mixed-precision Adam).
-StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage, int dp);
+StaticMemory static_memory_for_params(double params, DType dtype, int zero_stage, int dp, bool fp32_grads = false);
 
 /// Parameters held by one rank of pipeline stage `stage`.
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);

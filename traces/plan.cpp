@@ -692,6 +692,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
     j["dispatcher"] = to_string(p.dispatcher);
   }
   if (!p.routing.balanced() || p.routing.capacity_factor > 0) j["routing"] = to_string(p.routing);
+  if (p.fp32_grads) j["fp32_grads"] = true;
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
   if (p.tp_layout == TpLayout::D2_5) j["tp_depth"] = p.tp_depth;
   if (p.schedule == Schedule::CUSTOM) {
@@ -731,7 +732,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "ep",
                              "etp",
                              "dispatcher",
-                             "routing"});
+                             "routing",
+                             "fp32_grads"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -760,6 +762,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                         " disagrees with schedule '" + sched + "'");
   }
   p.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
+  p.fp32_grads = get_or<bool>(j, ctx, "fp32_grads", false);
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   p.tp_layout = tp_layout_from_string(get_or<std::string>(j, ctx, "tp_layout", "1d"), ctx);

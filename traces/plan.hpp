@@ -113,6 +113,9 @@ struct ParallelPlan {
   std::vector<std::vector<PipeOp>> custom_order;  ///< CUSTOM: the pass order of every stage
   std::string custom_source;                      ///< CUSTOM: file the order was read from (for messages and outputs)
   int zero_stage = 0;  ///< 0 (none), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters, = FSDP)
+  /// Gradients kept and reduced in fp32 (Megatron-LM's main_grad buffers for bf16, its default; FSDP2 with an fp32
+  /// reduce dtype); otherwise in the model's dtype.
+  bool fp32_grads = false;
   Recompute recompute = Recompute::NONE;
   bool sequence_parallel = false;
   TpLayout tp_layout = TpLayout::D1;  ///< layout of each tensor-parallel group

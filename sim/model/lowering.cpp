@@ -1179,6 +1179,8 @@ void Lowerer::lower_rank(int si) {
     return u;
   };
   const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = p_.expert_dp() > 1;
+  // Gradients are reduced in fp32 where the plan keeps them in fp32 (Megatron's main_grad buffers).
+  const double grad_scale = p_.fp32_grads ? 4.0 / e : 1.0;
 
   // Where a pipeline transfer from a neighbour stage lands; connected to the sending flow after all ranks are lowered.
   auto receive_point = [&](Phase phase, int mb, const char* name) {
@@ -1230,21 +1232,22 @@ void Lowerer::lower_rank(int si) {
   auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, bool final_pass) {
     if (zero >= 3) {  // FSDP: reduce-scatter every micro-batch's gradients of the unit
       if (!(dense_dp || (expert_dp && u.expert_bytes > 0))) return;
-      g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes);
+      g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes * grad_scale);
       std::int32_t done = task;
       if (dense_dp)
-        done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.param_bytes - u.expert_bytes,
-                          Phase::GRAD_SYNC, "grad-reduce-scatter", u.layer, mb, done);
+        done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::REDUCE_SCATTER,
+                          (u.param_bytes - u.expert_bytes) * grad_scale, Phase::GRAD_SYNC, "grad-reduce-scatter",
+                          u.layer, mb, done);
       if (expert_dp && u.expert_bytes > 0)
-        done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.expert_bytes,
+        done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.expert_bytes * grad_scale,
                           Phase::GRAD_SYNC, "expert-grad-reduce-scatter", u.layer, mb, done);
-      g_.memory(done, true, MemCategory::GRAD_BUFFERS, -u.param_bytes);
+      g_.memory(done, true, MemCategory::GRAD_BUFFERS, -u.param_bytes * grad_scale);
       if (final_pass) dp_done.push_back(done);
       return;
     }
     if (!final_pass) return;
-    const double dense_bytes = dense_dp ? u.param_bytes - u.expert_bytes : 0,
-                 expert_bytes = expert_dp ? u.expert_bytes : 0;
+    const double dense_bytes = dense_dp ? (u.param_bytes - u.expert_bytes) * grad_scale : 0,
+                 expert_bytes = expert_dp ? u.expert_bytes * grad_scale : 0;
     if (!p_.dp_overlap) {
       ready_grads.emplace_back(task, dense_bytes, expert_bytes);
       return;

@@ -157,6 +157,16 @@ expect_error "pp exceeds layers"             "pp 4 exceeds"        simulate "${T
 expect_error "negative tp"                   "tp must be positive" simulate "${M[@]}" "${C[@]}" --tp -2 --pp 2 --dp -2 --gbs 16
 expect_error "non-numeric tp"                "'--tp'"              simulate "${M[@]}" "${C[@]}" --tp two --gbs 16
 # ---- plan options ------------------------------------------------------------------------------------
+expect_error "ep does not divide experts"     "must divide the 8 experts" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 3 --dp 8 --gbs 8
+expect_error "ep on a dense model"           "needs a mixture-of-experts" simulate --model llama3-8b --cluster dgx-h100:8 --ep 2 --dp 8 --gbs 8
+expect_error "etp*ep does not divide block"  "etp*ep"              simulate --model mixtral-8x7b --cluster dgx-h100:8 --tp 2 --sequence-parallel --etp 2 --ep 8 --dp 4 --gbs 8
+expect_error "MoE tp without SP"             "needs sequence parallelism" simulate --model mixtral-8x7b --cluster dgx-h100:8 --tp 2 --dp 4 --gbs 8
+expect_error "cp does not divide sequence"   "must divide the sequence" simulate --model llama3-8b --cluster dgx-h100:8 --cp 8 --dp 1 --seq-len 8200 --gbs 1
+expect_error "cp without flash attention"    "needs flash attention" simulate --model llama3-8b --cluster dgx-h100:8 --cp 8 --dp 1 --attention unfused --gbs 1
+expect_error "unknown cp kind"               "'zigzag'"            simulate --model llama3-8b --cluster dgx-h100:8 --cp 8 --dp 1 --cp-kind zigzag --gbs 1
+expect_error "unknown routing"               "unknown routing 'hot'" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing hot --gbs 8
+expect_error "routing loads count"           "loads for 3 experts" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing loads:1,2,3 --gbs 8
+expect_error "unknown attention kind"        "unknown attention 'fast'" simulate --model llama3-8b --cluster dgx-h100:8 --dp 8 --attention fast --gbs 8
 expect_error "unknown schedule"              "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zigzag
 expect_error "interleaved without chunks"    "interleaved:2"       simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule interleaved
 expect_error "interleaved zero chunks"       "interleaved:2"       simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule interleaved:0

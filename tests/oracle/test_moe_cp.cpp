@@ -231,5 +231,36 @@ TEST(RingAttentionOracle, ComputeAndBandwidthBound) {
   EXPECT_NEAR(ring_span(bw), 3 * t_xfer + t_block, 1e-6 * t_xfer);
 }
 
+// Folded and unfolded runs agree: balanced routing keeps the EP ranks symmetric (the EP all-to-all runs against
+// the representative's mirror), and context-parallel ranks stay simulated while dp folds around them.
+TEST(MoeFolding, FoldedEqualsUnfolded) {
+  const TransformerSpec moe = tiny_moe(2, 8, 2);
+  TransformerSpec dense = tiny_moe(2, 0, 0);
+  dense.moe = {};
+  const ClusterSpec c = uniform_cluster(1, 8, 100e9, 2e-6);
+  const Calibration cal = default_calibration("a100-sxm4-80gb");
+  ParallelPlan ep = ep_plan(4, 8);  // EP groups of 4, 2 expert-data-parallel copies
+  ep.zero_stage = 1;
+  ParallelPlan cp;
+  cp.cp = 2;
+  cp.dp = 4;
+  cp.micro_batch_size = 1;
+  cp.global_batch_size = 8;
+  for (const auto& [m, p] : {std::pair{moe, ep}, std::pair{dense, cp}}) {
+    const SimRun folded = run(m, c, p, cal, sim::FoldMode::AUTO), unfolded = run(m, c, p, cal, sim::FoldMode::NONE);
+    EXPECT_LT(folded.low.ranks.size(), unfolded.low.ranks.size()) << folded.low.fold_reason;
+    EXPECT_NEAR(makespan(folded), makespan(unfolded), 1e-9 * makespan(unfolded)) << folded.low.fold_reason;
+  }
+}
+
+TEST(MoeFolding, SkewUnfoldsTheExpertParallelAxis) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  const ClusterSpec c = uniform_cluster(1, 8, 100e9, 2e-6);
+  const SimRun r =
+      run(m, c, ep_plan(8, 8, routing_from_string("skew:1", "test")), ideal_calibration(), sim::FoldMode::AUTO);
+  EXPECT_EQ(r.low.ranks.size(), 8u);
+  EXPECT_NE(r.low.fold_reason.find("skewed routing"), std::string::npos) << r.low.fold_reason;
+}
+
 }  // namespace
 }  // namespace dtsim

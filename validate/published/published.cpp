@@ -247,7 +247,7 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
   out.exposed_comm_s = v[2];
   out.bubble_s = v[3];
   out.oom = v[4] > 0;
-  out.predicted_peak_memory_bytes = v[5];
+  out.predicted_peak_memory_bytes = row.memory_from_allocator ? v[5] - cal.reserved_memory_bytes : v[5];
   out.error = relative_error(out.predicted_s, row.measured_s);
   out.memory_error = relative_error(out.predicted_peak_memory_bytes, row.measured_peak_memory_bytes);
   return out;

@@ -38,6 +38,9 @@ struct PublishedRow {
   std::string measure = "iteration";
   std::string id;                         ///< the row's label in its file ("" when the file has none)
   double measured_peak_memory_bytes = 0;  ///< measured peak device memory (largest over ranks); 0 when not measured
+  /// The measured peak is the PyTorch caching allocator's (max_memory_allocated / reserved): it excludes the CUDA
+  /// context and the libraries' own buffers, which the prediction's reserved_memory_bytes stands for.
+  bool memory_from_allocator = false;
   bool measured_oom = false;  ///< the source reports only that the run ran out of memory (no time: not scored)
   std::string precision;      ///< the run's precision as the source states it ("bf16", "fp8", ...; "" not stated)
   /// Caveats, "; "-separated: the source's flags and how the harness mapped the row (e.g. an FP8 run predicted in

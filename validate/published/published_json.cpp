@@ -295,6 +295,10 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   if (opt_bool(row, ctx, "fsdp").value_or(false)) p.zero_stage = 3;
   else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
   else p.zero_stage = opt_int(row, ctx, "zero_stage").value_or(0);
+  // Megatron-LM with bf16 accumulates and reduces gradients in fp32 main_grad buffers by default
+  // (accumulate_allreduce_grads_in_fp32 is set for --bf16). torchtitan's FSDP2 keeps fp32 sharded parameters and
+  // gradients with no separate master copy: 16 bytes per parameter, which the ZeRO-3 accounting (2 + 2 + 12) matches.
+  p.fp32_grads = stack == Stack::MEGATRON_CORE;
   // torchtitan's TP always shards the norms' activations (SequenceParallel); elsewhere the row says.
   const auto sp = opt_bool(row, ctx, "sequence_parallel");
   p.sequence_parallel = p.tp > 1 && sp.value_or(stack == Stack::TORCHTITAN);
@@ -377,6 +381,7 @@ void measured_of(const json& row, const std::string& ctx, Stack stack, Published
   }
   if (r.measured_peak_memory_bytes < 0) throw ConfigError(mctx + ": peak memory must not be negative");
   if (r.measured_peak_memory_bytes > 0) {
+    r.memory_from_allocator = stack != Stack::MEGATRON_DEEPSPEED;
     if (stack == Stack::MEGATRON_CORE) notes.add("measured memory: torch max_memory_allocated");
     if (stack == Stack::MEGATRON_DEEPSPEED)
       notes.add("measured memory: nvidia-smi used memory (CUDA context and allocator reserve included)");
