@@ -513,7 +513,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     }
     out.push_back(compute("attention-proj", {proj}));
   };
-  auto attention_bwd = [&](std::vector<Step>& out, std::vector<Op> before, std::vector<Op> after) {
+  auto attention_bwd = [&](std::vector<Step>& out, std::vector<Op> before, const std::vector<Op>& after) {
     std::vector<Op> pb = std::move(before);
     append(pb, gemm_bwd(proj));
     std::vector<Op> qb;

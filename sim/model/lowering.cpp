@@ -350,6 +350,7 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
       const auto members = group_members(r, ax);
       if (ax == GroupAxis::EP) {  // all-to-all: the kinds of path to every member
         std::vector<int> kinds;
+        kinds.reserve(members.size());
         for (int o : members) kinds.push_back(static_cast<int>(path(r, o)));
         std::sort(kinds.begin(), kinds.end());
         sig.insert(sig.end(), kinds.begin(), kinds.end());

@@ -349,7 +349,7 @@ std::string group_of(const json& row, Stack stack, const json& shapes) {
     return it != row.end() && it->is_number_integer() ? it->get<int>() : fallback;
   };
   const auto model_it = row.find("model");
-  const std::string model = model_it != row.end() && model_it->is_string() ? model_it->get<std::string>() : "?";
+  std::string model = model_it != row.end() && model_it->is_string() ? model_it->get<std::string>() : "?";
   if (stack == Stack::TORCHTITAN) {
     const auto it = row.find("table");
     return it != row.end() && it->is_string() ? table_group(it->get<std::string>()) : model;
