@@ -101,7 +101,7 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
   const auto orders = sched::plan_orders(plan);
   const auto sh = shape_of(plan, stage);
-  const auto layer_act = cost::layer_activation_bytes(m, sh);
+  const auto layer_act = cost::layer_activation_bytes(m, sh, m.moe.enabled());
   const double v = plan.virtual_stages;
   // Walk the stage's pass order: F stores the chunk's activations (1/v of the stage's); with a split backward the
   // recomputed activations of the chunk's layers stay from B until W, otherwise one layer's at a time.

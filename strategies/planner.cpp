@@ -9,8 +9,11 @@ namespace dtsim::planning {
 
 std::string describe(const ParallelPlan& p) {
   std::ostringstream o;
-  o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp << " mbs " << p.micro_batch_size << " " << p.schedule_name()
-    << " recompute " << to_string(p.recompute) << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");
+  o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp;
+  if (p.cp > 1) o << " cp " << p.cp << " (" << to_string(p.cp_kind) << ")";
+  if (p.ep > 1) o << " ep " << p.ep;
+  o << " mbs " << p.micro_batch_size << " " << p.schedule_name() << " recompute " << to_string(p.recompute) << " zero "
+    << p.zero_stage << (p.sequence_parallel ? " sp" : "");
   if (p.tp_layout != TpLayout::D1) {
     o << " tp-layout " << to_string(p.tp_layout);
     if (p.tp_layout == TpLayout::D2_5) o << ':' << p.tp_depth;

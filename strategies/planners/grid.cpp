@@ -44,45 +44,61 @@ public:
       for (int depth : {2, 4})
         if (tp_grid_side(TpLayout::D2_5, tp, depth) > 1) layouts.push_back({TpLayout::D2_5, depth, false});
       if (layouts.empty()) continue;
-      for (int pp : divisors(m.num_layers)) {
-        if (n % (tp * pp) != 0) continue;
-        const int dp = n / (tp * pp);
-        for (int mbs : {1, 2, 4, 8})
-          for (const char* sched : {"1f1b", "interleaved:2", "interleaved:3", "interleaved:4"})
-            for (Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL})
-              for (int zero : {0, 1})
-                for (const LayoutOption& lo : layouts) {
-                  const bool sp = lo.sp;
-                  ParallelPlan p;
-                  p.tp = tp;
-                  p.pp = pp;
-                  p.dp = dp;
-                  p.micro_batch_size = mbs;
-                  p.global_batch_size = in.global_batch_size;
-                  p.recompute = rc;
-                  p.zero_stage = zero;
-                  p.sequence_parallel = sp;
-                  p.tp_layout = lo.layout;
-                  p.tp_depth = lo.depth;
-                  if ((sp && tp == 1) || (zero > 0 && dp == 1)) continue;  // no-ops: skip duplicates
-                  set_schedule(p, sched, "grid");
-                  if (p.schedule == Schedule::INTERLEAVED && (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
-                    continue;
-                  ++r.considered;
-                  try {
-                    p.validate(m, c);
-                  } catch (const ConfigError&) {
-                    ++r.invalid;
-                    continue;
-                  }
-                  auto e = estimate::estimate(m, c, in.calibration, p);
-                  if (e.peak_bytes > limit) {
-                    ++r.over_memory;
-                    continue;
-                  }
-                  r.ranked.push_back({p, e});
-                }
-      }
+      // Context parallelism for long sequences (flash attention only), expert parallelism for MoE models.
+      std::vector<int> cps = {1}, eps = {1};
+      if (m.attention == AttentionKind::FLASH && m.seq_len >= 16384)
+        for (int cp : {2, 4, 8, 16}) cps.push_back(cp);
+      if (m.moe.enabled())
+        for (int ep : divisors(std::min(m.moe.experts, 64)))
+          if (ep > 1 && m.moe.experts % ep == 0) eps.push_back(ep);
+      for (int pp : divisors(m.num_layers))
+        for (int cp : cps)
+          for (int ep : eps) {
+            if (n % (tp * cp * pp) != 0) continue;
+            const int dp = n / (tp * cp * pp);
+            for (int mbs : {1, 2, 4, 8})
+              for (const char* sched : {"1f1b", "interleaved:2", "interleaved:3", "interleaved:4"})
+                for (Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL})
+                  for (int zero : {0, 1})
+                    for (const LayoutOption& lo : layouts) {
+                      const bool sp = lo.sp;
+                      ParallelPlan p;
+                      p.tp = tp;
+                      p.pp = pp;
+                      p.dp = dp;
+                      p.micro_batch_size = mbs;
+                      p.global_batch_size = in.global_batch_size;
+                      p.recompute = rc;
+                      p.zero_stage = zero;
+                      p.sequence_parallel = sp;
+                      p.tp_layout = lo.layout;
+                      p.tp_depth = lo.depth;
+                      p.cp = cp;
+                      p.ep = ep;
+                      // No-ops (duplicates): SP without TP, ZeRO without data parallelism, selective recompute of flash
+                      // attention (it stores no scores to drop).
+                      if ((sp && tp == 1) || (zero > 0 && dp * cp == 1) ||
+                          (rc == Recompute::SELECTIVE && m.attention == AttentionKind::FLASH))
+                        continue;
+                      set_schedule(p, sched, "grid");
+                      if (p.schedule == Schedule::INTERLEAVED &&
+                          (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
+                        continue;
+                      ++r.considered;
+                      try {
+                        p.validate(m, c);
+                      } catch (const ConfigError&) {
+                        ++r.invalid;
+                        continue;
+                      }
+                      auto e = estimate::estimate(m, c, in.calibration, p);
+                      if (e.peak_bytes > limit) {
+                        ++r.over_memory;
+                        continue;
+                      }
+                      r.ranked.push_back({p, e});
+                    }
+          }
     }
     finish(r, t0);
     return r;

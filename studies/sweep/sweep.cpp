@@ -125,6 +125,8 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["tp"] = known ? p.tp : 0;
   r["pp"] = known ? p.pp : 0;
   r["dp"] = known ? p.dp : 0;
+  r["cp"] = known ? p.cp : 0;
+  r["ep"] = known ? p.ep : 0;
   r["vp"] = known ? p.virtual_stages : 0;
   r["mbs"] = known ? p.micro_batch_size : 0;
   r["gbs"] = p.global_batch_size;
@@ -137,17 +139,24 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
 
 /// The canonical inputs of a grid point (the id hashes them with the model, cluster and calibration contents).
 json plan_knobs(const ParallelPlan& p) {
-  return {{"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"vp", p.virtual_stages},
-          {"mbs", p.micro_batch_size},
-          {"gbs", p.global_batch_size},
-          {"schedule", p.schedule_name()},
-          {"zero", p.zero_stage},
-          {"recompute", to_string(p.recompute)},
-          {"tp_layout", layout_name(p)},
-          {"sequence_parallel", p.sequence_parallel}};
+  json j = {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"vp", p.virtual_stages},
+            {"mbs", p.micro_batch_size},
+            {"gbs", p.global_batch_size},
+            {"schedule", p.schedule_name()},
+            {"zero", p.zero_stage},
+            {"recompute", to_string(p.recompute)},
+            {"tp_layout", layout_name(p)},
+            {"sequence_parallel", p.sequence_parallel}};
+  // Context and expert parallelism only when used: the ids of plans without them stay what they were.
+  if (p.cp > 1) {
+    j["cp"] = p.cp;
+    j["cp_kind"] = to_string(p.cp_kind);
+  }
+  if (p.ep > 1) j["ep"] = p.ep;
+  return j;
 }
 
 }  // namespace
@@ -161,7 +170,9 @@ double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, d
   const bool split = plan.split_backward();
   double worst = 0;
   for (int st = 0; st < plan.pp; ++st) {
-    const auto act = cost::layer_activation_bytes(m, cost::shape_of(plan, plan.micro_batch_size / plan.replicas(st)));
+    // MoE models: the MoE layer's transient bytes (the larger of the two kinds).
+    const auto act = cost::layer_activation_bytes(m, cost::shape_of(plan, plan.micro_batch_size / plan.replicas(st)),
+                                                  m.moe.enabled());
     const double stored_chunk = memory::stage_activation_bytes_per_microbatch(m, plan, st) / v;
     const double recompute_chunk = layers[st] / v * act.transient;
     double held = 0, peak = 0;
@@ -220,6 +231,9 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                              "recompute",
                              "tp_layout",
                              "sequence_parallel",
+                             "cp",
+                             "cp_kind",
+                             "ep",
                              "network",
                              "grid_points",
                              "planners",
@@ -258,7 +272,10 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   // Knobs.
   const auto tps = ints(spec, "tp", {1}, 1, 1 << 20), pps = ints(spec, "pp", {1}, 1, 1 << 20),
              vps = ints(spec, "vp", {1}, 1, 1024), mbss = ints(spec, "mbs", {1}, 1, 1 << 24),
-             zeros = ints(spec, "zero", {0}, 0, 3);
+             zeros = ints(spec, "zero", {0}, 0, 3), cps = ints(spec, "cp", {1}, 1, 1 << 20),
+             eps = ints(spec, "ep", {1}, 1, 1 << 20);
+  std::vector<CpKind> cp_kinds;
+  for (const std::string& k : strings(spec, "cp_kind", {"ring"})) cp_kinds.push_back(cp_kind_from_string(k, kCtx));
   if (!spec.contains("gbs")) throw ConfigError(kCtx + ": 'gbs' (global batch sizes) is required");
   const auto gbss = ints(spec, "gbs", {}, 1, 1 << 30);
   std::vector<int> dps;  // 0 = auto
@@ -339,7 +356,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   if (grid) {
     ex.grid_points = ex.models.size() * ex.clusters.size() * gbss.size() * networks.size() * tps.size() * pps.size() *
                      dps.size() * vps.size() * mbss.size() * schedules.size() * zeros.size() * recomputes.size() *
-                     layouts.size() * sps.size();
+                     layouts.size() * sps.size() * cps.size() * eps.size() * cp_kinds.size();
     for (int mi = 0; mi < static_cast<int>(ex.models.size()); ++mi)
       for (int ci = 0; ci < static_cast<int>(ex.clusters.size()); ++ci) {
         const TransformerSpec& model = ex.models[mi];
@@ -356,71 +373,82 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                         for (int zero : zeros)
                           for (Recompute rc : recomputes)
                             for (const auto& [layout, depth] : layouts)
-                              for (bool sp : sps) {
-                                // Cheap divisibility rules first (named reasons), then the plan's own validation.
-                                if (dp0 == 0 && gpus % (tp * pp) != 0) {
-                                  skip("divisibility: tp*pp does not divide gpus (dp auto)");
-                                  continue;
-                                }
-                                const int dp = dp0 == 0 ? gpus / (tp * pp) : dp0;
-                                if (static_cast<long>(tp) * pp * dp != gpus) {
-                                  skip("divisibility: tp*pp*dp != gpus");
-                                  continue;
-                                }
-                                const bool interleaved = sched == "interleaved";
-                                if (interleaved && vp == 1) {
-                                  skip("schedule: interleaved needs vp > 1");
-                                  continue;
-                                }
-                                if (!interleaved && vp > 1 && sched.rfind("custom:", 0) != 0) {
-                                  skip("schedule: vp > 1 needs the interleaved schedule");
-                                  continue;
-                                }
-                                if (interleaved && pp == 1) {
-                                  skip("schedule: interleaved needs pp > 1");
-                                  continue;
-                                }
-                                if (sp && tp == 1) {
-                                  skip("no-op: sequence_parallel with tp 1");
-                                  continue;
-                                }
-                                if (model.num_layers % (pp * vp) != 0) {
-                                  skip("divisibility: layers % (pp*vp) != 0");
-                                  continue;
-                                }
-                                if (layout == TpLayout::D1 && model.heads % tp != 0) {
-                                  skip("divisibility: heads % tp != 0");
-                                  continue;
-                                }
-                                if (gbs % (mbs * dp) != 0) {
-                                  skip("divisibility: gbs % (mbs*dp) != 0");
-                                  continue;
-                                }
-                                Scenario s;
-                                s.model = mi;
-                                s.cluster = ci;
-                                s.network = net;
-                                ParallelPlan& p = s.plan;
-                                p.tp = tp, p.pp = pp, p.dp = dp, p.micro_batch_size = mbs, p.global_batch_size = gbs;
-                                set_schedule(p, interleaved ? "interleaved:" + std::to_string(vp) : sched, kCtx);
-                                p.zero_stage = zero;
-                                p.recompute = rc;
-                                p.tp_layout = layout;
-                                p.tp_depth = depth;
-                                p.sequence_parallel = sp;
-                                try {
-                                  p.validate(model, cluster);
-                                } catch (const ConfigError& e) {
-                                  skip("plan validation: " + normalise(e.what()));
-                                  continue;
-                                }
-                                s.id = id_of(mi, ci, net, plan_knobs(p));
-                                if (!ids.insert(s.id).second) {
-                                  skip("duplicate (the same scenario listed twice)");
-                                  continue;
-                                }
-                                points.push_back(std::move(s));
-                              }
+                              for (bool sp : sps)
+                                for (int cp : cps)
+                                  for (int ep : eps)
+                                    for (CpKind ck : cp_kinds) {
+                                      // Cheap divisibility rules first (named reasons), then the plan's own validation.
+                                      if (cp == 1 && ck != cp_kinds.front()) {
+                                        skip("no-op: cp_kind with cp 1");
+                                        continue;
+                                      }
+                                      if (dp0 == 0 && gpus % (tp * cp * pp) != 0) {
+                                        skip("divisibility: tp*cp*pp does not divide gpus (dp auto)");
+                                        continue;
+                                      }
+                                      const int dp = dp0 == 0 ? gpus / (tp * cp * pp) : dp0;
+                                      if (static_cast<long>(tp) * cp * pp * dp != gpus) {
+                                        skip("divisibility: tp*cp*pp*dp != gpus");
+                                        continue;
+                                      }
+                                      const bool interleaved = sched == "interleaved";
+                                      if (interleaved && vp == 1) {
+                                        skip("schedule: interleaved needs vp > 1");
+                                        continue;
+                                      }
+                                      if (!interleaved && vp > 1 && sched.rfind("custom:", 0) != 0) {
+                                        skip("schedule: vp > 1 needs the interleaved schedule");
+                                        continue;
+                                      }
+                                      if (interleaved && pp == 1) {
+                                        skip("schedule: interleaved needs pp > 1");
+                                        continue;
+                                      }
+                                      if (sp && tp == 1) {
+                                        skip("no-op: sequence_parallel with tp 1");
+                                        continue;
+                                      }
+                                      if (model.num_layers % (pp * vp) != 0) {
+                                        skip("divisibility: layers % (pp*vp) != 0");
+                                        continue;
+                                      }
+                                      if (layout == TpLayout::D1 && model.heads % tp != 0) {
+                                        skip("divisibility: heads % tp != 0");
+                                        continue;
+                                      }
+                                      if (gbs % (mbs * dp) != 0) {
+                                        skip("divisibility: gbs % (mbs*dp) != 0");
+                                        continue;
+                                      }
+                                      Scenario s;
+                                      s.model = mi;
+                                      s.cluster = ci;
+                                      s.network = net;
+                                      ParallelPlan& p = s.plan;
+                                      p.tp = tp, p.pp = pp, p.dp = dp, p.micro_batch_size = mbs,
+                                      p.global_batch_size = gbs;
+                                      set_schedule(p, interleaved ? "interleaved:" + std::to_string(vp) : sched, kCtx);
+                                      p.zero_stage = zero;
+                                      p.recompute = rc;
+                                      p.tp_layout = layout;
+                                      p.tp_depth = depth;
+                                      p.sequence_parallel = sp;
+                                      p.cp = cp;
+                                      p.cp_kind = ck;
+                                      p.ep = ep;
+                                      try {
+                                        p.validate(model, cluster);
+                                      } catch (const ConfigError& e) {
+                                        skip("plan validation: " + normalise(e.what()));
+                                        continue;
+                                      }
+                                      s.id = id_of(mi, ci, net, plan_knobs(p));
+                                      if (!ids.insert(s.id).second) {
+                                        skip("duplicate (the same scenario listed twice)");
+                                        continue;
+                                      }
+                                      points.push_back(std::move(s));
+                                    }
       }
   }
   if (samples > 0 && samples < points.size()) {
@@ -566,7 +594,7 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
   } catch (const std::exception& e) {
     Row f = row_skeleton(ex, s, "failed", e.what());
     for (const char* k :
-         {"tp", "pp", "dp", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel"})
+         {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel"})
       f[k] = r[k];  // a planner's chosen plan stays visible
     r = std::move(f);
   }
@@ -599,6 +627,8 @@ const char* const kColumns[] = {"id",
                                 "tp",
                                 "pp",
                                 "dp",
+                                "cp",
+                                "ep",
                                 "vp",
                                 "mbs",
                                 "gbs",

@@ -7,11 +7,12 @@
 //    "clusters": ["dgx-a100:1024:fat-tree:16:1", "c.json"],    and/or
 //    "gpus": [256, 512], "cluster_preset": "dgx-a100[:FABRIC]",  -> "dgx-a100:256[:FABRIC]" (default preset dgx-a100)
 //    "calibration": "cal.json",                                optional; default: the GPU's built-in calibration
-//    "tp": [1, 2, 4, 8], "pp": [1, 2, 4], "dp": ["auto"],      "auto" = gpus / (tp pp)
+//    "tp": [1, 2, 4, 8], "pp": [1, 2, 4], "dp": ["auto"],      "auto" = gpus / (tp cp pp)
 //    "vp": [1, 2], "mbs": [1, 2], "gbs": [512],                vp = virtual stages (model chunks per stage)
 //    "schedule": ["1f1b", "gpipe", "interleaved", "zb-h1"],    "interleaved" takes its chunk count from vp
 //    "zero": [0, 1], "recompute": ["none", "selective", "full"],
 //    "tp_layout": ["1d", "2d", "3d", "2.5d:2"], "sequence_parallel": [false, true],
+//    "cp": [1, 2, 4], "cp_kind": ["ring", "a2a", "allgather"], "ep": [1, 8],   context / expert parallelism
 //    "network": ["analytic", "flow"],
 //    "grid_points": true,                                      false: planner scenarios only
 //    "planners": ["grid", "dapple:8"],                         NAME[:TP]; TP = GPUs per device for pipeline planners

@@ -62,6 +62,8 @@ SweepRow row_from_json(const json& j, const std::string& ctx) {
   r.tp = integer(j, ctx, "tp");
   r.pp = integer(j, ctx, "pp");
   r.dp = integer(j, ctx, "dp");
+  r.cp = j.contains("cp") ? integer(j, ctx, "cp") : 1;
+  r.ep = j.contains("ep") ? integer(j, ctx, "ep") : 1;
   r.vp = integer(j, ctx, "vp");
   r.mbs = integer(j, ctx, "mbs");
   r.gbs = integer(j, ctx, "gbs");
@@ -108,7 +110,9 @@ json num_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); 
 
 std::string SweepRow::strategy() const {
   std::string s = std::string("tp") + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
-                  " vp" + std::to_string(vp) + " mbs" + std::to_string(mbs) + " zero" + std::to_string(zero) +
+                  (cp > 1 ? " cp" + std::to_string(cp) : std::string()) +
+                  (ep > 1 ? " ep" + std::to_string(ep) : std::string()) + " vp" + std::to_string(vp) + " mbs" +
+                  std::to_string(mbs) + " zero" + std::to_string(zero) +
                   " recompute=" + (recompute.empty() ? std::string("none") : recompute) +
                   " layout=" + (tp_layout.empty() ? std::string("1d") : tp_layout) + (sequence_parallel ? " sp" : "");
   return planner.empty() ? s : std::string("planner ") + planner + ": " + s;
@@ -199,6 +203,8 @@ nlohmann::json to_json(const SweepRow& r) {
           {"tp", r.tp},
           {"pp", r.pp},
           {"dp", r.dp},
+          {"cp", r.cp},
+          {"ep", r.ep},
           {"vp", r.vp},
           {"mbs", r.mbs},
           {"gbs", r.gbs},

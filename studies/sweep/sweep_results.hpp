@@ -30,6 +30,7 @@ struct SweepRow {
   int gpus = 0, nodes = 0;
   std::string network, planner;
   int tp = 1, pp = 1, dp = 1, vp = 1, mbs = 1, gbs = 1;
+  int cp = 1, ep = 1;  ///< context- and expert-parallel degrees (1 in rows written before they existed)
   std::string schedule;
   int zero = 0;
   std::string recompute, tp_layout;

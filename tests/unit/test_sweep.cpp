@@ -46,9 +46,9 @@ TEST(SweepExpansion, DivisibilityCountsByHand) {
   const auto ex = sw::expand(spec);
   EXPECT_EQ(ex.grid_points, 48u);
   EXPECT_EQ(ex.scenarios.size(), 6u);
-  EXPECT_EQ(skipped(ex, "divisibility: tp*pp*dp != gpus"), 24u);
+  EXPECT_EQ(skipped(ex, "divisibility: tp*cp*pp*dp != gpus"), 24u);
   EXPECT_EQ(skipped(ex, "divisibility: heads % tp != 0"), 8u);
-  EXPECT_EQ(skipped(ex, "divisibility: tp*pp does not divide gpus (dp auto)"), 4u);
+  EXPECT_EQ(skipped(ex, "divisibility: tp*cp*pp does not divide gpus (dp auto)"), 4u);
   EXPECT_EQ(skipped(ex, "divisibility: gbs % (mbs*dp) != 0"), 6u);
   EXPECT_EQ(total_skipped(ex), 42u);
   for (std::size_t i = 0; i < ex.scenarios.size(); ++i) {
@@ -271,6 +271,8 @@ TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
                                          "tp",
                                          "pp",
                                          "dp",
+                                         "cp",
+                                         "ep",
                                          "vp",
                                          "mbs",
                                          "gbs",
@@ -361,5 +363,32 @@ TEST(SweepRows, SpecFileErrorAndCsv) {
     return n;
   };
   EXPECT_EQ(count(header), count(line));
-  EXPECT_EQ(count(header), 40u);  // 36 keys, memory_bytes as 5 columns
+  EXPECT_EQ(count(header), 42u);  // 38 keys, memory_bytes as 5 columns
+}
+
+// Expert and context parallelism as sweep knobs: mixtral-8x7b (8 experts, 32 heads, seq 4096) on 8 H100s, gbs 8,
+// tp 1, ep {1, 2, 3, 8} x cp {1, 2} x cp_kind {ring, a2a}: 16 points. cp_kind a2a with cp 1 is a no-op (4); ep 3 does
+// not divide 8 experts (plan validation: 3 left after the no-op rule); the rest run: ep {1, 2, 8} x (cp 1, cp 2 ring,
+// cp 2 a2a) = 9, dp = 8 / cp. A plan without cp or ep keeps the id it had before these knobs existed.
+TEST(SweepExpansion, ExpertAndContextParallelKnobs) {
+  const json spec = {{"schema_version", 1},        {"models", {"mixtral-8x7b"}},
+                     {"clusters", {"dgx-h100:8"}}, {"gbs", {8}},
+                     {"ep", {1, 2, 3, 8}},         {"cp", {1, 2}},
+                     {"cp_kind", {"ring", "a2a"}}};
+  const auto ex = sw::expand(spec, ".", false);
+  EXPECT_EQ(ex.grid_points, 16u);
+  EXPECT_EQ(skipped(ex, "no-op: cp_kind with cp 1"), 4u);
+  EXPECT_EQ(total_skipped(ex), 7u);
+  ASSERT_EQ(ex.scenarios.size(), 9u);
+  std::set<std::tuple<int, int, int>> seen;
+  for (const auto& s : ex.scenarios) {
+    EXPECT_EQ(s.plan.tp * s.plan.cp * s.plan.dp, 8);
+    seen.insert({s.plan.ep, s.plan.cp, static_cast<int>(s.plan.cp_kind)});
+  }
+  EXPECT_EQ(seen.size(), 9u);
+  EXPECT_TRUE(seen.count({8, 2, static_cast<int>(dtsim::CpKind::ALL_TO_ALL)}));
+  const json plain = {{"schema_version", 1}, {"models", {"mixtral-8x7b"}}, {"clusters", {"dgx-h100:8"}}, {"gbs", {8}}};
+  const auto ex1 = sw::expand(plain, ".", false);
+  ASSERT_EQ(ex1.scenarios.size(), 1u);
+  EXPECT_EQ(ex1.scenarios[0].id, ex.scenarios[0].id);
 }

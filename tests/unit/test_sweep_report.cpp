@@ -108,7 +108,13 @@ TEST(SweepResults, ReadsTheSchemaAndRoundTrips) {
   std::ifstream orig(kData + "pareto_handmade.jsonl");
   std::string line;
   std::getline(orig, line);
-  EXPECT_EQ(to_json(res.rows[0]), nlohmann::json::parse(line));
+  // The handmade file predates the cp and ep columns: they read as 1 and are written back.
+  EXPECT_EQ(r.cp, 1);
+  EXPECT_EQ(r.ep, 1);
+  nlohmann::json expected = nlohmann::json::parse(line);
+  expected["cp"] = 1;
+  expected["ep"] = 1;
+  EXPECT_EQ(to_json(res.rows[0]), expected);
 }
 
 TEST(SweepResults, MalformedLinesNameFileAndLine) {
