@@ -74,34 +74,35 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   return plan;
 }
 
+/// The flags that describe the plan (refused with --plan and with --jobs).
+const char* const kPlanFlags[] = {"tp",
+                                  "pp",
+                                  "dp",
+                                  "mbs",
+                                  "gbs",
+                                  "schedule",
+                                  "recompute",
+                                  "zero",
+                                  "sequence-parallel",
+                                  "layers-per-stage",
+                                  "stage-replicas",
+                                  "rank-order",
+                                  "no-dp-overlap",
+                                  "dp-bucket-mb",
+                                  "tp-layout",
+                                  "cp",
+                                  "cp-kind",
+                                  "ep",
+                                  "etp",
+                                  "dispatcher",
+                                  "routing",
+                                  "fp32-grads"};
+
 /// `simulate --jobs FILE`: several jobs sharing --cluster.
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
-  for (const char* flag : {"model",
-                           "plan",
-                           "tp",
-                           "pp",
-                           "dp",
-                           "mbs",
-                           "gbs",
-                           "schedule",
-                           "recompute",
-                           "zero",
-                           "sequence-parallel",
-                           "layers-per-stage",
-                           "stage-replicas",
-                           "rank-order",
-                           "no-dp-overlap",
-                           "dp-bucket-mb",
-                           "tp-layout",
-                           "cp",
-                           "cp-kind",
-                           "ep",
-                           "etp",
-                           "dispatcher",
-                           "routing",
-                           "seq-len",
-                           "attention",
-                           "fp32-grads"})
+  for (const char* flag : {"model", "plan", "seq-len", "attention"})
+    if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
+  for (const char* flag : kPlanFlags)
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   const auto wall0 = std::chrono::steady_clock::now();
   const JobsResult r =
@@ -187,28 +188,6 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
   if (vm.count("jobs")) return simulate_jobs_cli(vm, out);
   if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
-  static const char* const kPlanFlags[] = {"tp",
-                                           "pp",
-                                           "dp",
-                                           "mbs",
-                                           "gbs",
-                                           "schedule",
-                                           "recompute",
-                                           "zero",
-                                           "sequence-parallel",
-                                           "layers-per-stage",
-                                           "stage-replicas",
-                                           "rank-order",
-                                           "no-dp-overlap",
-                                           "dp-bucket-mb",
-                                           "tp-layout",
-                                           "cp",
-                                           "cp-kind",
-                                           "ep",
-                                           "etp",
-                                           "dispatcher",
-                                           "routing",
-                                           "fp32-grads"};
   if (vm.count("plan"))
     for (const char* flag : kPlanFlags)
       if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --plan");

@@ -482,6 +482,17 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   const double qkv_bytes = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e, kv_block = d.T * (ap.k_w + ap.v_w) * d.e,
                o_bytes = d.T * ap.o_w * d.e;
   const bool cp = sh.cp > 1;
+  // Ring attention: cp blocks of 1/cp of the rank's (causal-balanced) flash work, each after a KV transfer.
+  const auto ring_block = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0 / sh.cp);
+  auto ring_step = [&](const std::string& name, const Op& block, double bytes, double tail_bytes) {
+    Step r = compute(name, {block});
+    r.kind = Step::Kind::RING_ATTENTION;
+    r.group = CommGroup::CP;
+    r.ring_steps = sh.cp;
+    r.collective_bytes = bytes;
+    r.ring_tail_bytes = tail_bytes;
+    return r;
+  };
   // The attention block as steps: [qkv projections] [CP exchange] [core] [CP exchange] [output projection].
   // Without context parallelism (and for the unfused kernels) it stays one compute step, as before.
   auto attention_fwd = [&](std::vector<Step>& out, std::vector<Op> before) {
@@ -495,14 +506,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     }
     out.push_back(compute("attention-qkv", in));
     if (sh.cp_kind == CpKind::RING) {
-      auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0 / sh.cp);
-      (void)b;
-      Step r = compute("attention-ring", {f});
-      r.kind = Step::Kind::RING_ATTENTION;
-      r.group = CommGroup::CP;
-      r.ring_steps = sh.cp;
-      r.collective_bytes = kv_block;
-      out.push_back(r);
+      out.push_back(ring_step("attention-ring", ring_block.first, kv_block, 0));
     } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
       out.push_back(group_coll("attention-cp-a2a-qkv", CollectiveKind::ALL_TO_ALL, qkv_bytes, CommGroup::CP));
       out.push_back(compute("attention-core", core));
@@ -516,11 +520,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   auto attention_bwd = [&](std::vector<Step>& out, std::vector<Op> before, const std::vector<Op>& after) {
     std::vector<Op> pb = std::move(before);
     append(pb, gemm_bwd(proj));
-    std::vector<Op> qb;
-    for (auto it = ap.in.rbegin(); it != ap.in.rend(); ++it) {
-      if (it->gemm) append(qb, gemm_bwd(*it));
-      else qb.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
-    }
+    std::vector<Op> qb = backward_of(ap.in, {});
     append(qb, after);
     if (!cp) {
       append(pb, core_b);
@@ -530,15 +530,8 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     }
     out.push_back(compute("attention-proj-bwd", pb));
     if (sh.cp_kind == CpKind::RING) {
-      auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0 / sh.cp);
-      (void)f;
-      Step r = compute("attention-ring-bwd", {b});
-      r.kind = Step::Kind::RING_ATTENTION;
-      r.group = CommGroup::CP;
-      r.ring_steps = sh.cp;
-      r.collective_bytes = 2 * kv_block;  // K, V and the partial dK, dV travel together
-      r.ring_tail_bytes = kv_block;       // the finished dK, dV return to their owner
-      out.push_back(r);
+      // K, V and the partial dK, dV travel together; the finished dK, dV return to their owner at the end.
+      out.push_back(ring_step("attention-ring-bwd", ring_block.second, 2 * kv_block, kv_block));
     } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
       out.push_back(group_coll("attention-cp-a2a-out-bwd", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
       out.push_back(compute("attention-core-bwd", core_b));
