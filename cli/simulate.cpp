@@ -71,6 +71,12 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
     plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
   plan.dp_overlap = vm.count("no-dp-overlap") == 0;
   if (vm.count("dp-bucket-mb")) plan.dp_bucket_bytes = vm["dp-bucket-mb"].as<double>() * units::kMiB;
+  if (vm.count("precision")) plan.precision = precision_from_string(vm["precision"].as<std::string>(), "--precision");
+  plan.tp_comm_overlap = vm.count("tp-comm-overlap") > 0;
+  if (vm.count("tp-overlap-chunks")) plan.tp_overlap_chunks = vm["tp-overlap-chunks"].as<int>();
+  plan.overlap_param_gather = vm.count("overlap-param-gather") > 0;
+  if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
+  plan.cuda_graphs = vm.count("cuda-graphs") > 0;
   return plan;
 }
 
@@ -96,7 +102,13 @@ const char* const kPlanFlags[] = {"tp",
                                   "etp",
                                   "dispatcher",
                                   "routing",
-                                  "fp32-grads"};
+                                  "fp32-grads",
+                                  "precision",
+                                  "tp-comm-overlap",
+                                  "tp-overlap-chunks",
+                                  "overlap-param-gather",
+                                  "fsdp-prefetch",
+                                  "cuda-graphs"};
 
 /// `simulate --jobs FILE`: several jobs sharing --cluster.
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
@@ -165,6 +177,16 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")
     ("no-dp-overlap", "start the gradient all-reduce only after the whole backward pass")
     ("dp-bucket-mb", po::value<double>(), "gradient bucket size in MiB (default 25)")
+    ("precision", po::value<std::string>(),
+     "linear-layer GEMM precision: bf16 (default) | fp8 (= fp8-delayed, Transformer Engine) | fp8-current "
+     "(= fp8-tensorwise) | fp8-rowwise | mxfp8 | nvfp4 (Blackwell)")
+    ("tp-comm-overlap", "overlap TP all-gathers / reduce-scatters with their GEMMs in chunks (Megatron "
+     "--tp-comm-overlap, async TP; needs --sequence-parallel)")
+    ("tp-overlap-chunks", po::value<int>(), "pieces per overlapped TP collective (default: tp)")
+    ("overlap-param-gather", "ZeRO-1/2: all-gather each layer's updated parameters during the next forward")
+    ("fsdp-prefetch", po::value<int>(), "ZeRO-3/FSDP: layers whose parameter all-gather may run ahead (default 1)")
+    ("cuda-graphs", "capture every layer pass in a CUDA graph: one host launch per layer pass")
+    ("no-interference", "overlapped kernels and collectives do not slow each other down")
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
     ("collectives", po::value<std::string>()->default_value("flow"), "collective lowering: flow | steps")
     ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")

@@ -120,6 +120,7 @@ sim::SimOptions sim_options(const SimulateOptions& o) {
                       "' is not known (known: auto, ring, hierarchical, tree, nvls)");
   opt.network = network_mode(o.network, cmd);
   opt.channels = o.channels;
+  opt.interference = o.interference;
   if (opt.channels < 1 || opt.channels > 64) throw ConfigError(cmd + ": --channels must be between 1 and 64");
   return opt;
 }

@@ -75,6 +75,7 @@ struct SimulateOptions {
   std::string collective_algorithm = "auto";  ///< auto | ring | hierarchical | tree | nvls
   std::string network = "flow";               ///< flow (SimGrid, links shared) | analytic (alpha-beta)
   int channels = 1;                           ///< parallel flows per ring transfer (NCCL channels), 1..64
+  bool interference = true;                   ///< overlapped kernels and collectives slow each other (flow engine)
   bool trace = true;                          ///< render trace.json into the result's files
   bool trace_links = false;                   ///< one load counter track per link in trace.json
   std::string command = "simulate";           ///< names the caller in error messages

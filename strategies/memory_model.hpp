@@ -15,7 +15,10 @@ struct StaticMemory {
   double optimizer_bytes = 0;  ///< fp32 master weights + Adam m and v (sharded over DP with ZeRO >= 1)
   double expert_params = 0;    ///< of `params`, the routed experts' (MoE; reduced over the expert-data-parallel group)
   double step_params = 0;      ///< parameters this rank's optimizer step updates (its ZeRO shard)
-  double total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
+  /// Low-precision copies of the linear layers' weights that Transformer Engine caches across micro-batches (FP8
+  /// delayed, MXFP8, NVFP4): the row-wise and column-wise (transposed) copies with their scales.
+  double lowp_weight_bytes = 0;
+  double total() const { return weight_bytes + gradient_bytes + optimizer_bytes + lowp_weight_bytes; }
 };
 
 /// Optimizer bytes per parameter before sharding: fp32 master copy (when the model is not fp32) + m + v.

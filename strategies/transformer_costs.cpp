@@ -81,6 +81,12 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.ep = plan.ep;
   sh.etp = plan.expert_tp();
   sh.dispatcher = plan.dispatcher;
+  sh.precision = plan.precision;
+  // Transformer Engine's recipes quantize a weight on the first micro-batch and reuse it (is_first_microbatch);
+  // torchao's tensorwise and rowwise Float8 linears cast it in every forward.
+  const bool te_caches = plan.precision == Precision::FP8_DELAYED || plan.precision == Precision::MXFP8 ||
+                         plan.precision == Precision::NVFP4;
+  sh.weight_cast_share = te_caches ? 1.0 / std::max(1, plan.num_microbatches()) : 1.0;
   return sh;
 }
 
@@ -331,6 +337,7 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   add(p.backward, qkv.backward);
   p.backward.push_back(compute("ln1-bwd", {mem("ln1-bwd", 1.5 * ln1.bytes)}));
 
+  apply_precision(p, m, sh);
   split_backward(p);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
@@ -701,6 +708,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     if (tp) p.backward.push_back(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
   }
 
+  apply_precision(p, m, sh);
   split_backward(p);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
@@ -916,11 +924,108 @@ double gemm_alignment_factor(const Op& op, DType dtype, const Calibration& cal) 
   return std::pow(cal.gemm_misaligned_efficiency, std::log2(16.0 / align) / 3.0);
 }
 
+double precision_bytes(Precision p, double dtype_bytes) {
+  switch (p) {
+    case Precision::BF16: return dtype_bytes;
+    case Precision::FP8_DELAYED:
+    case Precision::FP8_CURRENT:
+    case Precision::FP8_ROWWISE: return 1.0;
+    case Precision::MXFP8: return 1.0 + 1.0 / 32;  // an E8M0 scale per 32 elements
+    case Precision::NVFP4: return 0.5 + 1.0 / 16;  // an E4M3 scale per 16 elements
+  }
+  return dtype_bytes;
+}
+
+namespace {
+bool linear_weight_gemm(const std::string& name) {
+  static const std::vector<std::string> names = {"qkv",     "proj",       "fc1",        "fc2",
+                                                 "q-down",  "q-up",       "q",          "kv-down",
+                                                 "kv-up",   "expert-fc1", "expert-fc2", "shared-fc1",
+                                                 "shared-fc2"};
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+// The quantization kernels of one tensor of n elements (dtype e bytes) under recipe p, producing the row-wise copy
+// and the column-wise (transposed) copy the backward's other GEMM needs: an amax pass where the scale comes from the
+// tensor itself (current, rowwise: one per direction, NVFP4's per-tensor amax), then the fused cast(-transpose).
+std::vector<Op> quantize_ops(const std::string& name, Precision p, double n, double e) {
+  const double q = precision_bytes(p, e);
+  switch (p) {
+    case Precision::BF16: return {};
+    case Precision::FP8_DELAYED: return {mem(name + "-cast", n * (e + 2 * q))};
+    case Precision::FP8_CURRENT: return {mem(name + "-amax", n * e), mem(name + "-cast", n * (e + 2 * q))};
+    case Precision::FP8_ROWWISE: return {mem(name + "-amax", 2 * n * e), mem(name + "-cast", 2 * n * (e + q))};
+    case Precision::MXFP8: return {mem(name + "-cast", n * (e + 2 * q))};
+    case Precision::NVFP4:
+      // The weight-gradient operands also go through the 16x16 random Hadamard transform (fused, one more read).
+      return {mem(name + "-amax", n * e), mem(name + "-cast", n * (2 * e + 2 * q))};
+  }
+  return {};
+}
+bool needs_amax_reduction(Precision p) { return p == Precision::FP8_CURRENT || p == Precision::NVFP4; }
+}  // namespace
+
+void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) {
+  if (sh.precision == Precision::BF16) return;
+  const double e = dtype_bytes(m.dtype), q = precision_bytes(sh.precision, e);
+  const bool sp_gather = sh.tp > 1 && sh.sequence_parallel && sh.layout == TpLayout::D1;
+  auto convert = [&](std::vector<Step>& steps, bool forward) {
+    std::vector<Step> out;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      Step st = steps[i];
+      if (st.kind == Step::Kind::COMPUTE) {
+        std::vector<Op> ops;
+        for (Op op : st.ops) {
+          const bool dgrad = op.name.size() > 6 && op.name.compare(op.name.size() - 6, 6, "-dgrad") == 0;
+          const bool wgrad = op.name.size() > 6 && op.name.compare(op.name.size() - 6, 6, "-wgrad") == 0;
+          const std::string base = dgrad || wgrad ? op.name.substr(0, op.name.size() - 6) : op.name;
+          if (!op.gemm || !linear_weight_gemm(base)) {
+            ops.push_back(op);
+            continue;
+          }
+          if (forward && !dgrad && !wgrad) {
+            // The input (its local sequence shard when it is all-gathered in low precision) and the weight.
+            const double x = op.m * op.k * op.batch / (sp_gather && (base == "qkv" || base == "fc1") ? sh.tp : 1);
+            for (auto& k : quantize_ops(op.name + "-x", sh.precision, x, e)) ops.push_back(k);
+            for (auto& k : quantize_ops(op.name + "-w", sh.precision, op.k * op.n * op.batch * sh.weight_cast_share, e))
+              ops.push_back(k);
+          } else if (dgrad) {  // the output gradient dY (m x k of the dgrad GEMM); wgrad reuses its transpose
+            for (auto& k : quantize_ops(base + "-dy", sh.precision, op.m * op.k * op.batch, e)) ops.push_back(k);
+          }
+          op.precision = sh.precision;
+          op.bytes *= (2 * q + e) / (3 * e);  // both operands in the low-precision format, the output in dtype
+          ops.push_back(op);
+        }
+        st.ops = std::move(ops);
+      } else if (forward && sp_gather && st.kind == Step::Kind::TP_COLLECTIVE &&
+                 st.collective == CollectiveKind::ALL_GATHER && st.group == CommGroup::TP &&
+                 (st.name == "attn-ag" || st.name == "mlp-ag" || st.name == "shared-ag")) {
+        // The column-parallel GEMM's input is quantized on each rank's shard and all-gathered in the low-precision
+        // format (Transformer Engine, torchao Float8 tensor parallelism); a per-tensor scale needs the shards' amax
+        // all-reduced first so that every shard uses the same scale.
+        if (needs_amax_reduction(sh.precision)) out.push_back(coll(st.name + "-amax", CollectiveKind::ALL_REDUCE, 4));
+        st.collective_bytes *= q / e;
+      }
+      out.push_back(std::move(st));
+    }
+    steps = std::move(out);
+  };
+  convert(p.forward, true);
+  convert(p.backward, false);
+}
+
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
   if (op.flash) t_flop = op.flops / (gpu.peak_flops(dtype) * cal.flash_attention_efficiency);
-  else if (op.gemm)
+  else if (op.gemm && op.precision != Precision::BF16) {
+    const bool fp4 = op.precision == Precision::NVFP4;
+    const double peak = fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
+    DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");
+    const double scale = fp4                                       ? cal.fp4_gemm_efficiency_scale
+                         : op.precision == Precision::FP8_ROWWISE ? cal.fp8_rowwise_gemm_efficiency_scale
+                                                                   : cal.fp8_gemm_efficiency_scale;
+    t_flop = op.flops / (peak * gemm_efficiency(op.flops, cal) * scale);
+  } else if (op.gemm)
     t_flop =
         op.flops / (gpu.peak_flops(dtype) * gemm_efficiency(op.flops, cal) * gemm_alignment_factor(op, dtype, cal));
   return std::max(t_mem, t_flop) + cal.kernel_launch_s;

@@ -32,6 +32,9 @@ struct Op {
   /// A fused attention kernel (FlashAttention forward or backward): runs at Calibration::flash_attention_efficiency
   /// of the tensor-core peak (not the GEMM curve); `bytes` still bounds it from below.
   bool flash = false;
+  /// A GEMM in a low-precision format (FP8 recipes, MXFP8: GpuSpec::peak_fp8_flops; NVFP4: peak_fp4_flops), at the
+  /// format's efficiency scale of the calibration. BF16 = the model's dtype.
+  Precision precision = Precision::BF16;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
@@ -89,6 +92,10 @@ struct Shape {
   std::vector<double> ep_loads = {};
   /// The EP rank whose expert work this shape describes (its load is ep_loads[ep_rank]); -1 = the most loaded.
   int ep_rank = -1;
+  /// Precision of the linear layers' GEMMs, and the share of a weight's quantization each forward pays (1: cast every
+  /// micro-batch, torchao; 1 / micro-batches: Transformer Engine casts on the first micro-batch and caches).
+  Precision precision = Precision::BF16;
+  double weight_cast_share = 1;
   /// Load of this shape's EP rank relative to the balanced share (1 = balanced).
   double ep_load_factor() const;
 };
@@ -146,6 +153,14 @@ struct MoeLayerParams {
 MoeLayerParams moe_layer_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp);
 double first_stage_extra_params(const TransformerSpec& m, int tp);
 double last_stage_extra_params(const TransformerSpec& m, int tp, int pp);
+
+/// Bytes per element of a low-precision format's data, its block scales included (FP8 1, MXFP8 1 + 1/32, NVFP4
+/// 0.5 + 1/16); `dtype_bytes` for BF16.
+double precision_bytes(Precision p, double dtype_bytes);
+/// Turns the linear layers' GEMMs of `p` (forward, backward) into `sh.precision` GEMMs and adds the recipe's
+/// quantization kernels (amax passes, casts with cached transposes), its low-precision sequence-parallel all-gathers
+/// and its amax all-reduces. No change for BF16. Called by layer_passes before the backward is split.
+void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh);
 
 /// Roofline time of one kernel with calibrated efficiencies, launch overhead included.
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal);

@@ -28,6 +28,14 @@ void Calibration::validate(const std::string& ctx) const {
   if (!(gemm_efficiency_exponent >= 0.25 && gemm_efficiency_exponent <= 8))
     throw ConfigError(ctx + ": compute.gemm_efficiency_exponent must be in [0.25, 8], got " +
                       std::to_string(gemm_efficiency_exponent));
+  in01(fp8_gemm_efficiency_scale, "compute.fp8_gemm_efficiency_scale");
+  in01(fp8_rowwise_gemm_efficiency_scale, "compute.fp8_rowwise_gemm_efficiency_scale");
+  in01(fp4_gemm_efficiency_scale, "compute.fp4_gemm_efficiency_scale");
+  for (auto [v, f] : {std::pair{interference_gemm_slowdown, "compute.interference_gemm_slowdown"},
+                      std::pair{interference_memory_slowdown, "compute.interference_memory_slowdown"},
+                      std::pair{interference_flash_slowdown, "compute.interference_flash_slowdown"},
+                      std::pair{interference_collective_slowdown, "compute.interference_collective_slowdown"}})
+    if (!(v >= 0 && v <= 10)) throw ConfigError(ctx + ": " + f + " must be in [0, 10], got " + std::to_string(v));
   nonneg(kernel_launch_s, "compute.kernel_launch_s");
   nonneg(host_issue_s, "compute.host_issue_s");
   nonneg(host_collective_issue_s, "compute.host_collective_issue_s");
@@ -84,6 +92,13 @@ nlohmann::json to_json(const Calibration& c) {
             {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
             {"flash_attention_efficiency", c.flash_attention_efficiency},
+            {"fp8_gemm_efficiency_scale", c.fp8_gemm_efficiency_scale},
+            {"fp8_rowwise_gemm_efficiency_scale", c.fp8_rowwise_gemm_efficiency_scale},
+            {"fp4_gemm_efficiency_scale", c.fp4_gemm_efficiency_scale},
+            {"interference_gemm_slowdown", c.interference_gemm_slowdown},
+            {"interference_memory_slowdown", c.interference_memory_slowdown},
+            {"interference_flash_slowdown", c.interference_flash_slowdown},
+            {"interference_collective_slowdown", c.interference_collective_slowdown},
             {"kernel_launch_s", c.kernel_launch_s},
             {"host_issue_s", c.host_issue_s},
             {"host_sync_each_pass", c.host_sync_each_pass},
@@ -117,14 +132,25 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   json_util::reject_unknown(
       cj, cc,
       {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_efficiency_exponent", "gemm_misaligned_efficiency",
-       "memory_bandwidth_efficiency", "flash_attention_efficiency", "kernel_launch_s", "host_issue_s",
-       "host_sync_each_pass", "host_collective_issue_s", "optimizer_bytes_per_param"});
+       "memory_bandwidth_efficiency", "flash_attention_efficiency", "fp8_gemm_efficiency_scale",
+       "fp8_rowwise_gemm_efficiency_scale", "fp4_gemm_efficiency_scale", "interference_gemm_slowdown",
+       "interference_memory_slowdown", "interference_flash_slowdown", "interference_collective_slowdown",
+       "kernel_launch_s", "host_issue_s", "host_sync_each_pass", "host_collective_issue_s",
+       "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.gemm_efficiency_exponent = get_or<double>(cj, cc, "gemm_efficiency_exponent", 1.0);
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
+  for (auto [f, v] : {std::pair{"fp8_gemm_efficiency_scale", &c.fp8_gemm_efficiency_scale},
+                      std::pair{"fp8_rowwise_gemm_efficiency_scale", &c.fp8_rowwise_gemm_efficiency_scale},
+                      std::pair{"fp4_gemm_efficiency_scale", &c.fp4_gemm_efficiency_scale},
+                      std::pair{"interference_gemm_slowdown", &c.interference_gemm_slowdown},
+                      std::pair{"interference_memory_slowdown", &c.interference_memory_slowdown},
+                      std::pair{"interference_flash_slowdown", &c.interference_flash_slowdown},
+                      std::pair{"interference_collective_slowdown", &c.interference_collective_slowdown}})
+    *v = get_or<double>(cj, cc, f, *v);
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
   c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);
   c.host_sync_each_pass = get_or<bool>(cj, cc, "host_sync_each_pass", false);

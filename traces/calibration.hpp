@@ -44,6 +44,20 @@ struct Calibration {
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
   /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
   double flash_attention_efficiency = 0.55;
+  /// Low-precision GEMMs: the fraction of the format's own tensor-core peak a GEMM reaches, relative to what the same
+  /// GEMM reaches in BF16 (the efficiency curve above times this factor). FP8 GEMMs sit further from their peak than
+  /// BF16 ones (scaling epilogues, the same memory traffic per FLOP doubled); rowwise scaling costs more again.
+  double fp8_gemm_efficiency_scale = 0.85;
+  double fp8_rowwise_gemm_efficiency_scale = 0.75;
+  double fp4_gemm_efficiency_scale = 0.7;
+  /// Interference of overlapped kernels and collectives on one GPU (SMs and HBM shared with the NCCL kernels): while a
+  /// collective of the rank moves data, its kernels run slower by these fractions (GEMM, memory-bound, fused
+  /// attention), and while a kernel runs, the rank's collective transfers are slowed by collective_slowdown. Applied by
+  /// the flow engine to the overlapping part only; 0 = no interference.
+  double interference_gemm_slowdown = 0.189;
+  double interference_memory_slowdown = 0.378;
+  double interference_flash_slowdown = 0.21;
+  double interference_collective_slowdown = 0.189;
   double kernel_launch_s = 4e-6;  ///< fixed cost per kernel (launch + tail), seconds
   /// Host (framework + launch API) time per modelled kernel: a kernel never takes less than this, because the
   /// CPU issues kernels no faster (eager PyTorch at small micro-batches is host-bound). 0 = GPU-bound only.

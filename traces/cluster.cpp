@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
@@ -49,6 +50,8 @@ void ClusterSpec::validate() const {
   if (gpu.peak_fp16_flops <= 0 || gpu.peak_bf16_flops <= 0 || gpu.peak_fp32_flops <= 0)
     throw ConfigError(ctx + ": gpu '" + gpu.name +
                       "' needs positive peak_fp16_flops, peak_bf16_flops, peak_fp32_flops");
+  if (!(gpu.peak_fp8_flops >= 0) || !(gpu.peak_fp4_flops >= 0))
+    throw ConfigError(ctx + ": gpu '" + gpu.name + "' peak_fp8_flops and peak_fp4_flops must not be negative");
   if (gpu.hbm_Bps <= 0) throw ConfigError(ctx + ": gpu.hbm_Bps must be positive");
   if (gpu.memory_bytes <= 0) throw ConfigError(ctx + ": gpu.memory_bytes must be positive");
   if (intra.bandwidth_Bps <= 0) throw ConfigError(ctx + ": intra_node.bandwidth_Bps must be positive");
@@ -99,26 +102,75 @@ void ClusterSpec::validate() const {
 }
 
 namespace {
-// Vendor datasheet peaks (dense, no sparsity). A100 SXM4 80GB: 312 TFLOP/s FP16/BF16 tensor, 19.5 FP32,
-// 2,039 GB/s HBM2e, 80 GiB. H100 SXM5 80GB: 989 TFLOP/s FP16/BF16 tensor, 67 FP32, 3,350 GB/s HBM3, 80 GiB.
+// Vendor datasheet peaks (dense, no sparsity). A100 SXM4 80GB: 312 TFLOP/s FP16/BF16 tensor, 19.5 FP32, no FP8,
+// 2,039 GB/s HBM2e, 80 GiB. H100 SXM5 80GB: 989 TFLOP/s FP16/BF16 tensor, 1,979 FP8 tensor (the datasheet's 3,958 is
+// with 2:4 sparsity), 67 FP32, 3,350 GB/s HBM3, 80 GiB (NVIDIA H100 Tensor Core GPU datasheet).
+// Fields: name, FP16, BF16, FP32, FP8, FP4 (0 = no such tensor cores), HBM bandwidth, capacity.
 const std::vector<GpuSpec>& gpus() {
   static const std::vector<GpuSpec> list = {
-      {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 2039e9, 80 * units::kGiB},
-      {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 3350e9, 80 * units::kGiB},
+      {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 0, 0, 2039e9, 80 * units::kGiB},
+      {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB},
       // V100 SXM2 32GB: 125 TFLOP/s FP16 tensor (no BF16: the FP16 figure is used), 15.7 FP32, 900 GB/s HBM2.
-      {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 900e9, 32 * units::kGiB},
+      {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 0, 0, 900e9, 32 * units::kGiB},
       // A100 PCIe 80GB: same tensor-core peaks as the SXM part, 1,935 GB/s HBM2e.
-      {"a100-pcie-80gb", 312e12, 312e12, 19.5e12, 1935e9, 80 * units::kGiB},
+      {"a100-pcie-80gb", 312e12, 312e12, 19.5e12, 0, 0, 1935e9, 80 * units::kGiB},
       // B200 (SXM, HGX/DGX B200 at 1,000 W): 2,250 TFLOP/s dense FP16/BF16 tensor (the 4,500 figure is with 2:4
       // sparsity), 80 TFLOP/s FP32, 8 TB/s HBM3e, 180 GB. Sources: NVIDIA DGX B200 datasheet / product page
       // (nvidia.com/en-us/data-center/dgx-b200: 8 GPUs, 1,440 GB HBM3e in total = 180 GB each, 64 TB/s in total =
-      // 8 TB/s each, 72 PFLOP/s FP8 training with sparsity); NVIDIA Blackwell architecture technical brief as
-      // tabulated by glennklockwood.com/garden/processors/B200 (HGX B200 at 1,000 W: BF16 2,250 dense / 4,500
-      // sparse, FP32 80); MLCommons inference v6.0 system description "NVIDIA B200-SXM-180GB" (Nebius). The 180 GB
-      // are stored as 180 GiB, as the other presets store their "80GB" (the package carries 192 GB of HBM3e, of which
-      // the datasheet lists 180 GB): the usable capacity is an estimate. No B200 measurement calibrates these.
-      {"b200-sxm-180gb", 2250e12, 2250e12, 80e12, 8000e9, 180 * units::kGiB},
+      // 8 TB/s each, 72 PFLOP/s FP8 training with sparsity = 4,500 TFLOP/s dense FP8 per GPU, 144 PFLOP/s FP4 inference
+      // with sparsity = 9,000 TFLOP/s dense FP4 per GPU); NVIDIA Blackwell architecture technical brief as tabulated by
+      // glennklockwood.com/garden/processors/B200 (HGX B200 at 1,000 W: BF16 2,250 dense / 4,500 sparse, FP32 80);
+      // MLCommons inference v6.0 system description "NVIDIA B200-SXM-180GB" (Nebius). The 180 GB are stored as 180 GiB,
+      // as the other presets store their "80GB" (the package carries 192 GB of HBM3e, of which the datasheet lists 180
+      // GB): the usable capacity is an estimate. No B200 measurement calibrates these.
+      {"b200-sxm-180gb", 2250e12, 2250e12, 80e12, 4500e12, 9000e12, 8000e9, 180 * units::kGiB},
+      // H200 SXM 141GB (Hopper, the H100's GH100 die with HBM3e): 989 TFLOP/s dense FP16/BF16 tensor and 1,979 dense
+      // FP8 (the NVIDIA H200 product page, nvidia.com/en-us/data-center/h200, lists 1,979 and 3,958 with 2:4 sparsity;
+      // reproduced e.g. by lzwjava.github.io/nvidia-h200-gpu-specs-en: "FP8 Tensor Core 3,958 TFLOPS*", "*include
+      // sparsity"), no FP4, 141 GB HBM3e at 4.8 TB/s (same pages; MLCommons inference v4.1 system description
+      // "NVIDIA H200-SXM-141GB", 141 GB HBM3e, 18x 4th Gen NVLink 900 GB/s). FP32 67 TFLOP/s as on the H100 SXM
+      // (same silicon and SM count; not on the pages retrieved here: an estimate). The 141 GB are stored as
+      // 141 GiB, as the other presets store their "80GB".
+      {"h200-sxm-141gb", 989e12, 989e12, 67e12, 1979e12, 0, 4800e9, 141 * units::kGiB},
+      // B300 (Blackwell Ultra, HGX/DGX B300 SXM): per GPU = the 8-GPU HGX B300 figures / 8. NVIDIA HGX platform table
+      // (nvidia.com/en-us/data-center/hgx, as reproduced by fibermall.com/blog/?p=17161): FP16/BF16 36 PFLOP/s and
+      // FP8 72 PFLOP/s with sparsity = 2,250 and 4,500 TFLOP/s dense per GPU; FP32 600 TFLOP/s = 75 per GPU; "up to
+      // 2.3 TB" of HBM3e (8 x 288 GB). Dense FP4: Blackwell Ultra's FP4 sparsity gain is 4/3, not 2 (GB300
+      // NVL72: 1,440 PFLOP/s sparse, 1,080 dense), so DGX B300's 144 PFLOP/s sparse FP4
+      // (aiwiki.ai/wiki/nvidia_dgx_b300) gives 18 sparse and 13.5 dense per GPU;
+      // glennklockwood.com/garden/processors/B300 tabulates 13,125 dense / 18,000 sparse and
+      // verda.com/blog/gb300-nvl72-architecture 14 PFLOP/s dense: 13.5 is an estimate within them. HBM3e 8 TB/s
+      // (glennklockwood.com B300: "8 TB/s (max)"; acecloud.ai/blog/nvidia-hgx-b300: "up to 8 TB/s per GPU"; verda.com
+      // lists 7.7). Capacity: 270 GB usable of the 288 GB package (verda.com per-GPU table; as b200-sxm-180gb keeps the
+      // B200's 180 of 192 GB), stored as 270 GiB: an estimate of the usable capacity.
+      {"b300", 2250e12, 2250e12, 75e12, 4500e12, 13500e12, 8000e9, 270 * units::kGiB},
+      // GB200 (the Blackwell GPU of a GB200 NVL72 rack, 1,200 W): per GPU = the NVL72 rack figures / 72. NVIDIA GB200
+      // NVL72 product page (nvidia.com/en-us/data-center/gb200-nvl72): FP4 1,440 PFLOP/s, FP8/FP6 720, FP16/BF16 360
+      // (all with sparsity) = 10,000 / 5,000 / 2,500 TFLOP/s dense per GPU; FP32 5,760 TFLOP/s = 80 per GPU; up to
+      // 13.4 TB HBM3e at 576 TB/s = 186 GB at 8 TB/s per GPU. Rack figures as reproduced by aiwiki.ai/wiki/
+      // nvidia_gb200_nvl72 (1,440 PF FP4, 720 PF FP8, 13.4 TB, 130 TB/s NVLink); per-superchip (2 GPUs) 40 PF sparse /
+      // 20 dense FP4, 160 TFLOP/s FP32 at hmc-tech.com/gpus/nvidia-b200-vs-nvidia-gb200; 2,500 dense FP16/BF16 and
+      // 10,000 dense FP4 in glennklockwood.com/garden/processors/B200 (GB200 variant at 1,200 W). 186 GB per GPU is
+      // also what MLCommons inference v6.1 lists ("NVIDIA GB200", 186 GB HBM3e; Crusoe GB200-NVL72 system).
+      // Stored as 186 GiB.
+      {"gb200", 2500e12, 2500e12, 80e12, 5000e12, 10000e12, 8000e9, 186 * units::kGiB},
+      // GB300 (the Blackwell Ultra GPU of a GB300 NVL72 rack, 1,400 W): per GPU = the NVL72 rack figures / 72. NVIDIA
+      // GB300 NVL72 product page (nvidia.com/en-us/data-center/gb300-nvl72), as reproduced by glennklockwood.com/
+      // garden/processors/B300 ("1.1 EF dense FP4", "360 PF FP8 for training", "20 TB HBM at 576 TB/s", "72
+      // ConnectX-8 NICs") and verda.com/blog/gb300-nvl72-architecture (dense rack: FP4 1,080, FP8 360, FP16/BF16 180
+      // PFLOP/s; per GPU 15 / 5 / 2.5 PFLOP/s, 279 GB, 8 TB/s): 15,000 dense FP4, 5,000 dense FP8, 2,500 dense
+      // FP16/BF16 TFLOP/s, 8 TB/s, 279 GB (verda's per-GPU figure; 20 TB / 72 = 278; stored as 279 GiB). FP32: 6
+      // PFLOP/s per rack / 72 = 83 TFLOP/s (verda's rack table halves it to 3 as if it were a sparse figure; its
+      // per-GPU table gives 80): an estimate.
+      {"gb300", 2500e12, 2500e12, 6e15 / 72, 5000e12, 15000e12, 8000e9, 279 * units::kGiB},
   };
+  return list;
+}
+
+// Other names gpu_preset() accepts for a preset; not listed by gpu_preset_names() (one line per GPU in `dtsim
+// presets`). The spec keeps the preset's own name, so the calibration and every output name the preset.
+const std::vector<std::pair<const char*, const char*>>& gpu_aliases() {
+  static const std::vector<std::pair<const char*, const char*>> list = {{"b200", "b200-sxm-180gb"}};
   return list;
 }
 
@@ -137,13 +189,33 @@ struct ClusterPreset {
 // DGX B200: NVLink5 1.8 TB/s bidirectional per GPU (900 GB/s each way; two NVSwitch chips, 14.4 TB/s in total for
 // 8 GPUs, DGX B200 datasheet), 8 x ConnectX-7 400 Gb/s (DGX B200 datasheet; MLCommons Nebius B200 system: "8x
 // ConnectX-7 IB NDR 400Gb/s"). Latencies as DGX H100 (estimates).
+// DGX H200: 8 x H200 (1,128 GB in total), NVLink4 900 GB/s bidirectional per GPU (450 GB/s each way; MLCommons
+// inference v4.1 "H200-SXM-141GBx8": "18x 4th Gen NVLink, 900GB/s"), 8 x ConnectX-7 400 Gb/s for the compute fabric
+// as DGX H100 (NVIDIA DGX H200 datasheet; the MLCommons H200 system lists "10x 400Gbe Infiniband", the other two
+// being the storage/in-band ports of the DGX design).
+// DGX B300: 8 x B300, NVLink5 1.8 TB/s bidirectional per GPU (900 GB/s each way; 14.4 TB/s in total), 8 x
+// ConnectX-8 800 Gb/s, one per GPU (NVIDIA HGX/DGX B300: "networking bandwidth 1.6 TB/s" for 8 GPUs, as reproduced
+// by fibermall.com/blog/?p=17161; acecloud.ai/blog/nvidia-hgx-b300: "8x ConnectX-8 SuperNICs", "up to 800 Gb/s per
+// GPU"; rillor.com/insights/connectx-7-vs-connectx-8-and-nvlink5).
+// GB200 NVL72 / GB300 NVL72: the whole 72-GPU NVLink domain is one "node" behind one non-blocking NVSwitch fabric (9
+// NVLink switch trays, 130 TB/s = 72 x 1.8 TB/s; every GPU one switch hop from every other), NVLink5 900 GB/s per GPU
+// per direction. Scale-out: one NIC per GPU, 72 per rack: ConnectX-7 400 Gb/s on GB200 (18 compute trays of 4 GPUs,
+// 4 ConnectX-7 per tray: docs.nvidia.com/multi-node-nvlink-systems/multi-node-tuning-guide/system.html; MLCommons
+// inference v6.1 Crusoe GB200-NVL72: 4 BlueField-3 [ConnectX-7] per 4-GPU node), ConnectX-8 800 Gb/s on GB300 (4
+// ConnectX-8 per 4-GPU compute tray: docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/
+// components.html; glennklockwood.com: "72 ConnectX-8 NICs"). NVLink latency through the switch trays as inside a
+// DGX (estimate). Use them in multiples of 72 GPUs ("gb200-nvl72:576" = 8 racks).
 // Latencies are one-way wire+switch estimates (NVLink ~1 us, InfiniBand ~2 us through one switch); software
 // overheads of collectives come from the calibration file, not from here.
 const std::vector<ClusterPreset>& cluster_presets() {
   static const std::vector<ClusterPreset> list = {
       {"dgx-a100", "a100-sxm4-80gb", 8, 300e9, 1e-6, 8, 200 * units::kGbit_Bps, 2e-6},
       {"dgx-h100", "h100-sxm5-80gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
+      {"dgx-h200", "h200-sxm-141gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
       {"dgx-b200", "b200-sxm-180gb", 8, 900e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
+      {"dgx-b300", "b300", 8, 900e9, 1e-6, 8, 800 * units::kGbit_Bps, 2e-6},
+      {"gb200-nvl72", "gb200", 72, 900e9, 1e-6, 72, 400 * units::kGbit_Bps, 2e-6},
+      {"gb300-nvl72", "gb300", 72, 900e9, 1e-6, 72, 800 * units::kGbit_Bps, 2e-6},
       {"dgx1-v100", "v100-sxm2-32gb", 8, 25e9, 1e-6, 4, 100 * units::kGbit_Bps, 2e-6},  // graph built below
       {"pcie-a100", "a100-pcie-80gb", 8, 32e9, 2e-6, 4, 200 * units::kGbit_Bps, 2e-6},  // graph built below
   };
@@ -167,8 +239,12 @@ std::vector<std::string> gpu_preset_names() {
 GpuSpec gpu_preset(const std::string& name) {
   for (const auto& g : gpus())
     if (g.name == name) return g;
-  throw ConfigError("unknown gpu preset '" + name +
-                    "' (known: " + names_of(gpus(), [](const GpuSpec& g) { return g.name; }) + ")");
+  for (const auto& [alias, preset] : gpu_aliases())
+    if (name == alias) return gpu_preset(preset);
+  throw ConfigError(
+      "unknown gpu preset '" + name + "' (known: " + names_of(gpus(), [](const GpuSpec& g) { return g.name; }) +
+      "; aliases: " + names_of(gpu_aliases(), [](const auto& a) { return std::string(a.first) + " = " + a.second; }) +
+      ")");
 }
 
 namespace {
@@ -376,6 +452,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
         {"peak_fp16_flops", c.gpu.peak_fp16_flops},
         {"peak_bf16_flops", c.gpu.peak_bf16_flops},
         {"peak_fp32_flops", c.gpu.peak_fp32_flops},
+        {"peak_fp8_flops", c.gpu.peak_fp8_flops},
+        {"peak_fp4_flops", c.gpu.peak_fp4_flops},
         {"hbm_Bps", c.gpu.hbm_Bps},
         {"memory_bytes", c.gpu.memory_bytes}}},
       {"num_nodes", c.num_nodes},
@@ -422,12 +500,15 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     const std::string gctx = ctx + ".gpu";
     json_util::reject_unknown(
         gj, gctx,
-        {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "hbm_Bps", "memory_bytes"});
+        {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "peak_fp8_flops", "peak_fp4_flops",
+         "hbm_Bps", "memory_bytes"});
     if (gj.contains("preset")) c.gpu = gpu_preset(get<std::string>(gj, gctx, "preset"));
     c.gpu.name = get_or<std::string>(gj, gctx, "name", c.gpu.name.empty() ? "custom" : c.gpu.name);
     c.gpu.peak_fp16_flops = get_or<double>(gj, gctx, "peak_fp16_flops", c.gpu.peak_fp16_flops);
     c.gpu.peak_bf16_flops = get_or<double>(gj, gctx, "peak_bf16_flops", c.gpu.peak_bf16_flops);
     c.gpu.peak_fp32_flops = get_or<double>(gj, gctx, "peak_fp32_flops", c.gpu.peak_fp32_flops);
+    c.gpu.peak_fp8_flops = get_or<double>(gj, gctx, "peak_fp8_flops", c.gpu.peak_fp8_flops);
+    c.gpu.peak_fp4_flops = get_or<double>(gj, gctx, "peak_fp4_flops", c.gpu.peak_fp4_flops);
     c.gpu.hbm_Bps = get_or<double>(gj, gctx, "hbm_Bps", c.gpu.hbm_Bps);
     c.gpu.memory_bytes = get_or<double>(gj, gctx, "memory_bytes", c.gpu.memory_bytes);
   }

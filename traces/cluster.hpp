@@ -14,6 +14,12 @@ struct GpuSpec {
   double peak_fp16_flops = 0;  ///< dense tensor-core peak, FLOP/s
   double peak_bf16_flops = 0;
   double peak_fp32_flops = 0;  ///< plain FP32 (non tensor-core)
+  /// Dense FP8 (E4M3/E5M2) tensor-core peak, FLOP/s; per-tensor, rowwise and MXFP8 (1x32 block) scaled GEMMs all run
+  /// at it. 0 = no FP8 tensor cores (A100, V100).
+  double peak_fp8_flops = 0;
+  /// Dense FP4 (NVFP4, 1x16 blocks with FP8 scales) tensor-core peak, FLOP/s. 0 = no FP4 tensor cores (before
+  /// Blackwell).
+  double peak_fp4_flops = 0;
   double hbm_Bps = 0;          ///< HBM bandwidth, bytes/s
   double memory_bytes = 0;     ///< device memory capacity, bytes
   double peak_flops(DType d) const;

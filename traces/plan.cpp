@@ -42,6 +42,35 @@ CpKind cp_kind_from_string(const std::string& s, const std::string& ctx) {
   throw ConfigError(ctx + ": unknown context-parallel kind '" + s + "' (known: ring, a2a, allgather)");
 }
 
+std::string to_string(Precision p) {
+  switch (p) {
+    case Precision::BF16: return "bf16";
+    case Precision::FP8_DELAYED: return "fp8-delayed";
+    case Precision::FP8_CURRENT: return "fp8-current";
+    case Precision::FP8_ROWWISE: return "fp8-rowwise";
+    case Precision::MXFP8: return "mxfp8";
+    case Precision::NVFP4: return "nvfp4";
+  }
+  return "?";
+}
+
+Precision precision_from_string(const std::string& s, const std::string& ctx) {
+  if (s == "bf16" || s == "fp16" || s == "none") return Precision::BF16;
+  if (s == "fp8" || s == "fp8-delayed") return Precision::FP8_DELAYED;
+  if (s == "fp8-current" || s == "fp8-tensorwise") return Precision::FP8_CURRENT;
+  if (s == "fp8-rowwise") return Precision::FP8_ROWWISE;
+  if (s == "mxfp8") return Precision::MXFP8;
+  if (s == "nvfp4") return Precision::NVFP4;
+  throw ConfigError(ctx + ": precision '" + s +
+                    "' is not known (known: bf16, fp8, fp8-delayed, fp8-current, fp8-tensorwise, fp8-rowwise, mxfp8, "
+                    "nvfp4)");
+}
+
+bool is_fp8(Precision p) {
+  return p == Precision::FP8_DELAYED || p == Precision::FP8_CURRENT || p == Precision::FP8_ROWWISE ||
+         p == Precision::MXFP8;
+}
+
 std::string to_string(Dispatcher d) { return d == Dispatcher::ALL_TO_ALL ? "alltoall" : "allgather"; }
 
 namespace {
@@ -594,6 +623,35 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     throw ConfigError(ctx + ": zero stage " + std::to_string(zero_stage) + " is not supported (known: 0, 1, 2, 3)");
   if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
     throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
+  validate_precision_overlap(model, cluster);
+}
+
+void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, const ClusterSpec& cluster) const {
+  const std::string ctx = "plan";
+  if (is_fp8(precision) && !(cluster.gpu.peak_fp8_flops > 0))
+    throw ConfigError(ctx + ": precision " + to_string(precision) + " needs FP8 tensor cores, and gpu '" +
+                      cluster.gpu.name + "' has none (peak_fp8_flops is 0)");
+  if (precision == Precision::NVFP4 && !(cluster.gpu.peak_fp4_flops > 0))
+    throw ConfigError(ctx + ": precision nvfp4 needs FP4 tensor cores, and gpu '" + cluster.gpu.name +
+                      "' has none (peak_fp4_flops is 0)");
+  if ((precision == Precision::MXFP8 || precision == Precision::NVFP4) && !(cluster.gpu.peak_fp4_flops > 0))
+    throw ConfigError(ctx + ": precision " + to_string(precision) + " is a Blackwell block-scaled format; gpu '" +
+                      cluster.gpu.name + "' has no block-scaled tensor cores");
+  if (precision != Precision::BF16 && model.dtype == DType::FP32)
+    throw ConfigError(ctx + ": low-precision GEMMs (" + to_string(precision) +
+                      ") need a bf16 or fp16 model (the model's dtype is fp32)");
+  if (tp_comm_overlap) {
+    if (tp < 2) throw ConfigError(ctx + ": tp-comm-overlap needs tp >= 2");
+    if (!sequence_parallel)
+      throw ConfigError(ctx + ": tp-comm-overlap needs sequence parallelism (Megatron-Core and async TP overlap the "
+                              "all-gather and reduce-scatter of sequence-parallel layers)");
+    if (tp_layout != TpLayout::D1) throw ConfigError(ctx + ": tp-comm-overlap needs the 1d tensor-parallel layout");
+  }
+  if (tp_overlap_chunks < 0 || tp_overlap_chunks > 64)
+    throw ConfigError(ctx + ": tp overlap chunks must be between 0 (= tp) and 64");
+  if (overlap_param_gather && zero_stage != 1 && zero_stage != 2)
+    throw ConfigError(ctx + ": overlap-param-gather needs the distributed optimizer (zero stage 1 or 2)");
+  if (fsdp_prefetch < 0 || fsdp_prefetch > 8) throw ConfigError(ctx + ": fsdp prefetch must be between 0 and 8");
 }
 
 void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
@@ -693,6 +751,12 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   }
   if (!p.routing.balanced() || p.routing.capacity_factor > 0) j["routing"] = to_string(p.routing);
   if (p.fp32_grads) j["fp32_grads"] = true;
+  if (p.precision != Precision::BF16) j["precision"] = to_string(p.precision);
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.tp_overlap_chunks > 0) j["tp_overlap_chunks"] = p.tp_overlap_chunks;
+  if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
+  if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
   if (p.tp_layout == TpLayout::D2_5) j["tp_depth"] = p.tp_depth;
   if (p.schedule == Schedule::CUSTOM) {
@@ -733,7 +797,13 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "etp",
                              "dispatcher",
                              "routing",
-                             "fp32_grads"});
+                             "fp32_grads",
+                             "precision",
+                             "tp_comm_overlap",
+                             "tp_overlap_chunks",
+                             "overlap_param_gather",
+                             "fsdp_prefetch",
+                             "cuda_graphs"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -763,6 +833,12 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   }
   p.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
   p.fp32_grads = get_or<bool>(j, ctx, "fp32_grads", false);
+  p.precision = precision_from_string(get_or<std::string>(j, ctx, "precision", "bf16"), ctx);
+  p.tp_comm_overlap = get_or<bool>(j, ctx, "tp_comm_overlap", false);
+  p.tp_overlap_chunks = get_or<int>(j, ctx, "tp_overlap_chunks", 0);
+  p.overlap_param_gather = get_or<bool>(j, ctx, "overlap_param_gather", false);
+  p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
+  p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   p.tp_layout = tp_layout_from_string(get_or<std::string>(j, ctx, "tp_layout", "1d"), ctx);

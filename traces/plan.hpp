@@ -71,6 +71,26 @@ struct Routing {
 Routing routing_from_string(const std::string& s, const std::string& ctx);
 std::string to_string(const Routing& r);
 
+/// Precision of the linear layers' GEMMs (fprop, dgrad and wgrad of the QKV, attention-output, FFN and expert
+/// projections; attention, embedding and output head stay in the model's dtype), after Transformer Engine's recipes
+/// and torchao's Float8 training:
+///  BF16         the model's dtype (no low-precision GEMMs).
+///  FP8_DELAYED  TE DelayedScaling (TE's default): per-tensor scales from an amax history; the casts record the amax
+///               as they go; the amaxes are all-reduced once per forward of a model chunk.
+///  FP8_CURRENT  per-tensor current scaling (TE Float8CurrentScaling, torchao "tensorwise"): an amax pass before each
+///               cast; with sequence parallelism the amax of an all-gathered input is all-reduced over the TP group.
+///  FP8_ROWWISE  per-row scales (torchao "rowwise"): an amax pass per cast, GEMMs with per-row scaling epilogues.
+///  MXFP8        Blackwell MXFP8BlockScaling: 1x32 blocks with power-of-two (E8M0) scales, no amax pass or reduction;
+///               row- and column-wise copies of every quantized tensor.
+///  NVFP4        Blackwell NVFP4BlockScaling: FP4 (E2M1) with 1x16 blocks, E4M3 block scales and a per-tensor amax;
+///               the weight-gradient inputs pass through a 16x16 random Hadamard transform.
+enum class Precision { BF16, FP8_DELAYED, FP8_CURRENT, FP8_ROWWISE, MXFP8, NVFP4 };
+/// "bf16", "fp8" (= "fp8-delayed"), "fp8-current" (also "fp8-tensorwise"), "fp8-rowwise", "mxfp8", "nvfp4".
+std::string to_string(Precision p);
+Precision precision_from_string(const std::string& s, const std::string& ctx);
+/// True for the FP8 recipes and MXFP8 (GEMMs at GpuSpec::peak_fp8_flops).
+bool is_fp8(Precision p);
+
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);
 std::string to_string(Axis a);
@@ -128,6 +148,25 @@ struct ParallelPlan {
   std::vector<int> device_map;
   bool dp_overlap = true;                     ///< overlap gradient all-reduce buckets with the last backward
   double dp_bucket_bytes = 25.0 * 1048576.0;  ///< PyTorch DDP default bucket size (25 MiB)
+  /// Precision of the linear layers' GEMMs (see Precision).
+  Precision precision = Precision::BF16;
+  /// Tensor-parallel communication overlap (Megatron-Core --tp-comm-overlap, PyTorch async TP; needs sequence
+  /// parallelism): the all-gather before a column-parallel GEMM and the reduce-scatter after a row-parallel GEMM are
+  /// split into tp_overlap_chunks pieces pipelined with the matching GEMM pieces, so only the first (all-gather) or
+  /// last (reduce-scatter) piece and what the GEMM cannot hide stay exposed.
+  bool tp_comm_overlap = false;
+  int tp_overlap_chunks = 0;  ///< pieces per overlapped collective; 0 = tp (one per ring step)
+  /// Distributed optimizer (ZeRO-1/2) parameter all-gather overlapped with the next forward (Megatron-Core
+  /// --overlap-param-gather): each unit's updated parameters are gathered on the DP stream before its first forward
+  /// instead of all at once after the optimizer step.
+  bool overlap_param_gather = false;
+  /// ZeRO-3 / FSDP: units whose parameter all-gather may run ahead of the unit computing (FSDP2's forward/backward
+  /// prefetch). 0 = gather each unit only when the previous one is done; 1 = one ahead (FSDP2's default).
+  int fsdp_prefetch = 1;
+  /// CUDA graphs (Megatron-Core --enable-cuda-graph, torch.compile "reduce-overhead"): every layer pass is one
+  /// captured graph, issued by the host as one launch (host_issue_s once instead of once per kernel, collectives in
+  /// the graph cost the host nothing).
+  bool cuda_graphs = false;
 
   int world_size() const { return tp * cp * dp * devices_per_pipeline(); }
   int expert_tp() const { return etp > 0 ? etp : tp; }
@@ -167,6 +206,8 @@ struct ParallelPlan {
   void validate(const TransformerSpec& model, const ClusterSpec& cluster) const;
   /// The context- and expert-parallel part of validate().
   void validate_moe_cp(const TransformerSpec& model) const;
+  /// The precision and overlap part of validate().
+  void validate_precision_overlap(const TransformerSpec& model, const ClusterSpec& cluster) const;
 };
 
 /// Parses "gpipe", "1f1b", "1f1b:dapple", "interleaved:V", "zb-h1", "zb-h2" or "custom:FILE" into `plan`

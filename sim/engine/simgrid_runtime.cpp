@@ -79,6 +79,14 @@ public:
     zone->seal();
     for (auto* l : links_) sg_link_load_track(l);  // after sealing: the plugin attaches its data then
     res_.hosts = zone->get_host_count();
+    interference_ = g_.interference_on;
+    if (interference_) {
+      const std::size_t nr = pf.nvl.size();
+      active_flows_.assign(nr, 0);
+      running_.assign(nr, -1);
+      shadow_.assign(nr, nullptr);
+      shadow_weight_.assign(nr, 0);
+    }
   }
 
   void run() {
@@ -138,8 +146,52 @@ private:
       if (--link_active_[l] == 0) res_.link_stats[l].busy_s += now - link_since_[l];
   }
 
+  // Interference (TaskGraph::interference_on). A rank's compute exec shares its host with a "shadow" exec of weight
+  // s (the running task's slowdown) while the rank has a flow in flight: SimGrid's CPU sharing then gives the task
+  // 1 / (1 + s) of the speed, on the overlapping part only. While a compute task runs, the rank's own up-links (its
+  // NVSwitch port and NIC) carry 1 / (1 + c) of their capacity (c = TaskGraph::collective_slowdown).
+  void update_interference(std::int32_t r) {
+    const std::int32_t task = running_[r];
+    const double want = task >= 0 && active_flows_[r] > 0 ? g_.tasks()[task].interference : 0.0;
+    // One shadow per rank for the whole run, suspended while not interfering (a cancelled exec would have to stay
+    // referenced until the engine retires it).
+    if (want <= 0) {
+      if (shadow_weight_[r] > 0) shadow_[r]->suspend();
+      shadow_weight_[r] = 0;
+      return;
+    }
+    if (!shadow_[r]) {
+      shadow_[r] = sg4::Exec::init();
+      shadow_[r]->set_host(ep_[r].compute);
+      shadow_[r]->set_flops_amount(1e30);
+      shadow_[r]->set_priority(want);
+      shadow_[r]->start();
+    } else {
+      if (shadow_weight_[r] == 0) shadow_[r]->resume();
+      if (shadow_weight_[r] != want) shadow_[r]->update_priority(want);
+    }
+    shadow_weight_[r] = want;
+  }
+  void set_uplinks(std::int32_t r, bool slowed) {
+    if (g_.collective_slowdown <= 0 || pf_->graph_mode) return;
+    const double f = slowed ? 1.0 / (1.0 + g_.collective_slowdown) : 1.0;
+    for (int l : {pf_->nvl[r].up, pf_->net[r].up})
+      if (l >= 0) links_[l]->set_bandwidth(pf_->links[l].bandwidth_Bps * f);
+  }
+
   void finish(std::int32_t id, double now) {
     if (g_.tasks()[id].kind == TaskKind::FLOW) flow_finished(id, now);
+    if (interference_) {
+      const Task& t = g_.tasks()[id];
+      if (t.kind == TaskKind::FLOW && t.rank >= 0) {
+        --active_flows_[t.rank];
+        update_interference(t.rank);
+      } else if (t.kind == TaskKind::COMPUTE && running_[t.rank] == id) {
+        running_[t.rank] = -1;
+        update_interference(t.rank);
+        set_uplinks(t.rank, false);
+      }
+    }
     res_.end_s[id] = now;
     for (auto* s = g_.succ_begin(id); s != g_.succ_end(id); ++s)
       if (--pending_[*s] == 0) ready_.push_back(*s);
@@ -171,6 +223,11 @@ private:
           exec->set_data(data);
           exec->start();
           acts_[id] = exec;
+          if (interference_ && t.kind == TaskKind::COMPUTE) {
+            running_[t.rank] = id;
+            update_interference(t.rank);
+            set_uplinks(t.rank, true);
+          }
           ++res_.activities;
           ++started_;
           break;
@@ -183,6 +240,10 @@ private:
           comm->set_data(data);
           comm->start();
           acts_[id] = comm;
+          if (interference_ && t.rank >= 0) {
+            ++active_flows_[t.rank];
+            update_interference(t.rank);
+          }
           ++res_.activities;
           ++started_;
           break;
@@ -202,6 +263,11 @@ private:
   std::uint64_t started_ = 0, completed_ = 0;  // SimGrid activities
   const Platform* pf_ = nullptr;
   std::vector<sg4::Link*> links_;  // same order as Platform::links
+  bool interference_ = false;
+  std::vector<int> active_flows_;         // per simulated rank: its flows in flight
+  std::vector<std::int32_t> running_;     // per simulated rank: its running compute task, -1 if none
+  std::vector<sg4::ExecPtr> shadow_;      // per simulated rank: the interference exec sharing its compute host
+  std::vector<double> shadow_weight_;
   std::vector<int> link_active_;
   std::vector<double> link_since_;
 };

@@ -200,6 +200,15 @@ private:
   int ep_index(int rank) const { return (block_index(p_.coord_of(rank)) / p_.expert_tp()) % p_.ep; }
   /// A rank's part of ring attention (RING_ATTENTION step): blocks on the compute stream, KV transfers to the CP
   /// ring successor.
+  /// A COMPUTE task running `ops` after `pred` (host issue, interference weight, recorded kernels). `issued`: the
+  /// pass's CUDA-graph launch (set once the first task of the pass is issued).
+  std::int32_t compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name, int layer,
+                            int mb, std::int32_t pred, bool* issued);
+  /// Interference slowdown of a kernel list (time-weighted over its kernel classes); 0 when switched off.
+  double interference_of(const std::vector<cost::Op>& ops) const;
+  /// A compute step with its TP all-gather (`ag`) and/or reduce-scatter (`rs`) overlapped in pieces.
+  std::int32_t overlapped_compute(int si, const cost::Step& st, const cost::Step* ag, const cost::Step* rs, Phase phase,
+                                  int layer, int mb, std::int32_t pred, const std::string& prefix, bool* issued);
   std::int32_t ring_attention(int si, const cost::Step& st, Phase phase, int layer, int mb, std::int32_t pred,
                               const std::string& prefix);
 
@@ -980,34 +989,163 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   return inst.done[pos];
 }
 
+double Lowerer::interference_of(const std::vector<cost::Op>& ops) const {
+  if (!opt_.interference) return 0;
+  // The step's slowdown under a concurrent collective: its kernels' classes weighted by their time.
+  double t = 0, slow = 0;
+  for (const auto& op : ops) {
+    const double ti = cost::op_time_s(op, c_.gpu, m_.dtype, cal_);
+    t += ti;
+    slow += ti * (op.flash  ? cal_.interference_flash_slowdown
+                  : op.gemm ? cal_.interference_gemm_slowdown
+                            : cal_.interference_memory_slowdown);
+  }
+  return t > 0 ? slow / t : 0;
+}
+
+std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name,
+                                   int layer, int mb, std::int32_t pred, bool* issued) {
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.stream = Stream::COMPUTE;
+  t.phase = phase;
+  t.name = g_.intern(name);
+  t.layer = layer;
+  t.microbatch = mb;
+  double dur = 0, flops = 0;
+  for (const auto& op : ops) {
+    dur += cost::op_time_s(op, c_.gpu, m_.dtype, cal_);
+    flops += op.flops;
+  }
+  t.duration_s = dur;
+  t.flops = flops;
+  t.interference = static_cast<float>(interference_of(ops));
+  const auto id = add_on_stream(si, t);
+  if (opt_.record_kernels) {
+    std::vector<KernelSpec> ks;
+    ks.reserve(ops.size());
+    for (const auto& op : ops) ks.push_back({op.name, op.gemm, op.m, op.k, op.n, op.batch, op.flops, op.bytes});
+    g_.set_kernels(id, std::move(ks));
+  }
+  if (pred >= 0) g_.depend(pred, id);
+  // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot start before
+  // they are issued (it is host-bound when its kernels are shorter than their issue time). Under CUDA graphs the
+  // whole layer pass is one graph launch.
+  if (cal_.host_issue_s > 0) {
+    if (!p_.cuda_graphs) host_issue(si, t, static_cast<double>(ops.size()) * cal_.host_issue_s, id);
+    else if (issued && !*issued) host_issue(si, t, cal_.host_issue_s, id);
+  }
+  if (issued) *issued = true;
+  return id;
+}
+
+namespace {
+bool overlappable(const cost::Step& st, CollectiveKind kind) {
+  return st.kind == cost::Step::Kind::TP_COLLECTIVE && st.group == cost::CommGroup::TP && st.axis == cost::TpAxis::ALL &&
+         st.group_size == 0 && st.collective == kind;
+}
+int gemm_index(const std::vector<cost::Op>& ops, bool first) {
+  const int n = static_cast<int>(ops.size());
+  for (int k = 0; k < n; ++k) {
+    const int i = first ? k : n - 1 - k;
+    if (ops[static_cast<std::size_t>(i)].gemm) return i;
+  }
+  return -1;
+}
+}  // namespace
+
+std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cost::Step* ag, const cost::Step* rs,
+                                         Phase phase, int layer, int mb, std::int32_t pred, const std::string& prefix,
+                                         bool* issued) {
+  // Megatron-Core's TP communication overlap / PyTorch async TP: the all-gather feeding the step's first GEMM and the
+  // reduce-scatter of its last GEMM's output are cut into n pieces, each pipelined with the matching GEMM piece
+  // (piece j of the GEMM waits for piece j of the all-gather; piece j of the reduce-scatter starts after GEMM piece
+  // j). Exposed: the first all-gather piece (the last reduce-scatter piece) plus what the GEMM pieces cannot hide.
+  const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.tp;
+  const auto& ops = st.ops;
+  const int first = ag ? gemm_index(ops, true) : -1;
+  int last = rs ? gemm_index(ops, false) : -1;
+  if (last == first) last = -1;  // a single GEMM is pipelined with its all-gather only
+  auto piece = [&](const cost::Op& op) {
+    cost::Op c = op;
+    c.flops /= n;
+    c.bytes /= n;
+    c.m /= n;
+    return c;
+  };
+  auto segment = [&](int from, int to, std::int32_t after) {  // ops [from, to) as one task
+    if (from >= to) return after;
+    std::vector<cost::Op> seg(ops.begin() + from, ops.begin() + to);
+    return compute_task(si, seg, phase, prefix + st.name, layer, mb, after, issued);
+  };
+  std::int32_t cur = pred;
+  int next_op = 0;
+  if (first >= 0) {
+    cur = segment(0, first, cur);
+    std::int32_t coll_pred = cur;
+    for (int j = 0; j < n; ++j) {
+      const auto a = collective(si, GroupAxis::TP, Stream::TP, ag->collective, ag->collective_bytes / n, phase,
+                                prefix + ag->name, layer, mb, coll_pred);
+      coll_pred = -1;  // later pieces follow on the TP stream
+      cur = compute_task(si, {piece(ops[static_cast<std::size_t>(first)])}, phase, prefix + st.name, layer, mb, cur,
+                         issued);
+      g_.depend(a, cur);
+    }
+    next_op = first + 1;
+  }
+  if (last >= 0) {
+    cur = segment(next_op, last, cur);
+    std::int32_t r = -1;
+    for (int j = 0; j < n; ++j) {
+      cur = compute_task(si, {piece(ops[static_cast<std::size_t>(last)])}, phase, prefix + st.name, layer, mb, cur,
+                         issued);
+      r = collective(si, GroupAxis::TP, Stream::TP, rs->collective, rs->collective_bytes / n, phase, prefix + rs->name,
+                     layer, mb, cur);
+    }
+    cur = segment(last + 1, static_cast<int>(ops.size()), cur);
+    Task j;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    j.phase = phase;
+    j.name = g_.intern(prefix + rs->name);
+    j.layer = layer;
+    j.microbatch = mb;
+    const auto end = add_free(j);
+    g_.depend(cur, end);
+    g_.depend(r, end);
+    return end;
+  }
+  return segment(next_op, static_cast<int>(ops.size()), cur);
+}
+
 std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Phase phase, int layer, int mb,
                                 std::int32_t pred, std::int32_t* first_task, const std::string& prefix) {
   std::int32_t last = pred;
-  for (const auto& st : steps) {
+  bool issued = false;  // CUDA graphs: the pass's one launch is issued
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& st = steps[i];
     std::int32_t id;
     if (st.kind == cost::Step::Kind::COMPUTE) {
-      Task t;
-      t.kind = TaskKind::COMPUTE;
-      t.stream = Stream::COMPUTE;
-      t.phase = phase;
-      t.name = g_.intern(prefix + st.name);
-      t.layer = layer;
-      t.microbatch = mb;
-      t.duration_s = cost::step_time_s(st, c_.gpu, m_.dtype, cal_);
-      t.flops = st.flops();
-      id = add_on_stream(si, t);
-      if (opt_.record_kernels) {
-        std::vector<KernelSpec> ks;
-        ks.reserve(st.ops.size());
-        for (const auto& op : st.ops) ks.push_back({op.name, op.gemm, op.m, op.k, op.n, op.batch, op.flops, op.bytes});
-        g_.set_kernels(id, std::move(ks));
+      const cost::Step* rs = p_.tp_comm_overlap && i + 1 < steps.size() &&
+                                     overlappable(steps[i + 1], CollectiveKind::REDUCE_SCATTER) &&
+                                     gemm_index(st.ops, false) >= 0
+                                 ? &steps[i + 1]
+                                 : nullptr;
+      if (rs) {
+        id = overlapped_compute(si, st, nullptr, rs, phase, layer, mb, last, prefix, &issued);
+        ++i;
+      } else {
+        id = compute_task(si, st.ops, phase, prefix + st.name, layer, mb, last, &issued);
       }
-      if (last >= 0) g_.depend(last, id);
-      // The host issues the step's kernels in program order, running ahead of the GPU: the step cannot start
-      // before they are issued (it is host-bound when its kernels are shorter than their issue time).
-      if (cal_.host_issue_s > 0) host_issue(si, t, static_cast<double>(st.ops.size()) * cal_.host_issue_s, id);
     } else if (st.kind == cost::Step::Kind::RING_ATTENTION) {
       id = ring_attention(si, st, phase, layer, mb, last, prefix);
+    } else if (p_.tp_comm_overlap && overlappable(st, CollectiveKind::ALL_GATHER) && i + 1 < steps.size() &&
+               steps[i + 1].kind == cost::Step::Kind::COMPUTE && gemm_index(steps[i + 1].ops, true) >= 0) {
+      const cost::Step* rs = i + 2 < steps.size() && overlappable(steps[i + 2], CollectiveKind::REDUCE_SCATTER)
+                                 ? &steps[i + 2]
+                                 : nullptr;
+      id = overlapped_compute(si, steps[i + 1], &st, rs, phase, layer, mb, last, prefix, &issued);
+      i += rs && gemm_index(steps[i + 1].ops, false) != gemm_index(steps[i + 1].ops, true) ? 2 : 1;
     } else {
       std::int32_t coll_first = -1;
       const GroupAxis ax = st.group == cost::CommGroup::CP    ? GroupAxis::CP
@@ -1020,7 +1158,7 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
                       &coll_first, st.axis);
       a2a_loads_ = nullptr;
       if (id == last) continue;  // a group of one
-      if (cal_.host_collective_issue_s > 0 && coll_first >= 0) {
+      if (cal_.host_collective_issue_s > 0 && coll_first >= 0 && !p_.cuda_graphs) {
         // The host issues the collective (framework call + NCCL enqueue) between the kernels around it: later
         // kernels are issued after it, and this member's part of the collective starts once it is issued.
         Task like;
@@ -1195,11 +1333,14 @@ void Lowerer::lower_rank(int si) {
   };
 
   // ZeRO-3 / FSDP: all-gather a unit's parameters on the DP stream before it runs. The gather of the n-th unit
-  // pass waits for the end of pass n-2, so one gather is prefetched while a unit computes.
+  // pass waits for the end of pass n-1-k (k = fsdp_prefetch; 1 by default: one gather runs while a unit computes).
   std::vector<std::int32_t> unit_pass_ends;
   auto gather = [&](const Unit& u, Phase phase, int mb) -> std::int32_t {
     if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return -1;
-    const std::int32_t pred = unit_pass_ends.size() >= 2 ? unit_pass_ends[unit_pass_ends.size() - 2] : -1;
+    // FSDP prefetch: the gather of the n-th unit pass may start once pass n - 1 - fsdp_prefetch has ended.
+    const std::size_t behind = static_cast<std::size_t>(p_.fsdp_prefetch) + 1;
+    const std::int32_t pred =
+        unit_pass_ends.size() >= behind ? unit_pass_ends[unit_pass_ends.size() - behind] : -1;
     std::int32_t first = -1, done = pred;
     if (dense_dp)
       done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes,
@@ -1258,6 +1399,22 @@ void Lowerer::lower_rank(int si) {
     if (bucket_bytes + expert_bucket_bytes >= p_.dp_bucket_bytes) close_bucket(task);
   };
 
+  // Distributed optimizer with overlap-param-gather (Megatron-Core): the parameters the previous iteration's step
+  // updated are all-gathered unit by unit on the DP stream, each before the unit's first forward, instead of all at
+  // once after the step. The steady-state iteration starts them at its beginning.
+  const bool overlap_pg = p_.overlap_param_gather && (zero == 1 || zero == 2);
+  std::vector<bool> param_gathered(static_cast<std::size_t>(v), false);
+  auto next_iteration_gather = [&](const Unit& u) -> std::int32_t {
+    std::int32_t done = -1;
+    if (dense_dp && u.param_bytes > u.expert_bytes)
+      done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes,
+                        Phase::FORWARD, "param-gather", u.layer, -1, -1);
+    if (expert_dp && u.expert_bytes > 0)
+      done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::ALL_GATHER, u.expert_bytes, Phase::FORWARD,
+                        "expert-param-gather", u.layer, -1, done);
+    return done;
+  };
+
   const auto& order = orders_[s];
   // Index of the last B and the last W pass of every chunk: gradients are final after them.
   std::vector<int> final_b(v, -1), final_w(v, -1);
@@ -1295,14 +1452,28 @@ void Lowerer::lower_rank(int si) {
           cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
                            "pp-gather", -1, mb, cur);
       }
+      const bool first_use = !param_gathered[static_cast<std::size_t>(op.chunk)];
+      param_gathered[static_cast<std::size_t>(op.chunk)] = true;
       for (const auto& u : units) {
         std::int32_t g = gather(u, Phase::FORWARD, mb), f = -1;
+        const std::int32_t pg = first_use && overlap_pg ? next_iteration_gather(u) : -1;
         cur = run_steps(si, u.passes->forward, Phase::FORWARD, u.layer, mb, cur, &f, "");
+        if (pg >= 0 && f >= 0) g_.depend(pg, f);
         if (g >= 0 && f >= 0) g_.depend(g, f);
         if (first < 0) first = f;
         if (f >= 0) g_.memory(f, false, MemCategory::ACTIVATIONS, u.stored);
         if (g >= 0) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
         unit_pass_ends.push_back(cur);
+      }
+      if (p_.precision == Precision::FP8_DELAYED) {
+        // Transformer Engine's delayed scaling all-reduces the amaxes of the chunk's FP8 tensors (input and weight
+        // of each of a layer's four linears, fp32) over its amax group (tensor x data parallel) when the forward's
+        // fp8_autocast region exits.
+        const double amax_bytes = static_cast<double>(units.size()) * 4 * 2 * 4;
+        cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_REDUCE, amax_bytes, Phase::FORWARD,
+                         "fp8-amax-reduce", -1, mb, cur);
+        cur = collective(si, GroupAxis::DP, Stream::TP, CollectiveKind::ALL_REDUCE, amax_bytes, Phase::FORWARD,
+                         "fp8-amax-reduce", -1, mb, cur);
       }
       if (k > 0) waiting_.push_back({first, si, mb, k, 0});
       if (k < last_chunk) send_pieces(k + 1, 0, mb, cur);
@@ -1380,7 +1551,7 @@ void Lowerer::lower_rank(int si) {
   if (last_compute >= 0) g_.depend(last_compute, opt_id);
   for (auto d : dp_done)
     if (d >= 0) g_.depend(d, opt_id);
-  if (zero == 1 || zero == 2) {
+  if ((zero == 1 || zero == 2) && !overlap_pg) {
     auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER,
                            (r.static_mem.params - r.static_mem.expert_params) * e, Phase::OPTIMIZER, "param-gather", -1,
                            -1, opt_id);
@@ -1428,6 +1599,8 @@ Lowered Lowerer::finish() {
   for (const auto& t : g_.tasks())
     if (t.kind == TaskKind::COMPUTE) hw += t.flops * out_.ranks[t.rank].class_size;
   out_.hardware_flops_per_iteration = hw;
+  g_.interference_on = opt_.interference;
+  g_.collective_slowdown = opt_.interference ? cal_.interference_collective_slowdown : 0;
   g_.finalize();
   out_.graph = std::move(g_);
   return std::move(out_);

@@ -59,6 +59,8 @@ struct SimOptions {
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
   int first_gpu = 0;  ///< rank r runs on GPU first_gpu + r (several jobs sharing one cluster)
   int channels = 1;   ///< ring collectives split each transfer over this many parallel flows (NCCL channels)
+  /// Overlapped kernels and collectives slow each other down (Calibration's interference_* fractions; flow engine).
+  bool interference = true;
   bool record_kernels =
       false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
 };

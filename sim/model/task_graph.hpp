@@ -69,6 +69,8 @@ struct Task {
   double duration_s = 0;  ///< COMPUTE, DELAY
   double flops = 0;       ///< COMPUTE: FLOPs (trace annotation)
   double bytes = 0;       ///< FLOW: payload; COLLECTIVE pieces: for annotation
+  /// COMPUTE: fractional slowdown while a collective of the rank moves data (interference; 0 = none).
+  float interference = 0;
 };
 
 /// One kernel of a COMPUTE task, as the cost model sized it (recorded when SimOptions::record_kernels is set):
@@ -105,6 +107,11 @@ public:
   const std::int32_t* succ_end(std::int32_t i) const { return succ_.data() + succ_begin_[i + 1]; }
   const std::vector<std::string>& names() const { return names_; }
   std::size_t edge_count() const { return edges_.size(); }
+  /// Interference: while a COMPUTE task of a rank runs, that rank's outgoing flows move at 1 / (1 + this) of their
+  /// rate; and a COMPUTE task runs at 1 / (1 + Task::interference) while the rank has a flow in flight. 0 and
+  /// interference_on() false: no interference (the engines then skip the bookkeeping).
+  double collective_slowdown = 0;
+  bool interference_on = false;
 
 private:
   std::vector<Task> tasks_;

@@ -67,12 +67,16 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   rep.iteration_time_s = T;
 
   std::vector<std::vector<Interval>> compute(nr), comm(nr);
+  std::vector<double> interference(nr, 0.0);
   std::vector<std::array<std::vector<Interval>, kNumCommKinds>> comm_kind(nr);
   std::vector<int> kind_of_name(low.graph.names().size(), -1);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];
     const double s = res.start_s[i], e = res.end_s[i];
-    if (t.kind == TaskKind::COMPUTE) compute[t.rank].emplace_back(s, e);
+    if (t.kind == TaskKind::COMPUTE) {
+      compute[t.rank].emplace_back(s, e);
+      if (t.interference > 0) interference[t.rank] += std::max(0.0, (e - s) - t.duration_s);
+    }
     if ((t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST) {
       int& k = kind_of_name[static_cast<std::size_t>(t.name)];
       if (k < 0) k = comm_kind_of(low.graph.names()[t.name]);
@@ -130,11 +134,17 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       cursor = std::max(cursor, b);
     }
     if (T > cursor) idle(cursor, T);
+    for (int k = 0; k < kNumCommKinds; ++k) {
+      double total = 0;
+      for (const auto& [a, b] : by_kind[k]) total += b - a;
+      rr.overlapped_by_kind_s[k] = std::max(0.0, total - rr.exposed_by_kind_s[k]);
+    }
+    rr.interference_s = interference[r];
     rr.bubble_fraction = rr.compute_s > 0 ? rr.bubble_s / rr.compute_s : 0;
     // Memory timeline: static parts at t = 0, then every event in time order.
     const auto& sm = low.ranks[r].static_mem;
     std::array<double, kNumMemCategories> cur{};
-    cur[static_cast<int>(MemCategory::WEIGHTS)] = sm.weight_bytes;
+    cur[static_cast<int>(MemCategory::WEIGHTS)] = sm.weight_bytes + sm.lowp_weight_bytes;
     cur[static_cast<int>(MemCategory::GRADIENTS)] = sm.gradient_bytes;
     cur[static_cast<int>(MemCategory::OPTIMIZER)] = sm.optimizer_bytes;
     cur[static_cast<int>(MemCategory::RESERVED)] = low.ranks[r].reserved_bytes;
@@ -257,13 +267,18 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
     json at_peak = json::object();
     for (int k = 0; k < kNumMemCategories; ++k) at_peak[mem_category_name(static_cast<MemCategory>(k))] = rr.at_peak[k];
     json by_kind = json::object();
+    nlohmann::json hidden_kind;
     for (int k = 0; k < kNumCommKinds; ++k) by_kind[comm_kind_name(k)] = rr.exposed_by_kind_s[k];
+    for (int k = 0; k < kNumCommKinds; ++k) hidden_kind[comm_kind_name(k)] = rr.overlapped_by_kind_s[k];
     stages.push_back({{"stage", s},
                       {"exposed_comm_by_kind_s", by_kind},
+                      {"overlapped_comm_by_kind_s", hidden_kind},
+                      {"interference_s", rr.interference_s},
                       {"layers", in.plan->stage_layers(in.model->num_layers)[s]},
                       {"replicas", in.plan->replicas(s)},
                       {"params_per_rank", sm.params},
                       {"weight_bytes", sm.weight_bytes},
+                      {"lowp_weight_bytes", sm.lowp_weight_bytes},
                       {"gradient_bytes", sm.gradient_bytes},
                       {"optimizer_bytes", sm.optimizer_bytes},
                       {"reserved_bytes", low.ranks[rr.sim_index].reserved_bytes},
@@ -473,10 +488,27 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     o << line;
   }
   // Which communication the idle compute stream waited for, per stage (kinds in flight together count in each).
-  bool any_kind = false;
-  for (const auto& rr : rep.ranks)
+  bool any_kind = false, any_interference = false;
+  for (const auto& rr : rep.ranks) {
     for (int k = 1; k < kNumCommKinds; ++k) any_kind = any_kind || (k < 3 && rr.exposed_by_kind_s[k] > 0);
-  if (any_kind) {
+    any_interference = any_interference || rr.interference_s > 0;
+  }
+  if (in.plan->tp_comm_overlap || in.plan->overlap_param_gather || any_interference) {
+    // Exposed (compute idle) and overlapped (in flight while compute runs) communication of each kind, and what the
+    // overlap cost the kernels (interference).
+    o << "communication by kind, exposed / overlapped (s), and interference:\n";
+    for (int s = 0; s < plan.pp; ++s) {
+      RankCoord c;
+      c.pp = s;
+      const auto& rr = rep.ranks[low.sim_index_of[plan.rank_of(c)]];
+      o << "  stage " << s << ":";
+      for (int k = 0; k < kNumCommKinds; ++k)
+        if (rr.exposed_by_kind_s[k] > 0 || rr.overlapped_by_kind_s[k] > 0)
+          o << " " << comm_kind_name(k) << " " << fmt("%.3f", rr.exposed_by_kind_s[k]) << " / "
+            << fmt("%.3f", rr.overlapped_by_kind_s[k]);
+      o << " | interference +" << fmt("%.3f", rr.interference_s) << " s compute\n";
+    }
+  } else if (any_kind) {
     o << "exposed communication by kind (s):\n";
     for (int s = 0; s < plan.pp; ++s) {
       RankCoord c;

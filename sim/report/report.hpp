@@ -28,6 +28,11 @@ struct RankReport {
   double exposed_comm_s = 0;  ///< compute stream idle while communication of this rank is in flight
   /// Of the compute stream's idle time, how much had communication of each kind in flight (kinds may overlap).
   std::array<double, kNumCommKinds> exposed_by_kind_s{};
+  /// Communication of each kind in flight while the compute stream was busy (hidden behind compute).
+  std::array<double, kNumCommKinds> overlapped_by_kind_s{};
+  /// Interference: how much longer this rank's kernels ran than their nominal time because collectives ran beside
+  /// them (flow engine; 0 with interference off or on the analytic engine).
+  double interference_s = 0;
   double bubble_s = 0;         ///< compute stream idle with no communication in flight
   double bubble_fraction = 0;  ///< idle / compute time: (p-1)/m for balanced GPipe and 1F1B (Megatron's t_pb/t_id)
   double peak_bytes = 0;       ///< peak device memory

@@ -1,0 +1,293 @@
+// Oracle tests of the Hopper/Blackwell stack: low-precision GEMMs at their format's peak, the chunked TP
+// communication overlap closed form, interference of a kernel and a collective on one GPU, and the overlap options'
+// task-graph shape. Each TEST runs in its own process (SimGrid allows one engine per process).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "sim/engine/analytic_runtime.hpp"
+#include "sim/engine/simgrid_runtime.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/memory_model.hpp"
+#include "tests/support/sim_fixture.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+using namespace dtsim::testing;
+
+namespace {
+
+double end_time(const EngineResult& r) { return *std::max_element(r.end_s.begin(), r.end_s.end()); }
+
+const cost::Op* find_op(const std::vector<cost::Step>& steps, const std::string& name) {
+  for (const auto& st : steps)
+    for (const auto& op : st.ops)
+      if (op.name == name) return &op;
+  return nullptr;
+}
+bool has_step(const std::vector<cost::Step>& steps, const std::string& name) {
+  return std::any_of(steps.begin(), steps.end(), [&](const cost::Step& s) { return s.name == name; });
+}
+
+}  // namespace
+
+// ---- Precision: a GEMM in FP8 runs at the FP8 tensor-core peak times the BF16 efficiency curve and the format's
+// efficiency scale; NVFP4 at the FP4 peak.
+TEST(Fp8Gemm, RunsAtTheFp8Peak) {
+  const GpuSpec h100 = gpu_preset("h100-sxm5-80gb");
+  Calibration cal = default_calibration("h100-sxm5-80gb");
+  cost::Op op{"fc1", true, 2 * 8192.0 * 8192 * 28672, 0, false, 8192, 8192, 28672, 1};
+  const double bf16 = cost::op_time_s(op, h100, DType::BF16, cal);
+  op.precision = Precision::FP8_DELAYED;
+  const double fp8 = cost::op_time_s(op, h100, DType::BF16, cal);
+  const double eff = cost::gemm_efficiency(op.flops, cal);
+  EXPECT_NEAR(fp8, op.flops / (h100.peak_fp8_flops * eff * cal.fp8_gemm_efficiency_scale) + cal.kernel_launch_s,
+              1e-15);
+  EXPECT_NEAR(bf16, op.flops / (h100.peak_bf16_flops * eff) + cal.kernel_launch_s, 1e-15);
+  // The speed-up of the GEMM alone is the peak ratio times the efficiency scale (launch cost aside).
+  EXPECT_NEAR((bf16 - cal.kernel_launch_s) / (fp8 - cal.kernel_launch_s),
+              h100.peak_fp8_flops / h100.peak_bf16_flops * cal.fp8_gemm_efficiency_scale, 1e-12);
+  op.precision = Precision::FP8_ROWWISE;
+  EXPECT_NEAR(cost::op_time_s(op, h100, DType::BF16, cal),
+              op.flops / (h100.peak_fp8_flops * eff * cal.fp8_rowwise_gemm_efficiency_scale) + cal.kernel_launch_s,
+              1e-15);
+  const GpuSpec b200 = gpu_preset("b200-sxm-180gb");
+  op.precision = Precision::NVFP4;
+  EXPECT_NEAR(cost::op_time_s(op, b200, DType::BF16, cal),
+              op.flops / (b200.peak_fp4_flops * eff * cal.fp4_gemm_efficiency_scale) + cal.kernel_launch_s, 1e-15);
+}
+
+// The layer's linear GEMMs (fprop, dgrad, wgrad) run in the recipe's format; attention stays in the model's dtype;
+// the recipe adds its quantization kernels (an amax pass for current scaling, none for delayed), the low-precision
+// sequence-parallel all-gather, and (current scaling) the amax all-reduce before it.
+TEST(Fp8Layer, RecipesConvertTheLinearsOnly) {
+  TransformerSpec m = model_preset("llama3-8b");
+  m.attention = AttentionKind::FLASH;
+  ParallelPlan plan;
+  plan.tp = 4;
+  plan.sequence_parallel = true;
+  plan.global_batch_size = 1;
+  const auto bf16 = cost::layer_passes(m, cost::shape_of(plan, 1));
+  plan.precision = Precision::FP8_CURRENT;
+  const auto cur = cost::layer_passes(m, cost::shape_of(plan, 1));
+  plan.precision = Precision::FP8_DELAYED;
+  const auto del = cost::layer_passes(m, cost::shape_of(plan, 1));
+  for (const char* name : {"qkv", "proj", "fc1", "fc2"}) {
+    ASSERT_NE(find_op(cur.forward, name), nullptr) << name;
+    EXPECT_EQ(find_op(cur.forward, name)->precision, Precision::FP8_CURRENT) << name;
+    EXPECT_EQ(find_op(cur.backward, std::string(name) + "-dgrad")->precision, Precision::FP8_CURRENT) << name;
+    EXPECT_EQ(find_op(cur.backward, std::string(name) + "-wgrad")->precision, Precision::FP8_CURRENT) << name;
+    EXPECT_EQ(find_op(bf16.forward, name)->precision, Precision::BF16) << name;
+    // Current scaling: amax pass + cast of the input and of the weight; delayed: the cast only.
+    EXPECT_NE(find_op(cur.forward, std::string(name) + "-x-amax"), nullptr) << name;
+    EXPECT_NE(find_op(cur.forward, std::string(name) + "-w-cast"), nullptr) << name;
+    EXPECT_EQ(find_op(del.forward, std::string(name) + "-x-amax"), nullptr) << name;
+    EXPECT_NE(find_op(del.forward, std::string(name) + "-x-cast"), nullptr) << name;
+    EXPECT_NE(find_op(cur.backward, std::string(name) + "-dy-cast"), nullptr) << name;
+  }
+  EXPECT_EQ(find_op(cur.forward, "flash-attention")->precision, Precision::BF16);
+  // The sequence-parallel all-gathers move one byte per element instead of two; current scaling all-reduces the
+  // shards' amax first.
+  auto ag_bytes = [](const cost::LayerPasses& p) {
+    for (const auto& s : p.forward)
+      if (s.name == "mlp-ag") return s.collective_bytes;
+    return -1.0;
+  };
+  EXPECT_NEAR(ag_bytes(cur), ag_bytes(bf16) / 2, 1e-6);
+  EXPECT_TRUE(has_step(cur.forward, "mlp-ag-amax"));
+  EXPECT_FALSE(has_step(del.forward, "mlp-ag-amax"));
+  // Transformer Engine caches the FP8 weights and their transposes: 2 bytes per linear parameter of the stage.
+  ParallelPlan p2;
+  p2.global_batch_size = 1;
+  const auto base = memory::static_memory(m, p2, 0);
+  p2.precision = Precision::FP8_DELAYED;
+  const auto with = memory::static_memory(m, p2, 0);
+  const double linear = base.params - cost::first_stage_extra_params(m, 1) - cost::last_stage_extra_params(m, 1, 1);
+  EXPECT_NEAR(with.lowp_weight_bytes, 2 * linear, 1.0);
+  EXPECT_EQ(base.lowp_weight_bytes, 0);
+}
+
+// A precision the GPU has no tensor cores for is refused up front.
+TEST(Fp8Layer, RefusedWithoutTensorCores) {
+  TransformerSpec m = model_preset("llama3-8b");
+  ParallelPlan plan;
+  plan.global_batch_size = 8;
+  plan.dp = 8;
+  plan.precision = Precision::FP8_DELAYED;
+  EXPECT_THROW(plan.validate(m, load_cluster("dgx-a100:8")), ConfigError);
+  EXPECT_NO_THROW(plan.validate(m, load_cluster("dgx-h100:8")));
+  plan.precision = Precision::NVFP4;
+  EXPECT_THROW(plan.validate(m, load_cluster("dgx-h100:8")), ConfigError);
+  EXPECT_NO_THROW(plan.validate(m, load_cluster("dgx-b200:8")));
+}
+
+namespace {
+// One TP-n layer whose forward is [all-gather of S bytes, one GEMM of gemm_flops], no backward work, one
+// micro-batch, on a uniform contention-free network (analytic engine); returns the iteration time.
+double ag_gemm_iteration(int n, double S, double gemm_flops, bool overlap, double B, double alpha) {
+  TransformerSpec model = tiny_model(1);
+  model.heads = n;
+  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
+  ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+  plan.tp = n;
+  plan.sequence_parallel = true;
+  plan.tp_comm_overlap = overlap;
+  Calibration cal = ideal_calibration();
+  PassCosts pc;
+  cost::Step ag;
+  ag.kind = cost::Step::Kind::TP_COLLECTIVE;
+  ag.name = "mlp-ag";
+  ag.collective = cost::CollectiveKind::ALL_GATHER;
+  ag.collective_bytes = S;
+  cost::Step g;
+  g.kind = cost::Step::Kind::COMPUTE;
+  g.name = "mlp";
+  g.ops.push_back({"fc1", true, gemm_flops, 0, false, 1024, 1024, 1024, 1});
+  pc.layer.forward = {ag, g};
+  SimOptions opt;
+  opt.network = NetworkMode::ANALYTIC;
+  Lowered low = lower(model, cluster, plan, cal, opt, pc);
+  std::vector<int> gpus;
+  for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+  return end_time(run_analytic(low.graph, cluster, cal, gpus));
+}
+}  // namespace
+
+// ---- Chunked TP overlap: the all-gather and the GEMM are cut into n pieces; GEMM piece j waits for all-gather
+// piece j. With c the time of one all-gather piece and g of one GEMM piece, the pair takes
+// c + (n-1) max(c, g) + g: exposed communication = the first piece + (n-1) max(0, c - g), what the GEMM cannot hide.
+TEST(TpCommOverlap, ChunkedAllGatherClosedForm) {
+  const int n = 4;
+  const double B = 100e9, alpha = 2e-6, S = 64e6;
+  const double peak = gpu_preset("a100-sxm4-80gb").peak_bf16_flops;
+  // One all-gather of S / n over n ranks (ring): (n-1) alpha + (n-1)/n (S/n) / B.
+  const double c = (n - 1) * alpha + (n - 1.0) / n * (S / n) / B;
+  const double C = (n - 1) * alpha + (n - 1.0) / n * S / B;
+  for (double G : {4 * c * n, 0.5 * c * n}) {  // GEMM hides the pieces / GEMM shorter than the pieces
+    const double g = G / n;
+    const double off = ag_gemm_iteration(n, S, G * peak, false, B, alpha);
+    const double on = ag_gemm_iteration(n, S, G * peak, true, B, alpha);
+    EXPECT_NEAR(off, C + G, 1e-12);
+    EXPECT_NEAR(on, c + (n - 1) * std::max(c, g) + g, 1e-12);
+    // Exposed communication: the first piece plus what the GEMM cannot hide.
+    EXPECT_NEAR(on - G, c + (n - 1) * std::max(0.0, c - g), 1e-12);
+  }
+}
+
+// The reduce-scatter after a GEMM: piece j starts after GEMM piece j; the last piece stays exposed.
+TEST(TpCommOverlap, ChunkedReduceScatterClosedForm) {
+  const int n = 4;
+  const double B = 100e9, alpha = 2e-6, S = 64e6;
+  TransformerSpec model = tiny_model(1);
+  model.heads = n;
+  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
+  const double peak = cluster.gpu.peak_bf16_flops;
+  const double c = (n - 1) * alpha + (n - 1.0) / n * (S / n) / B;
+  for (double G : {4 * c * n, 0.5 * c * n}) {
+    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+    plan.tp = n;
+    plan.sequence_parallel = true;
+    plan.tp_comm_overlap = true;
+    Calibration cal = ideal_calibration();
+    PassCosts pc;
+    cost::Step g;
+    g.kind = cost::Step::Kind::COMPUTE;
+    g.name = "mlp";
+    g.ops.push_back({"fc2", true, G * peak, 0, false, 1024, 1024, 1024, 1});
+    cost::Step rs;
+    rs.kind = cost::Step::Kind::TP_COLLECTIVE;
+    rs.name = "mlp-rs";
+    rs.collective = cost::CollectiveKind::REDUCE_SCATTER;
+    rs.collective_bytes = S;
+    pc.layer.forward = {g, rs};
+    SimOptions opt;
+    opt.network = NetworkMode::ANALYTIC;
+    Lowered low = lower(model, cluster, plan, cal, opt, pc);
+    std::vector<int> gpus;
+    for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+    const double g1 = G / n;
+    EXPECT_NEAR(end_time(run_analytic(low.graph, cluster, cal, gpus)), g1 + (n - 1) * std::max(c, g1) + c, 1e-12);
+  }
+}
+
+// Overlap needs sequence parallelism (Megatron-Core and async TP overlap its all-gathers and reduce-scatters).
+TEST(TpCommOverlap, NeedsSequenceParallelism) {
+  TransformerSpec m = model_preset("llama3-8b");
+  ParallelPlan plan;
+  plan.tp = 8;
+  plan.global_batch_size = 1;
+  plan.tp_comm_overlap = true;
+  EXPECT_THROW(plan.validate(m, load_cluster("dgx-h100:8")), ConfigError);
+  plan.sequence_parallel = true;
+  EXPECT_NO_THROW(plan.validate(m, load_cluster("dgx-h100:8")));
+}
+
+// ---- Interference: a kernel of G seconds and a transfer of F seconds (alone) start together on one GPU. While both
+// run, the kernel runs at 1/(1+s) and the transfer at 1/(1+c). If the transfer ends first, at t1 = F (1+c), the
+// kernel has done t1/(1+s) and finishes at t1 + G - t1/(1+s). Off: G and F.
+TEST(Interference, GemmAndAllGatherPair) {
+  const double B = 100e9, bytes = 200e6, G = 5e-3, s = 0.5, cs = 0.25;
+  ClusterSpec cluster = uniform_cluster(1, 2, B, 0.0);
+  Calibration cal = ideal_calibration();
+  const double F = bytes / B;
+  const double t1 = F * (1 + cs);
+  ASSERT_LT(t1, G * (1 + s));
+  const double expect_kernel = t1 + G - t1 / (1 + s);
+  // Each configuration and end time in a forked child (one SimGrid engine per process).
+  auto run = [&](bool on, bool kernel) {
+    return in_child([&] {
+      TaskGraph g;
+      Task k;
+      k.kind = TaskKind::COMPUTE;
+      k.stream = Stream::COMPUTE;
+      k.rank = 0;
+      k.name = g.intern("fc1");
+      k.duration_s = G;
+      k.interference = static_cast<float>(s);
+      const auto kid = g.add(k);
+      Task f;
+      f.kind = TaskKind::FLOW;
+      f.stream = Stream::TP;
+      f.rank = 0;
+      f.peer = 1;
+      f.path = Path::INTRA_NODE;
+      f.name = g.intern("param-gather");
+      f.bytes = bytes;
+      const auto fid = g.add(f);
+      g.interference_on = on;
+      g.collective_slowdown = on ? cs : 0;
+      g.finalize();
+      const EngineResult r = run_on_simgrid(g, cluster, cal, {0, 1});
+      return r.end_s[static_cast<std::size_t>(kernel ? kid : fid)];
+    });
+  };
+  EXPECT_NEAR(run(true, true), expect_kernel, 1e-9);
+  EXPECT_NEAR(run(true, false), t1, 1e-9);
+  EXPECT_NEAR(run(false, true), G, 1e-9);
+  EXPECT_NEAR(run(false, false), F, 1e-9);
+}
+
+// ---- CUDA graphs: a captured layer pass costs one host launch instead of one per kernel. Host-bound layer (1 us
+// kernels, 100 us issue): 4 layers x (forward, backward) = 8 passes of one launch each.
+TEST(CudaGraphs, OneHostLaunchPerPass) {
+  TransformerSpec model = tiny_model(4);
+  ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
+  Calibration cal = ideal_calibration();
+  cal.host_issue_s = 100e-6;
+  const double peak = cluster.gpu.peak_flops(model.dtype);
+  PassCosts pc = fixed_costs(1e-6, 1e-6, 0, peak, 0);
+  // Three kernels in each pass's step.
+  pc.layer.forward[0].ops = {pc.layer.forward[0].ops[0], pc.layer.forward[0].ops[0], pc.layer.forward[0].ops[0]};
+  pc.layer.backward[0].ops = {pc.layer.backward[0].ops[0], pc.layer.backward[0].ops[0], pc.layer.backward[0].ops[0]};
+  cost::split_backward(pc.layer);
+  auto iteration = [&](bool graphs) {
+    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+    plan.cuda_graphs = graphs;
+    Lowered low = lower(model, cluster, plan, cal, SimOptions{}, pc);
+    return end_time(run_analytic(low.graph, cluster, cal, {0}));
+  };
+  EXPECT_NEAR(iteration(false), 8 * 3 * 100e-6 + 3e-6, 1e-12);
+  EXPECT_NEAR(iteration(true), 8 * 100e-6 + 3e-6, 1e-12);
+}

@@ -1,0 +1,289 @@
+// GPU and cluster presets (traces/cluster.cpp): the Hopper/Blackwell GPUs (h200-sxm-141gb, b300, gb200, gb300 and
+// the alias b200) load with positive, consistently ordered peaks; every cluster preset loads at a valid size; the
+// NVL72 racks are 72-GPU nodes with one NIC per GPU and refuse GPU counts that are not whole racks; every GPU preset
+// has a built-in calibration.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/error_of.hpp"
+#include "traces/calibration.hpp"
+#include "traces/cluster.hpp"
+#include "traces/error.hpp"
+#include "traces/units.hpp"
+
+namespace {
+using dtsim::ClusterSpec;
+using dtsim::ConfigError;
+using dtsim::GpuSpec;
+using dtsim::testing::contains;
+using dtsim::testing::error_of;
+
+const std::vector<std::string> kNewGpus = {"h200-sxm-141gb", "b300", "gb200", "gb300", "b200"};
+const std::vector<std::string> kBlackwell = {"b200-sxm-180gb", "b200", "b300", "gb200", "gb300"};
+
+bool listed(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+TEST(GpuPresets, NewPresetsLoadWithPositivePeaks) {
+  for (const auto& name : kNewGpus) {
+    SCOPED_TRACE(name);
+    GpuSpec g;
+    ASSERT_NO_THROW(g = dtsim::gpu_preset(name));
+    EXPECT_GT(g.peak_fp16_flops, 0);
+    EXPECT_GT(g.peak_bf16_flops, 0);
+    EXPECT_GT(g.peak_fp32_flops, 0);
+    EXPECT_GT(g.peak_fp8_flops, 0);  // every new GPU has FP8 tensor cores
+    EXPECT_GE(g.peak_fp4_flops, 0);
+    EXPECT_GT(g.hbm_Bps, 0);
+    EXPECT_GT(g.memory_bytes, 0);
+    EXPECT_EQ(g.peak_fp16_flops, g.peak_bf16_flops);  // one FP16/BF16 tensor-core figure on every sheet
+    EXPECT_LT(g.peak_fp32_flops, g.peak_bf16_flops);
+    EXPECT_EQ(g.peak_flops(dtsim::DType::BF16), g.peak_bf16_flops);
+  }
+}
+
+TEST(GpuPresets, PeaksAreOrderedByGeneration) {
+  // Blackwell: FP4 (NVFP4/MXFP4, block-scaled) >= FP8 (incl. MXFP8) >= BF16.
+  for (const auto& name : kBlackwell) {
+    SCOPED_TRACE(name);
+    const GpuSpec g = dtsim::gpu_preset(name);
+    EXPECT_GT(g.peak_fp4_flops, 0);
+    EXPECT_GE(g.peak_fp4_flops, g.peak_fp8_flops);
+    EXPECT_GE(g.peak_fp8_flops, g.peak_bf16_flops);
+    EXPECT_DOUBLE_EQ(g.peak_fp8_flops, 2 * g.peak_bf16_flops);
+  }
+  // Hopper: FP8 but no FP4.
+  for (const char* name : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+    SCOPED_TRACE(name);
+    const GpuSpec g = dtsim::gpu_preset(name);
+    EXPECT_GT(g.peak_fp8_flops, g.peak_bf16_flops);
+    EXPECT_EQ(g.peak_fp4_flops, 0);
+  }
+  // Ampere and Volta: neither.
+  for (const char* name : {"a100-sxm4-80gb", "a100-pcie-80gb", "v100-sxm2-32gb"}) {
+    SCOPED_TRACE(name);
+    const GpuSpec g = dtsim::gpu_preset(name);
+    EXPECT_EQ(g.peak_fp8_flops, 0);
+    EXPECT_EQ(g.peak_fp4_flops, 0);
+  }
+  // Blackwell Ultra raises dense FP4 (not BF16/FP8) over Blackwell; the NVL72 parts run faster than the HGX ones.
+  const GpuSpec b200 = dtsim::gpu_preset("b200"), b300 = dtsim::gpu_preset("b300");
+  const GpuSpec gb200 = dtsim::gpu_preset("gb200"), gb300 = dtsim::gpu_preset("gb300");
+  EXPECT_GT(b300.peak_fp4_flops, b200.peak_fp4_flops);
+  EXPECT_EQ(b300.peak_bf16_flops, b200.peak_bf16_flops);
+  EXPECT_GT(gb300.peak_fp4_flops, gb200.peak_fp4_flops);
+  EXPECT_GT(gb200.peak_bf16_flops, b200.peak_bf16_flops);
+  EXPECT_GT(b300.memory_bytes, b200.memory_bytes);
+  EXPECT_GT(gb300.memory_bytes, gb200.memory_bytes);
+}
+
+TEST(GpuPresets, SpecSheetNumbers) {
+  // The figures quoted (with their sources) next to the presets in traces/cluster.cpp.
+  const GpuSpec h200 = dtsim::gpu_preset("h200-sxm-141gb"), h100 = dtsim::gpu_preset("h100-sxm5-80gb");
+  EXPECT_EQ(h200.peak_bf16_flops, 989e12);
+  EXPECT_EQ(h200.peak_fp8_flops, 1979e12);
+  EXPECT_EQ(h200.hbm_Bps, 4.8e12);
+  EXPECT_EQ(h200.memory_bytes, 141 * dtsim::units::kGiB);
+  EXPECT_EQ(h200.peak_bf16_flops, h100.peak_bf16_flops);  // same GH100 tensor cores
+  EXPECT_GT(h200.hbm_Bps, h100.hbm_Bps);
+  // GB200 / GB300: the NVL72 rack figures / 72 (sparse figures halved; Blackwell Ultra's FP4 sparse/dense is 4/3).
+  const GpuSpec gb200 = dtsim::gpu_preset("gb200"), gb300 = dtsim::gpu_preset("gb300");
+  EXPECT_DOUBLE_EQ(gb200.peak_fp4_flops, 1440e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb200.peak_fp8_flops, 720e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb200.peak_bf16_flops, 360e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb200.peak_fp32_flops, 5760e12 / 72);
+  EXPECT_DOUBLE_EQ(gb200.hbm_Bps, 576e12 / 72);
+  EXPECT_DOUBLE_EQ(gb300.peak_fp4_flops, 1080e15 / 72);
+  EXPECT_DOUBLE_EQ(gb300.peak_fp8_flops, 720e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb300.peak_bf16_flops, 360e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb300.hbm_Bps, 576e12 / 72);
+  // B300: HGX B300 / 8.
+  const GpuSpec b300 = dtsim::gpu_preset("b300");
+  EXPECT_DOUBLE_EQ(b300.peak_fp8_flops, 72e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(b300.peak_bf16_flops, 36e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(b300.peak_fp32_flops, 600e12 / 8);
+  EXPECT_DOUBLE_EQ(b300.peak_fp4_flops, 144e15 / 8 * 3 / 4);
+}
+
+TEST(GpuPresets, B200IsAnAliasOfTheB200Preset) {
+  const GpuSpec a = dtsim::gpu_preset("b200"), b = dtsim::gpu_preset("b200-sxm-180gb");
+  EXPECT_EQ(a.name, "b200-sxm-180gb");  // the spec keeps the preset's name (calibration, outputs)
+  EXPECT_EQ(a.peak_fp16_flops, b.peak_fp16_flops);
+  EXPECT_EQ(a.peak_bf16_flops, b.peak_bf16_flops);
+  EXPECT_EQ(a.peak_fp32_flops, b.peak_fp32_flops);
+  EXPECT_EQ(a.peak_fp8_flops, b.peak_fp8_flops);
+  EXPECT_EQ(a.peak_fp4_flops, b.peak_fp4_flops);
+  EXPECT_EQ(a.hbm_Bps, b.hbm_Bps);
+  EXPECT_EQ(a.memory_bytes, b.memory_bytes);
+  // The listing names each GPU once, under its preset name, and every listed name loads as itself.
+  const auto names = dtsim::gpu_preset_names();
+  EXPECT_FALSE(listed(names, "b200"));
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const auto& n : {"h200-sxm-141gb", "b300", "gb200", "gb300", "b200-sxm-180gb"})
+    EXPECT_TRUE(listed(names, n)) << n;
+  for (const auto& n : names) EXPECT_EQ(dtsim::gpu_preset(n).name, n);
+  // A cluster file may name the alias.
+  nlohmann::json j = nlohmann::json::parse(dtsim::to_json(dtsim::load_cluster("dgx-b200:8")).dump());
+  j["gpu"] = "b200";
+  EXPECT_EQ(dtsim::cluster_from_json(j, "test").gpu.name, "b200-sxm-180gb");
+  // Unknown names list the presets and the aliases.
+  const std::string msg = error_of<ConfigError>([] { dtsim::gpu_preset("b100"); });
+  EXPECT_TRUE(contains(msg, "unknown gpu preset 'b100'")) << msg;
+  EXPECT_TRUE(contains(msg, "gb300")) << msg;
+  EXPECT_TRUE(contains(msg, "b200 = b200-sxm-180gb")) << msg;
+}
+
+TEST(ClusterPresets, EveryPresetLoadsAtValidSizes) {
+  for (const auto& name : dtsim::cluster_preset_names()) {
+    SCOPED_TRACE(name);
+    ClusterSpec one;
+    ASSERT_NO_THROW(one = dtsim::load_cluster(name));  // bare: one full node
+    EXPECT_EQ(one.num_nodes, 1);
+    const int g = one.gpus_per_node;
+    EXPECT_TRUE(g == 8 || g == 72) << g;
+    EXPECT_EQ(one.total_gpus(), g);
+    EXPECT_NO_THROW(one.validate());
+    for (int nodes : {2, 4}) {
+      const ClusterSpec c = dtsim::load_cluster(name + ":" + std::to_string(nodes * g));
+      EXPECT_EQ(c.num_nodes, nodes);
+      EXPECT_EQ(c.gpus_per_node, g);
+      EXPECT_EQ(c.gpu.name, one.gpu.name);
+      EXPECT_GT(c.inter.nics_per_node, 0);
+      EXPECT_EQ(c.gpus_per_node % c.inter.nics_per_node, 0);
+    }
+    if (!one.has_graph()) {  // the explicit-graph presets (dgx1-v100, pcie-a100) have their own fabric
+      const ClusterSpec ft = dtsim::load_cluster(name + ":" + std::to_string(8 * g) + ":fat-tree:2:2");
+      EXPECT_EQ(ft.inter.topology, "fat-tree");
+      EXPECT_EQ(ft.num_leaves(), 4);
+      const ClusterSpec rail = dtsim::load_cluster(name + ":" + std::to_string(4 * g) + ":rail:2:1");
+      EXPECT_EQ(rail.num_leaves(), 2 * rail.inter.nics_per_node);
+    }
+  }
+  for (const char* n : {"dgx-h200", "dgx-b300", "gb200-nvl72", "gb300-nvl72"})
+    EXPECT_TRUE(listed(dtsim::cluster_preset_names(), n)) << n;
+}
+
+TEST(ClusterPresets, NewPresetsHaveTheirSheetsFabric) {
+  const ClusterSpec h200 = dtsim::load_cluster("dgx-h200:16");
+  EXPECT_EQ(h200.gpu.name, "h200-sxm-141gb");
+  EXPECT_EQ(h200.intra.bandwidth_Bps, 450e9);
+  EXPECT_EQ(h200.inter.nics_per_node, 8);
+  EXPECT_EQ(h200.inter.nic_bandwidth_Bps, 400 * dtsim::units::kGbit_Bps);
+  const ClusterSpec b300 = dtsim::load_cluster("dgx-b300:16");
+  EXPECT_EQ(b300.gpu.name, "b300");
+  EXPECT_EQ(b300.intra.bandwidth_Bps, 900e9);
+  EXPECT_EQ(b300.inter.nics_per_node, 8);
+  EXPECT_EQ(b300.inter.nic_bandwidth_Bps, 800 * dtsim::units::kGbit_Bps);
+}
+
+TEST(ClusterPresets, Nvl72RacksAreSeventyTwoGpuNodesWithANicPerGpu) {
+  for (const char* name : {"gb200-nvl72", "gb300-nvl72"}) {
+    SCOPED_TRACE(name);
+    const ClusterSpec c = dtsim::load_cluster(std::string(name) + ":576");  // 8 racks
+    EXPECT_EQ(c.num_nodes, 8);
+    EXPECT_EQ(c.gpus_per_node, 72);
+    EXPECT_EQ(c.inter.nics_per_node, 72);
+    EXPECT_EQ(c.intra.bandwidth_Bps, 900e9);  // NVLink5, per GPU per direction
+    EXPECT_EQ(c.intra.kind, "nvswitch");
+    for (int gpu : {0, 1, 71, 72, 575}) {
+      EXPECT_EQ(c.node_of(gpu), gpu / 72);
+      EXPECT_EQ(c.nic_of(gpu), gpu % 72);  // GPU i of a rack on NIC i
+    }
+    const ClusterSpec bare = dtsim::load_cluster(name);
+    EXPECT_EQ(bare.total_gpus(), 72);
+    EXPECT_EQ(bare.inter.nics_per_node, 72);
+  }
+  EXPECT_EQ(dtsim::load_cluster("gb200-nvl72:144").gpu.name, "gb200");
+  EXPECT_EQ(dtsim::load_cluster("gb200-nvl72:144").inter.nic_bandwidth_Bps, 400 * dtsim::units::kGbit_Bps);  // CX-7
+  EXPECT_EQ(dtsim::load_cluster("gb300-nvl72:144").gpu.name, "gb300");
+  EXPECT_EQ(dtsim::load_cluster("gb300-nvl72:144").inter.nic_bandwidth_Bps, 800 * dtsim::units::kGbit_Bps);  // CX-8
+  // Fabrics after the GPU count: racks under leaves (fat-tree) or one rail per NIC index.
+  const ClusterSpec ft = dtsim::load_cluster("gb200-nvl72:576:fat-tree:2:2");
+  EXPECT_EQ(ft.num_leaves(), 4);
+  EXPECT_EQ(ft.leaf_of(143), 0);
+  EXPECT_EQ(ft.leaf_of(144), 1);
+  const ClusterSpec rail = dtsim::load_cluster("gb300-nvl72:288:rail:4:1");
+  EXPECT_EQ(rail.num_leaves(), 72);
+  EXPECT_EQ(rail.leaf_of(5), 5);
+  EXPECT_EQ(rail.leaf_of(72 + 5), 5);
+  // As dgx-a100:4 is one node of 4 GPUs, fewer GPUs than a rack is one partial rack.
+  const ClusterSpec part = dtsim::load_cluster("gb200-nvl72:36");
+  EXPECT_EQ(part.num_nodes, 1);
+  EXPECT_EQ(part.gpus_per_node, 36);
+  EXPECT_EQ(part.inter.nics_per_node, 36);
+}
+
+TEST(ClusterPresets, Nvl72GpuCountNotAWholeNumberOfRacksRefused) {
+  for (const char* spec : {"gb200-nvl72:100", "gb200-nvl72:152", "gb300-nvl72:128", "gb300-nvl72:200:fat-tree:2:1"}) {
+    SCOPED_TRACE(spec);
+    const std::string msg = error_of<ConfigError>([&] { dtsim::load_cluster(spec); });
+    EXPECT_FALSE(msg.empty());
+  }
+  const std::string msg = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:100"); });
+  EXPECT_TRUE(contains(msg, "100 GPUs is not a whole number of 72-GPU nodes")) << msg;
+  EXPECT_TRUE(contains(msg, "gb200-nvl72:100")) << msg;
+  const std::string msg2 = error_of<ConfigError>([] { dtsim::load_cluster("gb300-nvl72:128"); });
+  EXPECT_TRUE(contains(msg2, "128 GPUs is not a whole number of 72-GPU nodes")) << msg2;
+}
+
+TEST(ClusterPresets, JsonRoundTripKeepsTheNewGpus) {
+  for (const char* spec : {"gb200-nvl72:144", "gb300-nvl72:72", "dgx-h200:8", "dgx-b300:16"}) {
+    SCOPED_TRACE(spec);
+    const ClusterSpec c = dtsim::load_cluster(spec);
+    const ClusterSpec r = dtsim::cluster_from_json(nlohmann::json::parse(dtsim::to_json(c).dump()), "test");
+    EXPECT_EQ(r.gpu.name, c.gpu.name);
+    EXPECT_EQ(r.gpu.peak_fp8_flops, c.gpu.peak_fp8_flops);
+    EXPECT_EQ(r.gpu.peak_fp4_flops, c.gpu.peak_fp4_flops);
+    EXPECT_EQ(r.gpu.memory_bytes, c.gpu.memory_bytes);
+    EXPECT_EQ(r.gpus_per_node, c.gpus_per_node);
+    EXPECT_EQ(r.inter.nics_per_node, c.inter.nics_per_node);
+    EXPECT_EQ(r.inter.nic_bandwidth_Bps, c.inter.nic_bandwidth_Bps);
+  }
+}
+
+TEST(GpuPresets, DefaultCalibrationForEveryPresetName) {
+  std::vector<std::string> names = dtsim::gpu_preset_names();
+  names.emplace_back("b200");
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    dtsim::Calibration c;
+    ASSERT_NO_THROW(c = dtsim::default_calibration(name));
+    EXPECT_EQ(c.gpu, dtsim::gpu_preset(name).name);
+    EXPECT_NO_THROW(c.validate("test"));
+    ASSERT_TRUE(c.provenance.is_object());
+    EXPECT_FALSE(c.provenance.empty());
+  }
+  // The new files are estimates copied from the closest measured-or-estimated GPU, and say so.
+  const auto h100 = dtsim::default_calibration("h100-sxm5-80gb"), b200 = dtsim::default_calibration("b200");
+  const auto same = [](const dtsim::Calibration& a, const dtsim::Calibration& b) {
+    EXPECT_EQ(a.gemm_efficiency_max, b.gemm_efficiency_max);
+    EXPECT_EQ(a.gemm_half_efficiency_flops, b.gemm_half_efficiency_flops);
+    EXPECT_EQ(a.memory_bandwidth_efficiency, b.memory_bandwidth_efficiency);
+    EXPECT_EQ(a.kernel_launch_s, b.kernel_launch_s);
+    EXPECT_EQ(a.host_issue_s, b.host_issue_s);
+    EXPECT_EQ(a.intra_bandwidth_efficiency, b.intra_bandwidth_efficiency);
+    EXPECT_EQ(a.inter_bandwidth_efficiency, b.inter_bandwidth_efficiency);
+    EXPECT_EQ(a.collective_step_overhead_s, b.collective_step_overhead_s);
+    EXPECT_EQ(a.p2p_overhead_s, b.p2p_overhead_s);
+    EXPECT_EQ(a.reserved_memory_bytes, b.reserved_memory_bytes);
+  };
+  const auto h200 = dtsim::default_calibration("h200-sxm-141gb");
+  same(h200, h100);
+  EXPECT_TRUE(contains(h200.provenance.at("derived_from").get<std::string>(), "h100-sxm5-80gb.json"));
+  EXPECT_TRUE(contains(h200.provenance.at("status").get<std::string>(), "nothing here was measured"));
+  for (const char* gpu : {"b300", "gb200", "gb300"}) {
+    SCOPED_TRACE(gpu);
+    const auto c = dtsim::default_calibration(gpu);
+    same(c, b200);
+    EXPECT_TRUE(contains(c.provenance.at("derived_from").get<std::string>(), "b200-sxm-180gb.json"));
+    EXPECT_TRUE(contains(c.provenance.at("status").get<std::string>(), "nothing here was measured"));
+  }
+}
