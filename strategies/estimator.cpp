@@ -198,7 +198,13 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (plan.zero_stage == 1 || plan.zero_stage == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
     if (plan.zero_stage == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
     const double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
-    dp_time = std::max(dp_time, std::max(0.0, hidden_part - overlap) + exposed_part);
+    // Interference (as the flow engine): the gradient collectives run at 1 / (1 + c) beside the backward's kernels,
+    // which run at 1 / (1 + g) for the length w of the overlap and so end w g / (1 + g) later.
+    const double sg = cal.interference_gemm_slowdown, sc = cal.interference_collective_slowdown;
+    const double hidden = overlap > 0 ? hidden_part * (1 + sc) : hidden_part;
+    const double w = std::min(hidden, overlap * (1 + sg));
+    const double stretch = w * sg / (1 + sg);
+    dp_time = std::max(dp_time, std::max(stretch, hidden - overlap) + exposed_part);
     const double shard = sm.step_params;
     opt_time =
         std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));

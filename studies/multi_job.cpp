@@ -111,6 +111,9 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
     }
     for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i)
       for (auto* s = g.succ_begin(i); s != g.succ_end(i); ++s) merged.depend(i + toff, *s + toff);
+    // The jobs share one calibration and one set of options: the same interference settings.
+    merged.interference_on = g.interference_on;
+    merged.collective_slowdown = g.collective_slowdown;
     out.jobs.push_back(std::move(jr));
   }
   merged.finalize();

@@ -114,6 +114,15 @@ public:
       if (pending_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
     drain();
     sg4::Engine::get_instance()->run();
+    // Retire the interference execs while the engine still exists: cancel them, let the engine process
+    // the cancellations, then drop the references.
+    if (interference_) {
+      for (auto& sh : shadow_)
+        if (sh) sh->cancel();
+      sg4::Engine::get_instance()->run();
+      graveyard_.clear();
+      shadow_.clear();
+    }
     for (std::size_t i = 0; i < n; ++i)
       DTSIM_ASSERT(res_.end_s[i] >= 0,
                    "task " << i << " (" << g_.names()[g_.tasks()[i].name] << ") never ran: the task graph deadlocked");
@@ -153,24 +162,22 @@ private:
   void update_interference(std::int32_t r) {
     const std::int32_t task = running_[r];
     const double want = task >= 0 && active_flows_[r] > 0 ? g_.tasks()[task].interference : 0.0;
-    // One shadow per rank for the whole run, suspended while not interfering (a cancelled exec would have to stay
-    // referenced until the engine retires it).
-    if (want <= 0) {
-      if (shadow_weight_[r] > 0) shadow_[r]->suspend();
-      shadow_weight_[r] = 0;
-      return;
-    }
+    // One shadow per rank for the whole run; between overlaps its weight drops to a negligible share (SimGrid's
+    // suspend() keeps a suspended exec's share on the host, and a cancelled exec must stay referenced until the
+    // engine retires it).
+    constexpr double kIdleWeight = 1e-12;
+    const double weight = want > 0 ? want : kIdleWeight;
     if (!shadow_[r]) {
+      if (want <= 0) return;
       shadow_[r] = sg4::Exec::init();
       shadow_[r]->set_host(ep_[r].compute);
       shadow_[r]->set_flops_amount(1e30);
-      shadow_[r]->set_priority(want);
+      shadow_[r]->set_priority(weight);
       shadow_[r]->start();
-    } else {
-      if (shadow_weight_[r] == 0) shadow_[r]->resume();
-      if (shadow_weight_[r] != want) shadow_[r]->update_priority(want);
+    } else if (shadow_weight_[r] != weight) {
+      shadow_[r]->update_priority(weight);
     }
-    shadow_weight_[r] = want;
+    shadow_weight_[r] = weight;
   }
   void set_uplinks(std::int32_t r, bool slowed) {
     if (g_.collective_slowdown <= 0 || pf_->graph_mode) return;

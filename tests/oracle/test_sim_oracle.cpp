@@ -485,7 +485,7 @@ TEST(PipelineOracle, GPipeStageHoldsAllMicrobatches) {
 // ---- Fidelity switches agree when they should.
 
 namespace {
-double simulate_gpt(FoldMode fold, CollectiveMode mode, bool overlap = true) {
+double simulate_gpt(FoldMode fold, CollectiveMode mode, bool overlap = true, bool interference = true) {
   static TransformerSpec model = model_preset("gpt3-1.3b");
   static ClusterSpec cluster = load_cluster("dgx-a100:16");
   static ParallelPlan plan;
@@ -499,6 +499,7 @@ double simulate_gpt(FoldMode fold, CollectiveMode mode, bool overlap = true) {
   static SimOptions opt;
   opt.fold = fold;
   opt.collective_mode = mode;
+  opt.interference = interference;
   Inputs in{&model, &cluster, &plan, &cal, &opt};
   return simulate(in).report.iteration_time_s;
 }
@@ -511,8 +512,11 @@ TEST(Fidelity, FoldedEqualsUnfoldedAndStepsEqualsFlow) {
   ASSERT_TRUE(std::isfinite(folded) && folded > 0);
   EXPECT_NEAR(unfolded, folded, folded * 1e-9);
   // Flow and steps forms differ only when collectives share links with other traffic; here TP stays inside
-  // NVSwitch ports while DP and PP use NICs, so they agree.
-  EXPECT_NEAR(steps, folded, folded * 1e-6);
+  // NVSwitch ports while DP and PP use NICs, so they agree, without interference (which sees the steps' gaps).
+  const double flow_quiet = in_child([] { return simulate_gpt(FoldMode::NONE, CollectiveMode::FLOW, true, false); });
+  const double steps_quiet = in_child([] { return simulate_gpt(FoldMode::NONE, CollectiveMode::STEPS, true, false); });
+  EXPECT_NEAR(steps_quiet, flow_quiet, flow_quiet * 1e-6);
+  EXPECT_GT(steps, 0);
 }
 
 TEST(Fidelity, FoldedEqualsUnfoldedWithUniformStageReplicas) {
@@ -538,11 +542,20 @@ TEST(Fidelity, FoldedEqualsUnfoldedWithUniformStageReplicas) {
   EXPECT_NEAR(unfolded, folded, folded * 1e-9);
 }
 
-TEST(Fidelity, GradientOverlapNeverSlower) {
-  double overlap = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, true); });
-  double serial = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, false); });
-  ASSERT_TRUE(std::isfinite(overlap) && std::isfinite(serial));
+// Without interference, overlapping the gradient buckets with the backward can only help. With it (the default),
+// the overlapped kernels slow down, and on this plan, whose exposed all-reduce is small, overlap costs more than
+// it hides (as Lee et al. 2025 measure for some configurations): the overlapped run is slower than without
+// interference.
+TEST(Fidelity, GradientOverlapNeverSlowerWithoutInterference) {
+  double overlap = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, true, false); });
+  double serial = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, false, false); });
+  double slowed = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, true, true); });
+  double serial_slowed = in_child([] { return simulate_gpt(FoldMode::AUTO, CollectiveMode::FLOW, false, true); });
+  ASSERT_TRUE(std::isfinite(overlap) && std::isfinite(serial) && std::isfinite(slowed));
   EXPECT_LT(overlap, serial);
+  EXPECT_GT(slowed, overlap);
+  // Serial gradient synchronisation overlaps nothing but the pipeline's own transfers: interference barely moves it.
+  EXPECT_NEAR(serial_slowed, serial, 0.02 * serial);
 }
 
 // ---- An explicit graph equal to the uniform NVSwitch node gives the same ring all-reduce.
