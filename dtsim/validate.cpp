@@ -172,9 +172,10 @@ std::string published_text(const PublishedData& d, const PublishedRequest& req,
     text += line;
   }
   int fp8 = 0;
-  for (const auto& r : results) fp8 += r.row.precision == "fp8" ? 1 : 0;
+  for (const auto& r : results) fp8 += r.row.plan.precision != Precision::BF16 ? 1 : 0;
   if (fp8 > 0) {
-    std::snprintf(line, sizeof line, "%d rows ran FP8 and are predicted in bf16 (dtsim has no FP8 yet)\n", fp8);
+    std::snprintf(line, sizeof line, "%d rows ran FP8 linears (predicted with FP8 GEMMs: their recipe in the notes)\n",
+                  fp8);
     text += line;
   }
   text += "\n";
@@ -199,6 +200,16 @@ std::string published_text(const PublishedData& d, const PublishedRequest& req,
   for (const auto& [f, v] : sc.by_feature) {
     std::snprintf(line, sizeof line, "  %-28s %6.2f%%\n", f.c_str(), 100 * v);
     text += line;
+  }
+  if (!sc.speedups.empty()) {
+    // Pairs of rows differing in one switch: the speedup the source measured and the one predicted.
+    text += "\nspeedups of one switch (base time / variant time), measured vs predicted:\n";
+    for (const auto& sp : sc.speedups) {
+      std::snprintf(line, sizeof line, "  %-12s %-40s -> %-44s %6.3f  %6.3f  %+6.1f points\n", sp.feature.c_str(),
+                    sp.base_id.c_str(), sp.variant_id.c_str(), sp.measured, sp.predicted,
+                    100 * (sp.predicted - sp.measured));
+      text += line;
+    }
   }
   if (has_row_details(results)) {
     text += row_table(results);
@@ -292,6 +303,17 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
                       {"spearman_min", sc.spearman_min},
                       {"groups", groups},
                       {"mape_by_feature", feats},
+                      {"speedups",
+                       [&] {
+                         nlohmann::json a = nlohmann::json::array();
+                         for (const auto& sp : sc.speedups)
+                           a.push_back({{"feature", sp.feature},
+                                        {"base", sp.base_id},
+                                        {"variant", sp.variant_id},
+                                        {"measured", sp.measured},
+                                        {"predicted", sp.predicted}});
+                         return a;
+                       }()},
                       {"results", jrows}};
   if (details) {
     j["memory_rows"] = sc.memory_rows;

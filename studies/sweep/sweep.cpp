@@ -53,6 +53,15 @@ std::vector<std::string> strings(const json& spec, const std::string& key, std::
   return out;
 }
 
+std::vector<bool> bools(const json& spec, const std::string& key) {
+  std::vector<bool> out;
+  for (const json& v : values(spec, key, {false})) {
+    if (!v.is_boolean()) throw ConfigError(kCtx + ": '" + key + "' value " + v.dump() + " is not true or false");
+    out.push_back(v.get<bool>());
+  }
+  return out;
+}
+
 std::string layout_name(const ParallelPlan& p) {
   return p.tp_layout == TpLayout::D2_5 ? "2.5d:" + std::to_string(p.tp_depth) : to_string(p.tp_layout);
 }
@@ -135,6 +144,10 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["recompute"] = known ? to_string(p.recompute) : "";
   r["tp_layout"] = known ? layout_name(p) : "";
   r["sequence_parallel"] = known && p.sequence_parallel;
+  r["precision"] = known ? to_string(p.precision) : "";
+  r["tp_comm_overlap"] = known && p.tp_comm_overlap;
+  r["overlap_param_gather"] = known && p.overlap_param_gather;
+  r["cuda_graphs"] = known && p.cuda_graphs;
 }
 
 /// The canonical inputs of a grid point (the id hashes them with the model, cluster and calibration contents).
@@ -156,6 +169,11 @@ json plan_knobs(const ParallelPlan& p) {
     j["cp_kind"] = to_string(p.cp_kind);
   }
   if (p.ep > 1) j["ep"] = p.ep;
+  // Likewise precision and the overlap / launch options: only when they differ from the defaults.
+  if (p.precision != Precision::BF16) j["precision"] = to_string(p.precision);
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.cuda_graphs) j["cuda_graphs"] = true;
   return j;
 }
 
@@ -234,6 +252,10 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                              "cp",
                              "cp_kind",
                              "ep",
+                             "precision",
+                             "tp_comm_overlap",
+                             "overlap_param_gather",
+                             "cuda_graphs",
                              "network",
                              "grid_points",
                              "planners",
@@ -307,11 +329,22 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
       layouts.emplace_back(tp_layout_from_string(s, kCtx), 1);
     }
   }
-  std::vector<bool> sps;
-  for (const json& v : values(spec, "sequence_parallel", {false})) {
-    if (!v.is_boolean()) throw ConfigError(kCtx + ": 'sequence_parallel' value " + v.dump() + " is not true or false");
-    sps.push_back(v.get<bool>());
-  }
+  const std::vector<bool> sps = bools(spec, "sequence_parallel");
+  std::vector<Precision> precisions;
+  for (const std::string& s : strings(spec, "precision", {"bf16"}))
+    precisions.push_back(precision_from_string(s, kCtx));
+  const std::vector<bool> tcos = bools(spec, "tp_comm_overlap"), opgs = bools(spec, "overlap_param_gather"),
+                          graphs = bools(spec, "cuda_graphs");
+  // Precision and the overlap / launch options: the innermost loop, one entry per combination (in this order).
+  struct Options {
+    Precision precision;
+    bool tp_comm_overlap, overlap_param_gather, cuda_graphs;
+  };
+  std::vector<Options> options;
+  for (Precision pr : precisions)
+    for (bool tco : tcos)
+      for (bool opg : opgs)
+        for (bool g : graphs) options.push_back({pr, tco, opg, g});
   std::vector<NetworkMode> networks;
   for (const std::string& s : strings(spec, "network", {"analytic"})) {
     if (s == "analytic") networks.push_back(NetworkMode::ANALYTIC);
@@ -356,7 +389,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   if (grid) {
     ex.grid_points = ex.models.size() * ex.clusters.size() * gbss.size() * networks.size() * tps.size() * pps.size() *
                      dps.size() * vps.size() * mbss.size() * schedules.size() * zeros.size() * recomputes.size() *
-                     layouts.size() * sps.size() * cps.size() * eps.size() * cp_kinds.size();
+                     layouts.size() * sps.size() * cps.size() * eps.size() * cp_kinds.size() * options.size();
     for (int mi = 0; mi < static_cast<int>(ex.models.size()); ++mi)
       for (int ci = 0; ci < static_cast<int>(ex.clusters.size()); ++ci) {
         const TransformerSpec& model = ex.models[mi];
@@ -376,79 +409,89 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                               for (bool sp : sps)
                                 for (int cp : cps)
                                   for (int ep : eps)
-                                    for (CpKind ck : cp_kinds) {
-                                      // Cheap divisibility rules first (named reasons), then the plan's own validation.
-                                      if (cp == 1 && ck != cp_kinds.front()) {
-                                        skip("no-op: cp_kind with cp 1");
-                                        continue;
+                                    for (CpKind ck : cp_kinds)
+                                      for (const Options& o : options) {
+                                        // Cheap rules first (named reasons), then the plan's own validation.
+                                        if (cp == 1 && ck != cp_kinds.front()) {
+                                          skip("no-op: cp_kind with cp 1");
+                                          continue;
+                                        }
+                                        if (dp0 == 0 && gpus % (tp * cp * pp) != 0) {
+                                          skip("divisibility: tp*cp*pp does not divide gpus (dp auto)");
+                                          continue;
+                                        }
+                                        const int dp = dp0 == 0 ? gpus / (tp * cp * pp) : dp0;
+                                        if (static_cast<long>(tp) * cp * pp * dp != gpus) {
+                                          skip("divisibility: tp*cp*pp*dp != gpus");
+                                          continue;
+                                        }
+                                        const bool interleaved = sched == "interleaved";
+                                        if (interleaved && vp == 1) {
+                                          skip("schedule: interleaved needs vp > 1");
+                                          continue;
+                                        }
+                                        if (!interleaved && vp > 1 && sched.rfind("custom:", 0) != 0) {
+                                          skip("schedule: vp > 1 needs the interleaved schedule");
+                                          continue;
+                                        }
+                                        if (interleaved && pp == 1) {
+                                          skip("schedule: interleaved needs pp > 1");
+                                          continue;
+                                        }
+                                        if (sp && tp == 1) {
+                                          skip("no-op: sequence_parallel with tp 1");
+                                          continue;
+                                        }
+                                        if (o.tp_comm_overlap && tp == 1) {
+                                          skip("no-op: tp_comm_overlap with tp 1");
+                                          continue;
+                                        }
+                                        if (model.num_layers % (pp * vp) != 0) {
+                                          skip("divisibility: layers % (pp*vp) != 0");
+                                          continue;
+                                        }
+                                        if (layout == TpLayout::D1 && model.heads % tp != 0) {
+                                          skip("divisibility: heads % tp != 0");
+                                          continue;
+                                        }
+                                        if (gbs % (mbs * dp) != 0) {
+                                          skip("divisibility: gbs % (mbs*dp) != 0");
+                                          continue;
+                                        }
+                                        Scenario s;
+                                        s.model = mi;
+                                        s.cluster = ci;
+                                        s.network = net;
+                                        ParallelPlan& p = s.plan;
+                                        p.tp = tp, p.pp = pp, p.dp = dp, p.micro_batch_size = mbs,
+                                        p.global_batch_size = gbs;
+                                        set_schedule(p, interleaved ? "interleaved:" + std::to_string(vp) : sched,
+                                                     kCtx);
+                                        p.zero_stage = zero;
+                                        p.recompute = rc;
+                                        p.tp_layout = layout;
+                                        p.tp_depth = depth;
+                                        p.sequence_parallel = sp;
+                                        p.cp = cp;
+                                        p.cp_kind = ck;
+                                        p.ep = ep;
+                                        p.precision = o.precision;
+                                        p.tp_comm_overlap = o.tp_comm_overlap;
+                                        p.overlap_param_gather = o.overlap_param_gather;
+                                        p.cuda_graphs = o.cuda_graphs;
+                                        try {
+                                          p.validate(model, cluster);
+                                        } catch (const ConfigError& e) {
+                                          skip("plan validation: " + normalise(e.what()));
+                                          continue;
+                                        }
+                                        s.id = id_of(mi, ci, net, plan_knobs(p));
+                                        if (!ids.insert(s.id).second) {
+                                          skip("duplicate (the same scenario listed twice)");
+                                          continue;
+                                        }
+                                        points.push_back(std::move(s));
                                       }
-                                      if (dp0 == 0 && gpus % (tp * cp * pp) != 0) {
-                                        skip("divisibility: tp*cp*pp does not divide gpus (dp auto)");
-                                        continue;
-                                      }
-                                      const int dp = dp0 == 0 ? gpus / (tp * cp * pp) : dp0;
-                                      if (static_cast<long>(tp) * cp * pp * dp != gpus) {
-                                        skip("divisibility: tp*cp*pp*dp != gpus");
-                                        continue;
-                                      }
-                                      const bool interleaved = sched == "interleaved";
-                                      if (interleaved && vp == 1) {
-                                        skip("schedule: interleaved needs vp > 1");
-                                        continue;
-                                      }
-                                      if (!interleaved && vp > 1 && sched.rfind("custom:", 0) != 0) {
-                                        skip("schedule: vp > 1 needs the interleaved schedule");
-                                        continue;
-                                      }
-                                      if (interleaved && pp == 1) {
-                                        skip("schedule: interleaved needs pp > 1");
-                                        continue;
-                                      }
-                                      if (sp && tp == 1) {
-                                        skip("no-op: sequence_parallel with tp 1");
-                                        continue;
-                                      }
-                                      if (model.num_layers % (pp * vp) != 0) {
-                                        skip("divisibility: layers % (pp*vp) != 0");
-                                        continue;
-                                      }
-                                      if (layout == TpLayout::D1 && model.heads % tp != 0) {
-                                        skip("divisibility: heads % tp != 0");
-                                        continue;
-                                      }
-                                      if (gbs % (mbs * dp) != 0) {
-                                        skip("divisibility: gbs % (mbs*dp) != 0");
-                                        continue;
-                                      }
-                                      Scenario s;
-                                      s.model = mi;
-                                      s.cluster = ci;
-                                      s.network = net;
-                                      ParallelPlan& p = s.plan;
-                                      p.tp = tp, p.pp = pp, p.dp = dp, p.micro_batch_size = mbs,
-                                      p.global_batch_size = gbs;
-                                      set_schedule(p, interleaved ? "interleaved:" + std::to_string(vp) : sched, kCtx);
-                                      p.zero_stage = zero;
-                                      p.recompute = rc;
-                                      p.tp_layout = layout;
-                                      p.tp_depth = depth;
-                                      p.sequence_parallel = sp;
-                                      p.cp = cp;
-                                      p.cp_kind = ck;
-                                      p.ep = ep;
-                                      try {
-                                        p.validate(model, cluster);
-                                      } catch (const ConfigError& e) {
-                                        skip("plan validation: " + normalise(e.what()));
-                                        continue;
-                                      }
-                                      s.id = id_of(mi, ci, net, plan_knobs(p));
-                                      if (!ids.insert(s.id).second) {
-                                        skip("duplicate (the same scenario listed twice)");
-                                        continue;
-                                      }
-                                      points.push_back(std::move(s));
-                                    }
       }
   }
   if (samples > 0 && samples < points.size()) {
@@ -593,8 +636,8 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
     }
   } catch (const std::exception& e) {
     Row f = row_skeleton(ex, s, "failed", e.what());
-    for (const char* k :
-         {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel"})
+    for (const char* k : {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout",
+                          "sequence_parallel", "precision", "tp_comm_overlap", "overlap_param_gather", "cuda_graphs"})
       f[k] = r[k];  // a planner's chosen plan stays visible
     r = std::move(f);
   }
@@ -637,6 +680,10 @@ const char* const kColumns[] = {"id",
                                 "recompute",
                                 "tp_layout",
                                 "sequence_parallel",
+                                "precision",
+                                "tp_comm_overlap",
+                                "overlap_param_gather",
+                                "cuda_graphs",
                                 "status",
                                 "error",
                                 "iteration_time_s",

@@ -72,6 +72,10 @@ SweepRow row_from_json(const json& j, const std::string& ctx) {
   r.recompute = str(j, ctx, "recompute");
   r.tp_layout = str(j, ctx, "tp_layout");
   r.sequence_parallel = boolean(j, ctx, "sequence_parallel", false);
+  r.precision = j.contains("precision") ? str(j, ctx, "precision") : "bf16";
+  r.tp_comm_overlap = j.contains("tp_comm_overlap") && boolean(j, ctx, "tp_comm_overlap", false);
+  r.overlap_param_gather = j.contains("overlap_param_gather") && boolean(j, ctx, "overlap_param_gather", false);
+  r.cuda_graphs = j.contains("cuda_graphs") && boolean(j, ctx, "cuda_graphs", false);
   r.status = str(j, ctx, "status");
   if (r.status != "ok" && r.status != "oom" && r.status != "failed" && r.status != "crashed")
     throw FormatError(ctx + ": status '" + r.status + "' is not one of ok, oom, failed, crashed");
@@ -114,7 +118,10 @@ std::string SweepRow::strategy() const {
                   (ep > 1 ? " ep" + std::to_string(ep) : std::string()) + " vp" + std::to_string(vp) + " mbs" +
                   std::to_string(mbs) + " zero" + std::to_string(zero) +
                   " recompute=" + (recompute.empty() ? std::string("none") : recompute) +
-                  " layout=" + (tp_layout.empty() ? std::string("1d") : tp_layout) + (sequence_parallel ? " sp" : "");
+                  " layout=" + (tp_layout.empty() ? std::string("1d") : tp_layout) + (sequence_parallel ? " sp" : "") +
+                  (precision.empty() || precision == "bf16" ? std::string() : " " + precision) +
+                  (tp_comm_overlap ? " tp-overlap" : "") + (overlap_param_gather ? " param-gather-overlap" : "") +
+                  (cuda_graphs ? " cuda-graphs" : "");
   return planner.empty() ? s : std::string("planner ") + planner + ": " + s;
 }
 
@@ -213,6 +220,10 @@ nlohmann::json to_json(const SweepRow& r) {
           {"recompute", r.recompute},
           {"tp_layout", r.tp_layout},
           {"sequence_parallel", r.sequence_parallel},
+          {"precision", r.precision},
+          {"tp_comm_overlap", r.tp_comm_overlap},
+          {"overlap_param_gather", r.overlap_param_gather},
+          {"cuda_graphs", r.cuda_graphs},
           {"status", r.status},
           {"error", r.error},
           {"iteration_time_s", num_or_null(r.iteration_time_s)},

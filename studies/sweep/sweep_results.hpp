@@ -3,9 +3,10 @@
 //
 // Row schema (every key required; unknown keys ignored): id, index, model, params, cluster, gpu, gpus, nodes,
 // network, planner ("" for grid points), tp, pp, dp, vp, mbs, gbs, schedule, zero, recompute, tp_layout,
-// sequence_parallel, status ("ok" | "oom" | "failed" | "crashed"), error, iteration_time_s, tokens_per_s,
-// samples_per_s, mfu, model_tflops_per_gpu, peak_memory_bytes (max over ranks), memory_capacity_bytes, fits,
-// memory_bytes {weights, gradients, optimizer, activations, reserved}, compute_s, exposed_comm_s, bubble_s,
+// sequence_parallel, precision, tp_comm_overlap, overlap_param_gather, cuda_graphs (these four optional: bf16 / false
+// in rows written before they existed), status ("ok" | "oom" | "failed" | "crashed"), error, iteration_time_s,
+// tokens_per_s, samples_per_s, mfu, model_tflops_per_gpu, peak_memory_bytes (max over ranks), memory_capacity_bytes,
+// fits, memory_bytes {weights, gradients, optimizer, activations, reserved}, compute_s, exposed_comm_s, bubble_s,
 // sim_wall_s. Rows whose status is not "ok" have null metrics (read as NaN, fits false); an "ok" row must carry
 // tokens_per_s, peak_memory_bytes and fits.
 #pragma once
@@ -35,6 +36,8 @@ struct SweepRow {
   int zero = 0;
   std::string recompute, tp_layout;
   bool sequence_parallel = false;
+  std::string precision;  ///< "bf16", "fp8-delayed", ... ("" for a planner row that did not run)
+  bool tp_comm_overlap = false, overlap_param_gather = false, cuda_graphs = false;
   std::string status, error;
   // Metrics: NaN (fits false) when null, which they are for every row whose status is not "ok".
   double iteration_time_s = 0, tokens_per_s = 0, samples_per_s = 0, mfu = 0, model_tflops_per_gpu = 0;
@@ -46,7 +49,8 @@ struct SweepRow {
   bool ok() const { return status == "ok"; }
   /// Ran and fits in memory: the rows that compete for the Pareto front and the top-strategy tables.
   bool usable() const { return ok() && fits; }
-  /// "tp2 pp4 dp1 vp1 mbs1 zero0 recompute=full layout=1d" (+ " sp" with sequence parallelism); planner rows
+  /// "tp2 pp4 dp1 vp1 mbs1 zero0 recompute=full layout=1d" (+ " sp" with sequence parallelism, then the precision
+  /// unless bf16 and " tp-overlap", " param-gather-overlap", " cuda-graphs" where set); planner rows
   /// are "planner NAME: " followed by the plan it chose.
   std::string strategy() const;
 };

@@ -282,7 +282,7 @@ TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
         EXPECT_NO_THROW(load_cluster(r.cluster)) << r.id;
         EXPECT_EQ(r.model.attention, AttentionKind::FLASH) << r.id;
         if (r.precision == "fp8") {
-          EXPECT_TRUE(has(r.notes, "FP8 run predicted in bf16")) << r.id;
+          EXPECT_NE(r.plan.precision, Precision::BF16) << r.id;
         }
       } else {
         EXPECT_TRUE(has(r.failure, path + ": row " + std::to_string(r.index))) << r.failure;
@@ -437,7 +437,7 @@ TEST(SharedMeasurements, DocumentRowsMapAndBadRowsFailNamingFileAndRow) {
   EXPECT_EQ(moe.model.mla.kv_lora_rank, 128);
   EXPECT_EQ(moe.model.dtype, DType::BF16);
   EXPECT_EQ(moe.precision, "fp8");
-  EXPECT_TRUE(has(moe.notes, "FP8 run predicted in bf16")) << moe.notes;
+  EXPECT_EQ(moe.plan.precision, Precision::FP8_DELAYED) << moe.notes;  // Megatron-Core + TE's default recipe
   EXPECT_DOUBLE_EQ(moe.measured_peak_memory_bytes, 2048.0 * 1048576.0);  // per-rank peaks beat the rounded GiB
 
   const auto& cp = rows[2];

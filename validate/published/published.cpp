@@ -410,7 +410,46 @@ ValidationScore score(const std::vector<RowResult>& results) {
   }
   for (const auto& [name, v] : features)
     s.by_feature.emplace_back(name + " (" + std::to_string(v.size()) + " rows)", mean(v));
+  s.speedups = speedup_pairs(results);
   return s;
+}
+
+std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results) {
+  std::vector<SpeedupPair> out;
+  auto usable = [](const RowResult& r) {
+    return r.failure.empty() && !r.row.measured_oom && r.row.measured_s > 0 && r.predicted_s > 0;
+  };
+  // The plan without the switch under study, with the model and cluster: equal keys = a pair.
+  auto key = [](const RowResult& r, const char* without) {
+    nlohmann::json j = to_json(r.row.plan, r.row.model.num_layers);
+    j.erase(without);
+    j["model"] = r.row.model.name;
+    j["seq"] = r.row.model.seq_len;
+    j["cluster"] = r.row.cluster;
+    return j.dump();
+  };
+  for (std::size_t i = 0; i < results.size(); ++i)
+    for (std::size_t k = 0; k < results.size(); ++k) {
+      const auto &a = results[i], &b = results[k];
+      if (i == k || !usable(a) || !usable(b) || a.row.group != b.row.group) continue;  // one table, one software date
+      const auto &pa = a.row.plan, &pb = b.row.plan;
+      std::string feature;
+      if (pa.precision == Precision::BF16 && pb.precision != Precision::BF16 &&
+          pa.tp_comm_overlap == pb.tp_comm_overlap && a.row.compiled == b.row.compiled &&
+          key(a, "precision") == key(b, "precision"))
+        feature = to_string(pb.precision);
+      else if (!pa.tp_comm_overlap && pb.tp_comm_overlap && pa.precision == pb.precision &&
+               a.row.compiled == b.row.compiled && key(a, "tp_comm_overlap") == key(b, "tp_comm_overlap"))
+        feature = "tp overlap";
+      else if (!a.row.compiled && b.row.compiled && pa.precision == pb.precision &&
+               pa.tp_comm_overlap == pb.tp_comm_overlap && key(a, "") == key(b, ""))
+        feature = "compile";
+      if (feature.empty()) continue;
+      out.push_back({feature, a.row.id.empty() ? std::to_string(a.row.index) : a.row.id,
+                     b.row.id.empty() ? std::to_string(b.row.index) : b.row.id, a.row.measured_s / b.row.measured_s,
+                     a.predicted_s / b.predicted_s});
+    }
+  return out;
 }
 
 namespace {

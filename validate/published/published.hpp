@@ -43,6 +43,7 @@ struct PublishedRow {
   bool memory_from_allocator = false;
   bool measured_oom = false;  ///< the source reports only that the run ran out of memory (no time: not scored)
   std::string precision;      ///< the run's precision as the source states it ("bf16", "fp8", ...; "" not stated)
+  bool compiled = false;      ///< the source ran it under torch.compile (its kernel fusion is not modelled)
   /// Caveats, "; "-separated: the source's flags and how the harness mapped the row (e.g. an FP8 run predicted in
   /// bf16, a GPU simulated as the nearest preset).
   std::string notes;
@@ -80,6 +81,16 @@ struct GroupScore {
   double memory_mape = 0;  ///< their mean |memory error|
 };
 
+/// A pair of rows that differ in one switch only (FP8 vs BF16, TP communication overlap on vs off, torch.compile on
+/// vs off): the measured and the predicted speedup of the variant over the base (time ratio base / variant).
+struct SpeedupPair {
+  std::string feature;  ///< "fp8", "tp overlap", "compile"
+  std::string base_id, variant_id;
+  double measured = 0, predicted = 0;
+};
+/// The pairs among `results` (simulated, timed rows of one model, cluster and plan otherwise identical).
+std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results);
+
 struct ValidationScore {
   int rows = 0, failed = 0;
   double mape = 0;  ///< mean |error|
@@ -95,6 +106,7 @@ struct ValidationScore {
   /// Rows whose source reports only an out-of-memory outcome (not in rows / failed), and how many of them the
   /// simulation also finds out of memory.
   int measured_oom_rows = 0, measured_oom_predicted = 0;
+  std::vector<SpeedupPair> speedups;
 };
 
 /// "all", "train" (even rows) or "test" (odd rows): the fixed split used for fitting and held-out scoring.

@@ -162,6 +162,9 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
   std::string preset, gpu_name;
   if (starts_with(g, "b200")) {
     preset = "dgx-b200", gpu_name = "b200-sxm-180gb";
+  } else if (starts_with(g, "h200")) {
+    preset = "dgx-h200", gpu_name = "h200-sxm-141gb";
+    notes.add("H200 calibration copied from the H100's (nothing measured on an H200 calibrates it)");
   } else if (starts_with(g, "h100")) {
     preset = "dgx-h100", gpu_name = "h100-sxm5-80gb";
     if (contains(g, "96gb") || contains(g, "94") || contains(g, "hbm2e") || contains(g, "500 w"))
@@ -173,7 +176,8 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
   } else {
     const std::string kind = gpu.substr(0, gpu.find_first_of(" (-"));
     throw ConfigError(ctx + ": no GPU preset for " + kind + " (gpu '" + gpu +
-                      "'; dtsim has a100-sxm4-80gb, h100-sxm5-80gb, b200-sxm-180gb as dgx-a100, dgx-h100, dgx-b200)");
+                      "'; dtsim has a100-sxm4-80gb, h100-sxm5-80gb, h200-sxm-141gb, b200-sxm-180gb as dgx-a100, "
+                      "dgx-h100, dgx-h200, dgx-b200)");
   }
   constexpr int kPresetGpusPerNode = 8;  // every DGX preset above
   if (const auto gpn = opt_int(row, ctx, "gpus_per_node"); !gpn) {
@@ -312,8 +316,35 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   if (model.moe.enabled()) routing_of(row, ctx, p);
   if (present(row, "per_stage_plan"))
     throw ConfigError(ctx + ": the source's per-stage layer partition (per_stage_plan) is not mapped");
-  if (opt_bool(row, ctx, "async_tp").value_or(false)) notes.add("async TP not modelled (predicted as plain TP)");
+  // Async TP (torchtitan) overlaps the sequence-parallel all-gathers and reduce-scatters with their GEMMs in
+  // pieces, as Megatron-Core's --tp-comm-overlap does.
+  if (opt_bool(row, ctx, "async_tp").value_or(false) || opt_bool(row, ctx, "tp_comm_overlap").value_or(false)) {
+    if (p.tp > 1 && p.sequence_parallel) p.tp_comm_overlap = true;
+    else notes.add("TP communication overlap without sequence-parallel TP: nothing to overlap");
+  }
+  if (opt_bool(row, ctx, "overlap_param_gather").value_or(false) && (p.zero_stage == 1 || p.zero_stage == 2))
+    p.overlap_param_gather = true;
+  if (opt_bool(row, ctx, "compile").value_or(false)) notes.add("torch.compile's kernel fusion not modelled");
   return p;
+}
+
+/// The low-precision recipe of an "fp8" row: torchao Float8 (torchtitan) scales tensorwise unless the row says
+/// rowwise; Megatron-Core with Transformer Engine uses delayed scaling unless the row names another recipe.
+Precision precision_of(const json& row, const std::string& ctx, const std::string& precision, Stack stack,
+                       Notes& notes) {
+  if (precision != "fp8") return Precision::BF16;
+  const std::string detail = lower(opt_str(row, ctx, "quantization_detail") + " " + opt_str(row, ctx, "float8_recipe") +
+                                   " " + opt_str(row, ctx, "fp8_recipe"));
+  if (contains(detail, "rowwise")) return Precision::FP8_ROWWISE;
+  if (contains(detail, "tensorwise") || contains(detail, "current")) return Precision::FP8_CURRENT;
+  if (contains(detail, "delayed")) return Precision::FP8_DELAYED;
+  if (contains(detail, "mxfp8")) return Precision::MXFP8;
+  if (stack == Stack::TORCHTITAN) {
+    notes.add("float8 recipe not stated: torchao's default tensorwise scaling assumed");
+    return Precision::FP8_CURRENT;
+  }
+  notes.add("fp8 recipe not stated: Transformer Engine's default delayed scaling assumed");
+  return Precision::FP8_DELAYED;
 }
 
 DType dtype_of(const json& row, const std::string& ctx, std::string& precision, Notes& notes) {
@@ -325,10 +356,7 @@ DType dtype_of(const json& row, const std::string& ctx, std::string& precision, 
   if (precision == "bf16") return DType::BF16;
   if (precision == "fp16") return DType::FP16;
   if (precision == "fp32") return DType::FP32;
-  if (precision == "fp8") {
-    notes.add("FP8 run predicted in bf16 (no FP8 in dtsim yet)");
-    return DType::BF16;
-  }
+  if (precision == "fp8") return DType::BF16;  // bf16 model, FP8 linears (precision_of)
   throw ConfigError(ctx + ": precision '" + precision + "' is not known (known: bf16, fp16, fp32, fp8)");
 }
 
@@ -418,6 +446,8 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
     r.model.seq_len = req_int(row, ctx, "seq");
     r.model.dtype = dtype_of(row, ctx, r.precision, notes);
     r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
+    r.plan.precision = precision_of(row, ctx, r.precision, stack, notes);
+    r.compiled = opt_bool(row, ctx, "compile").value_or(false);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
       const std::int64_t mult = 128LL * r.plan.tp, padded = (r.model.vocab + mult - 1) / mult * mult;
