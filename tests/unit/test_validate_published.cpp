@@ -304,7 +304,11 @@ TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
       EXPECT_EQ(row_by_id(rows, "tt-a100-3").cluster, "dgx-a100:64");
     }
     if (name == "torchtitan_h200.json") {
-      for (const auto& r : rows) EXPECT_TRUE(has(r.failure, "no GPU preset for H200")) << r.failure;
+      for (const auto& r : rows) {
+        EXPECT_TRUE(r.failure.empty()) << r.failure;
+        EXPECT_EQ(r.cluster.rfind("dgx-h200:", 0), 0u) << r.cluster;
+        EXPECT_EQ(r.plan.precision, Precision::FP8_CURRENT) << r.id;  // torchao's default recipe
+      }
     }
     if (name == "sailor_gh200.json") {
       int gh200 = 0, mixed = 0;
