@@ -35,9 +35,12 @@ double parse_count(const std::string& s, const std::string& flag) {
 
 int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
-      "dtsim capacity (deadline form): the smallest GPU count, powers of two, whose best strategy trains the model on\n"
-      "--tokens tokens within --days days, with the strategy and the cost; per count, the grid planner ranks every\n"
-      "TP x PP x DP x micro-batch x schedule x recompute x ZeRO plan and its best --top are simulated\n"
+      "dtsim capacity (deadline form): the smallest GPU count (powers of two up to one node, then whole nodes,\n"
+      "doubling) whose best strategy trains the model on --tokens tokens within --days days, with the strategy and "
+      "the\n"
+      "cost; per count, the grid planner ranks every TP x PP x DP x micro-batch x schedule x recompute x ZeRO plan "
+      "and\n"
+      "its best --top are simulated\n"
       "example: dtsim capacity --model gpt3-175b --tokens 300B --days 30 --gpu a100-sxm4-80gb --price-per-gpu-hour "
       "2\n\noptions");
   // clang-format off
@@ -48,7 +51,7 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
     ("days", po::value<double>(), "deadline in days")
     ("gpu", po::value<std::string>(), "GPU preset (a100-sxm4-80gb, h100-sxm5-80gb, ...) or cluster preset (dgx-h100, ...)")
     ("price-per-gpu-hour", po::value<double>()->default_value(0), "price of one GPU-hour (0: no cost)")
-    ("gbs", po::value<int>(), "global batch in sequences (default: ~4M tokens, a power of two)")
+    ("gbs", po::value<int>(), "global batch in sequences (default: ~4M tokens, a power of two; x 9 on 72-GPU NVL72 racks)")
     ("max-gpus", po::value<int>()->default_value(16384), "largest GPU count tried")
     ("top", po::value<int>()->default_value(3), "candidates simulated per GPU count")
     ("network", po::value<std::string>()->default_value("analytic"), "analytic | flow")

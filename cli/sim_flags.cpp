@@ -30,7 +30,11 @@ void add_planner_options(po::options_description& desc) {
     ("tp", po::value<int>()->default_value(1), "pipedream, dapple: GPUs of one node that act as one device (tensor parallel)")
     ("top", po::value<int>()->default_value(5), "how many of a planner's best candidates to simulate")
     ("calibration", po::value<std::string>(), "calibration JSON file")
-    ("network", po::value<std::string>()->default_value("flow"), "flow | analytic (for the simulations)");
+    ("network", po::value<std::string>()->default_value("flow"), "flow | analytic (for the simulations)")
+    ("precision", po::value<std::string>()->default_value("bf16"),
+     "linear-layer GEMM precision of every candidate: bf16 | fp8 (= fp8-delayed) | fp8-current | fp8-rowwise | mxfp8 | "
+     "nvfp4 (the grid planner estimates with it; the other planners search in bf16, their picks are simulated with it)")
+    ("seq-len", po::value<int>(), "override the model's sequence length (tokens per sample)");
   // clang-format on
 }
 
@@ -50,6 +54,11 @@ PlanRequest plan_request(const po::variables_map& vm, const std::string& command
   r.tensor_parallel = vm["tp"].as<int>();
   r.top = vm["top"].as<int>();
   r.network = vm["network"].as<std::string>();
+  r.precision = vm["precision"].as<std::string>();
+  if (vm.count("seq-len")) {
+    r.seq_len = vm["seq-len"].as<int>();
+    if (r.seq_len <= 0) throw ConfigError(command + ": --seq-len must be positive");
+  }
   return r;
 }
 

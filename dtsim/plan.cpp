@@ -32,11 +32,36 @@ planning::PlannerInput planner_input(const PlanRequest& req, sim::SimOptions& op
   const std::string& cmd = req.command;
   planning::PlannerInput in;
   in.model = load_model(req.model);
+  if (req.seq_len != 0) {
+    in.model.seq_len = req.seq_len;
+    in.model.validate();
+  }
   cluster_input(req.cluster, req.calibration, req.global_batch_size, req.memory_limit_bytes, cmd, in);
   in.tensor_parallel = req.tensor_parallel;
   if (req.top < 1 || req.top > 100) throw ConfigError(cmd + ": --top must be between 1 and 100");
+  in.precision = precision_from_string(req.precision, cmd + ": --precision");
+  {
+    // The GPU must have the precision's tensor cores and the model a 16-bit dtype: one message here instead of every
+    // candidate failing validation.
+    ParallelPlan probe;
+    probe.precision = in.precision;
+    try {
+      probe.validate_precision_overlap(in.model, in.cluster);
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      throw ConfigError(cmd + ": " + (msg.rfind("plan: ", 0) == 0 ? msg.substr(6) : msg));
+    }
+  }
   opt.network = detail::network_mode(req.network, cmd);
   return in;
+}
+
+/// ", sequence 32768 tokens, precision fp8-delayed" for a --seq-len and a precision other than bf16 ("" without).
+std::string run_options(const PlanRequest& req, const planning::PlannerInput& in) {
+  std::string s;
+  if (req.seq_len != 0) s += ", sequence " + std::to_string(in.model.seq_len) + " tokens";
+  if (in.precision != Precision::BF16) s += ", precision " + to_string(in.precision);
+  return s;
 }
 
 PlanResult result_of(const sim::PlanSearch& search) {
@@ -68,10 +93,11 @@ PlanResult plan(const PlanRequest& req) {
     char line[400];
     std::snprintf(
         line, sizeof line,
-        "dtsim %s | planner %s | %s on %s, global batch %d\nsearch: %zu plans considered, %zu invalid, %zu over "
+        "dtsim %s | planner %s | %s on %s, global batch %d%s\nsearch: %zu plans considered, %zu invalid, %zu over "
         "memory, %zu pruned, %zu feasible in %.2f s; %zu simulated in %.2f s\n\n",
         DTSIM_VERSION, r.planner.c_str(), in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size,
-        r.considered, r.invalid, r.over_memory, r.pruned, r.feasible, r.search_s, r.candidates.size(), r.simulate_s);
+        run_options(req, in).c_str(), r.considered, r.invalid, r.over_memory, r.pruned, r.feasible, r.search_s,
+        r.candidates.size(), r.simulate_s);
     r.text += line;
     r.text +=
         "  #  plan                                                                predicted s  simulated s  peak GB  "
@@ -123,8 +149,9 @@ BakeoffResult bakeoff(const PlanRequest& req) {
   BakeoffResult out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "dtsim %s | bakeoff | %s on %s, global batch %d; each planner's best %d simulated\n\n", DTSIM_VERSION,
-                in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size, req.top);
+                "dtsim %s | bakeoff | %s on %s, global batch %d%s; each planner's best %d simulated\n\n", DTSIM_VERSION,
+                in.model.name.c_str(), in.cluster.name.c_str(), in.global_batch_size, run_options(req, in).c_str(),
+                req.top);
   out.text = line;
   out.text += "planner     own pred s  simulated s  peak GB  fits  search s  plan\n";
   nlohmann::json rows = nlohmann::json::array();
@@ -218,12 +245,19 @@ CapacityResult capacity(const CapacityRequest& req) {
 
 namespace {
 
-/// A cluster preset name ("dgx-h100") or the GPU of one ("h100-sxm5-80gb") -> the cluster preset.
+/// A cluster preset name ("dgx-h100"), the GPU of one ("h100-sxm5-80gb") or a GPU alias ("b200") -> the cluster
+/// preset (the first one with that GPU).
 std::string cluster_preset_for(const std::string& gpu_or_cluster) {
+  std::string gpu = gpu_or_cluster;
+  try {
+    gpu = gpu_preset(gpu_or_cluster).name;  // an alias names its preset's GPU
+  } catch (const ConfigError&) {
+    // not a GPU preset: a cluster preset, or unknown (reported below)
+  }
   std::string known;
   for (const auto& c : cluster_preset_names()) {
-    const ClusterSpec spec = load_cluster(c + ":8");
-    if (c == gpu_or_cluster || spec.gpu.name == gpu_or_cluster) return c;
+    const ClusterSpec spec = load_cluster(c);  // a bare preset: one whole node, whatever the node size
+    if (c == gpu_or_cluster || spec.gpu.name == gpu) return c;
     known += (known.empty() ? "" : ", ") + c + " (" + spec.gpu.name + ")";
   }
   throw ConfigError("capacity: --gpu '" + gpu_or_cluster + "' is not known (known: " + known + ")");
@@ -235,7 +269,7 @@ DeadlineResult deadline(const DeadlineRequest& req) {
   sim::DeadlineInput in;
   in.model = load_model(req.model);
   in.cluster_preset = cluster_preset_for(req.gpu);
-  const std::string gpu = load_cluster(in.cluster_preset + ":8").gpu.name;
+  const std::string gpu = load_cluster(in.cluster_preset).gpu.name;
   in.calibration = calibration_or_default(req.calibration, gpu);
   in.tokens = req.tokens;
   in.days = req.days;
@@ -243,7 +277,11 @@ DeadlineResult deadline(const DeadlineRequest& req) {
   if (req.global_batch_size != 0) {
     in.global_batch_size = req.global_batch_size;
   } else {
-    in.global_batch_size = 1;
+    // About 4M tokens: a power of two times the odd part of the node size (1 for 8-GPU nodes; 9 for 72-GPU NVL72
+    // racks, whose whole-rack counts have data-parallel degrees of 9 x 2^k).
+    int odd = load_cluster(in.cluster_preset).gpus_per_node;
+    while (odd > 1 && odd % 2 == 0) odd /= 2;
+    in.global_batch_size = odd;
     while (2.0 * in.global_batch_size * in.model.seq_len <= 4.0 * (1 << 20)) in.global_batch_size *= 2;
   }
   in.max_gpus = req.max_gpus;

@@ -20,8 +20,12 @@ struct PlanRequest {
   std::string planner = "grid";   ///< grid | pipedream | dapple | rannc | rannc-paper | uniap | luo (plan() only)
   int top = 5;                    ///< the planner's best candidates simulated (1..100)
   std::string network = "flow";   ///< flow | analytic, for the simulations
-  bool simulate_chosen = false;   ///< plan(): also simulate the chosen plan here (its summary.json, trace.json)
-  std::string command = "plan";   ///< names the caller in error messages
+  /// Precision of the linear layers' GEMMs in every candidate (precision_from_string: bf16, fp8, fp8-current, ...);
+  /// the grid planner estimates with it, the other planners' candidates are simulated with it.
+  std::string precision = "bf16";
+  int seq_len = 0;               ///< > 0: overrides the model's sequence length (as simulate --seq-len)
+  bool simulate_chosen = false;  ///< plan(): also simulate the chosen plan here (its summary.json, trace.json)
+  std::string command = "plan";  ///< names the caller in error messages
 };
 
 struct PlanCandidate {
@@ -78,16 +82,17 @@ struct CapacityResult {
 };
 CapacityResult capacity(const CapacityRequest& req);
 
-/// What `dtsim capacity --tokens T --days D` takes: the smallest GPU count (powers of two) whose best strategy trains
-/// `tokens` tokens within `days` (grid planner per count, its best `top` simulated).
+/// What `dtsim capacity --tokens T --days D` takes: the smallest GPU count (powers of two up to one node, then whole
+/// nodes, doubling) whose best strategy trains `tokens` tokens within `days` (grid planner per count, its best `top`
+/// simulated).
 struct DeadlineRequest {
   std::string model;
-  std::string gpu;          ///< GPU preset (a100-sxm4-80gb, ...) or cluster preset (dgx-h100, ...)
+  std::string gpu;          ///< GPU preset or alias (a100-sxm4-80gb, b200, ...) or cluster preset (dgx-h100, ...)
   std::string calibration;  ///< "" = the GPU's built-in one
   double tokens = 0;
   double days = 0;
   double price_per_gpu_hour = 0;  ///< 0: no cost column
-  int global_batch_size = 0;      ///< sequences; 0 = about 4M tokens, a power of two
+  int global_batch_size = 0;  ///< sequences; 0 = about 4M tokens: a power of two x the node size's odd part (NVL72: 9)
   int max_gpus = 16384;
   int top = 3;
   std::string network = "analytic";  ///< analytic | flow

@@ -23,6 +23,10 @@ struct PlannerInput {
   /// Pipeline planners that do not choose tensor parallelism (PipeDream, DAPPLE) treat a group of this many GPUs
   /// of one node as one device (1 = plain GPUs, as in their papers).
   int tensor_parallel = 1;
+  /// Precision of the linear layers' GEMMs in every candidate. The grid planner estimates its candidates with it;
+  /// the pipeline planners (PipeDream, DAPPLE, RaNNC, UniAP, after Luo et al.) search with their bf16 layer costs,
+  /// and sim::search_plan sets it on their candidates before simulating them.
+  Precision precision = Precision::BF16;
 };
 
 struct Candidate {

@@ -938,10 +938,9 @@ double precision_bytes(Precision p, double dtype_bytes) {
 
 namespace {
 bool linear_weight_gemm(const std::string& name) {
-  static const std::vector<std::string> names = {"qkv",     "proj",       "fc1",        "fc2",
-                                                 "q-down",  "q-up",       "q",          "kv-down",
-                                                 "kv-up",   "expert-fc1", "expert-fc2", "shared-fc1",
-                                                 "shared-fc2"};
+  static const std::vector<std::string> names = {"qkv",        "proj",       "fc1",       "fc2",   "q-down",
+                                                 "q-up",       "q",          "kv-down",   "kv-up", "expert-fc1",
+                                                 "expert-fc2", "shared-fc1", "shared-fc2"};
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 // The quantization kernels of one tensor of n elements (dtype e bytes) under recipe p, producing the row-wise copy
@@ -1021,9 +1020,9 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
     const bool fp4 = op.precision == Precision::NVFP4;
     const double peak = fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
     DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");
-    const double scale = fp4                                       ? cal.fp4_gemm_efficiency_scale
+    const double scale = fp4                                      ? cal.fp4_gemm_efficiency_scale
                          : op.precision == Precision::FP8_ROWWISE ? cal.fp8_rowwise_gemm_efficiency_scale
-                                                                   : cal.fp8_gemm_efficiency_scale;
+                                                                  : cal.fp8_gemm_efficiency_scale;
     t_flop = op.flops / (peak * gemm_efficiency(op.flops, cal) * scale);
   } else if (op.gemm)
     t_flop =

@@ -498,10 +498,9 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     c.gpu = gpu_preset(gj.get<std::string>());
   } else {
     const std::string gctx = ctx + ".gpu";
-    json_util::reject_unknown(
-        gj, gctx,
-        {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "peak_fp8_flops", "peak_fp4_flops",
-         "hbm_Bps", "memory_bytes"});
+    json_util::reject_unknown(gj, gctx,
+                              {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops",
+                               "peak_fp8_flops", "peak_fp4_flops", "hbm_Bps", "memory_bytes"});
     if (gj.contains("preset")) c.gpu = gpu_preset(get<std::string>(gj, gctx, "preset"));
     c.gpu.name = get_or<std::string>(gj, gctx, "name", c.gpu.name.empty() ? "custom" : c.gpu.name);
     c.gpu.peak_fp16_flops = get_or<double>(gj, gctx, "peak_fp16_flops", c.gpu.peak_fp16_flops);

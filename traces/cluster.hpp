@@ -20,8 +20,8 @@ struct GpuSpec {
   /// Dense FP4 (NVFP4, 1x16 blocks with FP8 scales) tensor-core peak, FLOP/s. 0 = no FP4 tensor cores (before
   /// Blackwell).
   double peak_fp4_flops = 0;
-  double hbm_Bps = 0;          ///< HBM bandwidth, bytes/s
-  double memory_bytes = 0;     ///< device memory capacity, bytes
+  double hbm_Bps = 0;       ///< HBM bandwidth, bytes/s
+  double memory_bytes = 0;  ///< device memory capacity, bytes
   double peak_flops(DType d) const;
 };
 

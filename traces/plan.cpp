@@ -643,8 +643,9 @@ void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, cons
   if (tp_comm_overlap) {
     if (tp < 2) throw ConfigError(ctx + ": tp-comm-overlap needs tp >= 2");
     if (!sequence_parallel)
-      throw ConfigError(ctx + ": tp-comm-overlap needs sequence parallelism (Megatron-Core and async TP overlap the "
-                              "all-gather and reduce-scatter of sequence-parallel layers)");
+      throw ConfigError(ctx +
+                        ": tp-comm-overlap needs sequence parallelism (Megatron-Core and async TP overlap the "
+                        "all-gather and reduce-scatter of sequence-parallel layers)");
     if (tp_layout != TpLayout::D1) throw ConfigError(ctx + ": tp-comm-overlap needs the 1d tensor-parallel layout");
   }
   if (tp_overlap_chunks < 0 || tp_overlap_chunks > 64)

@@ -271,9 +271,9 @@ private:
   const Platform* pf_ = nullptr;
   std::vector<sg4::Link*> links_;  // same order as Platform::links
   bool interference_ = false;
-  std::vector<int> active_flows_;         // per simulated rank: its flows in flight
-  std::vector<std::int32_t> running_;     // per simulated rank: its running compute task, -1 if none
-  std::vector<sg4::ExecPtr> shadow_;      // per simulated rank: the interference exec sharing its compute host
+  std::vector<int> active_flows_;      // per simulated rank: its flows in flight
+  std::vector<std::int32_t> running_;  // per simulated rank: its running compute task, -1 if none
+  std::vector<sg4::ExecPtr> shadow_;   // per simulated rank: the interference exec sharing its compute host
   std::vector<double> shadow_weight_;
   std::vector<int> link_active_;
   std::vector<double> link_since_;

@@ -1041,8 +1041,8 @@ std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Pha
 
 namespace {
 bool overlappable(const cost::Step& st, CollectiveKind kind) {
-  return st.kind == cost::Step::Kind::TP_COLLECTIVE && st.group == cost::CommGroup::TP && st.axis == cost::TpAxis::ALL &&
-         st.group_size == 0 && st.collective == kind;
+  return st.kind == cost::Step::Kind::TP_COLLECTIVE && st.group == cost::CommGroup::TP &&
+         st.axis == cost::TpAxis::ALL && st.group_size == 0 && st.collective == kind;
 }
 int gemm_index(const std::vector<cost::Op>& ops, bool first) {
   const int n = static_cast<int>(ops.size());
@@ -1141,9 +1141,8 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       id = ring_attention(si, st, phase, layer, mb, last, prefix);
     } else if (p_.tp_comm_overlap && overlappable(st, CollectiveKind::ALL_GATHER) && i + 1 < steps.size() &&
                steps[i + 1].kind == cost::Step::Kind::COMPUTE && gemm_index(steps[i + 1].ops, true) >= 0) {
-      const cost::Step* rs = i + 2 < steps.size() && overlappable(steps[i + 2], CollectiveKind::REDUCE_SCATTER)
-                                 ? &steps[i + 2]
-                                 : nullptr;
+      const cost::Step* rs =
+          i + 2 < steps.size() && overlappable(steps[i + 2], CollectiveKind::REDUCE_SCATTER) ? &steps[i + 2] : nullptr;
       id = overlapped_compute(si, steps[i + 1], &st, rs, phase, layer, mb, last, prefix, &issued);
       i += rs && gemm_index(steps[i + 1].ops, false) != gemm_index(steps[i + 1].ops, true) ? 2 : 1;
     } else {
@@ -1339,8 +1338,7 @@ void Lowerer::lower_rank(int si) {
     if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return -1;
     // FSDP prefetch: the gather of the n-th unit pass may start once pass n - 1 - fsdp_prefetch has ended.
     const std::size_t behind = static_cast<std::size_t>(p_.fsdp_prefetch) + 1;
-    const std::int32_t pred =
-        unit_pass_ends.size() >= behind ? unit_pass_ends[unit_pass_ends.size() - behind] : -1;
+    const std::int32_t pred = unit_pass_ends.size() >= behind ? unit_pass_ends[unit_pass_ends.size() - behind] : -1;
     std::int32_t first = -1, done = pred;
     if (dense_dp)
       done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes,

@@ -75,6 +75,7 @@ public:
                       p.tp_depth = lo.depth;
                       p.cp = cp;
                       p.ep = ep;
+                      p.precision = in.precision;
                       // No-ops (duplicates): SP without TP, ZeRO without data parallelism, selective recompute of flash
                       // attention (it stores no scores to drop).
                       if ((sp && tp == 1) || (zero > 0 && dp * cp == 1) ||

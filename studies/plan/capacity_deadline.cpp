@@ -1,6 +1,8 @@
 #include "studies/plan/capacity_deadline.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "studies/plan/plan_search.hpp"
 #include "traces/error.hpp"
@@ -14,18 +16,22 @@ DeadlineResult plan_for_deadline(const DeadlineInput& in) {
   if (in.price_per_gpu_hour < 0) throw ConfigError("capacity: --price-per-gpu-hour must not be negative");
   if (in.max_gpus < 1) throw ConfigError("capacity: --max-gpus must be positive");
   in.model.validate();
-  const ClusterSpec probe =
-      load_cluster(in.cluster_preset + ":" + std::to_string(load_cluster(in.cluster_preset + ":8").gpus_per_node));
+  const ClusterSpec probe = load_cluster(in.cluster_preset);  // a bare preset: one whole node
+  // GPU counts tried: powers of two up to one node, then whole nodes, doubling (8-GPU nodes: 1, 2, 4, 8, 16, ...;
+  // 72-GPU NVL72 racks: 1, 2, ..., 64, 72, 144, 288, ...).
+  const int node = probe.gpus_per_node;
+  auto next = [node](std::int64_t n) { return n < node ? std::min<std::int64_t>(2 * n, node) : 2 * n; };
   DeadlineResult out;
   const double seconds = in.days * 86400.0;
   out.required_tokens_per_s = in.tokens / seconds;
   const double per_gpu = probe.gpu.peak_flops(in.model.dtype) * in.calibration.gemm_efficiency_max /
                          (6.0 * static_cast<double>(in.model.total_params()));
   out.bound_gpus = out.required_tokens_per_s / per_gpu;
-  int n = 1;
-  while (2.0 * n <= out.bound_gpus && 2 * n <= in.max_gpus) n *= 2;
+  std::int64_t first = 1;
+  while (static_cast<double>(next(first)) <= out.bound_gpus && next(first) <= in.max_gpus) first = next(first);
   const double seq_tokens = static_cast<double>(in.global_batch_size) * in.model.seq_len;
-  for (; n <= in.max_gpus; n *= 2) {
+  for (std::int64_t count = first; count <= in.max_gpus; count = next(count)) {
+    const int n = static_cast<int>(count);
     planning::PlannerInput pin;
     pin.model = in.model;
     pin.cluster = load_cluster(in.cluster_preset + ":" + std::to_string(n));

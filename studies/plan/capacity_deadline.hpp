@@ -1,10 +1,11 @@
-// Capacity planning against a deadline: the smallest GPU count (powers of two) whose best strategy trains
-// `tokens` tokens within `days`, and what it costs.
+// Capacity planning against a deadline: the smallest GPU count (powers of two up to one node, then whole nodes,
+// doubling: 72, 144, 288, ... on 72-GPU NVL72 racks) whose best strategy trains `tokens` tokens within `days`, and
+// what it costs.
 //
 // Per GPU count N the grid planner (every TP x PP x DP x micro-batch x schedule x recompute x ZeRO plan, estimated
 // in closed form) ranks the plans, the best `top` are simulated (each in its own process) and the fastest that fits
-// memory is kept: a sweep of the strategy space at that N. Counts are scanned upwards from the largest power of
-// two below a hardware bound no strategy can beat: N >= tokens x 6 x params / (seconds x peak x gemm_efficiency_max)
+// memory is kept: a sweep of the strategy space at that N. Counts are scanned upwards from the largest such count
+// below a hardware bound no strategy can beat: N >= tokens x 6 x params / (seconds x peak x gemm_efficiency_max)
 // (6 FLOPs per parameter and token for forward + backward, attention and recompute ignored, perfect scaling), and
 // the first N that meets the deadline is the answer (training time is assumed not to grow with N; the table shows
 // every count tried).

@@ -15,6 +15,7 @@ PlanSearch search_plan(const planning::PlannerInput& in, const std::string& plan
   for (int i = 0; i < top && i < static_cast<int>(out.planner.ranked.size()); ++i) {
     EvaluatedPlan ev;
     ev.candidate = out.planner.ranked[i];
+    ev.candidate.plan.precision = in.precision;  // planners that do not set it search in bf16 (PlannerInput)
     auto v = run_isolated(
         [&] {
           Inputs sin{&in.model, &in.cluster, &ev.candidate.plan, &in.calibration, &options};

@@ -147,6 +147,7 @@ expect_error() {
 expect_error "unknown model preset"          "'gpt4'"              simulate --model gpt4 "${C[@]}" "${P[@]}"
 expect_error "unknown cluster preset"        "'dgx-z100'"          simulate "${M[@]}" --cluster dgx-z100:8 "${P[@]}"
 expect_error "cluster GPUs not whole nodes"  "12 GPUs"             simulate "${M[@]}" --cluster dgx-a100:12 --tp 2 --pp 2 --dp 3 --gbs 12
+expect_error "NVL72 GPUs not whole racks"    "100 GPUs is not a whole number of 72-GPU nodes" simulate "${M[@]}" --cluster gb200-nvl72:100 --gbs 100
 expect_error "cluster GPU count not integer" "'eight'"             simulate "${M[@]}" --cluster dgx-a100:eight "${P[@]}"
 expect_error "cluster GPU count zero"        "'0'"                 simulate "${M[@]}" --cluster dgx-a100:0 "${P[@]}"
 expect_error "tp*pp*dp != GPUs"              "tp*pp*dp"            simulate "${M[@]}" "${C[@]}" --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 16
@@ -195,6 +196,13 @@ expect_error "rank order unknown axis"       "'ep'"                simulate "${M
 expect_error "rank order axis twice"         "'tp' twice"          simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,tp,pp
 expect_error "rank order too short"          "'tp,dp'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,dp
 expect_error "dp bucket size zero"           "bucket"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --dp-bucket-mb 0
+expect_error "unknown precision"             "precision 'fp9' is not known" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision fp9
+expect_error "fp8 without FP8 tensor cores"  "needs FP8 tensor cores, and gpu 'a100-sxm4-80gb' has none" simulate "${M[@]}" "${C[@]}" --gbs 8 --precision fp8
+expect_error "nvfp4 without FP4 tensor cores" "needs FP4 tensor cores, and gpu 'h100-sxm5-80gb' has none" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision nvfp4
+expect_error "tp-comm-overlap without SP"    "tp-comm-overlap needs sequence parallelism" simulate "${M[@]}" --cluster dgx-h100:8 --tp 2 --gbs 8 --tp-comm-overlap
+expect_error "tp-comm-overlap with tp 1"     "tp-comm-overlap needs tp >= 2" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --tp-comm-overlap
+expect_error "overlap-param-gather, zero 0"  "overlap-param-gather needs the distributed optimizer" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --overlap-param-gather
+expect_error "fsdp prefetch 9"               "fsdp prefetch must be between 0 and 8" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 3 --fsdp-prefetch 9
 # ---- command line ------------------------------------------------------------------------------------
 expect_error "missing --model"               "--model"             simulate "${C[@]}" "${P[@]}"
 expect_error "missing --cluster"             "--cluster"           simulate "${M[@]}" "${P[@]}"
@@ -207,6 +215,8 @@ expect_error "--collective-algo bogus"       "'bogus'"             simulate "${M
 expect_error "plan unknown planner"          "unknown planner 'oracle'" plan --planner oracle --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
 expect_error "plan without --gbs"            "--gbs is required"   plan --model gpt3-1.3b --cluster dgx-a100:8
 expect_error "plan --tp not dividing a node" "must divide the 8"   plan --planner dapple --tp 3 --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
+expect_error "plan fp8 without FP8 tensor cores" "plan: precision fp8-delayed needs FP8 tensor cores" plan --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16 --precision fp8
+expect_error "plan --seq-len zero"           "plan: --seq-len must be positive" plan --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16 --seq-len 0
 expect_error "bakeoff without --cluster"     "bakeoff: --cluster is required" bakeoff --model gpt3-1.3b --gbs 16
 expect_error "bakeoff unknown model"         "gpt5"                bakeoff --model gpt5 --cluster dgx-a100:8 --gbs 16
 expect_error "capacity without --gbs"        "capacity: --gbs is required" capacity --cluster dgx-a100:8
@@ -243,7 +253,7 @@ EOF
 CAL_A100=$(cd "$(dirname "$0")/../.." && pwd)/traces/calibration/a100-sxm4-80gb.json  # the shipped A100 file
 expect_error "validate: calibration of another GPU" "is for a100-sxm4-80gb, but row 0" validate published --data "$TMP/rows_h100.json" --calibration "$CAL_A100"
 expect_error "validate: row gpu not the cluster's" "gpu 'a100-sxm4-80gb' is not the GPU of cluster 'dgx-h100:1'" validate published --data "$TMP/rows_gpu_mismatch.json"
-expect_error "capacity: unknown GPU"          "--gpu 'b200' is not known" capacity --model gpt3-1.3b --tokens 1B --days 1 --gpu b200
+expect_error "capacity: unknown GPU"          "--gpu 'b900' is not known" capacity --model gpt3-1.3b --tokens 1B --days 1 --gpu b900
 expect_error "capacity: bad token count"     "--tokens '12XB' has an unknown suffix" capacity --model gpt3-1.3b --tokens 12XB --days 1 --gpu dgx-h100
 expect_error "capacity: deadline not positive" "--days must be positive" capacity --model gpt3-1.3b --tokens 1B --days 0 --gpu dgx-h100
 # dtsim compare: a predicted run directory from a tiny valid simulation, and a measured one whose trace is cut off.

@@ -6,7 +6,8 @@
 # "ranks" and the plan echoed in config.plan; trace.json parses as a Chrome trace with complete ("X") events
 # carrying pid/tid/ts/dur and args.microbatch, and "memory (GB)" counter ("C") events by category; an out-of-memory plan is
 # a result, not an error (exit 0, "OUT OF MEMORY" on stdout, fits_in_memory false, a per-rank oom list);
-# --no-trace writes only summary.json; --quiet prints nothing.
+# --no-trace writes only summary.json; --quiet prints nothing; `plan --precision fp8` prints plans that carry the
+# precision; `capacity --gpu gb200` steps in whole 72-GPU racks past one rack and `--gpu b200` (an alias) is known.
 set -euo pipefail
 
 DTSIM=${1:?usage: smoke.sh /path/to/dtsim}
@@ -187,6 +188,28 @@ fi
 if run jobs simulate --cluster dgx-a100:32 --jobs "$HERE/examples/two-jobs-shared-nics.json" --out "$TMP/jobs"; then
   expect_stdout jobs 'slowdown x1.000' "jobs: private links give no slowdown"
   if [[ -s $TMP/jobs/summary.json ]]; then ok "jobs: summary.json written"; else fail "jobs: no summary.json"; fi
+fi
+
+# ---- planners with a precision; capacity on NVL72 racks and the b200 alias ---------------------------
+if run plan_fp8 plan --planner grid --model llama3-8b --cluster dgx-h100:8 --gbs 16 --precision fp8 --top 3 --out "$TMP/plan_fp8"; then
+  expect_stdout plan_fp8 'global batch 16, precision fp8-delayed$' "plan: names the precision"
+  expect_stdout plan_fp8 '^ +1\*? tp [0-9]+ pp [0-9]+ dp [0-9]+ ' "plan: prints the candidate plans"
+  pycheck plan_fp8 '
+import json, sys
+d = json.load(open(sys.argv[1]))
+def check(cond, what):
+    print(("ok " if cond else "FAIL ") + what)
+check(len(d["candidates"]) == 3 and d["chosen"] >= 0, "3 candidates simulated, one chosen")
+check(all(c["plan"].get("precision") == "fp8-delayed" for c in d["candidates"]), "every candidate carries fp8-delayed")
+' "$TMP/plan_fp8/candidates.json"
+fi
+if run capacity_nvl72 capacity --model llama3-70b --gpu gb200 --tokens 1T --days 30; then
+  expect_stdout capacity_nvl72 'on gb200-nvl72 \(gb200\), global batch 288 x 8192' "capacity: NVL72 default batch is 9 x 2^k"
+  expect_stdout capacity_nvl72 '^ +144  tp ' "capacity: past one rack the counts are whole racks (144)"
+  expect_stdout capacity_nvl72 '^answer: [0-9]+ GPUs' "capacity: NVL72 scan finds an answer"
+fi
+if run capacity_b200 capacity --model gpt3-1.3b --gpu b200 --tokens 100B --days 3; then
+  expect_stdout capacity_b200 'on dgx-b200 \(b200-sxm-180gb\)' "capacity: --gpu b200 (alias) maps to dgx-b200"
 fi
 
 echo

@@ -43,8 +43,7 @@ TEST(Fp8Gemm, RunsAtTheFp8Peak) {
   op.precision = Precision::FP8_DELAYED;
   const double fp8 = cost::op_time_s(op, h100, DType::BF16, cal);
   const double eff = cost::gemm_efficiency(op.flops, cal);
-  EXPECT_NEAR(fp8, op.flops / (h100.peak_fp8_flops * eff * cal.fp8_gemm_efficiency_scale) + cal.kernel_launch_s,
-              1e-15);
+  EXPECT_NEAR(fp8, op.flops / (h100.peak_fp8_flops * eff * cal.fp8_gemm_efficiency_scale) + cal.kernel_launch_s, 1e-15);
   EXPECT_NEAR(bf16, op.flops / (h100.peak_bf16_flops * eff) + cal.kernel_launch_s, 1e-15);
   // The speed-up of the GEMM alone is the peak ratio times the efficiency scale (launch cost aside).
   EXPECT_NEAR((bf16 - cal.kernel_launch_s) / (fp8 - cal.kernel_launch_s),

@@ -64,6 +64,45 @@ TEST(CapacityDeadline, BoundAndAnswerByHand) {
   EXPECT_EQ(a.gpus, 1 << two.answer);
 }
 
+// GB200 NVL72: one node is a 72-GPU rack, and clusters past one rack come in whole racks. The counts tried are powers
+// of two up to the rack, then whole racks, doubling (128 GPUs, not a whole number of racks, used to fail the scan).
+// A bound between 64 and 72 GPUs: the scan starts at 64, which cannot meet the deadline (the bound is an upper limit
+// on what a GPU does), then tries 72, 144, ... until one meets it. gpt3-1.3b at gbs 576 (= 64 x 9) has plans on
+// 64 GPUs and on every whole number of racks.
+TEST(CapacityDeadline, NvlRacksAreSteppedInWholeRacks) {
+  DeadlineInput in = small_input();
+  in.cluster_preset = "gb200-nvl72";
+  in.calibration = default_calibration("gb200");
+  in.global_batch_size = 576;
+  in.max_gpus = 1152;
+  const double params = static_cast<double>(in.model.total_params());
+  const double peak = load_cluster("gb200-nvl72").gpu.peak_flops(in.model.dtype);
+  const double per_gpu = peak * in.calibration.gemm_efficiency_max / (6 * params);
+  in.days = 1;
+  in.tokens = 66 * per_gpu * 86400;
+  const DeadlineResult r = plan_for_deadline(in);
+  EXPECT_NEAR(r.bound_gpus, 66, 1e-6);
+  ASSERT_GE(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].gpus, 64);
+  EXPECT_FALSE(r.steps[0].meets);
+  for (std::size_t i = 1; i < r.steps.size(); ++i) EXPECT_EQ(r.steps[i].gpus, 72 << (i - 1)) << i;
+  ASSERT_GE(r.answer, 1);
+  EXPECT_EQ(r.answer, static_cast<int>(r.steps.size()) - 1);
+  const DeadlineStep& a = r.steps[r.answer];
+  EXPECT_TRUE(a.found);
+  EXPECT_TRUE(a.meets);
+  EXPECT_EQ(a.plan.world_size(), a.gpus);
+  EXPECT_EQ(a.gpus % 72, 0);
+
+  // A bound above 288: the scan starts at the largest such count below it (288 = 4 racks), capped by max_gpus.
+  in.tokens = 300 * per_gpu * 86400;
+  in.days = 1;
+  in.max_gpus = 288;
+  const DeadlineResult big = plan_for_deadline(in);
+  ASSERT_EQ(big.steps.size(), 1u);
+  EXPECT_EQ(big.steps[0].gpus, 288);
+}
+
 TEST(CapacityDeadline, BadInputIsAConfigError) {
   DeadlineInput in = small_input();
   in.tokens = 0;

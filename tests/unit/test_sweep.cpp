@@ -281,6 +281,10 @@ TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
                                          "recompute",
                                          "tp_layout",
                                          "sequence_parallel",
+                                         "precision",
+                                         "tp_comm_overlap",
+                                         "overlap_param_gather",
+                                         "cuda_graphs",
                                          "status",
                                          "error",
                                          "iteration_time_s",
@@ -363,7 +367,7 @@ TEST(SweepRows, SpecFileErrorAndCsv) {
     return n;
   };
   EXPECT_EQ(count(header), count(line));
-  EXPECT_EQ(count(header), 42u);  // 38 keys, memory_bytes as 5 columns
+  EXPECT_EQ(count(header), 46u);  // 42 keys, memory_bytes as 5 columns
 }
 
 // Expert and context parallelism as sweep knobs: mixtral-8x7b (8 experts, 32 heads, seq 4096) on 8 H100s, gbs 8,
@@ -391,4 +395,84 @@ TEST(SweepExpansion, ExpertAndContextParallelKnobs) {
   const auto ex1 = sw::expand(plain, ".", false);
   ASSERT_EQ(ex1.scenarios.size(), 1u);
   EXPECT_EQ(ex1.scenarios[0].id, ex.scenarios[0].id);
+}
+
+// Precision and the overlap options as sweep knobs: llama3-8b on one DGX H100 (tp 1, dp 8, ZeRO-1 and full recompute
+// so that its 8K-token sequences fit 80 GB), gbs 8, precision {bf16, fp8}: fp8 runs the GEMM-heavy layers on the FP8
+// tensor cores and is faster. The same precisions on an A100 (no FP8 tensor cores): fp8 is skipped by plan validation.
+// tp_comm_overlap true without sequence parallelism is refused by plan validation (tp 2); with tp 1 it is a no-op. A
+// plan with the defaults keeps the id it had before.
+TEST(SweepExpansion, PrecisionAndOverlapKnobs) {
+  const json plain = {{"schema_version", 1}, {"models", {"llama3-8b"}}, {"clusters", {"dgx-h100:8"}}, {"gbs", {8}},
+                      {"zero", {1}},         {"recompute", {"full"}}};
+  json spec = plain;
+  spec["precision"] = {"bf16", "fp8"};
+  const auto ex = sw::expand(spec, ".", false);
+  EXPECT_EQ(ex.grid_points, 2u);
+  ASSERT_EQ(ex.scenarios.size(), 2u);
+  EXPECT_EQ(ex.scenarios[0].plan.precision, dtsim::Precision::BF16);
+  EXPECT_EQ(ex.scenarios[1].plan.precision, dtsim::Precision::FP8_DELAYED);
+  EXPECT_NE(ex.scenarios[0].id, ex.scenarios[1].id);
+  const auto bf16 = sw::run_scenario(ex, ex.scenarios[0]);
+  const auto fp8 = sw::run_scenario(ex, ex.scenarios[1]);
+  ASSERT_EQ(bf16["status"], "ok") << bf16["error"];
+  ASSERT_EQ(fp8["status"], "ok") << fp8["error"];
+  EXPECT_EQ(bf16["precision"], "bf16");
+  EXPECT_EQ(fp8["precision"], "fp8-delayed");
+  EXPECT_EQ(fp8["tp_comm_overlap"], false);
+  EXPECT_LT(fp8["iteration_time_s"].get<double>(), 0.95 * bf16["iteration_time_s"].get<double>());
+  EXPECT_LT(fp8["compute_s"].get<double>(), bf16["compute_s"].get<double>());
+  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,ok,"), std::string::npos) << sw::csv_line(fp8);
+  EXPECT_EQ(sw::expand(plain, ".", false).scenarios.at(0).id, ex.scenarios[0].id);
+
+  json a100 = spec;
+  a100["clusters"] = {"dgx-a100:8"};
+  const auto ex_a100 = sw::expand(a100, ".", false);
+  ASSERT_EQ(ex_a100.scenarios.size(), 1u);
+  EXPECT_EQ(ex_a100.scenarios[0].plan.precision, dtsim::Precision::BF16);
+  EXPECT_EQ(skipped(ex_a100,
+                    "plan validation: precision fp8-delayed needs FP8 tensor cores, and gpu '...' has none "
+                    "(peak_fp8_flops is N)"),
+            1u);
+
+  // tp {1, 2} x sequence_parallel {false, true} x tp_comm_overlap {false, true}: 8 points. tp 1: sp is a no-op (2),
+  // then tp_comm_overlap is a no-op (1); tp 2: overlap without sp fails validation (1); 4 left.
+  const json overlap = {{"schema_version", 1},
+                        {"models", {"llama3-8b"}},
+                        {"clusters", {"dgx-h100:8"}},
+                        {"gbs", {8}},
+                        {"tp", {1, 2}},
+                        {"sequence_parallel", {false, true}},
+                        {"tp_comm_overlap", {false, true}},
+                        {"cuda_graphs", {true}}};
+  const auto ex_overlap = sw::expand(overlap, ".", false);
+  EXPECT_EQ(ex_overlap.grid_points, 8u);
+  EXPECT_EQ(skipped(ex_overlap, "no-op: sequence_parallel with tp 1"), 2u);
+  EXPECT_EQ(skipped(ex_overlap, "no-op: tp_comm_overlap with tp 1"), 1u);
+  EXPECT_EQ(skipped(ex_overlap,
+                    "plan validation: tp-comm-overlap needs sequence parallelism (Megatron-Core and async TP overlap "
+                    "the all-gather and reduce-scatter of sequence-parallel layers)"),
+            1u);
+  EXPECT_EQ(total_skipped(ex_overlap), 4u);
+  ASSERT_EQ(ex_overlap.scenarios.size(), 4u);
+  const auto& last = ex_overlap.scenarios.back().plan;
+  EXPECT_TRUE(last.tp == 2 && last.sequence_parallel && last.tp_comm_overlap && last.cuda_graphs);
+  for (const auto& s : ex_overlap.scenarios) EXPECT_TRUE(s.plan.cuda_graphs);
+
+  // overlap_param_gather needs ZeRO 1 or 2: zero {0, 1} x overlap_param_gather {false, true}: one point refused.
+  json opg = plain;
+  opg["zero"] = {0, 1};
+  opg["recompute"] = {"none"};
+  opg["overlap_param_gather"] = {false, true};
+  const auto ex_opg = sw::expand(opg, ".", false);
+  EXPECT_EQ(
+      skipped(ex_opg, "plan validation: overlap-param-gather needs the distributed optimizer (zero stage N or N)"), 1u);
+  EXPECT_EQ(ex_opg.scenarios.size(), 3u);
+
+  json bad = spec;
+  bad["precision"] = {"fp9"};
+  EXPECT_THROW(sw::expand(bad, ".", false), dtsim::ConfigError);
+  bad = spec;
+  bad["cuda_graphs"] = {"yes"};
+  EXPECT_THROW(sw::expand(bad, ".", false), dtsim::ConfigError);
 }

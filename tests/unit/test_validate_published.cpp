@@ -441,7 +441,7 @@ TEST(SharedMeasurements, DocumentRowsMapAndBadRowsFailNamingFileAndRow) {
   EXPECT_EQ(moe.model.mla.kv_lora_rank, 128);
   EXPECT_EQ(moe.model.dtype, DType::BF16);
   EXPECT_EQ(moe.precision, "fp8");
-  EXPECT_EQ(moe.plan.precision, Precision::FP8_DELAYED) << moe.notes;  // Megatron-Core + TE's default recipe
+  EXPECT_EQ(moe.plan.precision, Precision::FP8_DELAYED) << moe.notes;    // Megatron-Core + TE's default recipe
   EXPECT_DOUBLE_EQ(moe.measured_peak_memory_bytes, 2048.0 * 1048576.0);  // per-rank peaks beat the rounded GiB
 
   const auto& cp = rows[2];
