@@ -35,7 +35,21 @@ struct TpLinks {
   // Context-parallel, expert-parallel and expert-tensor-parallel groups (index = cost::CommGroup - 1).
   Link group[3] = {};
   int group_size[3] = {1, 1, 1};
+  int overlap_chunks = 0;  ///< TP communication overlap: pieces per overlapped collective (0 = no overlap)
 };
+
+bool overlappable(const cost::Step& s, cost::CollectiveKind kind) {
+  return s.kind == cost::Step::Kind::TP_COLLECTIVE && s.group == cost::CommGroup::TP && s.axis == cost::TpAxis::ALL &&
+         s.group_size == 0 && s.collective == kind;
+}
+int gemm_at(const std::vector<cost::Op>& ops, bool first) {
+  const int n = static_cast<int>(ops.size());
+  for (int k = 0; k < n; ++k) {
+    const int i = first ? k : n - 1 - k;
+    if (ops[static_cast<std::size_t>(i)].gemm) return i;
+  }
+  return -1;
+}
 
 TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int stride_tp, TpLayout layout, int depth) {
   TpLinks l;
@@ -54,7 +68,58 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int strid
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                   const TpLinks& tl) {
   double t = 0, host = 0;
-  for (const auto& s : steps) {
+  // TP communication overlap (as Lowerer::overlapped_compute): an all-gather into the step's first GEMM and a
+  // reduce-scatter out of its last, each in k pieces pipelined with the GEMM's pieces: c + (k-1) max(c, g) + g.
+  const int k = tl.overlap_chunks;
+  auto op_s = [&](const cost::Op& op) { return cost::op_time_s(op, c.gpu, dt, cal); };
+  auto piece_s = [&](cost::Op op) {
+    op.flops /= k;
+    op.bytes /= k;
+    op.m /= k;
+    return op_s(op);
+  };
+  auto coll_s = [&](double bytes) {
+    return ring_time_s(false, tl.size[0], bytes, tl.axis[0].alpha, tl.axis[0].bw, cal.collective_step_overhead_s);
+  };
+  auto overlapped = [&](const cost::Step& st, const cost::Step* ag, const cost::Step* rs) {
+    const int first = ag ? gemm_at(st.ops, true) : -1;
+    int last = rs ? gemm_at(st.ops, false) : -1;
+    if (last == first) last = -1;
+    double sum = 0;
+    for (std::size_t i = 0; i < st.ops.size(); ++i)
+      if (static_cast<int>(i) != first && static_cast<int>(i) != last) sum += op_s(st.ops[i]);
+    if (first >= 0) {
+      const double g = piece_s(st.ops[static_cast<std::size_t>(first)]), cc = coll_s(ag->collective_bytes / k);
+      sum += cc + (k - 1) * std::max(cc, g) + g;
+    }
+    if (last >= 0) {
+      const double g = piece_s(st.ops[static_cast<std::size_t>(last)]), cc = coll_s(rs->collective_bytes / k);
+      sum += g + (k - 1) * std::max(cc, g) + cc;
+    }
+    host += static_cast<double>(st.ops.size()) * cal.host_issue_s;
+    return std::pair{sum, last >= 0};
+  };
+  for (std::size_t si = 0; si < steps.size(); ++si) {
+    const auto& s = steps[si];
+    if (k > 1 && tl.size[0] > 1) {
+      const cost::Step* next = si + 1 < steps.size() ? &steps[si + 1] : nullptr;
+      if (s.kind == cost::Step::Kind::COMPUTE && next && overlappable(*next, cost::CollectiveKind::REDUCE_SCATTER) &&
+          gemm_at(s.ops, false) >= 0) {
+        t += overlapped(s, nullptr, next).first;
+        ++si;
+        continue;
+      }
+      if (overlappable(s, cost::CollectiveKind::ALL_GATHER) && next && next->kind == cost::Step::Kind::COMPUTE &&
+          gemm_at(next->ops, true) >= 0) {
+        const cost::Step* rs =
+            si + 2 < steps.size() && overlappable(steps[si + 2], cost::CollectiveKind::REDUCE_SCATTER) ? &steps[si + 2]
+                                                                                                       : nullptr;
+        const auto [time, used_rs] = overlapped(*next, &s, rs);
+        t += time;
+        si += used_rs ? 2 : 1;
+        continue;
+      }
+    }
     if (s.kind == cost::Step::Kind::COMPUTE) {
       t += cost::step_time_s(s, c.gpu, dt, cal);
       host += static_cast<double>(s.ops.size()) * cal.host_issue_s;
@@ -114,6 +179,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     stride *= plan.degree(a);
   }
   TpLinks tp_link = tp_links(c, cal, plan.tp, stride_tp, plan.tp_layout, plan.tp_depth);
+  if (plan.tp_comm_overlap) tp_link.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : plan.tp;
   // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
   tp_link.group_size[0] = plan.cp;
   tp_link.group[0] = hop(c, cal, plan.cp, plan.tp * stride_tp);

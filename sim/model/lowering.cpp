@@ -202,8 +202,10 @@ private:
   /// ring successor.
   /// A COMPUTE task running `ops` after `pred` (host issue, interference weight, recorded kernels). `issued`: the
   /// pass's CUDA-graph launch (set once the first task of the pass is issued).
+  /// `host_kernels`: framework-level kernels the host issues for the task (-1 = one per op; the pieces of an
+  /// overlapped GEMM are one framework call).
   std::int32_t compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name, int layer,
-                            int mb, std::int32_t pred, bool* issued);
+                            int mb, std::int32_t pred, bool* issued, int host_kernels = -1);
   /// Interference slowdown of a kernel list (time-weighted over its kernel classes); 0 when switched off.
   double interference_of(const std::vector<cost::Op>& ops) const;
   /// A compute step with its TP all-gather (`ag`) and/or reduce-scatter (`rs`) overlapped in pieces.
@@ -1004,7 +1006,7 @@ double Lowerer::interference_of(const std::vector<cost::Op>& ops) const {
 }
 
 std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name,
-                                   int layer, int mb, std::int32_t pred, bool* issued) {
+                                   int layer, int mb, std::int32_t pred, bool* issued, int host_kernels) {
   Task t;
   t.kind = TaskKind::COMPUTE;
   t.stream = Stream::COMPUTE;
@@ -1032,7 +1034,8 @@ std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Pha
   // they are issued (it is host-bound when its kernels are shorter than their issue time). Under CUDA graphs the
   // whole layer pass is one graph launch.
   if (cal_.host_issue_s > 0) {
-    if (!p_.cuda_graphs) host_issue(si, t, static_cast<double>(ops.size()) * cal_.host_issue_s, id);
+    const double kernels = host_kernels >= 0 ? host_kernels : static_cast<double>(ops.size());
+    if (!p_.cuda_graphs && kernels > 0) host_issue(si, t, kernels * cal_.host_issue_s, id);
     else if (issued && !*issued) host_issue(si, t, cal_.host_issue_s, id);
   }
   if (issued) *issued = true;
@@ -1088,7 +1091,7 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
                                 prefix + ag->name, layer, mb, coll_pred);
       coll_pred = -1;  // later pieces follow on the TP stream
       cur = compute_task(si, {piece(ops[static_cast<std::size_t>(first)])}, phase, prefix + st.name, layer, mb, cur,
-                         issued);
+                         issued, j == 0 ? 1 : 0);
       g_.depend(a, cur);
     }
     next_op = first + 1;
@@ -1098,7 +1101,7 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
     std::int32_t r = -1;
     for (int j = 0; j < n; ++j) {
       cur = compute_task(si, {piece(ops[static_cast<std::size_t>(last)])}, phase, prefix + st.name, layer, mb, cur,
-                         issued);
+                         issued, j == 0 ? 1 : 0);
       r = collective(si, GroupAxis::TP, Stream::TP, rs->collective, rs->collective_bytes / n, phase, prefix + rs->name,
                      layer, mb, cur);
     }
