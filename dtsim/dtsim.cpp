@@ -52,8 +52,16 @@ Presets presets() {
   for (const auto& n : gpu_preset_names()) {
     auto g = gpu_preset(n);
     char line[200];
-    std::snprintf(line, sizeof line, "  %-15s %6.1f TFLOP/s fp16  %6.0f GB/s HBM  %5.1f GB\n", n.c_str(),
-                  g.peak_fp16_flops / 1e12, g.hbm_Bps / 1e9, g.memory_bytes / 1e9);
+    // Dense tensor-core peaks (fp8, fp4: "-" where the GPU has none), HBM bandwidth, capacity in GiB as stored.
+    auto peak = [](double flops) {
+      char b[16];
+      if (flops > 0) std::snprintf(b, sizeof b, "%6.0f", flops / 1e12);
+      else std::snprintf(b, sizeof b, "%6s", "-");
+      return std::string(b);
+    };
+    std::snprintf(line, sizeof line, "  %-15s %6.0f bf16 %s fp8 %s fp4 TFLOP/s  %6.0f GB/s HBM  %5.1f GiB\n",
+                  n.c_str(), g.peak_bf16_flops / 1e12, peak(g.peak_fp8_flops).c_str(), peak(g.peak_fp4_flops).c_str(),
+                  g.hbm_Bps / 1e9, g.memory_bytes / units::kGiB);
     t += line;
   }
   t += "clusters (--cluster NAME:GPUS, or a JSON file):\n";
