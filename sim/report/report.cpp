@@ -496,7 +496,11 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   if (in.plan->tp_comm_overlap || in.plan->overlap_param_gather || any_interference) {
     // Exposed (compute idle) and overlapped (in flight while compute runs) communication of each kind, and what the
     // overlap cost the kernels (interference).
-    o << "communication by kind, exposed / overlapped (s), and interference:\n";
+    o << "communication by kind, exposed / overlapped (s), and interference"
+      << (!low.graph.interference_on          ? " (off)"
+          : res.engine.rfind("simgrid", 0) != 0 ? " (not modelled by the " + res.engine + " engine)"
+                                                : "")
+      << ":\n";
     for (int s = 0; s < plan.pp; ++s) {
       RankCoord c;
       c.pp = s;
