@@ -59,8 +59,8 @@ Presets presets() {
       else std::snprintf(b, sizeof b, "%6s", "-");
       return std::string(b);
     };
-    std::snprintf(line, sizeof line, "  %-15s %6.0f bf16 %s fp8 %s fp4 TFLOP/s  %6.0f GB/s HBM  %5.1f GiB\n",
-                  n.c_str(), g.peak_bf16_flops / 1e12, peak(g.peak_fp8_flops).c_str(), peak(g.peak_fp4_flops).c_str(),
+    std::snprintf(line, sizeof line, "  %-15s %6.0f bf16 %s fp8 %s fp4 TFLOP/s  %6.0f GB/s HBM  %5.1f GiB\n", n.c_str(),
+                  g.peak_bf16_flops / 1e12, peak(g.peak_fp8_flops).c_str(), peak(g.peak_fp4_flops).c_str(),
                   g.hbm_Bps / 1e9, g.memory_bytes / units::kGiB);
     t += line;
   }

@@ -497,7 +497,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     // Exposed (compute idle) and overlapped (in flight while compute runs) communication of each kind, and what the
     // overlap cost the kernels (interference).
     o << "communication by kind, exposed / overlapped (s), and interference"
-      << (!low.graph.interference_on          ? " (off)"
+      << (!low.graph.interference_on            ? " (off)"
           : res.engine.rfind("simgrid", 0) != 0 ? " (not modelled by the " + res.engine + " engine)"
                                                 : "")
       << ":\n";
