@@ -1234,7 +1234,9 @@ std::int32_t Lowerer::ring_attention(int si, const cost::Step& st, Phase phase, 
       for (const auto& op : block.ops) ks.push_back({op.name, op.gemm, op.m, op.k, op.n, op.batch, op.flops, op.bytes});
       g_.set_kernels(id, std::move(ks));
     }
-    if (cal_.host_issue_s > 0) host_issue(si, t, static_cast<double>(block.ops.size()) * cal_.host_issue_s, id);
+    // Under CUDA graphs the ring blocks are part of the pass's one graph launch.
+    if (cal_.host_issue_s > 0 && !p_.cuda_graphs)
+      host_issue(si, t, static_cast<double>(block.ops.size()) * cal_.host_issue_s, id);
     cur = id;
     arrived = next;
   }
