@@ -38,19 +38,6 @@ struct TpLinks {
   int overlap_chunks = 0;  ///< TP communication overlap: pieces per overlapped collective (0 = no overlap)
 };
 
-bool overlappable(const cost::Step& s, cost::CollectiveKind kind) {
-  return s.kind == cost::Step::Kind::TP_COLLECTIVE && s.group == cost::CommGroup::TP && s.axis == cost::TpAxis::ALL &&
-         s.group_size == 0 && s.collective == kind;
-}
-int gemm_at(const std::vector<cost::Op>& ops, bool first) {
-  const int n = static_cast<int>(ops.size());
-  for (int k = 0; k < n; ++k) {
-    const int i = first ? k : n - 1 - k;
-    if (ops[static_cast<std::size_t>(i)].gemm) return i;
-  }
-  return -1;
-}
-
 TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int stride_tp, TpLayout layout, int depth) {
   TpLinks l;
   l.tp = tp;
@@ -72,18 +59,13 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   // reduce-scatter out of its last, each in k pieces pipelined with the GEMM's pieces: c + (k-1) max(c, g) + g.
   const int k = tl.overlap_chunks;
   auto op_s = [&](const cost::Op& op) { return cost::op_time_s(op, c.gpu, dt, cal); };
-  auto piece_s = [&](cost::Op op) {
-    op.flops /= k;
-    op.bytes /= k;
-    op.m /= k;
-    return op_s(op);
-  };
+  auto piece_s = [&](const cost::Op& op) { return op_s(cost::gemm_piece(op, k)); };
   auto coll_s = [&](double bytes) {
     return ring_time_s(false, tl.size[0], bytes, tl.axis[0].alpha, tl.axis[0].bw, cal.collective_step_overhead_s);
   };
   auto overlapped = [&](const cost::Step& st, const cost::Step* ag, const cost::Step* rs) {
-    const int first = ag ? gemm_at(st.ops, true) : -1;
-    int last = rs ? gemm_at(st.ops, false) : -1;
+    const int first = ag ? cost::gemm_index(st.ops, true) : -1;
+    int last = rs ? cost::gemm_index(st.ops, false) : -1;
     if (last == first) last = -1;
     double sum = 0;
     for (std::size_t i = 0; i < st.ops.size(); ++i)
@@ -103,17 +85,18 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
     const auto& s = steps[si];
     if (k > 1 && tl.size[0] > 1) {
       const cost::Step* next = si + 1 < steps.size() ? &steps[si + 1] : nullptr;
-      if (s.kind == cost::Step::Kind::COMPUTE && next && overlappable(*next, cost::CollectiveKind::REDUCE_SCATTER) &&
-          gemm_at(s.ops, false) >= 0) {
+      if (s.kind == cost::Step::Kind::COMPUTE && next &&
+          cost::tp_overlappable(*next, cost::CollectiveKind::REDUCE_SCATTER) && cost::gemm_index(s.ops, false) >= 0) {
         t += overlapped(s, nullptr, next).first;
         ++si;
         continue;
       }
-      if (overlappable(s, cost::CollectiveKind::ALL_GATHER) && next && next->kind == cost::Step::Kind::COMPUTE &&
-          gemm_at(next->ops, true) >= 0) {
+      if (cost::tp_overlappable(s, cost::CollectiveKind::ALL_GATHER) && next &&
+          next->kind == cost::Step::Kind::COMPUTE && cost::gemm_index(next->ops, true) >= 0) {
         const cost::Step* rs =
-            si + 2 < steps.size() && overlappable(steps[si + 2], cost::CollectiveKind::REDUCE_SCATTER) ? &steps[si + 2]
-                                                                                                       : nullptr;
+            si + 2 < steps.size() && cost::tp_overlappable(steps[si + 2], cost::CollectiveKind::REDUCE_SCATTER)
+                ? &steps[si + 2]
+                : nullptr;
         const auto [time, used_rs] = overlapped(*next, &s, rs);
         t += time;
         si += used_rs ? 2 : 1;

@@ -72,9 +72,7 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
     s.step_params += x.step_params;
     s.expert_params = expert;
   }
-  const bool te_caches = plan.precision == Precision::FP8_DELAYED || plan.precision == Precision::MXFP8 ||
-                         plan.precision == Precision::NVFP4;
-  if (te_caches) {
+  if (caches_lowp_weights(plan.precision)) {
     // The linear layers' weights: the stage's parameters without the embedding and output head (norms are small).
     double linear = all;
     if (stage == 0) linear -= cost::first_stage_extra_params(m, plan.tp);

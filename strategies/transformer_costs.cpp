@@ -84,9 +84,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.precision = plan.precision;
   // Transformer Engine's recipes quantize a weight on the first micro-batch and reuse it (is_first_microbatch);
   // torchao's tensorwise and rowwise Float8 linears cast it in every forward.
-  const bool te_caches = plan.precision == Precision::FP8_DELAYED || plan.precision == Precision::MXFP8 ||
-                         plan.precision == Precision::NVFP4;
-  sh.weight_cast_share = te_caches ? 1.0 / std::max(1, plan.num_microbatches()) : 1.0;
+  sh.weight_cast_share = caches_lowp_weights(plan.precision) ? 1.0 / std::max(1, plan.num_microbatches()) : 1.0;
   return sh;
 }
 
@@ -1010,6 +1008,27 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
   };
   convert(p.forward, true);
   convert(p.backward, false);
+}
+
+bool tp_overlappable(const Step& st, CollectiveKind kind) {
+  return st.kind == Step::Kind::TP_COLLECTIVE && st.group == CommGroup::TP && st.axis == TpAxis::ALL &&
+         st.group_size == 0 && st.collective == kind;
+}
+
+int gemm_index(const std::vector<Op>& ops, bool first) {
+  const int n = static_cast<int>(ops.size());
+  for (int k = 0; k < n; ++k) {
+    const int i = first ? k : n - 1 - k;
+    if (ops[static_cast<std::size_t>(i)].gemm) return i;
+  }
+  return -1;
+}
+
+Op gemm_piece(Op op, int k) {
+  op.flops /= k;
+  op.bytes /= k;
+  op.m /= k;
+  return op;
 }
 
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {

@@ -162,6 +162,13 @@ double precision_bytes(Precision p, double dtype_bytes);
 /// and its amax all-reduces. No change for BF16. Called by layer_passes before the backward is split.
 void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh);
 
+/// TP communication overlap (ParallelPlan::tp_comm_overlap), shared by the lowering and the estimator: whether `st`
+/// is a whole-TP-group collective of `kind` that can be pipelined with a GEMM; the index of the first (or last) GEMM
+/// of `ops` (-1: none); one of k pieces of a GEMM (split along its rows).
+bool tp_overlappable(const Step& st, CollectiveKind kind);
+int gemm_index(const std::vector<Op>& ops, bool first);
+Op gemm_piece(Op op, int k);
+
 /// Roofline time of one kernel with calibrated efficiencies, launch overhead included.
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);

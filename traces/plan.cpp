@@ -71,6 +71,10 @@ bool is_fp8(Precision p) {
          p == Precision::MXFP8;
 }
 
+bool caches_lowp_weights(Precision p) {
+  return p == Precision::FP8_DELAYED || p == Precision::MXFP8 || p == Precision::NVFP4;
+}
+
 std::string to_string(Dispatcher d) { return d == Dispatcher::ALL_TO_ALL ? "alltoall" : "allgather"; }
 
 namespace {

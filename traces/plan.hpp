@@ -90,6 +90,9 @@ std::string to_string(Precision p);
 Precision precision_from_string(const std::string& s, const std::string& ctx);
 /// True for the FP8 recipes and MXFP8 (GEMMs at GpuSpec::peak_fp8_flops).
 bool is_fp8(Precision p);
+/// Transformer Engine's recipes (FP8 delayed, MXFP8, NVFP4) quantize a weight on the first micro-batch and keep the
+/// low-precision copies for the iteration; torchao's tensorwise and rowwise casts redo it every forward.
+bool caches_lowp_weights(Precision p);
 
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);

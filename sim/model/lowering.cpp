@@ -206,8 +206,6 @@ private:
   /// overlapped GEMM are one framework call).
   std::int32_t compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name, int layer,
                             int mb, std::int32_t pred, bool* issued, int host_kernels = -1);
-  /// Interference slowdown of a kernel list (time-weighted over its kernel classes); 0 when switched off.
-  double interference_of(const std::vector<cost::Op>& ops) const;
   /// A compute step with its TP all-gather (`ag`) and/or reduce-scatter (`rs`) overlapped in pieces.
   std::int32_t overlapped_compute(int si, const cost::Step& st, const cost::Step* ag, const cost::Step* rs, Phase phase,
                                   int layer, int mb, std::int32_t pred, const std::string& prefix, bool* issued);
@@ -991,20 +989,6 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   return inst.done[pos];
 }
 
-double Lowerer::interference_of(const std::vector<cost::Op>& ops) const {
-  if (!opt_.interference) return 0;
-  // The step's slowdown under a concurrent collective: its kernels' classes weighted by their time.
-  double t = 0, slow = 0;
-  for (const auto& op : ops) {
-    const double ti = cost::op_time_s(op, c_.gpu, m_.dtype, cal_);
-    t += ti;
-    slow += ti * (op.flash  ? cal_.interference_flash_slowdown
-                  : op.gemm ? cal_.interference_gemm_slowdown
-                            : cal_.interference_memory_slowdown);
-  }
-  return t > 0 ? slow / t : 0;
-}
-
 std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name,
                                    int layer, int mb, std::int32_t pred, bool* issued, int host_kernels) {
   Task t;
@@ -1014,14 +998,20 @@ std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Pha
   t.name = g_.intern(name);
   t.layer = layer;
   t.microbatch = mb;
-  double dur = 0, flops = 0;
+  // Duration, FLOPs and the slowdown under a concurrent collective (the kernels' classes weighted by their time;
+  // 0 with interference off).
+  double dur = 0, flops = 0, slow = 0;
   for (const auto& op : ops) {
-    dur += cost::op_time_s(op, c_.gpu, m_.dtype, cal_);
+    const double ti = cost::op_time_s(op, c_.gpu, m_.dtype, cal_);
+    dur += ti;
     flops += op.flops;
+    slow += ti * (op.flash  ? cal_.interference_flash_slowdown
+                  : op.gemm ? cal_.interference_gemm_slowdown
+                            : cal_.interference_memory_slowdown);
   }
   t.duration_s = dur;
   t.flops = flops;
-  t.interference = static_cast<float>(interference_of(ops));
+  t.interference = opt_.interference && dur > 0 ? static_cast<float>(slow / dur) : 0.0F;
   const auto id = add_on_stream(si, t);
   if (opt_.record_kernels) {
     std::vector<KernelSpec> ks;
@@ -1042,21 +1032,6 @@ std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Pha
   return id;
 }
 
-namespace {
-bool overlappable(const cost::Step& st, CollectiveKind kind) {
-  return st.kind == cost::Step::Kind::TP_COLLECTIVE && st.group == cost::CommGroup::TP &&
-         st.axis == cost::TpAxis::ALL && st.group_size == 0 && st.collective == kind;
-}
-int gemm_index(const std::vector<cost::Op>& ops, bool first) {
-  const int n = static_cast<int>(ops.size());
-  for (int k = 0; k < n; ++k) {
-    const int i = first ? k : n - 1 - k;
-    if (ops[static_cast<std::size_t>(i)].gemm) return i;
-  }
-  return -1;
-}
-}  // namespace
-
 std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cost::Step* ag, const cost::Step* rs,
                                          Phase phase, int layer, int mb, std::int32_t pred, const std::string& prefix,
                                          bool* issued) {
@@ -1066,16 +1041,10 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
   // j). Exposed: the first all-gather piece (the last reduce-scatter piece) plus what the GEMM pieces cannot hide.
   const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.tp;
   const auto& ops = st.ops;
-  const int first = ag ? gemm_index(ops, true) : -1;
-  int last = rs ? gemm_index(ops, false) : -1;
+  const int first = ag ? cost::gemm_index(ops, true) : -1;
+  int last = rs ? cost::gemm_index(ops, false) : -1;
   if (last == first) last = -1;  // a single GEMM is pipelined with its all-gather only
-  auto piece = [&](const cost::Op& op) {
-    cost::Op c = op;
-    c.flops /= n;
-    c.bytes /= n;
-    c.m /= n;
-    return c;
-  };
+  auto piece = [&](const cost::Op& op) { return cost::gemm_piece(op, n); };
   auto segment = [&](int from, int to, std::int32_t after) {  // ops [from, to) as one task
     if (from >= to) return after;
     std::vector<cost::Op> seg(ops.begin() + from, ops.begin() + to);
@@ -1130,8 +1099,8 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
     std::int32_t id;
     if (st.kind == cost::Step::Kind::COMPUTE) {
       const cost::Step* rs = p_.tp_comm_overlap && i + 1 < steps.size() &&
-                                     overlappable(steps[i + 1], CollectiveKind::REDUCE_SCATTER) &&
-                                     gemm_index(st.ops, false) >= 0
+                                     cost::tp_overlappable(steps[i + 1], CollectiveKind::REDUCE_SCATTER) &&
+                                     cost::gemm_index(st.ops, false) >= 0
                                  ? &steps[i + 1]
                                  : nullptr;
       if (rs) {
@@ -1142,12 +1111,13 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       }
     } else if (st.kind == cost::Step::Kind::RING_ATTENTION) {
       id = ring_attention(si, st, phase, layer, mb, last, prefix);
-    } else if (p_.tp_comm_overlap && overlappable(st, CollectiveKind::ALL_GATHER) && i + 1 < steps.size() &&
-               steps[i + 1].kind == cost::Step::Kind::COMPUTE && gemm_index(steps[i + 1].ops, true) >= 0) {
-      const cost::Step* rs =
-          i + 2 < steps.size() && overlappable(steps[i + 2], CollectiveKind::REDUCE_SCATTER) ? &steps[i + 2] : nullptr;
+    } else if (p_.tp_comm_overlap && cost::tp_overlappable(st, CollectiveKind::ALL_GATHER) && i + 1 < steps.size() &&
+               steps[i + 1].kind == cost::Step::Kind::COMPUTE && cost::gemm_index(steps[i + 1].ops, true) >= 0) {
+      const cost::Step* rs = i + 2 < steps.size() && cost::tp_overlappable(steps[i + 2], CollectiveKind::REDUCE_SCATTER)
+                                 ? &steps[i + 2]
+                                 : nullptr;
       id = overlapped_compute(si, steps[i + 1], &st, rs, phase, layer, mb, last, prefix, &issued);
-      i += rs && gemm_index(steps[i + 1].ops, false) != gemm_index(steps[i + 1].ops, true) ? 2 : 1;
+      i += rs && cost::gemm_index(steps[i + 1].ops, false) != cost::gemm_index(steps[i + 1].ops, true) ? 2 : 1;
     } else {
       std::int32_t coll_first = -1;
       const GroupAxis ax = st.group == cost::CommGroup::CP    ? GroupAxis::CP

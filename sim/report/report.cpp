@@ -493,6 +493,12 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     for (int k = 1; k < kNumCommKinds; ++k) any_kind = any_kind || (k < 3 && rr.exposed_by_kind_s[k] > 0);
     any_interference = any_interference || rr.interference_s > 0;
   }
+  // The simulated rank standing for stage s (coordinates 0 on the other axes).
+  auto stage_rank = [&](int s) -> const RankReport& {
+    RankCoord c;
+    c.pp = s;
+    return rep.ranks[low.sim_index_of[plan.rank_of(c)]];
+  };
   if (in.plan->tp_comm_overlap || in.plan->overlap_param_gather || any_interference) {
     // Exposed (compute idle) and overlapped (in flight while compute runs) communication of each kind, and what the
     // overlap cost the kernels (interference).
@@ -502,9 +508,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
                                                 : "")
       << ":\n";
     for (int s = 0; s < plan.pp; ++s) {
-      RankCoord c;
-      c.pp = s;
-      const auto& rr = rep.ranks[low.sim_index_of[plan.rank_of(c)]];
+      const auto& rr = stage_rank(s);
       o << "  stage " << s << ":";
       for (int k = 0; k < kNumCommKinds; ++k)
         if (rr.exposed_by_kind_s[k] > 0 || rr.overlapped_by_kind_s[k] > 0)
@@ -515,9 +519,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   } else if (any_kind) {
     o << "exposed communication by kind (s):\n";
     for (int s = 0; s < plan.pp; ++s) {
-      RankCoord c;
-      c.pp = s;
-      const auto& rr = rep.ranks[low.sim_index_of[plan.rank_of(c)]];
+      const auto& rr = stage_rank(s);
       o << "  stage " << s << ":";
       for (int k = 0; k < kNumCommKinds; ++k)
         if (rr.exposed_by_kind_s[k] > 0)
