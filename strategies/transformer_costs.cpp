@@ -185,11 +185,13 @@ std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_di
   if (fused) {
     ops.push_back(mem("softmax", 2 * scores * d.e));
   } else {
-    ops.push_back(mem("softmax-to-fp32", scores * (d.e + 4)));
+    // An fp32 model's scores are fp32 already: Megatron casts only fp16/bf16 input (input_in_float16).
+    const bool cast = d.e != 4;
+    if (cast) ops.push_back(mem("softmax-to-fp32", scores * (d.e + 4)));
     ops.push_back(mem("softmax-scale", scores * 8));
     ops.push_back(mem("softmax-mask", scores * 9));
     ops.push_back(mem("softmax", scores * 8));
-    ops.push_back(mem("softmax-to-half", scores * (4 + d.e)));
+    if (cast) ops.push_back(mem("softmax-to-half", scores * (4 + d.e)));
   }
   ops.push_back(mem("attn-dropout", scores * (2 * d.e + 1)));
   ops.push_back({"av", true, 2 * bh * d.sq * d.skv * head_dim, (scores + bh * (d.sq + d.skv) * head_dim) * d.e, false,
@@ -746,14 +748,14 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
   // Megatron's vocabulary-parallel cross entropy on an fp32 copy of the logits (output.float()), one pass over the
   // T x v/t shard per kernel: the copy (read e, write 4), max (read 4), subtract the max in place (read + write),
   // exp in place, sum (read 4), divide by the sum in place to keep the softmax for the backward = (e + 36) bytes.
+  // An fp32 model's logits are fp32 already: .float() returns them uncopied (no ce-to-fp32, no cast back).
   const double tv = d.T * v_rank;
-  std::vector<Op> fwd = {logits,
-                         mem("ce-to-fp32", tv * (d.e + 4)),
-                         mem("ce-max", tv * 4),
-                         mem("ce-sub-max", tv * 8),
-                         mem("ce-exp", tv * 8),
-                         mem("ce-sum", tv * 4),
-                         mem("ce-softmax", tv * 8)};
+  const bool cast = d.e != 4;
+  std::vector<Op> fwd = {logits};
+  if (cast) fwd.push_back(mem("ce-to-fp32", tv * (d.e + 4)));
+  for (const Op& op : {mem("ce-max", tv * 4), mem("ce-sub-max", tv * 8), mem("ce-exp", tv * 8), mem("ce-sum", tv * 4),
+                       mem("ce-softmax", tv * 8)})
+    fwd.push_back(op);
   p.forward.push_back(compute("final-ln", {ln}));
   if (sh.tp > 1 && sh.sequence_parallel) p.forward.push_back(coll("head-ag", CollectiveKind::ALL_GATHER, act_bytes));
   p.forward.push_back(compute("logits", fwd));
@@ -761,7 +763,8 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
   if (sh.tp > 1) p.forward.push_back(coll("loss-ar", CollectiveKind::ALL_REDUCE, 2 * d.T * 4));
   // Backward: the saved softmax times the loss gradient in place (read + write 4), then the fp32 gradient back to
   // the logits' dtype (read 4, write e).
-  std::vector<Op> b = {mem("ce-grad", tv * 8), mem("ce-grad-to-dtype", tv * (4 + d.e))};
+  std::vector<Op> b = {mem("ce-grad", tv * 8)};
+  if (cast) b.push_back(mem("ce-grad-to-dtype", tv * (4 + d.e)));
   append(b, gemm_bwd(logits));
   p.backward.push_back(compute("logits-bwd", b));
   if (sh.tp > 1)
@@ -856,8 +859,9 @@ ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape
 
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh) {
   const Dims d = dims(m, sh);
-  // Final LN input (e), logits (e) and their fp32 softmax copy (4) per vocabulary shard (Korthikanti's 4sbv/t).
-  return {d.Tsp * d.h * d.e + d.T * d.v / d.t * (d.e + 4), 0};
+  // Final LN input (e), logits (e) and their fp32 softmax copy (4) per vocabulary shard (Korthikanti's 4sbv/t); an
+  // fp32 model's softmax is computed in place in the logits themselves (no copy): 4 bytes per logit.
+  return {d.Tsp * d.h * d.e + d.T * d.v / d.t * (d.e == 4 ? 4 : d.e + 4), 0};
 }
 
 double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas) {

@@ -163,6 +163,17 @@ const std::vector<GpuSpec>& gpus() {
       // PFLOP/s per rack / 72 = 83 TFLOP/s (verda's rack table halves it to 3 as if it were a sparse figure; its
       // per-GPU table gives 80): an estimate.
       {"gb300", 2500e12, 2500e12, 6e15 / 72, 5000e12, 15000e12, 8000e9, 279 * units::kGiB},
+      // GH200 (the Hopper GPU of a GH200 Grace Hopper Superchip, 96 GB HBM3 part; the GPU of CSCS Alps' Clariden
+      // nodes): the H100's GH100 die, so the H100 SXM's dense tensor peaks, 989 TFLOP/s FP16/BF16 and 1,979 FP8 (the
+      // NVIDIA GH200 datasheet lists them with 2:4 sparsity, 1,979 / 3,958), no FP4; 96 GB HBM3 at 4 TB/s (NVIDIA GH200
+      // datasheet / product page nvidia.com/en-us/data-center/grace-hopper-superchip, as reproduced by naddod.com/blog/
+      // nvidia-dgx-gh200-ai-supercomputer: "96GB of HBM3 with a bandwidth of 4TB/s", later 144 GB HBM3e at 4.9 TB/s;
+      // spheron.network/blog/nvidia-gh200-guide: "96 GB of HBM3 on the GPU side"; enterpriseai.news 2023-05-29: "H100
+      // GPUs, each with 96GB HBM3 memory for this variant"). FP32 67 TFLOP/s as on the H100 SXM (same silicon; not on
+      // the pages retrieved here: an estimate; the module's higher power budget may clock higher than the 700 W H100,
+      // not modelled). Capacity: 102,625,181,696 bytes = 97,871 MiB, what nvidia-smi reports for the 96 GB part and
+      // what SAILOR's cluster config lists for its "GH-96" GPU (basic_cluster_config.json mem_per_gpu).
+      {"gh200", 989e12, 989e12, 67e12, 1979e12, 0, 4000e9, 102625181696.0},
   };
   return list;
 }
@@ -205,6 +216,18 @@ struct ClusterPreset {
 // ConnectX-8 per 4-GPU compute tray: docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/
 // components.html; glennklockwood.com: "72 ConnectX-8 NICs"). NVLink latency through the switch trays as inside a
 // DGX (estimate). Use them in multiples of 72 GPUs ("gb200-nvl72:576" = 8 racks).
+// Clariden (CSCS Alps, HPE Cray EX254n GH200 blades; alias alps-gh200): 4 GH200 per node, "four Grace-Hopper modules
+// and four corresponding network interface cards (NICs)" per node on HPE Slingshot 11 (CSCS documentation,
+// docs.cscs.ch/alps/hardware, "NVIDIA GH200 GPU Nodes"; eth-cscs/cscs-docs docs/alps/hardware.md). Inside a node the
+// four GPUs are joined all-to-all by NVLink4, no NVSwitch: each GPU's 18 links (25 GB/s per direction each) split 6 per
+// peer = 150 GB/s per pair per direction, 450 GB/s per GPU. Modelled as the "nvswitch" fabric at the GPU's aggregate
+// 450 GB/s per direction: exact for traffic that spreads over all three peers (NCCL's ring channels over the mesh,
+// all-to-all), optimistic by up to 3x for one pair talking alone (a single point-to-point transfer gets 150 GB/s
+// on the real mesh); the explicit-graph alternative (as dgx1-v100) would under-rate NCCL's multi-channel rings instead.
+// Between nodes: one Slingshot-11 (Cassini) NIC per GPU at 200 Gb/s per direction (Slingshot 11's line rate; the CSCS
+// page lists the NIC count, not the speed). Slingshot's dragonfly is modelled as a full-bisection switch (the default
+// "switch" fabric; a fat-tree can be named): global-link tapering and adaptive routing are not modelled. Latencies as
+// DGX H100 (estimates).
 // Latencies are one-way wire+switch estimates (NVLink ~1 us, InfiniBand ~2 us through one switch); software
 // overheads of collectives come from the calibration file, not from here.
 const std::vector<ClusterPreset>& cluster_presets() {
@@ -216,9 +239,16 @@ const std::vector<ClusterPreset>& cluster_presets() {
       {"dgx-b300", "b300", 8, 900e9, 1e-6, 8, 800 * units::kGbit_Bps, 2e-6},
       {"gb200-nvl72", "gb200", 72, 900e9, 1e-6, 72, 400 * units::kGbit_Bps, 2e-6},
       {"gb300-nvl72", "gb300", 72, 900e9, 1e-6, 72, 800 * units::kGbit_Bps, 2e-6},
+      {"clariden", "gh200", 4, 450e9, 1e-6, 4, 200 * units::kGbit_Bps, 2e-6},
       {"dgx1-v100", "v100-sxm2-32gb", 8, 25e9, 1e-6, 4, 100 * units::kGbit_Bps, 2e-6},  // graph built below
       {"pcie-a100", "a100-pcie-80gb", 8, 32e9, 2e-6, 4, 200 * units::kGbit_Bps, 2e-6},  // graph built below
   };
+  return list;
+}
+
+// Other names load_cluster() accepts for a cluster preset (not listed by cluster_preset_names()).
+const std::vector<std::pair<const char*, const char*>>& cluster_aliases() {
+  static const std::vector<std::pair<const char*, const char*>> list = {{"alps-gh200", "clariden"}};
   return list;
 }
 
@@ -403,13 +433,17 @@ ClusterSpec load_cluster(const std::string& spec) {
         throw ConfigError("cluster '" + spec + "': GPU count '" + count + "' is not an integer from 1 to " +
                           std::to_string(kMaxGpus));
     }
+    for (const auto& [alias, preset] : cluster_aliases())
+      if (base == alias) base = preset;
     const ClusterPreset* p = nullptr;
     for (const auto& cp : cluster_presets())
       if (base == cp.name) p = &cp;
     if (!p)
-      throw ConfigError("unknown cluster preset '" + base +
-                        "' (known: " + names_of(cluster_presets(), [](const ClusterPreset& x) { return x.name; }) +
-                        "; use NAME:GPUS, e.g. dgx-a100:64)");
+      throw ConfigError(
+          "unknown cluster preset '" + base +
+          "' (known: " + names_of(cluster_presets(), [](const ClusterPreset& x) { return x.name; }) + "; aliases: " +
+          names_of(cluster_aliases(), [](const auto& a) { return std::string(a.first) + " = " + a.second; }) +
+          "; use NAME:GPUS, e.g. dgx-a100:64)");
     if (n_gpus < 0) n_gpus = p->gpus_per_node;
     c.name = spec;
     c.gpu = gpu_preset(p->gpu);

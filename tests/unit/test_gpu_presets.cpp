@@ -1,5 +1,6 @@
 // GPU and cluster presets (traces/cluster.cpp): the Hopper/Blackwell GPUs (h200-sxm-141gb, b300, gb200, gb300 and
-// the alias b200) load with positive, consistently ordered peaks; every cluster preset loads at a valid size; the
+// the alias b200) load with positive, consistently ordered peaks; gh200 and its clariden nodes (alias alps-gh200)
+// have their sheets' figures; every cluster preset loads at a valid size; the
 // NVL72 racks are 72-GPU nodes with one NIC per GPU and refuse GPU counts that are not whole racks; every GPU preset
 // has a built-in calibration.
 #include <gtest/gtest.h>
@@ -148,7 +149,7 @@ TEST(ClusterPresets, EveryPresetLoadsAtValidSizes) {
     ASSERT_NO_THROW(one = dtsim::load_cluster(name));  // bare: one full node
     EXPECT_EQ(one.num_nodes, 1);
     const int g = one.gpus_per_node;
-    EXPECT_TRUE(g == 8 || g == 72) << g;
+    EXPECT_TRUE(g == 8 || g == 72 || g == 4) << g;  // DGX / HGX, NVL72 racks, Clariden's GH200 nodes
     EXPECT_EQ(one.total_gpus(), g);
     EXPECT_NO_THROW(one.validate());
     for (int nodes : {2, 4}) {
@@ -182,6 +183,57 @@ TEST(ClusterPresets, NewPresetsHaveTheirSheetsFabric) {
   EXPECT_EQ(b300.intra.bandwidth_Bps, 900e9);
   EXPECT_EQ(b300.inter.nics_per_node, 8);
   EXPECT_EQ(b300.inter.nic_bandwidth_Bps, 800 * dtsim::units::kGbit_Bps);
+}
+
+// GH200 (96 GB HBM3): the H100 SXM's tensor and FP32 peaks, 4 TB/s, SAILOR's "GH-96" capacity; Clariden: 4 per
+// node, NVLink4 at the GPU's 450 GB/s aggregate (18 links x 25 GB/s; 6 per peer), one 200 Gb/s Slingshot-11 NIC per
+// GPU; alps-gh200 is the same preset; the default calibration is the H100's, labelled as copied.
+TEST(ClusterPresets, Gh200AndClariden) {
+  const GpuSpec gh = dtsim::gpu_preset("gh200"), h100 = dtsim::gpu_preset("h100-sxm5-80gb");
+  EXPECT_EQ(gh.peak_bf16_flops, 989e12);
+  EXPECT_EQ(gh.peak_fp16_flops, 989e12);
+  EXPECT_EQ(gh.peak_fp8_flops, 1979e12);
+  EXPECT_EQ(gh.peak_fp32_flops, 67e12);
+  EXPECT_EQ(gh.peak_flops(dtsim::DType::FP32), 67e12);
+  EXPECT_EQ(gh.peak_fp4_flops, 0);
+  EXPECT_EQ(gh.hbm_Bps, 4.0e12);
+  EXPECT_EQ(gh.memory_bytes, 102625181696.0);  // 97,871 MiB
+  EXPECT_EQ(gh.peak_bf16_flops, h100.peak_bf16_flops);
+  EXPECT_GT(gh.memory_bytes, h100.memory_bytes);
+  EXPECT_TRUE(listed(dtsim::gpu_preset_names(), "gh200"));
+
+  const ClusterSpec c = dtsim::load_cluster("clariden:64");
+  EXPECT_EQ(c.gpu.name, "gh200");
+  EXPECT_EQ(c.num_nodes, 16);
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_EQ(c.intra.kind, "nvswitch");
+  EXPECT_EQ(c.intra.bandwidth_Bps, 450e9);
+  EXPECT_EQ(c.inter.nics_per_node, 4);
+  EXPECT_EQ(c.inter.nic_bandwidth_Bps, 200 * dtsim::units::kGbit_Bps);
+  EXPECT_EQ(c.inter.topology, "switch");
+  for (int gpu : {0, 3, 4, 63}) EXPECT_EQ(c.nic_of(gpu), gpu % 4);  // GPU i of a node on NIC i
+  EXPECT_TRUE(listed(dtsim::cluster_preset_names(), "clariden"));
+  EXPECT_FALSE(listed(dtsim::cluster_preset_names(), "alps-gh200"));  // an alias, not listed
+  const ClusterSpec alias = dtsim::load_cluster("alps-gh200:8");
+  EXPECT_EQ(alias.gpu.name, "gh200");
+  EXPECT_EQ(alias.num_nodes, 2);
+  EXPECT_EQ(dtsim::load_cluster("clariden").total_gpus(), 4);
+  const std::string msg = error_of<ConfigError>([] { dtsim::load_cluster("clariden:6"); });
+  EXPECT_TRUE(contains(msg, "not a whole number of 4-GPU nodes")) << msg;
+  const std::string unknown = error_of<ConfigError>([] { dtsim::load_cluster("alps:8"); });
+  EXPECT_TRUE(contains(unknown, "alps-gh200 = clariden")) << unknown;
+
+  const auto cal = dtsim::default_calibration("gh200"), h100_cal = dtsim::default_calibration("h100-sxm5-80gb");
+  EXPECT_EQ(cal.gemm_efficiency_max, h100_cal.gemm_efficiency_max);
+  EXPECT_EQ(cal.gemm_half_efficiency_flops, h100_cal.gemm_half_efficiency_flops);
+  EXPECT_EQ(cal.memory_bandwidth_efficiency, h100_cal.memory_bandwidth_efficiency);
+  EXPECT_EQ(cal.kernel_launch_s, h100_cal.kernel_launch_s);
+  EXPECT_EQ(cal.intra_bandwidth_efficiency, h100_cal.intra_bandwidth_efficiency);
+  EXPECT_EQ(cal.inter_bandwidth_efficiency, h100_cal.inter_bandwidth_efficiency);
+  EXPECT_EQ(cal.reserved_memory_bytes, h100_cal.reserved_memory_bytes);
+  EXPECT_TRUE(contains(cal.name, "copied from the H100")) << cal.name;
+  EXPECT_TRUE(contains(cal.provenance.at("derived_from").get<std::string>(), "h100-sxm5-80gb.json"));
+  EXPECT_TRUE(contains(cal.provenance.at("status").get<std::string>(), "nothing here was measured"));
 }
 
 TEST(ClusterPresets, Nvl72RacksAreSeventyTwoGpuNodesWithANicPerGpu) {

@@ -569,6 +569,58 @@ TEST(LayerPasses, HeadLossAllReduceAndEmbeddingCollectives) {
   EXPECT_TRUE(collectives(dtsim::cost::embedding_passes(m, shape(1, 1, false, Recompute::NONE)).forward).empty());
 }
 
+// An fp32 model (SAILOR's OPT-350M rows): Megatron casts only fp16/bf16 scores and logits to fp32, so the unfused
+// softmax and the cross entropy have no cast kernels; every element is 4 bytes; the softmax is kept in the logits
+// themselves; weights 4 + gradients 4 + Adam m, v 8 = 16 bytes per parameter with no separate master copy.
+TEST(LayerPasses, Fp32ModelHasNoCastKernelsAndSixteenBytesPerParam) {
+  auto m = gpt3_layer_spec();
+  m.dtype = dtsim::DType::FP32;
+  auto bytes_of = [](const std::vector<Step>& steps, const std::string& prefix) {
+    double b = 0;
+    for (const auto& st : steps)
+      for (const auto& op : st.ops)
+        if (!op.gemm && op.name.rfind(prefix, 0) == 0) b += op.bytes;
+    return b;
+  };
+  auto named = [](const dtsim::cost::LayerPasses& p, const std::string& name) {
+    for (const auto* steps : {&p.forward, &p.recompute, &p.backward})
+      for (const auto& st : *steps)
+        for (const auto& op : st.ops)
+          if (op.name == name) return true;
+    return false;
+  };
+  // 96 heads / tp 8 = 12 score matrices per rank: fused for fp16, but the fused kernel takes fp16/bf16 only.
+  EXPECT_TRUE(dtsim::cost::megatron_fused_softmax(12, 2048, 2));
+  EXPECT_FALSE(dtsim::cost::megatron_fused_softmax(12, 2048, 4));
+  const auto layer = dtsim::cost::layer_passes(m, shape(1, 8, false, Recompute::NONE));
+  EXPECT_FALSE(named(layer, "softmax-to-fp32"));
+  EXPECT_FALSE(named(layer, "softmax-to-half"));
+  // scale (read 4 write 4) + mask (read 4 + mask 1, write 4) + softmax (read 4 write 4) = 25 bytes per score.
+  const double scores = 12.0 * 2048 * 2048;
+  EXPECT_REL(bytes_of(layer.forward, "softmax"), 25.0 * scores);
+  // The GEMMs move 4-byte elements: the QK^T GEMM reads q and k and writes the scores.
+  double qk_bytes = 0;
+  for (const auto& st : layer.forward)
+    for (const auto& op : st.ops)
+      if (op.name == "qk") qk_bytes = op.bytes;
+  EXPECT_REL(qk_bytes, (12.0 * 2 * 2048 * 128 + scores) * 4);
+  // Cross entropy without the copy: max 4, subtract 8, exp 8, sum 4, divide 8 = 32 bytes forward, 8 backward.
+  const auto head = dtsim::cost::head_passes(m, shape(1, 8, false, Recompute::NONE));
+  EXPECT_FALSE(named(head, "ce-to-fp32"));
+  EXPECT_FALSE(named(head, "ce-grad-to-dtype"));
+  EXPECT_REL(bytes_of(head.forward, "ce-"), 32.0 * 2048 * 51200 / 8);
+  EXPECT_REL(bytes_of(head.backward, "ce-"), 8.0 * 2048 * 51200 / 8);
+  // Head activations: final LN input 4 sbh + the softmax in place of the logits, 4 bytes per logit.
+  EXPECT_REL(dtsim::cost::head_activation_bytes(m, shape(1, 8, false, Recompute::NONE)).stored,
+             4.0 * kSbh + 4.0 * 2048 * 51200 / 8);
+  // Static memory: 4 + 4 + 8 bytes per parameter.
+  const auto s = dtsim::memory::static_memory_for_params(1e9, dtsim::DType::FP32, 0, 1, false);
+  EXPECT_EQ(s.weight_bytes, 4e9);
+  EXPECT_EQ(s.gradient_bytes, 4e9);
+  EXPECT_EQ(s.optimizer_bytes, 8e9);
+  EXPECT_EQ(s.total(), 16e9);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Roofline
 // ---------------------------------------------------------------------------------------------------------------

@@ -160,7 +160,12 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
   }
   const std::string g = lower(gpu);
   std::string preset, gpu_name;
-  if (starts_with(g, "b200")) {
+  int preset_gpus_per_node = 8;  // the DGX presets
+  if (starts_with(g, "gh200")) {
+    // SAILOR's "GH-96": the 96 GB HBM3 GH200 of CSCS Alps' Clariden nodes (4 per node).
+    preset = "clariden", gpu_name = "gh200", preset_gpus_per_node = 4;
+    notes.add("GH200 calibration copied from the H100's (nothing measured on a GH200 calibrates it)");
+  } else if (starts_with(g, "b200")) {
     preset = "dgx-b200", gpu_name = "b200-sxm-180gb";
   } else if (starts_with(g, "h200")) {
     preset = "dgx-h200", gpu_name = "h200-sxm-141gb";
@@ -176,17 +181,16 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
   } else {
     const std::string kind = gpu.substr(0, gpu.find_first_of(" (-"));
     throw ConfigError(ctx + ": no GPU preset for " + kind + " (gpu '" + gpu +
-                      "'; dtsim has a100-sxm4-80gb, h100-sxm5-80gb, h200-sxm-141gb, b200-sxm-180gb as dgx-a100, "
-                      "dgx-h100, dgx-h200, dgx-b200)");
+                      "'; dtsim has a100-sxm4-80gb, h100-sxm5-80gb, h200-sxm-141gb, b200-sxm-180gb, gh200 as dgx-a100, "
+                      "dgx-h100, dgx-h200, dgx-b200, clariden)");
   }
-  constexpr int kPresetGpusPerNode = 8;  // every DGX preset above
   if (const auto gpn = opt_int(row, ctx, "gpus_per_node"); !gpn) {
-    if (gpus > kPresetGpusPerNode)
-      notes.add("gpus_per_node not stated: " + std::to_string(kPresetGpusPerNode) + " per node (" + preset +
+    if (gpus > preset_gpus_per_node)
+      notes.add("gpus_per_node not stated: " + std::to_string(preset_gpus_per_node) + " per node (" + preset +
                 ") assumed");
-  } else if (*gpn != kPresetGpusPerNode && gpus > *gpn) {
+  } else if (*gpn != preset_gpus_per_node && gpus > *gpn) {
     throw ConfigError(ctx + ": " + std::to_string(*gpn) + " GPUs per node, but " + preset + " has " +
-                      std::to_string(kPresetGpusPerNode));
+                      std::to_string(preset_gpus_per_node));
   }
   return {gpu_name, preset + ":" + std::to_string(gpus)};
 }
@@ -244,6 +248,55 @@ void routing_of(const json& row, const std::string& ctx, ParallelPlan& p) {
     throw ConfigError(ctx + ": moe_capacity '" + c + "': no positive number after 'capacity factor'");
   p.routing.capacity_factor = cf;
   p.routing.pad_to_capacity = contains(c, "pad");
+}
+
+/// SAILOR's per-stage partition (per_stage_plan[].layer_indexes) as transformer layers per pipeline stage. Its layer
+/// numbering has the embedding at index 0 and the LM head / final norm at the last index (layers + 1), which dtsim
+/// places on the first and last stage too: stage i runs its index count, less the embedding on the first stage and
+/// the head on the last. Stages are taken by their first and last index (contiguous ranges, checked); a list whose
+/// entries are not exactly its range (a typo in the source) is noted. Empty for pp 1 (one stage runs everything).
+std::vector<int> layers_per_stage_of(const json& row, const std::string& ctx, const TransformerSpec& model, int pp,
+                                     Notes& notes) {
+  const json& stages = row.at("per_stage_plan");
+  const std::string sctx = ctx + ": per_stage_plan";
+  if (!stages.is_array()) throw ConfigError(sctx + ": expected a list of stages");
+  if (static_cast<int>(stages.size()) != pp)
+    throw ConfigError(sctx + " has " + std::to_string(stages.size()) + " stages but pp is " + std::to_string(pp));
+  const long long head = static_cast<long long>(model.num_layers) + 1;  // the last index: embedding 0, layers, head
+  std::vector<int> out;
+  long long next = 0;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::string ictx = sctx + "[" + std::to_string(i) + "]";
+    if (!stages[i].is_object()) throw ConfigError(ictx + ": expected a JSON object");
+    const auto idx = json_util::get<std::vector<long long>>(stages[i], ictx, "layer_indexes");
+    if (idx.empty()) throw ConfigError(ictx + ": layer_indexes is empty");
+    const long long first = idx.front(), last = idx.back(), count = last - first + 1;
+    const auto n = static_cast<long long>(idx.size());
+    if (first != next || count != n)
+      throw ConfigError(ictx + ": layer_indexes " + std::to_string(first) + ".." + std::to_string(last) + " (" +
+                        std::to_string(n) + " entries) do not continue the partition at index " + std::to_string(next));
+    for (long long k = 0; k < n; ++k)
+      if (idx[static_cast<std::size_t>(k)] != first + k) {
+        notes.add("stage " + std::to_string(i) + " layer_indexes lists " +
+                  std::to_string(idx[static_cast<std::size_t>(k)]) + " where " + std::to_string(first + k) +
+                  " belongs (a typo in the source): its range " + std::to_string(first) + ".." + std::to_string(last) +
+                  " used");
+        break;
+      }
+    next = last + 1;
+    const long long layers = count - (i == 0 ? 1 : 0) - (i + 1 == stages.size() ? 1 : 0);
+    if (layers <= 0)
+      throw ConfigError(ictx + ": layer_indexes " + std::to_string(first) + ".." + std::to_string(last) +
+                        " hold no transformer layer (dtsim needs at least one per stage)");
+    out.push_back(static_cast<int>(layers));
+  }
+  if (next != head + 1)
+    throw ConfigError(sctx + " has " + std::to_string(next) + " layer indexes (0.." + std::to_string(next - 1) +
+                      ") but '" + model.name + "' has " + std::to_string(head + 1) + " (" +
+                      std::to_string(model.num_layers) +
+                      " transformer layers + embedding + head): the partition is not this model's");
+  if (pp == 1) return {};
+  return out;
 }
 
 /// The plan of a row (not yet validated against the model and cluster: predict_rows does that).
@@ -314,8 +367,14 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     else throw ConfigError(ctx + ": moe_dispatcher '" + d + "' is not expressible (known: alltoall, allgather)");
   }
   if (model.moe.enabled()) routing_of(row, ctx, p);
-  if (present(row, "per_stage_plan"))
-    throw ConfigError(ctx + ": the source's per-stage layer partition (per_stage_plan) is not mapped");
+  if (present(row, "per_stage_plan")) p.layers_per_stage = layers_per_stage_of(row, ctx, model, p.pp, notes);
+  if (stack == Stack::MEGATRON_DEEPSPEED) {
+    // DeepSpeed's pipeline engine (used at every pp, ZeRO 0) reduces the gradients after the pipeline flush
+    // (ReduceGrads after the last micro-batch's backward): nothing overlaps the backward.
+    p.dp_overlap = false;
+    if (p.dp > 1) notes.add("DeepSpeed reduces gradients after the pipeline flush: no DP overlap");
+    if (p.pp > 1) notes.add("DeepSpeed pipeline TrainSchedule predicted as 1F1B");
+  }
   // Async TP (torchtitan) overlaps the sequence-parallel all-gathers and reduce-scatters with their GEMMs in
   // pieces, as Megatron-Core's --tp-comm-overlap does.
   if (opt_bool(row, ctx, "async_tp").value_or(false) || opt_bool(row, ctx, "tp_comm_overlap").value_or(false)) {
@@ -347,8 +406,14 @@ Precision precision_of(const json& row, const std::string& ctx, const std::strin
   return Precision::FP8_DELAYED;
 }
 
-DType dtype_of(const json& row, const std::string& ctx, std::string& precision, Notes& notes) {
+DType dtype_of(const json& row, const std::string& ctx, Stack stack, std::string& precision, Notes& notes) {
   precision = lower(opt_str(row, ctx, "precision"));
+  if (precision.empty() && stack == Stack::MEGATRON_DEEPSPEED) {
+    // SAILOR's framework trains in fp32 unless the launcher passes --fp16/--bf16 (its one Clariden launcher,
+    // run_opt.slurm, passes neither), and SAILOR's validate.py simulates every validation plan with fp16=False.
+    notes.add("precision not stated: fp32 assumed (SAILOR's launcher and simulator default)");
+    return DType::FP32;
+  }
   if (precision.empty()) {
     notes.add("precision not stated: bf16 assumed");
     return DType::BF16;
@@ -444,7 +509,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
     if (r.model.moe.enabled() && r.model.moe.dense_layers >= r.model.num_layers)
       throw ConfigError(ctx + ": " + std::to_string(r.model.num_layers) + " layers run, all of them dense");
     r.model.seq_len = req_int(row, ctx, "seq");
-    r.model.dtype = dtype_of(row, ctx, r.precision, notes);
+    r.model.dtype = dtype_of(row, ctx, stack, r.precision, notes);
     r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
     r.plan.precision = precision_of(row, ctx, r.precision, stack, notes);
     r.compiled = opt_bool(row, ctx, "compile").value_or(false);
