@@ -188,6 +188,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("cuda-graphs", "capture every layer pass in a CUDA graph: one host launch per layer pass")
     ("no-interference", "overlapped kernels and collectives do not slow each other down")
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
+    ("stack", po::value<std::string>(),
+     "software stack whose host, p2p, attention-kernel and per-iteration costs apply: megatron-core (default) | "
+     "megatron-lm | megatron-deepspeed | torchtitan | a profile .json")
     ("collectives", po::value<std::string>()->default_value("flow"), "collective lowering: flow | steps")
     ("fold", po::value<std::string>()->default_value("auto"), "symmetry folding: auto | none")
     ("collective-algo", po::value<std::string>()->default_value("auto"),
@@ -220,6 +223,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (vm.count("attention"))
     in.model.attention = attention_kind_from_string(vm["attention"].as<std::string>(), "--attention");
   if (!vm.count("plan")) in.plan = plan_from_flags(vm, in.cluster);
+  if (vm.count("stack")) in.plan.stack = vm["stack"].as<std::string>();  // also over a --plan file's own
   SimulateOptions opt = simulate_options(vm, "simulate");
   opt.trace = vm.count("out") && !vm.count("no-trace");
   opt.trace_links = vm.count("trace-links") > 0;

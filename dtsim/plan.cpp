@@ -10,6 +10,7 @@
 #include "strategies/capacity.hpp"
 #include "studies/plan/capacity_deadline.hpp"
 #include "studies/plan/plan_search.hpp"
+#include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim {
@@ -20,7 +21,8 @@ namespace {
 void cluster_input(const std::string& cluster, const std::string& calibration, int global_batch_size,
                    double memory_limit_bytes, const std::string& cmd, planning::PlannerInput& in) {
   in.cluster = load_cluster(cluster);
-  in.calibration = resolve_calibration(calibration, in.cluster);
+  // Planners cost plans of the default software stack (the plans they emit name none).
+  in.calibration = with_stack(resolve_calibration(calibration, in.cluster), kDefaultStack);
   in.global_batch_size = global_batch_size;
   if (in.global_batch_size <= 0) throw ConfigError(cmd + ": --gbs must be positive");
   if (memory_limit_bytes < 0) throw ConfigError(cmd + ": --memory-limit must be positive");
@@ -270,7 +272,7 @@ DeadlineResult deadline(const DeadlineRequest& req) {
   in.model = load_model(req.model);
   in.cluster_preset = cluster_preset_for(req.gpu);
   const std::string gpu = load_cluster(in.cluster_preset).gpu.name;
-  in.calibration = calibration_or_default(req.calibration, gpu);
+  in.calibration = with_stack(calibration_or_default(req.calibration, gpu), kDefaultStack);
   in.tokens = req.tokens;
   in.days = req.days;
   in.price_per_gpu_hour = req.price_per_gpu_hour;

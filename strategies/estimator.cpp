@@ -1,9 +1,11 @@
 #include "strategies/estimator.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "strategies/memory_model.hpp"
 #include "strategies/transformer_costs.hpp"
+#include "traces/stack_profile.hpp"
 
 namespace dtsim::estimate {
 
@@ -151,7 +153,12 @@ double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, 
   return steps_time(steps, c, cal, dt, tp_links(c, cal, tp, 1, TpLayout::D1, 1));
 }
 
-Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibration& cal, const ParallelPlan& plan) {
+Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibration& hw, const ParallelPlan& plan) {
+  // The plan's software stack fills in the calibration's software values (a planner may have done so already).
+  const std::string stack = plan.stack.empty() ? kDefaultStack : plan.stack;
+  std::optional<Calibration> filled;
+  if (hw.stack != stack) filled = with_stack(hw, stack);
+  const Calibration& cal = filled ? *filled : hw;
   Estimate e;
   const int p = plan.pp, mb = plan.num_microbatches();
   // Strides of the axes in rank order (the lowering's layout without stage replication).
@@ -255,9 +262,17 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const double stretch = w * sg / (1 + sg);
     dp_time = std::max(dp_time, std::max(stretch, hidden - overlap) + exposed_part);
     const double shard = sm.step_params;
-    opt_time =
-        std::max(opt_time, shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency));
+    double step = shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
+    if (cal.grad_clip) {
+      // Gradient clipping: a pass over the gradient shard, then the norm's all-reduce over TP and DP (as lowered).
+      step +=
+          shard * (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype)) / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
+      if (plan.tp > 1) step += ring_time_s(true, plan.tp, 4, intra.alpha, intra.bw, cal.collective_step_overhead_s);
+      if (n > 1) step += ring_time_s(true, n, 4, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    }
+    opt_time = std::max(opt_time, step);
   }
+  opt_time += cal.per_iteration_s;
   e.dp_exposed_s = dp_time;
   e.optimizer_s = opt_time;
   e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;

@@ -39,6 +39,10 @@ void Calibration::validate(const std::string& ctx) const {
   nonneg(kernel_launch_s, "compute.kernel_launch_s");
   nonneg(host_issue_s, "compute.host_issue_s");
   nonneg(host_collective_issue_s, "compute.host_collective_issue_s");
+  if (!(fa2_attention_efficiency >= 0 && fa2_attention_efficiency <= 1))
+    throw ConfigError(ctx + ": compute.fa2_attention_efficiency must be in [0, 1], got " +
+                      std::to_string(fa2_attention_efficiency));
+  nonneg(per_iteration_s, "compute.per_iteration_s");
   nonneg(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param");
   nonneg(collective_step_overhead_s, "network.collective_step_overhead_s");
   nonneg(p2p_overhead_s, "network.p2p_overhead_s");
@@ -103,6 +107,10 @@ nlohmann::json to_json(const Calibration& c) {
             {"host_issue_s", c.host_issue_s},
             {"host_sync_each_pass", c.host_sync_each_pass},
             {"host_collective_issue_s", c.host_collective_issue_s},
+            {"fa2_attention_efficiency", c.fa2_attention_efficiency},
+            {"fa2_attention", c.fa2_attention},
+            {"per_iteration_s", c.per_iteration_s},
+            {"grad_clip", c.grad_clip},
             {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
           {"network",
            {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
@@ -122,27 +130,45 @@ nlohmann::json to_json(const Calibration& c) {
 
 Calibration calibration_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(j, ctx, {"schema_version", "name", "gpu", "provenance", "compute", "network", "memory"});
+  json_util::reject_unknown(j, ctx,
+                            {"schema_version", "name", "gpu", "stack", "provenance", "compute", "network", "memory"});
   Calibration c;
   c.name = get_or<std::string>(j, ctx, "name", "custom");
   c.gpu = get_or<std::string>(j, ctx, "gpu", "");
+  c.stack = get_or<std::string>(j, ctx, "stack", "");  // informational: the stack its software values came from
   c.provenance = get_or<nlohmann::json>(j, ctx, "provenance", nlohmann::json::object());
   auto cj = get<nlohmann::json>(j, ctx, "compute");
   const std::string cc = ctx + ".compute";
-  json_util::reject_unknown(
-      cj, cc,
-      {"gemm_efficiency_max", "gemm_half_efficiency_flops", "gemm_efficiency_exponent", "gemm_misaligned_efficiency",
-       "memory_bandwidth_efficiency", "flash_attention_efficiency", "fp8_gemm_efficiency_scale",
-       "fp8_rowwise_gemm_efficiency_scale", "fp4_gemm_efficiency_scale", "interference_gemm_slowdown",
-       "interference_memory_slowdown", "interference_flash_slowdown", "interference_collective_slowdown",
-       "kernel_launch_s", "host_issue_s", "host_sync_each_pass", "host_collective_issue_s",
-       "optimizer_bytes_per_param"});
+  json_util::reject_unknown(cj, cc,
+                            {"gemm_efficiency_max",
+                             "gemm_half_efficiency_flops",
+                             "gemm_efficiency_exponent",
+                             "gemm_misaligned_efficiency",
+                             "memory_bandwidth_efficiency",
+                             "flash_attention_efficiency",
+                             "fp8_gemm_efficiency_scale",
+                             "fp8_rowwise_gemm_efficiency_scale",
+                             "fp4_gemm_efficiency_scale",
+                             "interference_gemm_slowdown",
+                             "interference_memory_slowdown",
+                             "interference_flash_slowdown",
+                             "interference_collective_slowdown",
+                             "kernel_launch_s",
+                             "host_issue_s",
+                             "host_sync_each_pass",
+                             "host_collective_issue_s",
+                             "fa2_attention_efficiency",
+                             "fa2_attention",
+                             "per_iteration_s",
+                             "grad_clip",
+                             "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.gemm_efficiency_exponent = get_or<double>(cj, cc, "gemm_efficiency_exponent", 1.0);
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
+  c.fa2_attention_efficiency = get_or<double>(cj, cc, "fa2_attention_efficiency", 0.0);
   for (auto [f, v] : {std::pair{"fp8_gemm_efficiency_scale", &c.fp8_gemm_efficiency_scale},
                       std::pair{"fp8_rowwise_gemm_efficiency_scale", &c.fp8_rowwise_gemm_efficiency_scale},
                       std::pair{"fp4_gemm_efficiency_scale", &c.fp4_gemm_efficiency_scale},
@@ -152,9 +178,18 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                       std::pair{"interference_collective_slowdown", &c.interference_collective_slowdown}})
     *v = get_or<double>(cj, cc, f, *v);
   c.kernel_launch_s = get<double>(cj, cc, "kernel_launch_s");
-  c.host_issue_s = get_or<double>(cj, cc, "host_issue_s", 0.0);
-  c.host_sync_each_pass = get_or<bool>(cj, cc, "host_sync_each_pass", false);
-  c.host_collective_issue_s = get_or<double>(cj, cc, "host_collective_issue_s", 0.0);
+  // Software-stack values: pinned where the file sets them, else filled in from the run's stack (with_stack).
+  auto software = [&](const nlohmann::json& sec, const std::string& sctx, const char* f, auto& v) {
+    if (!sec.contains(f)) return;
+    v = get<std::decay_t<decltype(v)>>(sec, sctx, f);
+    c.pin(f);
+  };
+  software(cj, cc, "host_issue_s", c.host_issue_s);
+  software(cj, cc, "host_sync_each_pass", c.host_sync_each_pass);
+  software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
+  software(cj, cc, "fa2_attention", c.fa2_attention);
+  software(cj, cc, "per_iteration_s", c.per_iteration_s);
+  software(cj, cc, "grad_clip", c.grad_clip);
   c.optimizer_bytes_per_param = get<double>(cj, cc, "optimizer_bytes_per_param");
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";
@@ -164,7 +199,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
-  c.p2p_overhead_s = get<double>(nj, nc, "p2p_overhead_s");
+  software(nj, nc, "p2p_overhead_s", c.p2p_overhead_s);
   auto aj = get_or<nlohmann::json>(nj, nc, "collective_algorithms", nlohmann::json::array());
   if (!aj.is_array()) throw ConfigError(nc + ": 'collective_algorithms' must be a list");
   for (std::size_t i = 0; i < aj.size(); ++i) {
@@ -191,6 +226,16 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.reserved_memory_bytes = get_or<double>(mj, ctx + ".memory", "reserved_memory_bytes", 0.0);
   c.validate(ctx);
   return c;
+}
+
+bool Calibration::pinned(const std::string& field) const {
+  return std::find(pinned_software.begin(), pinned_software.end(), field) != pinned_software.end();
+}
+
+void Calibration::pin(const std::string& field) {
+  DTSIM_ASSERT(std::find(kSoftwareFields.begin(), kSoftwareFields.end(), field) != kSoftwareFields.end(),
+               "pin of '" << field << "', which is not a software field");
+  if (!pinned(field)) pinned_software.push_back(field);
 }
 
 Calibration default_calibration(const std::string& gpu_name) {

@@ -44,6 +44,10 @@ struct Calibration {
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
   /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
   double flash_attention_efficiency = 0.55;
+  /// The same for FlashAttention-2 kernels (PyTorch SDPA's flash backend), used where the stack runs them
+  /// (fa2_attention): on Hopper they lack the architecture's asynchronous tensor-core instructions and reach about
+  /// 0.6 of cuDNN's fused attention. 0 = as flash_attention_efficiency (Ampere, where FlashAttention-2 is the best).
+  double fa2_attention_efficiency = 0;
   /// Low-precision GEMMs: the fraction of the format's own tensor-core peak a GEMM reaches, relative to what the same
   /// GEMM reaches in BF16 (the efficiency curve above times this factor). FP8 GEMMs sit further from their peak than
   /// BF16 ones (scaling epilogues, the same memory traffic per FLOP doubled); rowwise scaling costs more again.
@@ -73,6 +77,16 @@ struct Calibration {
   double host_collective_issue_s = 0;
   double optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter, bytes
 
+  // Software-stack values (traces/stack_profile.hpp): filled in from the run's stack profile by with_stack(), unless
+  // pinned. host_issue_s, host_sync_each_pass, host_collective_issue_s above and p2p_overhead_s below are of this kind.
+  bool fa2_attention = false;  ///< the stack's attention runs FlashAttention-2 kernels (fa2_attention_efficiency)
+  double per_iteration_s = 0;  ///< host time per iteration outside the passes (data loader, logging, timers)
+  bool grad_clip = false;      ///< gradient clipping by global norm before the optimizer step
+  /// Software fields this calibration sets itself (present in its file, or set by a fit): a stack profile does not
+  /// override them. Names as in kSoftwareFields.
+  std::vector<std::string> pinned_software;
+  std::string stack;  ///< the stack profile whose values were filled in ("" = none yet)
+
   // Network.
   double intra_bandwidth_efficiency = 0.8;   ///< achieved / nominal NVLink bandwidth for large transfers
   double inter_bandwidth_efficiency = 0.9;   ///< achieved / nominal NIC bandwidth for large transfers
@@ -85,11 +99,20 @@ struct Calibration {
   // Memory.
   double reserved_memory_bytes = 0;  ///< CUDA context, library workspaces, allocator slack
 
+  bool pinned(const std::string& field) const;
+  void pin(const std::string& field);
+
   /// (latency factor, bandwidth factor) for a message of `bytes` on link class `link`.
   std::pair<double, double> segment_factors(const std::string& link, double bytes) const;
 
   void validate(const std::string& ctx) const;
 };
+
+/// The calibration fields that belong to the software stack rather than the hardware.
+inline const std::vector<std::string> kSoftwareFields = {
+    "host_issue_s",   "host_sync_each_pass", "host_collective_issue_s",
+    "p2p_overhead_s", "fa2_attention",       "per_iteration_s",
+    "grad_clip"};
 
 /// The default calibration shipped for a GPU preset (compiled in from traces/calibration/<gpu>.json).
 Calibration default_calibration(const std::string& gpu_name);

@@ -1,5 +1,7 @@
 #include "traces/plan.hpp"
 
+#include "traces/stack_profile.hpp"
+
 #include <algorithm>
 
 #include <cmath>
@@ -657,6 +659,7 @@ void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, cons
   if (overlap_param_gather && zero_stage != 1 && zero_stage != 2)
     throw ConfigError(ctx + ": overlap-param-gather needs the distributed optimizer (zero stage 1 or 2)");
   if (fsdp_prefetch < 0 || fsdp_prefetch > 8) throw ConfigError(ctx + ": fsdp prefetch must be between 0 and 8");
+  if (!stack.empty()) (void)stack_profile(stack);  // ConfigError naming the known stacks
 }
 
 void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
@@ -762,6 +765,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
+  if (!p.stack.empty()) j["stack"] = p.stack;
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
   if (p.tp_layout == TpLayout::D2_5) j["tp_depth"] = p.tp_depth;
   if (p.schedule == Schedule::CUSTOM) {
@@ -808,7 +812,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "tp_overlap_chunks",
                              "overlap_param_gather",
                              "fsdp_prefetch",
-                             "cuda_graphs"});
+                             "cuda_graphs",
+                             "stack"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
   p.pp = get_or<int>(j, ctx, "pp", 1);
@@ -844,6 +849,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.overlap_param_gather = get_or<bool>(j, ctx, "overlap_param_gather", false);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);
+  p.stack = get_or<std::string>(j, ctx, "stack", "");
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   p.tp_layout = tp_layout_from_string(get_or<std::string>(j, ctx, "tp_layout", "1d"), ctx);

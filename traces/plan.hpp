@@ -170,6 +170,10 @@ struct ParallelPlan {
   /// captured graph, issued by the host as one launch (host_issue_s once instead of once per kernel, collectives in
   /// the graph cost the host nothing).
   bool cuda_graphs = false;
+  /// The software stack the run is on (traces/stack_profile.hpp): a shipped profile's name or a .json file; ""
+  /// = the default (kDefaultStack). It supplies the calibration's software values (host issue, p2p, attention
+  /// kernels, per-iteration work).
+  std::string stack;
 
   int world_size() const { return tp * cp * dp * devices_per_pipeline(); }
   int expert_tp() const { return etp > 0 ? etp : tp; }

@@ -1,5 +1,7 @@
 #include "sim/model/lowering.hpp"
 
+#include "traces/stack_profile.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -52,7 +54,12 @@ class Lowerer {
 public:
   Lowerer(const TransformerSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Calibration& cal,
           const SimOptions& opt, const PassCosts& costs)
-      : m_(m), c_(c), p_(p), cal_(cal), opt_(opt), costs_(costs) {}
+      : m_(m),
+        c_(c),
+        p_(p),
+        cal_(cal.stack == (p.stack.empty() ? kDefaultStack : p.stack) ? cal : with_stack(cal, p.stack)),
+        opt_(opt),
+        costs_(costs) {}
 
   Lowered run();
   Lowered run_collective(CollectiveKind kind, double bytes);
@@ -173,7 +180,7 @@ private:
   const TransformerSpec& m_;
   const ClusterSpec& c_;
   const ParallelPlan& p_;
-  const Calibration& cal_;
+  const Calibration cal_;  ///< the hardware calibration with the plan's software stack filled in
   const SimOptions& opt_;
   const PassCosts& costs_;
   std::vector<PassCosts> stage_costs_;  ///< per stage when stage replicas change the micro-batch size
@@ -1509,6 +1516,32 @@ void Lowerer::lower_rank(int si) {
                                  "embedding-grad", -1, -1, last_compute));
   }
 
+  // Gradient clipping by global norm (the stack's grad_clip): a pass over this rank's gradient shard, after its
+  // gradient collectives, then the norm's all-reduce over the tensor- and data-parallel groups; the step waits.
+  if (cal_.grad_clip) {
+    Task norm;
+    norm.kind = TaskKind::COMPUTE;
+    norm.stream = Stream::COMPUTE;
+    norm.phase = Phase::OPTIMIZER;
+    norm.name = g_.intern("grad-norm");
+    const double grad_bytes = r.static_mem.step_params * (p_.fp32_grads ? 4.0 : e);
+    norm.duration_s = grad_bytes / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
+    auto norm_id = add_on_stream(si, norm);
+    if (opt_.record_kernels) g_.set_kernels(norm_id, {{"grad-norm", false, 0, 0, 0, 1, 0, grad_bytes}});
+    if (last_compute >= 0) g_.depend(last_compute, norm_id);
+    for (auto d : dp_done)
+      if (d >= 0) g_.depend(d, norm_id);
+    std::int32_t reduced = norm_id;
+    if (p_.tp > 1)
+      reduced = collective(si, GroupAxis::TP, Stream::DP, CollectiveKind::ALL_REDUCE, 4, Phase::OPTIMIZER, "grad-norm",
+                           -1, -1, reduced);
+    if (p_.dp > 1)
+      reduced = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_REDUCE, 4, Phase::OPTIMIZER, "grad-norm",
+                           -1, -1, reduced);
+    last_compute = norm_id;
+    dp_done.push_back(reduced);
+  }
+
   // Optimizer step (memory bound) on this rank's shard, after every gradient collective of this rank.
   Task opt;
   opt.kind = TaskKind::COMPUTE;
@@ -1524,6 +1557,16 @@ void Lowerer::lower_rank(int si) {
   if (last_compute >= 0) g_.depend(last_compute, opt_id);
   for (auto d : dp_done)
     if (d >= 0) g_.depend(d, opt_id);
+  // The stack's per-iteration host work outside the passes (data loader, logging, timers).
+  if (cal_.per_iteration_s > 0) {
+    Task it;
+    it.kind = TaskKind::COMPUTE;
+    it.stream = Stream::COMPUTE;
+    it.phase = Phase::OPTIMIZER;
+    it.name = g_.intern("iteration-overhead");
+    it.duration_s = cal_.per_iteration_s;
+    g_.depend(opt_id, add_on_stream(si, it));
+  }
   if ((zero == 1 || zero == 2) && !overlap_pg) {
     auto done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER,
                            (r.static_mem.params - r.static_mem.expert_params) * e, Phase::OPTIMIZER, "param-gather", -1,

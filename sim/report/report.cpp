@@ -7,6 +7,7 @@
 
 #include "sim/model/platform.hpp"
 #include "traces/chrome_trace.hpp"
+#include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -310,7 +311,8 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
             {"cluster", to_json(*in.cluster)},
             {"plan", to_json(*in.plan, in.model->num_layers)},
             {"schedule", in.plan->schedule_name()},
-            {"calibration", to_json(*in.calibration)},
+            {"calibration", to_json(with_stack(*in.calibration, in.plan->stack))},
+            {"stack", to_json(stack_profile(in.plan->stack))},
             {"simulation",
              {{"collective_mode", to_string(in.options->collective_mode)},
               {"fold", to_string(in.options->fold)},

@@ -44,19 +44,24 @@ TEST(Fp8Gemm, RunsAtTheFp8Peak) {
   op.precision = Precision::FP8_DELAYED;
   const double fp8 = cost::op_time_s(op, h100, DType::BF16, cal);
   const double eff = cost::gemm_efficiency(op.flops, cal);
-  EXPECT_NEAR(fp8, op.flops / (h100.peak_fp8_flops * eff * cal.fp8_gemm_efficiency_scale) + cal.kernel_launch_s, 1e-15);
+  // The FP8 GEMM sits on the BF16 curve at the size of the BF16 GEMM of its duration (flops x bf16 / fp8 peak).
+  const double eff8 = cost::gemm_efficiency(op.flops * h100.peak_bf16_flops / h100.peak_fp8_flops, cal);
+  EXPECT_LT(eff8, eff);
+  EXPECT_NEAR(fp8, op.flops / (h100.peak_fp8_flops * eff8 * cal.fp8_gemm_efficiency_scale) + cal.kernel_launch_s,
+              1e-15);
   EXPECT_NEAR(bf16, op.flops / (h100.peak_bf16_flops * eff) + cal.kernel_launch_s, 1e-15);
-  // The speed-up of the GEMM alone is the peak ratio times the efficiency scale (launch cost aside).
+  // The speed-up of the GEMM alone is the peak ratio times the efficiency scale and the curve's ratio.
   EXPECT_NEAR((bf16 - cal.kernel_launch_s) / (fp8 - cal.kernel_launch_s),
-              h100.peak_fp8_flops / h100.peak_bf16_flops * cal.fp8_gemm_efficiency_scale, 1e-12);
+              h100.peak_fp8_flops / h100.peak_bf16_flops * cal.fp8_gemm_efficiency_scale * eff8 / eff, 1e-12);
   op.precision = Precision::FP8_ROWWISE;
   EXPECT_NEAR(cost::op_time_s(op, h100, DType::BF16, cal),
-              op.flops / (h100.peak_fp8_flops * eff * cal.fp8_rowwise_gemm_efficiency_scale) + cal.kernel_launch_s,
+              op.flops / (h100.peak_fp8_flops * eff8 * cal.fp8_rowwise_gemm_efficiency_scale) + cal.kernel_launch_s,
               1e-15);
   const GpuSpec b200 = gpu_preset("b200-sxm-180gb");
   op.precision = Precision::NVFP4;
+  const double eff4 = cost::gemm_efficiency(op.flops * b200.peak_bf16_flops / b200.peak_fp4_flops, cal);
   EXPECT_NEAR(cost::op_time_s(op, b200, DType::BF16, cal),
-              op.flops / (b200.peak_fp4_flops * eff * cal.fp4_gemm_efficiency_scale) + cal.kernel_launch_s, 1e-15);
+              op.flops / (b200.peak_fp4_flops * eff4 * cal.fp4_gemm_efficiency_scale) + cal.kernel_launch_s, 1e-15);
 }
 
 // The layer's linear GEMMs (fprop, dgrad, wgrad) run in the recipe's format; attention stays in the model's dtype;
@@ -276,6 +281,7 @@ TEST(CudaGraphs, OneHostLaunchPerPass) {
   ClusterSpec cluster = uniform_cluster(1, 1, 1e20, 0.0);
   Calibration cal = ideal_calibration();
   cal.host_issue_s = 100e-6;
+  cal.pin("host_issue_s");
   const double peak = cluster.gpu.peak_flops(model.dtype);
   PassCosts pc = fixed_costs(1e-6, 1e-6, 0, peak, 0);
   // Three kernels in each pass's step.

@@ -32,6 +32,10 @@ inline Calibration ideal_calibration() {
   c.reserved_memory_bytes = 0;
   c.interference_gemm_slowdown = c.interference_memory_slowdown = c.interference_flash_slowdown = 0;
   c.interference_collective_slowdown = 0;
+  c.grad_clip = false;
+  c.per_iteration_s = 0;
+  c.fa2_attention = false;
+  for (const auto& f : kSoftwareFields) c.pin(f);  // no software stack fills these in
   return c;
 }
 

@@ -100,6 +100,7 @@ TEST(ComputeModel, IsTheSimulatorsOpTime) {
   const GpuSpec gpu = gpu_preset("a100-sxm4-80gb");
   Calibration cal = known_calibration();
   cal.host_issue_s = 0;
+  cal.pin("host_issue_s");
   for (double m : {8.0, 256.0, 4096.0}) {
     const ComputeSample s = gemm_sample(m, 1024, 2048, gpu);
     const cost::Op op{"g", true, s.flops, s.bytes, false};

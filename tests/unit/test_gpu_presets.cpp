@@ -327,10 +327,16 @@ TEST(GpuPresets, DefaultCalibrationForEveryPresetName) {
     EXPECT_EQ(a.p2p_overhead_s, b.p2p_overhead_s);
     EXPECT_EQ(a.reserved_memory_bytes, b.reserved_memory_bytes);
   };
+  // The H200's compute and HBM values are measured by kernel sweeps (tests/data/h200/); its network values are the
+  // H100's estimates.
   const auto h200 = dtsim::default_calibration("h200-sxm-141gb");
-  same(h200, h100);
+  EXPECT_EQ(h200.gemm_efficiency_max, 0.785);
+  EXPECT_EQ(h200.fa2_attention_efficiency, 0.30);
+  EXPECT_EQ(h200.intra_bandwidth_efficiency, h100.intra_bandwidth_efficiency);
+  EXPECT_EQ(h200.inter_bandwidth_efficiency, h100.inter_bandwidth_efficiency);
+  EXPECT_EQ(h200.collective_step_overhead_s, h100.collective_step_overhead_s);
   EXPECT_TRUE(contains(h200.provenance.at("derived_from").get<std::string>(), "h100-sxm5-80gb.json"));
-  EXPECT_TRUE(contains(h200.provenance.at("status").get<std::string>(), "nothing here was measured"));
+  EXPECT_TRUE(contains(h200.provenance.at("status").get<std::string>(), "measured on one H200"));
   for (const char* gpu : {"b300", "gb200", "gb300"}) {
     SCOPED_TRACE(gpu);
     const auto c = dtsim::default_calibration(gpu);

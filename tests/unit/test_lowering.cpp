@@ -113,7 +113,7 @@ TEST(TaskGraph, ComputeTasksPerRankMatchScheduleAndLayers) {
     }
   const auto layers = s.plan.stage_layers(s.model.num_layers);
   for (int si = 0; si < 4; ++si) {
-    int expected = m * layers[si] * per_layer + 1;  // + optimizer step
+    int expected = m * layers[si] * per_layer + 2;  // + gradient-norm pass (the stack clips) and optimizer step
     if (si == 0) expected += m * (count_compute(passes.embedding.forward) + count_compute(passes.embedding.backward));
     if (si == 3) expected += m * (count_compute(passes.head.forward) + count_compute(passes.head.backward));
     EXPECT_EQ(total[si], expected) << "stage " << si;
@@ -283,6 +283,7 @@ TEST(TaskGraph, RecordedKernelsAreTheCostModelsKernels) {
     s.plan.recompute = recompute;
     s.opt.record_kernels = true;
     s.cal.host_issue_s = 0;
+    s.cal.pin("host_issue_s");
     const Lowered low = s.lower();
     const auto& g = low.graph;
     std::size_t compute = 0, gemms = 0;

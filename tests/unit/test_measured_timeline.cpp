@@ -105,6 +105,7 @@ TEST(Measurements, JsonRoundTripAndBadFiles) {
 TEST(MeasuredTimeline, ComputeOnlyPlanScalesExactly) {
   Scenario r(1, 1, "dgx-h100:1");
   r.cal.host_issue_s = 0;
+  r.cal.pin("host_issue_s");
   const auto pred = r.summary();
   const auto low = lower(r.model, r.cluster, r.plan, r.cal, r.opt);
   const RunConfig rc = run_config_from_summary(pred, "pred");
@@ -177,6 +178,14 @@ TEST(ExecutorH100, CommittedRunsAlignAndArePredicted) {
     r.model = c.model;
     r.plan.micro_batch_size = c.mbs;
     r.plan.global_batch_size = c.gbs;
+    // The committed runs (2026-11-23) executed graphs lowered with the software values the H100 calibration held
+    // then (before stacks were split off), without gradient clipping.
+    r.cal.host_issue_s = 7.743e-05;
+    r.cal.host_sync_each_pass = false;
+    r.cal.host_collective_issue_s = 0;
+    r.cal.p2p_overhead_s = 4.228e-07;
+    r.cal.grad_clip = false;
+    for (const auto& f : kSoftwareFields) r.cal.pin(f);
     const auto pred = r.summary();
     const auto meas = exec::load_measurements(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h100/exec/" + c.file +
                                               ".measurements.json");

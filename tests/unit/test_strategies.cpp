@@ -638,6 +638,7 @@ struct Roofline {
     c.memory_bandwidth_efficiency = 0.8;
     c.kernel_launch_s = 4e-6;
     c.host_issue_s = 0;
+    c.pin("host_issue_s");
     return c;
   }();
 };

@@ -23,6 +23,7 @@
 #include "traces/model.hpp"
 #include "traces/output.hpp"
 #include "traces/plan.hpp"
+#include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
 namespace fs = std::filesystem;
@@ -647,9 +648,14 @@ TEST(Calibration, DefaultsForShippedGpusLoadAndValidate) {
   EXPECT_EQ(a.gemm_half_efficiency_flops, 8.566e9);
   EXPECT_EQ(a.gemm_efficiency_exponent, 1.516);
   EXPECT_EQ(a.gemm_misaligned_efficiency, 0.5238);
-  EXPECT_EQ(a.host_issue_s, 7.181e-5);
-  EXPECT_EQ(a.host_collective_issue_s, 2.384e-5);
-  EXPECT_TRUE(a.host_sync_each_pass);
+  // Hardware only: the software values come from the run's stack profile (traces/stacks/).
+  EXPECT_TRUE(a.pinned_software.empty());
+  const auto md = dtsim::with_stack(a, "megatron-deepspeed");
+  EXPECT_EQ(md.host_issue_s, 7.181e-5);
+  EXPECT_EQ(md.host_collective_issue_s, 2.384e-5);
+  EXPECT_EQ(md.p2p_overhead_s, 4.943e-4);
+  EXPECT_TRUE(md.host_sync_each_pass);
+  EXPECT_EQ(md.gemm_efficiency_max, a.gemm_efficiency_max);
   EXPECT_EQ(a.optimizer_bytes_per_param, 28.0);
   EXPECT_EQ(a.reserved_memory_bytes, 2.0e9);
   EXPECT_NO_THROW(dtsim::default_calibration("h100-sxm5-80gb"));
@@ -972,4 +978,77 @@ TEST(Units, Constants) {
   EXPECT_EQ(dtsim::units::kGiB, 1024.0 * 1024.0 * 1024.0);
   EXPECT_EQ(dtsim::units::kMiB, 1024.0 * 1024.0);
   EXPECT_EQ(dtsim::units::kGbit_Bps * 200, 25e9);
+}
+
+// ---- Software-stack profiles (traces/stack_profile.hpp) ----
+
+TEST(StackProfile, ShippedProfilesLoadWithProvenance) {
+  const auto names = dtsim::stack_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"megatron-core", "megatron-deepspeed", "megatron-lm", "torchtitan"}));
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    const auto s = dtsim::stack_profile(n);
+    EXPECT_EQ(s.name, n);
+    EXPECT_FALSE(s.framework.empty());
+    ASSERT_TRUE(s.provenance.is_object());
+    EXPECT_TRUE(s.provenance.contains("status"));
+    // Round trip.
+    const auto r = dtsim::stack_profile_from_json(dtsim::to_json(s), "rt");
+    EXPECT_EQ(dtsim::to_json(r), dtsim::to_json(s));
+  }
+  EXPECT_EQ(dtsim::stack_profile("").name, dtsim::kDefaultStack);
+  // The DeepSpeed pipeline engine's blocking p2p is two orders of magnitude above Megatron's batched isend/irecv.
+  EXPECT_GT(dtsim::stack_profile("megatron-deepspeed").p2p_overhead_s,
+            50 * dtsim::stack_profile("megatron-lm").p2p_overhead_s);
+  EXPECT_TRUE(dtsim::stack_profile("torchtitan").fa2_attention);
+}
+
+TEST(StackProfile, UnknownNamesAndBadFilesAreOneLineErrors) {
+  const std::string msg = error_of<dtsim::ConfigError>([] { dtsim::stack_profile("deepspeed-zero"); });
+  EXPECT_TRUE(contains(msg, "unknown software stack 'deepspeed-zero'")) << msg;
+  EXPECT_TRUE(contains(msg, "megatron-core, megatron-deepspeed, megatron-lm, torchtitan")) << msg;
+  auto j = dtsim::to_json(dtsim::stack_profile("torchtitan"));
+  j["p2p_overhead_s"] = -1.0;
+  EXPECT_TRUE(contains(error_of<dtsim::ConfigError>([&] { dtsim::stack_profile_from_json(j, "s"); }),
+                       "p2p_overhead_s must not be negative"));
+  j = dtsim::to_json(dtsim::stack_profile("torchtitan"));
+  j["host_issue"] = 1.0;
+  EXPECT_THROW(dtsim::stack_profile_from_json(j, "s"), dtsim::ConfigError);
+  j.erase("host_issue");
+  j.erase("host_issue_s");
+  EXPECT_THROW(dtsim::stack_profile_from_json(j, "s"), dtsim::ConfigError);
+  dtsim::ParallelPlan p;
+  p.stack = "nemo";
+  const auto model = dtsim::model_preset("gpt3-1.3b");
+  const auto cluster = dtsim::load_cluster("dgx-h100:8");
+  EXPECT_TRUE(contains(error_of<dtsim::ConfigError>([&] { p.validate_precision_overlap(model, cluster); }),
+                       "unknown software stack 'nemo'"));
+}
+
+TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
+  auto hw = dtsim::default_calibration("h100-sxm5-80gb");
+  const auto tt = dtsim::stack_profile("torchtitan");
+  auto c = dtsim::with_stack(hw, tt);
+  EXPECT_EQ(c.stack, "torchtitan");
+  EXPECT_EQ(c.host_issue_s, tt.host_issue_s);
+  EXPECT_EQ(c.p2p_overhead_s, tt.p2p_overhead_s);
+  EXPECT_TRUE(c.fa2_attention);
+  EXPECT_EQ(c.gemm_efficiency_max, hw.gemm_efficiency_max);  // hardware untouched
+  // A calibration file that sets a software value pins it: the stack leaves it.
+  auto j = dtsim::to_json(hw);
+  j["compute"].erase("host_sync_each_pass");
+  j["compute"].erase("host_collective_issue_s");
+  j["compute"].erase("fa2_attention");
+  j["compute"].erase("per_iteration_s");
+  j["compute"].erase("grad_clip");
+  j["network"].erase("p2p_overhead_s");
+  j["compute"]["host_issue_s"] = 1e-5;
+  const auto pinned = dtsim::calibration_from_json(j, "file");
+  EXPECT_EQ(pinned.pinned_software, std::vector<std::string>{"host_issue_s"});
+  c = dtsim::with_stack(pinned, "megatron-deepspeed");
+  EXPECT_EQ(c.host_issue_s, 1e-5);
+  EXPECT_EQ(c.p2p_overhead_s, dtsim::stack_profile("megatron-deepspeed").p2p_overhead_s);
+  // Applying a second stack replaces the first's values (assignment, not accumulation).
+  EXPECT_EQ(dtsim::to_json(dtsim::with_stack(dtsim::with_stack(hw, "torchtitan"), "megatron-lm")).dump(),
+            dtsim::to_json(dtsim::with_stack(hw, "megatron-lm")).dump());
 }

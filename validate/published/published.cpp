@@ -13,6 +13,7 @@
 #include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/stack_profile.hpp"
 #include "validate/published/published_json.hpp"
 
 namespace dtsim::sim {
@@ -118,6 +119,7 @@ std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path
     r.cluster = "dgx-a100:" + std::to_string(gpus);
     r.model = gpt_model(h, a, L, s, 50257, tp, VocabSharding::TRUNCATED);
     r.plan = megatron_plan(tp, pp, dp, mbs, gbs, Recompute::FULL);
+    r.plan.stack = "megatron-deepspeed";  // vTrain measured Megatron-DeepSpeed
     r.measured_s = ms / 1000.0;
     r.group = r.model.name;
     rows.push_back(std::move(r));
@@ -142,6 +144,8 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   set_schedule(r.plan, get_or<std::string>(j, ctx, "schedule", "1f1b"), ctx);
   r.plan.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   r.plan.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
+  r.plan.stack = get_or<std::string>(j, ctx, "stack", "megatron-lm");  // Megatron-LM papers and README by default
+  (void)stack_profile(r.plan.stack);                                   // an unknown stack names the known ones
   r.cluster = get_or<std::string>(j, ctx, "cluster", "dgx-a100:" + std::to_string(r.plan.world_size()));
   r.gpu = load_cluster(r.cluster).gpu.name;
   if (j.contains("gpu") && get<std::string>(j, ctx, "gpu") != r.gpu)
@@ -167,7 +171,8 @@ std::vector<PublishedRow> parse_generic_csv(std::istream& in, const std::string&
     nlohmann::json j = nlohmann::json::object();
     for (std::size_t i = 0; i < names.size(); ++i) {
       const auto& n = names[i];
-      if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu" || n == "measure")
+      if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu" || n == "measure" ||
+          n == "stack")
         j[n] = f[i];
       else if (n == "sequence_parallel") j[n] = f[i] == "1" || f[i] == "true";
       else if (n == "measured_s" || n == "measured_ms") j[n] = to_number(f[i], ctx);
@@ -209,9 +214,10 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
     row.plan.validate(row.model, cluster);
     if (row.plan.tp > cluster.gpus_per_node) throw ConfigError("layer rows need the TP group inside one node");
     const auto passes = cost::layer_passes(row.model, cost::shape_of(row.plan, row.plan.micro_batch_size));
+    const Calibration filled = with_stack(cal, row.plan.stack);
     double t = 0;
     for (const auto* steps : {&passes.forward, &passes.recompute, &passes.backward})
-      t += estimate::steps_time_s(*steps, cluster, cal, row.model.dtype, row.plan.tp);
+      t += estimate::steps_time_s(*steps, cluster, filled, row.model.dtype, row.plan.tp);
     out.predicted_s = out.compute_s = t;
     out.error = relative_error(t, row.measured_s);
     return out;
@@ -490,6 +496,8 @@ Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
   c.gemm_misaligned_efficiency = std::min(1.0, std::exp(x[kMisalignedParam]));
   c.host_collective_issue_s = std::exp(x[kCollectiveHostParam]);
   c.gemm_efficiency_exponent = std::clamp(std::exp(x[kExponentParam]), 0.25, 8.0);
+  // The fitted software values hold for every row, whatever its stack profile says.
+  for (const char* f : {"host_issue_s", "p2p_overhead_s", "host_collective_issue_s"}) c.pin(f);
   return c;
 }
 }  // namespace
@@ -583,19 +591,22 @@ FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration
     for (const auto& g : s.groups) sum += g.mape + max_error_weight * g.max_abs_error;
     return s.groups.empty() ? 1e9 : sum / static_cast<double>(s.groups.size());
   };
-  fr.objective_before = objective(params_of(base));
+  // Software values the base does not pin start from the stack of the rows (the first row's: the shipped fit's
+  // stacks, Megatron-LM and Megatron-DeepSpeed, share their host values).
+  const Calibration start0 = usable.empty() ? base : with_stack(base, usable.front().plan.stack);
+  fr.objective_before = objective(params_of(start0));
   ++fr.evaluations;
   // Two starts on either side of the GPU-bound / host-bound divide (the MAPE surface has a valley between a
   // large additive launch cost and a host issue floor): the base as given, and the base with a 50 us floor.
-  Calibration host_bound = base;
-  host_bound.host_issue_s = std::max(base.host_issue_s, 50e-6);
-  std::array<double, kParams> best_x = params_of(base);
+  Calibration host_bound = start0;
+  host_bound.host_issue_s = std::max(start0.host_issue_s, 50e-6);
+  std::array<double, kParams> best_x = params_of(start0);
   double best_v = fr.objective_before;
-  for (const Calibration& start : {base, host_bound}) {
+  for (const Calibration& start : {start0, host_bound}) {
     auto [x, v] = nelder_mead(objective, params_of(start), max_evaluations / 2, fr.evaluations);
     if (v < best_v) best_x = x, best_v = v;
   }
-  fr.calibration = with_params(base, best_x);
+  fr.calibration = with_params(start0, best_x);
   fr.objective_after = best_v;
   return fr;
 }

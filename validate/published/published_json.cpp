@@ -12,6 +12,7 @@
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -83,6 +84,21 @@ Stack stack_of(const json& doc, const std::string& path, Notes& doc_notes) {
   if (contains(src, "sailor")) return Stack::MEGATRON_DEEPSPEED;
   doc_notes.add("software stack not recognised from the source: Megatron-Core conventions assumed");
   return Stack::MEGATRON_CORE;
+}
+
+/// The row's software-stack profile: its own "stack" field, else the document's stack.
+std::string stack_name(const json& row, const std::string& ctx, Stack stack) {
+  if (present(row, "stack")) {
+    std::string s = json_util::get<std::string>(row, ctx, "stack");
+    (void)stack_profile(s);  // ConfigError naming the known stacks
+    return s;
+  }
+  switch (stack) {
+    case Stack::TORCHTITAN: return "torchtitan";
+    case Stack::MEGATRON_DEEPSPEED: return "megatron-deepspeed";
+    case Stack::MEGATRON_CORE: break;
+  }
+  return "megatron-core";
 }
 
 // ---- model -------------------------------------------------------------------------------------------------
@@ -513,6 +529,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
     r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
     r.plan.precision = precision_of(row, ctx, r.precision, stack, notes);
     r.compiled = opt_bool(row, ctx, "compile").value_or(false);
+    r.plan.stack = stack_name(row, ctx, stack);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
       const std::int64_t mult = 128LL * r.plan.tp, padded = (r.model.vocab + mult - 1) / mult * mult;

@@ -1,0 +1,115 @@
+#include "traces/stack_profile.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "traces/error.hpp"
+#include "traces/json_util.hpp"
+#include "traces/stack_data.hpp"
+
+namespace dtsim {
+using json_util::get;
+using json_util::get_or;
+
+void StackProfile::validate(const std::string& ctx) const {
+  auto nonneg = [&](double v, const char* f) {
+    if (!(v >= 0)) throw ConfigError(ctx + ": " + f + " must not be negative, got " + std::to_string(v));
+  };
+  nonneg(host_issue_s, "host_issue_s");
+  nonneg(host_collective_issue_s, "host_collective_issue_s");
+  nonneg(p2p_overhead_s, "p2p_overhead_s");
+  nonneg(per_iteration_s, "per_iteration_s");
+  if (name.empty()) throw ConfigError(ctx + ": 'name' must not be empty");
+}
+
+StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string& ctx) {
+  json_util::check_schema_version(j, ctx, 1);
+  json_util::reject_unknown(
+      j, ctx,
+      {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s", "host_sync_each_pass",
+       "host_collective_issue_s", "p2p_overhead_s", "fa2_attention", "per_iteration_s", "grad_clip"});
+  StackProfile s;
+  s.name = get<std::string>(j, ctx, "name");
+  s.framework = get_or<std::string>(j, ctx, "framework", "");
+  s.provenance = get_or<nlohmann::json>(j, ctx, "provenance", nlohmann::json::object());
+  s.fitted_on = get_or<std::vector<std::string>>(j, ctx, "fitted_on", {});
+  s.host_issue_s = get<double>(j, ctx, "host_issue_s");
+  s.host_sync_each_pass = get<bool>(j, ctx, "host_sync_each_pass");
+  s.host_collective_issue_s = get<double>(j, ctx, "host_collective_issue_s");
+  s.p2p_overhead_s = get<double>(j, ctx, "p2p_overhead_s");
+  s.fa2_attention = get_or<bool>(j, ctx, "fa2_attention", false);
+  s.per_iteration_s = get_or<double>(j, ctx, "per_iteration_s", 0.0);
+  s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
+  s.validate(ctx);
+  return s;
+}
+
+nlohmann::json to_json(const StackProfile& s) {
+  return {{"schema_version", 1},
+          {"name", s.name},
+          {"framework", s.framework},
+          {"provenance", s.provenance},
+          {"fitted_on", s.fitted_on},
+          {"host_issue_s", s.host_issue_s},
+          {"host_sync_each_pass", s.host_sync_each_pass},
+          {"host_collective_issue_s", s.host_collective_issue_s},
+          {"p2p_overhead_s", s.p2p_overhead_s},
+          {"fa2_attention", s.fa2_attention},
+          {"per_iteration_s", s.per_iteration_s},
+          {"grad_clip", s.grad_clip}};
+}
+
+std::vector<std::string> stack_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : detail::builtin_stacks()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StackProfile stack_profile(const std::string& name_or_path) {
+  const std::string& n = name_or_path.empty() ? std::string(kDefaultStack) : name_or_path;
+  if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0)
+    return stack_profile_from_json(json_util::read_file(n), "stack profile '" + n + "'");
+  for (const auto& [name, text] : detail::builtin_stacks())
+    if (name == n) return stack_profile_from_json(nlohmann::json::parse(text), "built-in stack profile '" + name + "'");
+  std::string known;
+  for (const auto& s : stack_names()) known += (known.empty() ? "" : ", ") + s;
+  throw ConfigError("unknown software stack '" + n + "' (known: " + known + ", or a .json profile file)");
+}
+
+Calibration with_stack(const Calibration& hw, const StackProfile& s) {
+  Calibration c = hw;
+  auto fill = [&](const char* f, auto& field, auto value) {
+    if (!c.pinned(f)) field = value;
+  };
+  fill("host_issue_s", c.host_issue_s, s.host_issue_s);
+  fill("host_sync_each_pass", c.host_sync_each_pass, s.host_sync_each_pass);
+  fill("host_collective_issue_s", c.host_collective_issue_s, s.host_collective_issue_s);
+  fill("p2p_overhead_s", c.p2p_overhead_s, s.p2p_overhead_s);
+  fill("fa2_attention", c.fa2_attention, s.fa2_attention);
+  fill("per_iteration_s", c.per_iteration_s, s.per_iteration_s);
+  fill("grad_clip", c.grad_clip, s.grad_clip);
+  c.stack = s.name;
+  return c;
+}
+
+Calibration with_stack(const Calibration& hw, const std::string& stack_name) {
+  // Shipped profiles are parsed once; files are read each time (a sweep names one file, read in microseconds).
+  const std::string& n = stack_name.empty() ? std::string(kDefaultStack) : stack_name;
+  static std::mutex mu;
+  static std::map<std::string, StackProfile> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(n); it != cache.end()) return with_stack(hw, it->second);
+  }
+  StackProfile s = stack_profile(n);
+  const bool builtin = !(n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0);
+  if (builtin) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache.emplace(n, s);
+  }
+  return with_stack(hw, s);
+}
+
+}  // namespace dtsim
