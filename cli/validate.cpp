@@ -31,6 +31,7 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     ("network", po::value<std::string>()->default_value("analytic"), "analytic | flow (flow: one child process per row)")
     ("max-evals", po::value<int>()->default_value(300), "fit: objective evaluations (each predicts every row)")
     ("max-error-weight", po::value<double>()->default_value(0.0), "fit: weight of each group's largest |error| next to its MAPE")
+    ("cross-validate", "published: leave one source (--data file) out; refits what saw it (--max-evals each) and scores the 90% intervals")
     ("out", po::value<std::string>(), "published: validation.json, validation.csv, predicted_vs_measured.svg; fit: calibration.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
@@ -50,6 +51,10 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   Files files;
   if (mode == "fit") {
     auto r = fit(req);
+    text = std::move(r.text);
+    files = std::move(r.files);
+  } else if (vm.count("cross-validate")) {
+    auto r = cross_validate(req);
     text = std::move(r.text);
     files = std::move(r.files);
   } else {

@@ -24,6 +24,7 @@
 #include "validate/calibrate/nccl_fit.hpp"
 #include "validate/compare/compare.hpp"
 #include "validate/compare/measured_timeline.hpp"
+#include "validate/published/cross_validate.hpp"
 #include "validate/published/published.hpp"
 
 namespace dtsim {
@@ -360,6 +361,33 @@ PublishedResult validate_published(const PublishedRequest& req) {
                            r.row.notes});
   out.text = published_text(d, req, results, sc);
   out.files = published_files(d, req, results, sc);
+  return out;
+}
+
+CrossValidateResult cross_validate(const FitRequest& req) {
+  if (req.data.size() < 2) throw ConfigError("validate published --cross-validate: give at least two --data sources");
+  if (req.max_evaluations < 10)
+    throw ConfigError("validate published --cross-validate: --max-evals must be at least 10");
+  if (req.split != "all") throw ConfigError("validate published --cross-validate: the sources are whole (no --split)");
+  std::vector<sim::CvSource> sources;
+  for (const auto& path : req.data)
+    sources.push_back({std::filesystem::path(path).filename().string(), sim::load_published(path)});
+  const sim::CvReport rep = sim::cross_validate(sources, req.max_evaluations, req.max_error_weight);
+  CrossValidateResult out;
+  out.rows = rep.rows;
+  out.pooled_mape = rep.pooled_mape;
+  out.covered = rep.covered;
+  out.banded = rep.banded;
+  out.text = "dtsim " DTSIM_VERSION " | validate published --cross-validate | " + std::to_string(sources.size()) +
+             " sources, analytic network\n" + sim::cv_text(rep);
+  const auto j = sim::cv_json(rep);
+  out.files.push_back({"cross_validation.json", j.dump(2) + "\n"});
+  out.files.push_back(
+      {"bands.json",
+       nlohmann::json{
+           {"schema", "dtsim.error_bands"}, {"schema_version", 1}, {"sources", req.data}, {"bands", j.at("bands")}}
+               .dump(2) +
+           "\n"});
   return out;
 }
 

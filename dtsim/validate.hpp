@@ -101,6 +101,18 @@ struct FitResult {
 };
 FitResult fit(const FitRequest& req);
 
+/// Leave-one-source-out cross-validation over the files of `req.data` (each file one source; validate/published/
+/// cross_validate.hpp): per source its MAPE, bias, Spearman, memory MAPE and the coverage of the 90% intervals built
+/// from the other sources; the bands. req.max_evaluations bounds each refit.
+struct CrossValidateResult {
+  int rows = 0;
+  double pooled_mape = 0;
+  int covered = 0, banded = 0;
+  std::string text;  ///< the leave-one-source-out table
+  Files files;       ///< cross_validation.json, bands.json
+};
+CrossValidateResult cross_validate(const FitRequest& req);
+
 // ---- executor measurements (`dtsim validate measured`) ------------------------------------------------------------
 
 /// An executor run (dtsim-exec's measurements.json) of a simulated run (a `dtsim simulate --out` directory) as a

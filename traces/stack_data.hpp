@@ -1,4 +1,5 @@
-// Built-in software-stack profiles, compiled in from traces/stacks/*.json by CMake.
+// Built-in software-stack profiles and accuracy bands, compiled in from traces/stacks/*.json and
+// traces/accuracy/bands.json by CMake.
 #pragma once
 #include <string>
 #include <utility>
@@ -7,4 +8,6 @@
 namespace dtsim::detail {
 /// (profile name, JSON text) for every shipped stack profile.
 const std::vector<std::pair<std::string, std::string>>& builtin_stacks();
+/// traces/accuracy/bands.json (the prediction intervals' bands).
+const char* builtin_bands_json();
 }  // namespace dtsim::detail

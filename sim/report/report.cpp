@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "sim/model/platform.hpp"
+#include "traces/accuracy_bands.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
@@ -13,6 +15,22 @@
 namespace dtsim::sim {
 
 namespace {
+
+/// The shipped accuracy band of a run's class (GPU, stack, one node or several), if any.
+std::optional<AccuracyBand> run_band(const Inputs& in) {
+  return accuracy_band(in.cluster->gpu.name, in.plan->stack, in.plan->world_size() > in.cluster->gpus_per_node);
+}
+
+nlohmann::json interval_json(const Inputs& in, double t) {
+  const auto b = run_band(in);
+  if (!b) return nullptr;
+  return {{"low", t * std::exp(b->q05)},
+          {"high", t * std::exp(b->q95)},
+          {"coverage", 0.9},
+          {"class", b->key},
+          {"rows", b->rows},
+          {"source", "leave-one-source-out errors of the development sources (traces/accuracy/bands.json)"}};
+}
 using Interval = std::pair<double, double>;
 
 std::vector<Interval> merge(std::vector<Interval> v) {
@@ -328,6 +346,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                                     : "analytic alpha-beta, contention-free"}}}}},
           {"results",
            {{"iteration_time_s", rep.iteration_time_s},
+            {"iteration_time_interval_s", interval_json(in, rep.iteration_time_s)},
             {"samples_per_s", rep.samples_per_s},
             {"tokens_per_s", rep.tokens_per_s},
             {"model_tflops_per_gpu", rep.model_tflops_per_gpu},
@@ -458,7 +477,8 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << " | micro-batch " << plan.micro_batch_size << " global batch " << plan.global_batch_size << " ("
     << plan.num_microbatches() << " micro-batches) | " << plan.schedule_name() << " | recompute "
     << to_string(plan.recompute) << " | zero " << plan.zero_stage
-    << (plan.sequence_parallel ? " | sequence parallel" : "");
+    << (plan.sequence_parallel ? " | sequence parallel" : "") << " | stack "
+    << (plan.stack.empty() ? kDefaultStack : plan.stack);
   if (plan.has_stage_replicas()) {
     o << " | stage replicas";
     for (int s = 0; s < plan.pp; ++s) o << (s ? "," : " ") << plan.replicas(s);
@@ -467,7 +487,12 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks << " tasks, "
     << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode) << ", "
     << to_string(in.options->network) << " network\n\n";
-  o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s\n";
+  o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s";
+  if (const auto b = run_band(in))
+    o << "  (90% interval " << fmt("%.3f", rep.iteration_time_s * std::exp(b->q05)) << "-"
+      << fmt("%.3f", rep.iteration_time_s * std::exp(b->q95)) << " s from the cross-validated errors of " << b->rows
+      << " published runs of class " << b->key << ")";
+  o << "\n";
   o << "throughput          " << fmt("%.0f", rep.tokens_per_s) << " tokens/s, " << fmt("%.2f", rep.samples_per_s)
     << " samples/s\n";
   o << "per GPU             " << fmt("%.1f", rep.model_tflops_per_gpu) << " TFLOP/s model ("

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/support/error_of.hpp"
+#include "traces/accuracy_bands.hpp"
 #include "traces/calibration.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/cluster.hpp"
@@ -1051,4 +1052,19 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   // Applying a second stack replaces the first's values (assignment, not accumulation).
   EXPECT_EQ(dtsim::to_json(dtsim::with_stack(dtsim::with_stack(hw, "torchtitan"), "megatron-lm")).dump(),
             dtsim::to_json(dtsim::with_stack(hw, "megatron-lm")).dump());
+}
+
+TEST(AccuracyBands, ShippedBandsAreOrderedAndFallBackToBroaderClasses) {
+  const auto& bands = dtsim::shipped_bands();
+  for (const auto& b : bands) {
+    SCOPED_TRACE(b.key);
+    EXPECT_GE(b.rows, 10);
+    EXPECT_LE(b.q05, b.q95);
+  }
+  // A GPU no development source ran on falls back to its stack's or the pooled band.
+  const auto b = dtsim::accuracy_band("v100-sxm2-32gb", "megatron-core", false);
+  if (!bands.empty()) {
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(b->key.find("v100"), std::string::npos);
+  }
 }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "traces/stack_profile.hpp"
+#include "validate/published/cross_validate.hpp"
 #include "validate/published/published.hpp"
 
 using namespace dtsim;
@@ -675,4 +676,57 @@ TEST(SharedMeasurements, SimumaxMemoryWithinThreePercent) {
   EXPECT_LT(s.memory_mape, 0.03);
   ASSERT_EQ(s.groups.size(), 3u);
   for (const auto& g : s.groups) EXPECT_GT(g.spearman, 0.9) << g.group;
+}
+
+// ---- Leave-one-source-out cross-validation (validate/published/cross_validate.hpp) ----
+
+TEST(CrossValidate, BandsArePercentilesOfTheLogRatio) {
+  // 21 rows of one class with ln(measured / predicted) = -0.10, -0.09, ..., +0.10: the 5th percentile is -0.09 and
+  // the 95th +0.09 (linear interpolation between order statistics).
+  std::vector<PublishedRow> rows(21);
+  std::vector<std::pair<const PublishedRow*, double>> samples;
+  for (int i = 0; i < 21; ++i) {
+    rows[i].gpu = "h100-sxm5-80gb";
+    rows[i].plan.stack = "torchtitan";
+    samples.emplace_back(&rows[i], -0.10 + 0.01 * i);
+  }
+  const auto bands = error_bands(samples, 10);
+  ASSERT_FALSE(bands.empty());
+  for (const auto& b : bands) {
+    EXPECT_EQ(b.rows, 21);
+    EXPECT_NEAR(b.q05, -0.09, 1e-12) << b.key;
+    EXPECT_NEAR(b.q95, +0.09, 1e-12) << b.key;
+  }
+  // Every class of the run, most specific first; none below the minimum row count.
+  EXPECT_EQ(band_keys("h100-sxm5-80gb", "torchtitan", "1-node").front(), "h100-sxm5-80gb|torchtitan|1-node");
+  EXPECT_EQ(band_keys("h100-sxm5-80gb", "", "1-node")[3], kDefaultStack);
+  EXPECT_EQ(bands.size(), 6u);
+  EXPECT_TRUE(error_bands(samples, 22).empty());
+}
+
+TEST(CrossValidate, RefitsWhatSawTheHeldOutSourceAndScoresEverySource) {
+  // The two Megatron-LM files are both in the shipped A100 fit: each is predicted by a refit on the other.
+  const std::string dir = std::string(DTSIM_SOURCE_DIR) + "/tests/data/published/";
+  std::vector<CvSource> sources;
+  for (const char* f : {"megatron_readme_a100.json", "korthikanti_table4_layer.json"})
+    sources.push_back({f, load_published(dir + f)});
+  const CvReport rep = cross_validate(sources, 12, 1.0);
+  ASSERT_EQ(rep.sources.size(), 2u);
+  int rows = 0;
+  for (const auto& s : rep.sources) {
+    SCOPED_TRACE(s.source);
+    EXPECT_NE(s.values_from.find("refit without it on"), std::string::npos) << s.values_from;
+    EXPECT_EQ(s.values_from.find(s.source + " ("), std::string::npos) << "a refit used its own source";
+    EXPECT_GE(s.fit_objective, 0);
+    EXPECT_EQ(s.score.failed, 0);
+    rows += s.score.rows;
+    // Fewer than 10 rows in the other source: no band to score this one with.
+    EXPECT_EQ(s.banded, 0);
+  }
+  EXPECT_EQ(rep.rows, rows);
+  EXPECT_EQ(rows, 9);
+  EXPECT_GT(rep.pooled_mape, 0);
+  const auto j = cv_json(rep);
+  EXPECT_EQ(j.at("sources").size(), 2u);
+  EXPECT_NE(cv_text(rep).find("leave one source out"), std::string::npos);
 }

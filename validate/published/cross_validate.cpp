@@ -1,0 +1,245 @@
+#include "validate/published/cross_validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "traces/cluster.hpp"
+#include "traces/stack_profile.hpp"
+
+namespace dtsim::sim {
+namespace {
+
+std::vector<std::string> calibration_fitted_on(const Calibration& c) {
+  std::vector<std::string> out;
+  if (c.provenance.is_object() && c.provenance.contains("fitted_on") && c.provenance.at("fitted_on").is_array())
+    for (const auto& s : c.provenance.at("fitted_on"))
+      if (s.is_string()) out.push_back(s.get<std::string>());
+  return out;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+/// The estimates a fit starts from (the Calibration defaults of every fitted field, and host costs of tens of
+/// microseconds), so that a refit without a source does not start at the optimum that saw it.
+Calibration neutral_start(Calibration c) {
+  const Calibration d;
+  c.gemm_efficiency_max = d.gemm_efficiency_max;
+  c.gemm_half_efficiency_flops = d.gemm_half_efficiency_flops;
+  c.gemm_efficiency_exponent = d.gemm_efficiency_exponent;
+  c.gemm_misaligned_efficiency = 0.9;  // the fit's log parameter is capped at 1: start inside
+  c.memory_bandwidth_efficiency = d.memory_bandwidth_efficiency;
+  c.kernel_launch_s = d.kernel_launch_s;
+  c.intra_bandwidth_efficiency = d.intra_bandwidth_efficiency;
+  c.collective_step_overhead_s = d.collective_step_overhead_s;
+  c.host_issue_s = 20e-6;
+  c.host_collective_issue_s = 10e-6;
+  c.p2p_overhead_s = 5e-6;
+  for (const char* f : {"host_issue_s", "host_collective_issue_s", "p2p_overhead_s"}) c.pin(f);
+  return c;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+/// The band for a run: the most specific class with a band.
+const ErrorBand* band_for(const std::vector<ErrorBand>& bands, const PublishedRow& row) {
+  for (const auto& k : band_keys(row.gpu, row.plan.stack, scale_class(row)))
+    for (const auto& b : bands)
+      if (b.key == k) return &b;
+  return nullptr;
+}
+
+bool scored(const RowResult& r) { return r.failure.empty() && r.row.measured_s > 0 && r.predicted_s > 0; }
+
+}  // namespace
+
+std::string scale_class(const PublishedRow& row) {
+  if (row.cluster.empty()) return "1-node";
+  const ClusterSpec c = load_cluster(row.cluster);
+  return row.plan.world_size() > c.gpus_per_node ? "multi-node" : "1-node";
+}
+
+std::vector<ErrorBand> error_bands(const std::vector<std::pair<const PublishedRow*, double>>& samples, int min_rows) {
+  std::map<std::string, std::vector<double>> by_key;
+  for (const auto& [row, r] : samples)
+    for (const auto& k : band_keys(row->gpu, row->plan.stack, scale_class(*row))) by_key[k].push_back(r);
+  std::vector<ErrorBand> out;
+  for (const auto& [k, v] : by_key)
+    if (static_cast<int>(v.size()) >= min_rows)
+      out.push_back({k, static_cast<int>(v.size()), quantile(v, 0.05), quantile(v, 0.95)});
+  return out;
+}
+
+CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluations, double max_error_weight) {
+  constexpr int kMinBandRows = 10;
+  CvReport rep;
+  std::map<std::string, const CvSource*> by_name;
+  for (const auto& s : sources) by_name[s.name] = &s;
+  std::vector<std::vector<std::pair<const PublishedRow*, double>>> samples(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const CvSource& src = sources[i];
+    CvSourceResult out;
+    out.source = src.name;
+    std::set<std::string> gpus, stacks;
+    for (const auto& r : src.rows)
+      if (r.failure.empty()) gpus.insert(r.gpu), stacks.insert(r.plan.stack.empty() ? kDefaultStack : r.plan.stack);
+    for (const auto& g : gpus) out.gpus += (out.gpus.empty() ? "" : ", ") + g;
+    for (const auto& s : stacks) out.stacks += (out.stacks.empty() ? "" : ", ") + s;
+    // Per GPU of the source: the calibration its rows are predicted with.
+    std::map<std::string, Calibration> cal_of_gpu;
+    std::vector<std::string> notes;
+    for (const auto& g : gpus) {
+      const Calibration hw = default_calibration(g);
+      std::vector<std::string> fitted_on = calibration_fitted_on(hw);
+      for (const auto& s : stacks)
+        for (const auto& f : stack_profile(s).fitted_on)
+          if (!has(fitted_on, f)) fitted_on.push_back(f);
+      if (!has(fitted_on, src.name)) {
+        cal_of_gpu.emplace(g, hw);
+        notes.push_back(g + ": shipped values (their fits never saw this source)");
+        continue;
+      }
+      // Refit on the other given sources of that fit, rows of the same GPU, even rows (as the shipped fit).
+      std::vector<PublishedRow> train;
+      std::string used;
+      for (const auto& f : fitted_on) {
+        if (f == src.name || !by_name.count(f)) continue;
+        for (const auto& r : select_split(by_name.at(f)->rows, "train"))
+          if (r.failure.empty() && r.gpu == g) train.push_back(r);
+        used += (used.empty() ? "" : ", ") + f;
+      }
+      if (train.empty()) {
+        cal_of_gpu.emplace(g, hw);
+        notes.push_back(g + ": in-sample (no other source of its fit given)");
+        continue;
+      }
+      const FitResult fr = fit_published(train, neutral_start(hw), max_evaluations, max_error_weight);
+      out.fit_objective = fr.objective_after;
+      cal_of_gpu.emplace(g, fr.calibration);
+      notes.push_back(g + ": refit without it on " + used + " (" + std::to_string(train.size()) + " rows, " +
+                      std::to_string(fr.evaluations) + " evaluations, objective " +
+                      fmt("%.2f%%", 100 * fr.objective_after) + ")");
+    }
+    for (const auto& n : notes) out.values_from += (out.values_from.empty() ? "" : "; ") + n;
+    const Calibration fallback = default_calibration("a100-sxm4-80gb");
+    out.results = predict_rows(
+        src.rows,
+        [&](const PublishedRow& r) -> const Calibration& {
+          auto it = cal_of_gpu.find(r.gpu);
+          return it != cal_of_gpu.end() ? it->second : fallback;
+        },
+        NetworkMode::ANALYTIC);
+    out.score = score(out.results);
+    std::vector<double> m, p;
+    for (const auto& r : out.results)
+      if (scored(r)) m.push_back(r.row.measured_s), p.push_back(r.predicted_s);
+    out.spearman_all = spearman(m, p);
+    rep.sources.push_back(std::move(out));
+  }
+  // Samples point into rep.sources' results, which are not resized from here on.
+  for (std::size_t i = 0; i < rep.sources.size(); ++i) {
+    samples[i].clear();
+    for (const auto& r : rep.sources[i].results)
+      if (scored(r)) samples[i].emplace_back(&r.row, std::log(r.row.measured_s / r.predicted_s));
+  }
+  std::vector<std::pair<const PublishedRow*, double>> all;
+  double abs_sum = 0;
+  for (std::size_t i = 0; i < rep.sources.size(); ++i) {
+    for (const auto& s : samples[i]) all.push_back(s);
+    for (const auto& r : rep.sources[i].results)
+      if (scored(r)) abs_sum += std::fabs(r.error), ++rep.rows;
+  }
+  rep.pooled_mape = rep.rows > 0 ? abs_sum / rep.rows : 0;
+  rep.bands = error_bands(all, kMinBandRows);
+  // Coverage: each source's rows against bands built from the other sources' rows.
+  for (std::size_t i = 0; i < rep.sources.size(); ++i) {
+    std::vector<std::pair<const PublishedRow*, double>> others;
+    for (std::size_t j = 0; j < rep.sources.size(); ++j)
+      if (j != i) others.insert(others.end(), samples[j].begin(), samples[j].end());
+    const auto bands = error_bands(others, kMinBandRows);
+    std::set<std::string> keys;
+    auto& src = rep.sources[i];
+    for (const auto& [row, r] : samples[i]) {
+      const ErrorBand* b = band_for(bands, *row);
+      if (!b) continue;
+      keys.insert(b->key);
+      ++src.banded;
+      if (r >= b->q05 && r <= b->q95) ++src.covered;
+    }
+    for (const auto& k : keys) src.band_keys += (src.band_keys.empty() ? "" : ", ") + k;
+    rep.covered += src.covered;
+    rep.banded += src.banded;
+  }
+  return rep;
+}
+
+std::string cv_text(const CvReport& r) {
+  std::string t = "leave one source out: each source predicted by calibrations and stack profiles fitted without it\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-34s %5s %6s %8s %8s %9s %8s %9s  %s\n", "source", "rows", "failed", "MAPE",
+                "bias", "Spearman", "mem MAPE", "90% cover", "GPU / stack");
+  t += line;
+  for (const auto& s : r.sources) {
+    std::snprintf(line, sizeof line, "%-34s %5d %6d %7.2f%% %+7.2f%% %9.3f %7s %9s  %s / %s\n",
+                  s.source.substr(0, 34).c_str(), s.score.rows, s.score.failed, 100 * s.score.mape,
+                  100 * s.score.mean_error, s.spearman_all,
+                  s.score.memory_rows > 0 ? fmt("%.2f%%", 100 * s.score.memory_mape).c_str() : "-",
+                  s.banded > 0 ? (std::to_string(s.covered) + "/" + std::to_string(s.banded)).c_str() : "-",
+                  s.gpus.c_str(), s.stacks.c_str());
+    t += line;
+  }
+  std::snprintf(line, sizeof line, "pooled: %d rows, MAPE %.2f%%; 90%% intervals cover %d of %d rows (%.1f%%)\n",
+                r.rows, 100 * r.pooled_mape, r.covered, r.banded, r.banded > 0 ? 100.0 * r.covered / r.banded : 0.0);
+  t += line;
+  t += "\nvalues each source was predicted with:\n";
+  for (const auto& s : r.sources) t += "  " + s.source + ": " + s.values_from + "\n";
+  t += "\n90% bands of ln(measured / predicted) (interval = prediction x [e^q05, e^q95]), classes with >= 10 rows:\n";
+  for (const auto& b : r.bands) {
+    std::snprintf(line, sizeof line, "  %-48s %5d rows  [%+.3f, %+.3f]  x[%.3f, %.3f]\n", b.key.c_str(), b.rows, b.q05,
+                  b.q95, std::exp(b.q05), std::exp(b.q95));
+    t += line;
+  }
+  return t;
+}
+
+nlohmann::json cv_json(const CvReport& r) {
+  nlohmann::json srcs = nlohmann::json::array();
+  for (const auto& s : r.sources)
+    srcs.push_back({{"source", s.source},
+                    {"gpus", s.gpus},
+                    {"stacks", s.stacks},
+                    {"values_from", s.values_from},
+                    {"rows", s.score.rows},
+                    {"failed", s.score.failed},
+                    {"mape", s.score.mape},
+                    {"mean_error", s.score.mean_error},
+                    {"max_abs_error", s.score.max_abs_error},
+                    {"spearman", s.spearman_all},
+                    {"memory_rows", s.score.memory_rows},
+                    {"memory_mape", s.score.memory_mape},
+                    {"covered", s.covered},
+                    {"banded", s.banded},
+                    {"band_keys", s.band_keys}});
+  nlohmann::json bands = nlohmann::json::array();
+  for (const auto& b : r.bands) bands.push_back({{"key", b.key}, {"rows", b.rows}, {"q05", b.q05}, {"q95", b.q95}});
+  return {{"schema", "dtsim.cross_validation"}, {"schema_version", 1},  {"sources", srcs},    {"rows", r.rows},
+          {"pooled_mape", r.pooled_mape},       {"covered", r.covered}, {"banded", r.banded}, {"bands", bands}};
+}
+
+}  // namespace dtsim::sim
