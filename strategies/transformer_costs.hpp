@@ -170,6 +170,8 @@ int gemm_index(const std::vector<Op>& ops, bool first);
 Op gemm_piece(Op op, int k);
 
 /// Roofline time of one kernel with calibrated efficiencies, launch overhead included.
+/// The tensor-core peak a GEMM of the model's dtype runs at: FP32 GEMMs at the TF32 peak where the stack enables it.
+double gemm_peak_flops(const GpuSpec& gpu, DType dtype, const Calibration& cal);
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 /// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).

@@ -10,7 +10,7 @@
 namespace dtsim {
 
 struct AccuracyBand {
-  std::string key;          ///< the class: "gpu|stack|scale", "gpu|stack", "stack|scale", "stack", "gpu" or "all"
+  std::string key;          ///< the class: "gpu|stack|scale", "gpu|stack", "gpu", "stack|scale", "stack" or "all"
   int rows = 0;             ///< cross-validated rows behind it
   double q05 = 0, q95 = 0;  ///< 5th and 95th percentiles of ln(measured / predicted)
 };

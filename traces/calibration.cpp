@@ -111,6 +111,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"fa2_attention", c.fa2_attention},
             {"per_iteration_s", c.per_iteration_s},
             {"grad_clip", c.grad_clip},
+            {"tf32_matmul", c.tf32_matmul},
             {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
           {"network",
            {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
@@ -161,6 +162,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "fa2_attention",
                              "per_iteration_s",
                              "grad_clip",
+                             "tf32_matmul",
                              "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
@@ -190,6 +192,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "fa2_attention", c.fa2_attention);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);
   software(cj, cc, "grad_clip", c.grad_clip);
+  software(cj, cc, "tf32_matmul", c.tf32_matmul);
   c.optimizer_bytes_per_param = get<double>(cj, cc, "optimizer_bytes_per_param");
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";

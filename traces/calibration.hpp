@@ -81,6 +81,7 @@ struct Calibration {
   // pinned. host_issue_s, host_sync_each_pass, host_collective_issue_s above and p2p_overhead_s below are of this kind.
   bool fa2_attention = false;  ///< the stack's attention runs FlashAttention-2 kernels (fa2_attention_efficiency)
   double per_iteration_s = 0;  ///< host time per iteration outside the passes (data loader, logging, timers)
+  bool tf32_matmul = false;    ///< FP32 GEMMs run on TF32 tensor cores (NVIDIA's PyTorch containers' default)
   bool grad_clip = false;      ///< gradient clipping by global norm before the optimizer step
   /// Software fields this calibration sets itself (present in its file, or set by a fit): a stack profile does not
   /// override them. Names as in kSoftwareFields.
@@ -112,7 +113,7 @@ struct Calibration {
 inline const std::vector<std::string> kSoftwareFields = {
     "host_issue_s",   "host_sync_each_pass", "host_collective_issue_s",
     "p2p_overhead_s", "fa2_attention",       "per_iteration_s",
-    "grad_clip"};
+    "grad_clip",      "tf32_matmul"};
 
 /// The default calibration shipped for a GPU preset (compiled in from traces/calibration/<gpu>.json).
 Calibration default_calibration(const std::string& gpu_name);

@@ -28,7 +28,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   json_util::reject_unknown(
       j, ctx,
       {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s", "host_sync_each_pass",
-       "host_collective_issue_s", "p2p_overhead_s", "fa2_attention", "per_iteration_s", "grad_clip"});
+       "host_collective_issue_s", "p2p_overhead_s", "fa2_attention", "per_iteration_s", "grad_clip", "tf32_matmul"});
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
@@ -41,6 +41,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.fa2_attention = get_or<bool>(j, ctx, "fa2_attention", false);
   s.per_iteration_s = get_or<double>(j, ctx, "per_iteration_s", 0.0);
   s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
+  s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
   s.validate(ctx);
   return s;
 }
@@ -57,7 +58,8 @@ nlohmann::json to_json(const StackProfile& s) {
           {"p2p_overhead_s", s.p2p_overhead_s},
           {"fa2_attention", s.fa2_attention},
           {"per_iteration_s", s.per_iteration_s},
-          {"grad_clip", s.grad_clip}};
+          {"grad_clip", s.grad_clip},
+          {"tf32_matmul", s.tf32_matmul}};
 }
 
 std::vector<std::string> stack_names() {
@@ -90,6 +92,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("fa2_attention", c.fa2_attention, s.fa2_attention);
   fill("per_iteration_s", c.per_iteration_s, s.per_iteration_s);
   fill("grad_clip", c.grad_clip, s.grad_clip);
+  fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);
   c.stack = s.name;
   return c;
 }

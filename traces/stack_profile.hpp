@@ -34,6 +34,9 @@ struct StackProfile {
   /// Gradient clipping by global norm: a pass over the rank's gradients, then an all-reduce of the norm over the
   /// model-parallel and data-parallel groups, before the optimizer step.
   bool grad_clip = true;
+  /// FP32 matrix products run on TF32 tensor cores: NVIDIA's PyTorch containers (NGC) set
+  /// TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1, which overrides PyTorch's fp32 default.
+  bool tf32_matmul = false;
 
   void validate(const std::string& ctx) const;
 };

@@ -199,6 +199,8 @@ expect_error "dp bucket size zero"           "bucket"              simulate "${M
 expect_error "unknown precision"             "precision 'fp9' is not known" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision fp9
 expect_error "fp8 without FP8 tensor cores"  "needs FP8 tensor cores, and gpu 'a100-sxm4-80gb' has none" simulate "${M[@]}" "${C[@]}" --gbs 8 --precision fp8
 expect_error "nvfp4 without FP4 tensor cores" "needs FP4 tensor cores, and gpu 'h100-sxm5-80gb' has none" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision nvfp4
+expect_error "unknown software stack"        "unknown software stack 'nemo' (known: megatron-core, megatron-deepspeed, megatron-lm, torchtitan, or a .json profile file)" simulate "${M[@]}" "${C[@]}" --gbs 8 --stack nemo
+expect_error "cross-validate one source"     "give at least two --data sources" validate published --cross-validate --data "$TMP/rows_h100.json"
 expect_error "tp-comm-overlap without SP"    "tp-comm-overlap needs sequence parallelism" simulate "${M[@]}" --cluster dgx-h100:8 --tp 2 --gbs 8 --tp-comm-overlap
 expect_error "tp-comm-overlap with tp 1"     "tp-comm-overlap needs tp >= 2" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --tp-comm-overlap
 expect_error "overlap-param-gather, zero 0"  "overlap-param-gather needs the distributed optimizer" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --overlap-param-gather

@@ -77,7 +77,7 @@ fi
 # ---- a normal simulation: summary.json and trace.json ------------------------------------------------
 OUT="$TMP/sim"
 if run simulate simulate --model gpt3-1.3b --cluster dgx-a100:16 --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 64 --out "$OUT"; then
-  expect_stdout simulate '^iteration time +[0-9.]+ s$' "prints the iteration time"
+  expect_stdout simulate '^iteration time +[0-9.]+ s( +\(90% interval [0-9.]+-[0-9.]+ s .*\))?$' "prints the iteration time"
   expect_stdout simulate '^memory: fits' "reports that memory fits"
   pycheck summary.json '
 import json, sys

@@ -129,6 +129,14 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
         notes.push_back(g + ": in-sample (no other source of its fit given)");
         continue;
       }
+      // Fewer rows than twice the fitted parameters identify nothing (a fit would pass through them): the source is
+      // predicted with the estimates a fit starts from, i.e. as a GPU and stack with no measured runs would be.
+      if (train.size() < 2 * fitted_fields().size()) {
+        cal_of_gpu.emplace(g, neutral_start(hw));
+        notes.push_back(g + ": unfitted estimates (without it, " + used + " leave " + std::to_string(train.size()) +
+                        " rows, too few for the fit's " + std::to_string(fitted_fields().size()) + " parameters)");
+        continue;
+      }
       const FitResult fr = fit_published(train, neutral_start(hw), max_evaluations, max_error_weight);
       out.fit_objective = fr.objective_after;
       cal_of_gpu.emplace(g, fr.calibration);
@@ -166,6 +174,10 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
       if (scored(r)) abs_sum += std::fabs(r.error), ++rep.rows;
   }
   rep.pooled_mape = rep.rows > 0 ? abs_sum / rep.rows : 0;
+  int with_rows = 0;
+  for (const auto& s : rep.sources)
+    if (s.score.rows > 0) rep.mean_source_mape += s.score.mape, ++with_rows;
+  if (with_rows > 0) rep.mean_source_mape /= with_rows;
   rep.bands = error_bands(all, kMinBandRows);
   // Coverage: each source's rows against bands built from the other sources' rows.
   for (std::size_t i = 0; i < rep.sources.size(); ++i) {
@@ -204,8 +216,11 @@ std::string cv_text(const CvReport& r) {
                   s.gpus.c_str(), s.stacks.c_str());
     t += line;
   }
-  std::snprintf(line, sizeof line, "pooled: %d rows, MAPE %.2f%%; 90%% intervals cover %d of %d rows (%.1f%%)\n",
-                r.rows, 100 * r.pooled_mape, r.covered, r.banded, r.banded > 0 ? 100.0 * r.covered / r.banded : 0.0);
+  std::snprintf(line, sizeof line,
+                "pooled: %d rows, MAPE %.2f%% (mean of the sources' MAPEs %.2f%%); 90%% intervals cover %d of %d rows "
+                "(%.1f%%)\n",
+                r.rows, 100 * r.pooled_mape, 100 * r.mean_source_mape, r.covered, r.banded,
+                r.banded > 0 ? 100.0 * r.covered / r.banded : 0.0);
   t += line;
   t += "\nvalues each source was predicted with:\n";
   for (const auto& s : r.sources) t += "  " + s.source + ": " + s.values_from + "\n";
@@ -238,8 +253,15 @@ nlohmann::json cv_json(const CvReport& r) {
                     {"band_keys", s.band_keys}});
   nlohmann::json bands = nlohmann::json::array();
   for (const auto& b : r.bands) bands.push_back({{"key", b.key}, {"rows", b.rows}, {"q05", b.q05}, {"q95", b.q95}});
-  return {{"schema", "dtsim.cross_validation"}, {"schema_version", 1},  {"sources", srcs},    {"rows", r.rows},
-          {"pooled_mape", r.pooled_mape},       {"covered", r.covered}, {"banded", r.banded}, {"bands", bands}};
+  return {{"schema", "dtsim.cross_validation"},
+          {"schema_version", 1},
+          {"sources", srcs},
+          {"rows", r.rows},
+          {"pooled_mape", r.pooled_mape},
+          {"mean_source_mape", r.mean_source_mape},
+          {"covered", r.covered},
+          {"banded", r.banded},
+          {"bands", bands}};
 }
 
 }  // namespace dtsim::sim

@@ -25,12 +25,8 @@ struct CvSource {
   std::vector<PublishedRow> rows;
 };
 
-/// The 90% band of one class of runs.
-struct ErrorBand {
-  std::string key;  ///< "gpu|stack|scale", "gpu|stack", "stack|scale", "stack", "gpu" or "all"
-  int rows = 0;
-  double q05 = 0, q95 = 0;  ///< percentiles of ln(measured / predicted)
-};
+/// The 90% band of one class of runs (traces/accuracy_bands.hpp).
+using ErrorBand = AccuracyBand;
 
 struct CvSourceResult {
   std::string source, gpus, stacks;
@@ -45,8 +41,9 @@ struct CvSourceResult {
 
 struct CvReport {
   std::vector<CvSourceResult> sources;
-  int rows = 0;  ///< scored rows over all sources
-  double pooled_mape = 0;
+  int rows = 0;                 ///< scored rows over all sources
+  double pooled_mape = 0;       ///< over all scored rows
+  double mean_source_mape = 0;  ///< mean of the sources' MAPEs (each source weighs the same)
   int covered = 0, banded = 0;
   std::vector<ErrorBand> bands;  ///< from every source's cross-validated rows (what simulate uses)
 };
