@@ -347,47 +347,74 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
     if (dp) c.dp = c.rep = 0;
     return p_.rank_of(c);
   };
-  // The kind of path to every ring neighbour a rank sends to: the whole ring's successor, and the successors in
-  // the node-local and cross-node rings of the hierarchical all-reduce where it applies.
-  auto next_in = [](const std::vector<int>& ring, int r) {
-    auto it = std::find(ring.begin(), ring.end(), r);
-    return std::next(it) == ring.end() ? ring.front() : *std::next(it);
+  // A rank's signature: per group axis, the kind of path to every ring neighbour it sends to (the whole ring's
+  // successor, and the successors in the node-local and cross-node rings of the hierarchical all-reduce where it
+  // applies), or for the EP all-to-all how many members it reaches over each kind of path. Built group by group,
+  // so the cost is linear in the world size (a rank-by-rank build is quadratic in the group size).
+  constexpr int kSlots = 4;  // per axis
+  constexpr std::int16_t kUnset = -1, kNotEnd = -2;
+  std::vector<std::array<std::int16_t, kSlots>> sig(world);  // this axis's entries, per rank
+  std::vector<char> seen(world);
+  bool crosses_leaf = false;
+  auto kind = [&](int a, int b) {
+    const Path k = path(a, b);
+    if (k == Path::CROSS_LEAF || k == Path::CROSS_POD) crosses_leaf = true;
+    return static_cast<std::int16_t>(k);
   };
-  auto signature = [&](int r) {
-    std::vector<int> sig;
-    for (GroupAxis ax : {GroupAxis::TP, GroupAxis::DP, GroupAxis::PP, GroupAxis::EMB, GroupAxis::CP, GroupAxis::EP,
-                         GroupAxis::ETP, GroupAxis::EDP}) {
-      const int stage = p_.coord_of(r).pp;
+  std::vector<std::pair<int, int>> by_node;  // (node, member)
+  for (GroupAxis ax : {GroupAxis::TP, GroupAxis::DP, GroupAxis::PP, GroupAxis::EMB, GroupAxis::CP, GroupAxis::EP,
+                       GroupAxis::ETP, GroupAxis::EDP}) {
+    if ((ax == GroupAxis::CP && p_.cp == 1) || (ax >= GroupAxis::EP && !m_.moe.enabled())) continue;
+    std::fill(seen.begin(), seen.end(), 0);
+    for (auto& s : sig) s.fill(kUnset);
+    for (int r0 = 0; r0 < world; ++r0) {
+      if (seen[r0]) continue;
+      const int stage = p_.coord_of(r0).pp;
       if (ax == GroupAxis::EMB && stage != 0 && stage != p_.pp - 1) {
-        sig.push_back(-1);
+        sig[r0][0] = kNotEnd;
+        seen[r0] = 1;
         continue;
       }
-      if ((ax == GroupAxis::CP && p_.cp == 1) || (ax >= GroupAxis::EP && !m_.moe.enabled())) continue;
-      const auto members = group_members(r, ax);
-      if (ax == GroupAxis::EP) {  // all-to-all: the kinds of path to every member
-        std::vector<int> kinds;
-        kinds.reserve(members.size());
-        for (int o : members) kinds.push_back(static_cast<int>(path(r, o)));
-        std::sort(kinds.begin(), kinds.end());
-        sig.insert(sig.end(), kinds.begin(), kinds.end());
-        continue;
+      const auto members = group_members(r0, ax);
+      // PP and EMB groups overlap (a rank's group depends on its replica index), and a rank may stand outside the
+      // group it uses: then only that rank's own entry is written.
+      const bool overlapping =
+          ax == GroupAxis::PP || ax == GroupAxis::EMB || !std::binary_search(members.begin(), members.end(), r0);
+      const std::vector<int> own{r0};
+      for (int r : overlapping ? own : members) {
+        seen[r] = 1;
+        auto& s = sig[r];
+        if (ax == GroupAxis::EP) {  // all-to-all: how many members over each kind of path
+          s.fill(0);
+          for (int o : members) ++s[kind(r, o)];
+          continue;
+        }
+        const auto it = std::lower_bound(members.begin(), members.end(), r);
+        if (it == members.end() || *it != r) continue;  // not in the ring it uses: no successor
+        s[0] = kind(r, std::next(it) == members.end() ? members.front() : *std::next(it));
       }
-      sig.push_back(static_cast<int>(path(r, next_in(members, r))));
-      std::vector<int> local, cross;
-      if ((ax == GroupAxis::TP || ax == GroupAxis::DP) && use_hierarchical(CollectiveKind::ALL_REDUCE, r, members) &&
-          split_hierarchical(r, members, &local, &cross)) {
-        sig.push_back(static_cast<int>(path(r, next_in(local, r))));
-        sig.push_back(static_cast<int>(path(r, next_in(cross, r))));
+      if ((ax == GroupAxis::TP || ax == GroupAxis::DP) &&
+          use_hierarchical(CollectiveKind::ALL_REDUCE, members.front(), members)) {
+        // The node-local rings, and the rings of the members at the same position on every node (every node
+        // holds the same number of members, or use_hierarchical is false).
+        by_node.clear();
+        for (int m : members) by_node.emplace_back(c_.node_of(gpu(m)), m);
+        std::sort(by_node.begin(), by_node.end());
+        std::size_t per_node = 1;
+        while (per_node < by_node.size() && by_node[per_node].first == by_node[0].first) ++per_node;
+        const std::size_t nodes = by_node.size() / per_node;
+        for (std::size_t n = 0; n < nodes; ++n)
+          for (std::size_t i = 0; i < per_node; ++i) {
+            const int r = by_node[n * per_node + i].second;
+            sig[r][1] = kind(r, by_node[n * per_node + (i + 1) % per_node].second);
+            sig[r][2] = kind(r, by_node[(n + 1) % nodes * per_node + i].second);
+          }
       }
     }
-    return sig;
-  };
-  for (int r = 0; r < world; ++r) {
-    const auto sig = signature(r);
     // Leaf uplinks are shared by all the ranks under a leaf: folded-away ranks would not load them alike.
-    for (Path shared : {Path::CROSS_LEAF, Path::CROSS_POD})
-      if (std::find(sig.begin(), sig.end(), static_cast<int>(shared)) != sig.end()) return false;
-    if (sig != signature(rep(r))) return false;
+    if (crosses_leaf) return false;
+    for (int r = 0; r < world; ++r)
+      if (sig[r] != sig[rep(r)]) return false;
   }
   return true;
 }
@@ -483,16 +510,24 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
 
 bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                                  std::vector<int>* cross) const {
-  std::map<int, std::vector<int>> by_node;  // node -> members on it (sorted, as members are)
-  for (int m : members) by_node[c_.node_of(gpu(m))].push_back(m);
-  const std::size_t g = by_node.begin()->second.size();
-  for (const auto& [node, v] : by_node)
-    if (v.size() != g) return false;
-  const auto& mine = by_node[c_.node_of(gpu(grank))];
-  const auto pos = std::find(mine.begin(), mine.end(), grank) - mine.begin();
-  *local = mine;
+  std::vector<std::pair<int, int>> by_node;  // (node, member), sorted: members by node, in rank order
+  by_node.reserve(members.size());
+  for (int m : members) by_node.emplace_back(c_.node_of(gpu(m)), m);
+  std::sort(by_node.begin(), by_node.end());
+  std::size_t g = 1;  // members per node
+  while (g < by_node.size() && by_node[g].first == by_node[0].first) ++g;
+  if (by_node.size() % g != 0) return false;
+  for (std::size_t i = 0; i < by_node.size(); ++i)
+    if (by_node[i].first != by_node[i - i % g].first ||
+        (i % g == 0 && i > 0 && by_node[i].first == by_node[i - 1].first))
+      return false;
+  const auto me = std::find_if(by_node.begin(), by_node.end(), [&](const auto& x) { return x.second == grank; });
+  DTSIM_ASSERT(me != by_node.end(), "rank " << grank << " not in its own group");
+  const std::size_t at = me - by_node.begin(), node_begin = at - at % g, pos = at % g;
+  local->clear();
+  for (std::size_t i = node_begin; i < node_begin + g; ++i) local->push_back(by_node[i].second);
   cross->clear();
-  for (const auto& [node, v] : by_node) cross->push_back(v[pos]);
+  for (std::size_t i = pos; i < by_node.size(); i += g) cross->push_back(by_node[i].second);
   return true;
 }
 

@@ -205,11 +205,20 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
         rr.at_peak[static_cast<int>(MemCategory::ACTIVATIONS)] + rr.at_peak[static_cast<int>(MemCategory::RECOMPUTE)];
     rep.ranks.push_back(std::move(rr));
   }
-  for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
-    const auto& rr = rep.ranks[low.sim_index_of[g]];
-    if (rr.peak_bytes > capacity)
-      rep.oom.push_back({g, rr.peak_bytes, capacity, rr.peak_time_s, rr.oom_event, rr.oom_time_s});
+  const bool list_all = static_cast<int>(low.sim_index_of.size()) <= kListRanksUpTo;
+  if (list_all) {
+    for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
+      const auto& rr = rep.ranks[low.sim_index_of[g]];
+      if (rr.peak_bytes > capacity)
+        rep.oom.push_back({g, rr.peak_bytes, capacity, rr.peak_time_s, rr.oom_event, rr.oom_time_s});
+    }
+  } else {
+    for (const auto& rr : rep.ranks)
+      if (rr.peak_bytes > capacity)
+        rep.oom.push_back({rr.global_rank, rr.peak_bytes, capacity, rr.peak_time_s, rr.oom_event, rr.oom_time_s,
+                           low.ranks[rr.sim_index].class_size});
   }
+  for (const auto& o : rep.oom) rep.oom_ranks += o.represents;
 
   for (const auto& rr : rep.ranks) rep.max_bubble_fraction = std::max(rep.max_bubble_fraction, rr.bubble_fraction);
   const auto& plan = *in.plan;
@@ -260,8 +269,11 @@ std::vector<const LinkStats*> busiest_links(const EngineResult& res, double T, s
 nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
   using nlohmann::json;
   json ranks = json::array();
-  for (int g = 0; g < static_cast<int>(low.sim_index_of.size()); ++g) {
-    const auto& rr = rep.ranks[low.sim_index_of[g]];
+  const int world = static_cast<int>(low.sim_index_of.size());
+  const bool list_all = world <= kListRanksUpTo;
+  for (int i = 0; i < (list_all ? world : static_cast<int>(rep.ranks.size())); ++i) {
+    const auto& rr = list_all ? rep.ranks[low.sim_index_of[i]] : rep.ranks[i];
+    const int g = list_all ? i : rr.global_rank;
     RankCoord c = in.plan->coord_of(g);
     ranks.push_back({{"rank", g},
                      {"tp", c.tp},
@@ -276,6 +288,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                      {"peak_memory_bytes", rr.peak_bytes},
                      {"peak_memory_time_s", rr.peak_time_s},
                      {"peak_activation_bytes", rr.peak_activation_bytes}});
+    if (!list_all) ranks.back()["represents"] = low.ranks[rr.sim_index].class_size;
   }
   json stages = json::array();
   for (int s = 0; s < in.plan->pp; ++s) {
@@ -320,54 +333,61 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                    {"peak_time_s", o.peak_time_s},
                    {"crossed_at_s", o.event_time_s},
                    {"crossed_by", o.event}});
-  return {{"schema", "dtsim.summary"},
-          {"schema_version", 1},
-          {"dtsim_version", DTSIM_VERSION},
-          {"simgrid_version", simgrid_version()},
-          {"config",
-           {{"model", to_json(*in.model)},
-            {"cluster", to_json(*in.cluster)},
-            {"plan", to_json(*in.plan, in.model->num_layers)},
-            {"schedule", in.plan->schedule_name()},
-            {"calibration", to_json(with_stack(*in.calibration, in.plan->stack))},
-            {"stack", to_json(stack_profile(in.plan->stack))},
-            {"simulation",
-             {{"collective_mode", to_string(in.options->collective_mode)},
-              {"fold", to_string(in.options->fold)},
-              {"folded_tp", low.fold_tp},
-              {"folded_dp", low.fold_dp},
-              {"fold_reason", low.fold_reason},
-              {"simulated_ranks", low.ranks.size()},
-              {"network", to_string(in.options->network)},
-              {"collective_algorithm", to_string(in.options->collective_algorithm)},
-              {"channels", in.options->channels},
-              {"network_model", in.options->network == NetworkMode::FLOW
-                                    ? "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"
-                                    : "analytic alpha-beta, contention-free"}}}}},
-          {"results",
-           {{"iteration_time_s", rep.iteration_time_s},
-            {"iteration_time_interval_s", interval_json(in, rep.iteration_time_s)},
-            {"samples_per_s", rep.samples_per_s},
-            {"tokens_per_s", rep.tokens_per_s},
-            {"model_tflops_per_gpu", rep.model_tflops_per_gpu},
-            {"hardware_tflops_per_gpu", rep.hardware_tflops_per_gpu},
-            {"mfu", rep.mfu},
-            {"model_flops_per_iteration", low.model_flops_per_iteration},
-            {"hardware_flops_per_iteration", low.hardware_flops_per_iteration},
-            {"hand_estimate_s", rep.hand_estimate_s},
-            {"max_bubble_fraction", rep.max_bubble_fraction},
-            {"fits_in_memory", rep.oom.empty()},
-            {"oom", oom}}},
-          {"stages", stages},
-          {"ranks", ranks},
-          {"links", links_json(res, rep.iteration_time_s)},
-          {"simulation_stats",
-           {{"tasks", rep.tasks},
-            {"edges", low.graph.edge_count()},
-            {"engine", res.engine},
-            {"simgrid_activities", res.activities},
-            {"platform_hosts", res.hosts},
-            {"platform_links", res.links}}}};
+  for (std::size_t i = 0; i < rep.oom.size() && !list_all; ++i) oom[i]["represents"] = rep.oom[i].represents;
+  json summary = {{"schema", "dtsim.summary"},
+                  {"schema_version", 1},
+                  {"dtsim_version", DTSIM_VERSION},
+                  {"simgrid_version", simgrid_version()},
+                  {"config",
+                   {{"model", to_json(*in.model)},
+                    {"cluster", to_json(*in.cluster)},
+                    {"plan", to_json(*in.plan, in.model->num_layers)},
+                    {"schedule", in.plan->schedule_name()},
+                    {"calibration", to_json(with_stack(*in.calibration, in.plan->stack))},
+                    {"stack", to_json(stack_profile(in.plan->stack))},
+                    {"simulation",
+                     {{"collective_mode", to_string(in.options->collective_mode)},
+                      {"fold", to_string(in.options->fold)},
+                      {"folded_tp", low.fold_tp},
+                      {"folded_dp", low.fold_dp},
+                      {"fold_reason", low.fold_reason},
+                      {"simulated_ranks", low.ranks.size()},
+                      {"network", to_string(in.options->network)},
+                      {"collective_algorithm", to_string(in.options->collective_algorithm)},
+                      {"channels", in.options->channels},
+                      {"network_model", in.options->network == NetworkMode::FLOW
+                                            ? "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"
+                                            : "analytic alpha-beta, contention-free"}}}}},
+                  {"results",
+                   {{"iteration_time_s", rep.iteration_time_s},
+                    {"iteration_time_interval_s", interval_json(in, rep.iteration_time_s)},
+                    {"samples_per_s", rep.samples_per_s},
+                    {"tokens_per_s", rep.tokens_per_s},
+                    {"model_tflops_per_gpu", rep.model_tflops_per_gpu},
+                    {"hardware_tflops_per_gpu", rep.hardware_tflops_per_gpu},
+                    {"mfu", rep.mfu},
+                    {"model_flops_per_iteration", low.model_flops_per_iteration},
+                    {"hardware_flops_per_iteration", low.hardware_flops_per_iteration},
+                    {"hand_estimate_s", rep.hand_estimate_s},
+                    {"max_bubble_fraction", rep.max_bubble_fraction},
+                    {"fits_in_memory", rep.oom.empty()},
+                    {"oom", oom}}},
+                  {"stages", stages},
+                  {"ranks", ranks},
+                  {"links", links_json(res, rep.iteration_time_s)},
+                  {"simulation_stats",
+                   {{"tasks", rep.tasks},
+                    {"edges", low.graph.edge_count()},
+                    {"engine", res.engine},
+                    {"simgrid_activities", res.activities},
+                    {"platform_hosts", res.hosts},
+                    {"platform_links", res.links}}}};
+  if (!list_all) {
+    summary["results"]["oom_ranks"] = rep.oom_ranks;
+    summary["ranks_listed"] = "one entry per simulated rank (more than " + std::to_string(kListRanksUpTo) +
+                              " ranks); 'represents' = how many global ranks it stands for";
+  }
+  return summary;
 }
 
 std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep,
@@ -582,7 +602,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
         worst = e.peak_bytes - e.capacity_bytes;
         worst_rank = e.global_rank;
       }
-    o << "memory: OUT OF MEMORY on " << rep.oom.size() << " of " << plan.world_size() << " ranks (worst: rank "
+    o << "memory: OUT OF MEMORY on " << rep.oom_ranks << " of " << plan.world_size() << " ranks (worst: rank "
       << worst_rank << " over by " << gb(worst) << " of " << gb(in.cluster->gpu.memory_bytes) << ")\n";
     for (const auto& e : rep.oom)
       if (e.global_rank == worst_rank)

@@ -53,7 +53,13 @@ struct OomEntry {
   double peak_time_s = 0;
   std::string event;  ///< the first allocation that crossed the capacity
   double event_time_s = 0;
+  int represents = 1;  ///< global ranks this entry stands for (> 1: one entry per simulated rank, see kListRanksUpTo)
 };
+
+/// summary.json lists every global rank (its "ranks" and "oom" arrays) up to this world size; above it, one entry
+/// per simulated rank, each saying how many global ranks it stands for, so that outputs do not grow with a
+/// folded world (a million folded GPUs would otherwise write half a gigabyte of identical rows).
+inline constexpr int kListRanksUpTo = 16384;
 
 struct Inputs {
   const TransformerSpec* model;
@@ -74,7 +80,8 @@ struct Report {
   double max_bubble_fraction = 0;  ///< largest bubble fraction over the stages          ///< k*params*tokens / (GPUs *
                                    ///< peak * gemm_efficiency_max), k = 6 or 8
   std::vector<RankReport> ranks;   ///< one per simulated rank
-  std::vector<OomEntry> oom;       ///< every global rank over capacity
+  std::vector<OomEntry> oom;       ///< every global rank over capacity (per simulated rank above kListRanksUpTo)
+  std::int64_t oom_ranks = 0;      ///< global ranks over capacity
   std::uint64_t tasks = 0, activities = 0;
 };
 

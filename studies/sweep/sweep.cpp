@@ -615,8 +615,8 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
       double worst = 0;
       for (const auto& o : rep.oom) worst = std::max(worst, o.peak_bytes - o.capacity_bytes);
       char msg[200];
-      std::snprintf(msg, sizeof msg, "out of memory on %zu of %d ranks (worst over by %.2f GB)", rep.oom.size(),
-                    plan.world_size(), worst / units::kGB);
+      std::snprintf(msg, sizeof msg, "out of memory on %lld of %d ranks (worst over by %.2f GB)",
+                    static_cast<long long>(rep.oom_ranks), plan.world_size(), worst / units::kGB);
       r["status"] = "oom";
       r["error"] = msg;
     }
