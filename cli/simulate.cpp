@@ -202,7 +202,14 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "parallel flows per ring transfer (NCCL channels): more channels take a larger share of contended links")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
     ("no-trace", "with --out, skip trace.json")
-    ("trace-links", "add one load counter track per network link to trace.json")
+    ("trace-ranks", po::value<std::string>()->default_value("auto"),
+     "ranks in trace.json: auto (every simulated rank up to 64; above, per pipeline stage its representative, "
+     "busiest and largest-memory ranks) | all | global ranks and ranges, e.g. 0-7,64")
+    ("trace-links", po::value<std::string>()->implicit_value("auto"),
+     "add one load counter track per network link to trace.json (and trace.pftrace); --trace-links=N keeps the N "
+     "links that carried the most bytes, =all every used link; bare: all up to 64 traced ranks, else the 32 busiest")
+    ("perfetto", "with --out, also write trace.pftrace: Perfetto's protobuf format, every simulated rank (and with "
+     "--trace-links every used link), for runs whose trace.json is bounded")
     ("quiet,q", "print nothing on success");
   // clang-format on
   auto vm = parse(desc, argc, argv);
@@ -230,6 +237,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   const SimulateResult r = simulate(in, opt);
   if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (opt.trace_links) opt.trace_link_count = vm["trace-links"].as<std::string>();
+  opt.trace_ranks = vm["trace-ranks"].as<std::string>();
+  opt.perfetto = vm.count("out") && vm.count("perfetto");
   if (!vm.count("quiet")) {
     out << r.text;
     char line[200];
@@ -238,7 +248,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     out << line;
     if (vm.count("out")) {
       out << "wrote " << vm["out"].as<std::string>() << "/summary.json";
-      if (r.files.size() > 1) out << " and trace.json (open in https://ui.perfetto.dev)";
+      for (std::size_t k = 1; k < r.files.size(); ++k)
+        out << (k + 1 < r.files.size() ? ", " : " and ") << r.files[k].first;
+      if (r.files.size() > 1) out << " (open in https://ui.perfetto.dev)";
       out << "\n";
     }
   }

@@ -7,6 +7,7 @@
 
 #include "dtsim/internal.hpp"
 #include "sim/engine/simgrid_runtime.hpp"
+#include "sim/report/trace_render.hpp"
 #include "sim/simulate.hpp"
 #include "studies/collective_bench.hpp"
 #include "studies/multi_job.hpp"
@@ -192,9 +193,17 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
   const sim::Simulation s = sim::simulate(si);
   SimulateResult r = result_of(s);
   r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
+  // The trace's ranks and links are checked before the simulation runs (a large run takes minutes).
+  sim::TraceRequest trace;
+  sim::parse_trace_ranks(options.trace_ranks, in.plan.world_size(), trace, options.command + ": --trace-ranks");
+  trace.link_tracks = options.trace_links;
+  trace.max_links = sim::parse_trace_link_count(options.trace_link_count, options.command + ": --trace-links");
   r.files.emplace_back("summary.json", sim::summary_json(si, s.lowered, s.engine, s.report).dump(2) + "\n");
   if (options.trace)
-    r.files.emplace_back("trace.json", sim::trace_json(si, s.lowered, s.engine, s.report, options.trace_links));
+    r.files.emplace_back("trace.json", sim::trace_json(si, s.lowered, s.engine, s.report,
+                                                       sim::select_trace(s.lowered, s.report, s.engine, trace)));
+  if (options.perfetto)
+    r.files.emplace_back("trace.pftrace", sim::perfetto_trace(si, s.lowered, s.engine, s.report, options.trace_links));
   return r;
 }
 

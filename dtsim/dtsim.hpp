@@ -77,8 +77,16 @@ struct SimulateOptions {
   int channels = 1;                           ///< parallel flows per ring transfer (NCCL channels), 1..64
   bool interference = true;                   ///< overlapped kernels and collectives slow each other (flow engine)
   bool trace = true;                          ///< render trace.json into the result's files
-  bool trace_links = false;                   ///< one load counter track per link in trace.json
-  std::string command = "simulate";           ///< names the caller in error messages
+  bool trace_links = false;                   ///< one load counter track per link in trace.json (and trace.pftrace)
+  /// Ranks in trace.json: auto (every simulated rank up to 64, else per pipeline stage its representative, busiest
+  /// and fullest-memory ranks) | all | a list of global ranks and ranges such as "0-7,64".
+  std::string trace_ranks = "auto";
+  /// With trace_links, the links in trace.json: auto (every used link when every simulated rank is traced, else the
+  /// 32 that carried the most bytes) | all | N (the N busiest).
+  std::string trace_link_count = "auto";
+  /// Also render trace.pftrace (Perfetto protobuf): every simulated rank and, with trace_links, every used link.
+  bool perfetto = false;
+  std::string command = "simulate";  ///< names the caller in error messages
 };
 
 /// One simulated rank (folded runs simulate one rank per symmetry class).
@@ -121,7 +129,7 @@ struct SimulateResult {
   std::vector<RankResult> ranks;
   std::vector<LinkResult> links;
   std::string text;  ///< the human summary
-  Files files;       ///< summary.json and (with options.trace) trace.json
+  Files files;       ///< summary.json, with options.trace trace.json, with options.perfetto trace.pftrace
 };
 
 /// Validates the inputs, lowers the plan, runs it and reports. Once per process with the flow network (SimGrid).

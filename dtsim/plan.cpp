@@ -6,6 +6,7 @@
 
 #include "dtsim/dtsim.hpp"
 #include "dtsim/internal.hpp"
+#include "sim/report/trace_render.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/capacity.hpp"
 #include "studies/plan/capacity_deadline.hpp"
@@ -128,7 +129,8 @@ PlanResult plan(const PlanRequest& req) {
     const auto s = sim::simulate(sin);
     r.files.emplace_back("plan.json", to_json(best, in.model.num_layers).dump(2) + "\n");
     r.files.emplace_back("summary.json", sim::summary_json(sin, s.lowered, s.engine, s.report).dump(2) + "\n");
-    r.files.emplace_back("trace.json", sim::trace_json(sin, s.lowered, s.engine, s.report));
+    r.files.emplace_back("trace.json", sim::trace_json(sin, s.lowered, s.engine, s.report,
+                                                       sim::select_trace(s.lowered, s.report, s.engine, {})));
   }
   const nlohmann::json j = {{"schema", "dtsim.plan_search"},
                             {"schema_version", 1},

@@ -33,6 +33,8 @@ if [ $tidy = 1 ]; then
   # Configure only (no build): the compile commands, and the generated calibration source they name.
   cmake -S . -B "$LINT_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
         >/dev/null
+  # The protoc-generated header the Perfetto writer and its test include (traces/perfetto_trace.proto).
+  cmake --build "$LINT_DIR" --target traces/perfetto/perfetto_trace.pb.h >/dev/null
   # Translation units of the compile database among the requested files (headers are checked through them).
   mapfile -t units < <(python3 - "$LINT_DIR/compile_commands.json" "${files[@]}" <<'PY'
 import json, os, sys

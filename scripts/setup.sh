@@ -9,6 +9,7 @@ BUILD_DIR=${DTSIM_BUILD_DIR:-build}
 PACKAGES=(build-essential cmake ninja-build pkg-config python3 time
           libsimgrid-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev libgtest-dev
           coinor-libcbc-dev libarchive-dev libopenmpi-dev openmpi-bin
+          protobuf-compiler libprotobuf-dev
           jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
 # The fuzz smoke test of scripts/test.sh (scripts/fuzz_smoke.sh): clang and the libFuzzer runtime it links.
 PACKAGES+=(clang libclang-rt-14-dev)

@@ -213,6 +213,10 @@ expect_error "unknown option"                "--frobnicate"        simulate "${M
 expect_error "unknown command"               "'simulte'"           simulte "${M[@]}" "${C[@]}" "${P[@]}"
 expect_error "--collectives bogus"           "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collectives bogus
 expect_error "--fold bogus"                  "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --fold bogus
+expect_error "--trace-ranks outside the run"  "--trace-ranks: rank 9 is outside the run's ranks 0-7" simulate "${M[@]}" "${C[@]}" "${P[@]}" --trace-ranks 0-3,9
+expect_error "--trace-ranks not a rank"      "--trace-ranks: 'x' is not a rank or a range of ranks" simulate "${M[@]}" "${C[@]}" "${P[@]}" --trace-ranks 0,x
+expect_error "--trace-ranks reversed range"  "--trace-ranks: range '5-2' ends before it starts" simulate "${M[@]}" "${C[@]}" "${P[@]}" --trace-ranks 5-2
+expect_error "--trace-links zero"            "--trace-links: '0' is not a number of links" simulate "${M[@]}" "${C[@]}" "${P[@]}" --trace-links=0
 expect_error "--collective-algo bogus"       "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collective-algo bogus
 expect_error "plan unknown planner"          "unknown planner 'oracle'" plan --planner oracle --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
 expect_error "plan without --gbs"            "--gbs is required"   plan --model gpt3-1.3b --cluster dgx-a100:8
