@@ -15,6 +15,7 @@ SimulateOptions simulate_options(const po::variables_map& vm, const std::string&
   if (vm.count("fold")) o.fold = vm["fold"].as<std::string>();
   o.collective_algorithm = vm[algo_option].as<std::string>();
   o.network = vm["network"].as<std::string>();
+  if (vm.count("engine")) o.engine = vm["engine"].as<std::string>();
   o.channels = vm["channels"].as<int>();
   o.interference = vm.count("no-interference") == 0;
   return o;

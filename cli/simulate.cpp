@@ -198,6 +198,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "per node, else ring) | ring | hierarchical | tree | nvls")
     ("network", po::value<std::string>()->default_value("flow"),
      "network fidelity: flow (SimGrid, links shared) | analytic (alpha-beta, contention-free, no SimGrid)")
+    ("engine", po::value<std::string>()->default_value("auto"),
+     "flow engine: auto (SimGrid up to 64 simulated ranks, else maxmin) | simgrid | maxmin (dtsim's own max-min "
+     "engine: the same sharing model without SimGrid's per-activity costs)")
     ("channels", po::value<int>()->default_value(1),
      "parallel flows per ring transfer (NCCL channels): more channels take a larger share of contended links")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")

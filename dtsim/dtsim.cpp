@@ -128,6 +128,10 @@ sim::SimOptions sim_options(const SimulateOptions& o) {
     throw ConfigError(cmd + ": " + algo_flag + " '" + algo +
                       "' is not known (known: auto, ring, hierarchical, tree, nvls)");
   opt.network = network_mode(o.network, cmd);
+  if (o.engine == "auto") opt.engine = sim::FlowEngine::AUTO;
+  else if (o.engine == "simgrid") opt.engine = sim::FlowEngine::SIMGRID;
+  else if (o.engine == "maxmin") opt.engine = sim::FlowEngine::MAXMIN;
+  else throw ConfigError(cmd + ": --engine '" + o.engine + "' is not known (known: auto, simgrid, maxmin)");
   opt.channels = o.channels;
   opt.interference = o.interference;
   if (opt.channels < 1 || opt.channels > 64) throw ConfigError(cmd + ": --channels must be between 1 and 64");

@@ -74,6 +74,7 @@ struct SimulateOptions {
   std::string fold = "auto";                  ///< auto | none (symmetry folding)
   std::string collective_algorithm = "auto";  ///< auto | ring | hierarchical | tree | nvls
   std::string network = "flow";               ///< flow (SimGrid, links shared) | analytic (alpha-beta)
+  std::string engine = "auto";  ///< flow network: auto | simgrid | maxmin (dtsim's own max-min engine, same model)
   int channels = 1;                           ///< parallel flows per ring transfer (NCCL channels), 1..64
   bool interference = true;                   ///< overlapped kernels and collectives slow each other (flow engine)
   bool trace = true;                          ///< render trace.json into the result's files

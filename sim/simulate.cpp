@@ -1,6 +1,7 @@
 #include "sim/simulate.hpp"
 
 #include "sim/engine/analytic_runtime.hpp"
+#include "sim/engine/maxmin_runtime.hpp"
 #include "traces/routing.hpp"
 
 #include "strategies/schedule.hpp"
@@ -32,9 +33,13 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
   if (adjust) adjust(s.lowered);
   std::vector<int> gpus;
   for (const auto& r : s.lowered.ranks) gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
+  const FlowEngine fe = in.options->engine;
+  const bool maxmin = fe == FlowEngine::MAXMIN ||
+                      (fe == FlowEngine::AUTO && static_cast<int>(s.lowered.ranks.size()) > kSimgridUpToRanks);
   s.engine = in.options->network == NetworkMode::ANALYTIC
                  ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus)
-                 : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus);
+             : maxmin ? run_maxmin(s.lowered.graph, *in.cluster, *in.calibration, gpus)
+                      : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus);
   s.report = analyze(in, s.lowered, s.engine);
   return s;
 }

@@ -18,6 +18,9 @@ namespace dtsim::sim {
 std::string to_string(CollectiveMode m) { return m == CollectiveMode::FLOW ? "flow" : "steps"; }
 std::string to_string(FoldMode m) { return m == FoldMode::AUTO ? "auto" : "none"; }
 std::string to_string(NetworkMode m) { return m == NetworkMode::FLOW ? "flow" : "analytic"; }
+std::string to_string(FlowEngine e) {
+  return e == FlowEngine::AUTO ? "auto" : e == FlowEngine::SIMGRID ? "simgrid" : "maxmin";
+}
 std::string to_string(CollectiveAlgorithm a) {
   switch (a) {
     case CollectiveAlgorithm::AUTO: return "auto";

@@ -51,11 +51,17 @@ enum class NetworkMode { FLOW, ANALYTIC };
 std::string to_string(NetworkMode m);
 std::string to_string(CollectiveMode m);
 std::string to_string(FoldMode m);
+/// Which engine runs a flow-level simulation (NetworkMode::FLOW): SimGrid, dtsim's own max-min engine (same model;
+/// sim/engine/maxmin_runtime.hpp), or AUTO: SimGrid up to kSimgridUpToRanks simulated ranks, max-min above.
+enum class FlowEngine { AUTO, SIMGRID, MAXMIN };
+std::string to_string(FlowEngine e);
+inline constexpr int kSimgridUpToRanks = 64;
 
 struct SimOptions {
   CollectiveMode collective_mode = CollectiveMode::FLOW;
   FoldMode fold = FoldMode::AUTO;
   NetworkMode network = NetworkMode::FLOW;
+  FlowEngine engine = FlowEngine::AUTO;
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
   int first_gpu = 0;  ///< rank r runs on GPU first_gpu + r (several jobs sharing one cluster)
   int channels = 1;   ///< ring collectives split each transfer over this many parallel flows (NCCL channels)
