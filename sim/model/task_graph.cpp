@@ -81,17 +81,32 @@ void TaskGraph::finalize() {
   DTSIM_ASSERT(!finalized_, "finalize called twice");
   finalized_ = true;
   const std::size_t n = tasks_.size();
-  std::sort(edges_.begin(), edges_.end());
-  edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
+  // CSR by counting (linear; a global sort of tens of millions of edges is not), each task's successors in
+  // ascending order without duplicates; the edge list is released.
   succ_begin_.assign(n + 1, 0);
-  npred_.assign(n, 0);
-  for (const auto& [a, b] : edges_) {
-    succ_begin_[a + 1]++;
-    npred_[b]++;
-  }
+  for (const auto& e : edges_) succ_begin_[e.first + 1]++;
   for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
   succ_.resize(edges_.size());
-  for (std::size_t i = 0; i < edges_.size(); ++i) succ_[i] = edges_[i].second;  // edges sorted by source
+  {
+    std::vector<std::int32_t> cursor(succ_begin_.begin(), succ_begin_.end() - 1);
+    for (const auto& [a, b] : edges_) succ_[cursor[a]++] = b;
+  }
+  std::vector<std::pair<std::int32_t, std::int32_t>>().swap(edges_);
+  npred_.assign(n, 0);
+  std::int32_t out = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto b = succ_.begin() + succ_begin_[i], e = succ_.begin() + succ_begin_[i + 1];
+    std::sort(b, e);
+    const auto last = std::unique(b, e);
+    succ_begin_[i] = out;
+    for (auto it = b; it != last; ++it) {
+      succ_[out++] = *it;
+      npred_[*it]++;
+    }
+  }
+  succ_begin_[n] = out;
+  succ_.resize(out);
+  succ_.shrink_to_fit();
   // Acyclicity (Kahn): every task must become ready.
   std::vector<std::int32_t> indeg = npred_, queue;
   for (std::size_t i = 0; i < n; ++i)

@@ -56,22 +56,24 @@ enum class Path : std::uint8_t {
 };
 
 struct Task {
-  TaskKind kind = TaskKind::JOIN;
-  Stream stream = Stream::COMPUTE;
-  Phase phase = Phase::OTHER;
-  Path path = Path::INTRA_NODE;
-  bool mirror = false;      ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
+  // Laid out largest first (56 bytes): an unfolded 1,024-GPU iteration holds tens of millions of tasks.
+  double duration_s = 0;    ///< COMPUTE, DELAY
+  double flops = 0;         ///< COMPUTE: FLOPs (trace annotation)
+  double bytes = 0;         ///< FLOW: payload; COLLECTIVE pieces: for annotation
   std::int32_t rank = -1;   ///< simulated rank owning the task (the sender of a flow)
   std::int32_t peer = -1;   ///< FLOW: receiving simulated rank (-1 with mirror)
   std::int32_t name = -1;   ///< index into TaskGraph::names
   std::int32_t layer = -1;  ///< global layer index, -1 for none
   std::int32_t microbatch = -1;
-  double duration_s = 0;  ///< COMPUTE, DELAY
-  double flops = 0;       ///< COMPUTE: FLOPs (trace annotation)
-  double bytes = 0;       ///< FLOW: payload; COLLECTIVE pieces: for annotation
   /// COMPUTE: fractional slowdown while a collective of the rank moves data (interference; 0 = none).
   float interference = 0;
+  TaskKind kind = TaskKind::JOIN;
+  Stream stream = Stream::COMPUTE;
+  Phase phase = Phase::OTHER;
+  Path path = Path::INTRA_NODE;
+  bool mirror = false;  ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
 };
+static_assert(sizeof(Task) <= 56, "Task grew: it is stored once per task of every simulated rank");
 
 /// One kernel of a COMPUTE task, as the cost model sized it (recorded when SimOptions::record_kernels is set):
 /// a GEMM batch x (m x k) * (k x n), or a memory-bound kernel moving `bytes` through HBM. The executor
@@ -106,7 +108,7 @@ public:
   const std::int32_t* succ_begin(std::int32_t i) const { return succ_.data() + succ_begin_[i]; }
   const std::int32_t* succ_end(std::int32_t i) const { return succ_.data() + succ_begin_[i + 1]; }
   const std::vector<std::string>& names() const { return names_; }
-  std::size_t edge_count() const { return edges_.size(); }
+  std::size_t edge_count() const { return finalized_ ? succ_.size() : edges_.size(); }
   /// Interference: while a COMPUTE task of a rank runs, that rank's outgoing flows move at 1 / (1 + this) of their
   /// rate; and a COMPUTE task runs at 1 / (1 + Task::interference) while the rank has a flow in flight. 0 and
   /// interference_on() false: no interference (the engines then skip the bookkeeping).
