@@ -226,7 +226,9 @@ private:
     std::int32_t join = -1;
     std::vector<std::int32_t> first, done;  // per member (ring order)
     std::vector<int> members_si;
+    int joined = 0;  ///< members whose lowering has reached it; forgotten once all have
   };
+  using Instances = std::map<std::tuple<int, int, int>, Instance>;
   /// The fields every task of one collective shares.
   static Task collective_base(Stream stream, Phase phase, std::int32_t name_id, int layer, int mb) {
     Task t;
@@ -249,7 +251,9 @@ private:
   /// Rendezvous (as NCCL): the collective starts on every member once each member's data is ready and each
   /// member's stream has reached it, so no member moves data before its peers have joined. Returns the
   /// member's done task.
-  std::int32_t join_instance(Instance& inst, int si, Stream stream, std::int32_t pred, std::int32_t* first_out) {
+  std::int32_t join_instance(Instances::iterator it, int si, Stream stream, std::int32_t pred,
+                             std::int32_t* first_out) {
+    Instance& inst = it->second;
     const auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
     DTSIM_ASSERT(pos < static_cast<long>(inst.members_si.size()), "rank not in its own collective");
     if (first_out) *first_out = inst.first[pos];
@@ -257,9 +261,11 @@ private:
     auto& prev = last_[si][static_cast<int>(stream)];
     if (prev >= 0) g_.depend(prev, inst.join);
     prev = inst.done[pos];
-    return inst.done[pos];
+    const std::int32_t done = inst.done[pos];
+    if (++inst.joined == static_cast<int>(inst.members_si.size())) instances_.erase(it);  // memory of large runs
+    return done;
   }
-  std::map<std::tuple<int, int, int>, Instance> instances_;  // (group leader, axis, sequence)
+  Instances instances_;  // (group leader, axis, sequence): instances some members have not reached yet
   /// The EP all-to-all being lowered under skewed routing: per-EP-rank loads and its shape (see cost::Step).
   const std::vector<double>* a2a_loads_ = nullptr;
   bool a2a_combine_ = false;
@@ -592,7 +598,7 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  return join_instance(it->second, si, stream, pred, first_out);
+  return join_instance(it, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -661,7 +667,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
       for (auto flow : inbox[inst.members_si[i]]) g_.depend(flow, inst.done[i]);
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  return join_instance(it->second, si, stream, pred, first_out);
+  return join_instance(it, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, int key_code, int seq, Stream stream,
@@ -746,7 +752,7 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  return join_instance(it->second, si, stream, pred, first_out);
+  return join_instance(it, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -800,7 +806,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  return join_instance(it->second, si, stream, pred, first_out);
+  return join_instance(it, si, stream, pred, first_out);
 }
 
 CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {
@@ -1021,17 +1027,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     }
     it = instances_.emplace(key, std::move(inst)).first;
   }
-  Instance& inst = it->second;
-  auto pos = std::find(inst.members_si.begin(), inst.members_si.end(), si) - inst.members_si.begin();
-  DTSIM_ASSERT(pos < n, "rank not in its own collective");
-  // Rendezvous (as NCCL): the collective starts on every member once each member's data is ready and each
-  // member's stream has reached it, so no member moves data before its peers have joined.
-  if (first_out) *first_out = inst.first[pos];
-  if (pred >= 0) g_.depend(pred, inst.join);
-  auto& prev = last_[si][static_cast<int>(stream)];
-  if (prev >= 0) g_.depend(prev, inst.join);
-  prev = inst.done[pos];
-  return inst.done[pos];
+  return join_instance(it, si, stream, pred, first_out);
 }
 
 std::int32_t Lowerer::compute_task(int si, const std::vector<cost::Op>& ops, Phase phase, const std::string& name,
@@ -1666,7 +1662,19 @@ Lowered Lowerer::run() {
                          p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'"
                                                          : "schedule " + p_.schedule_name());
   setup_ranks();
-  for (int si = 0; si < static_cast<int>(out_.ranks.size()); ++si) lower_rank(si);
+  const int nsim = static_cast<int>(out_.ranks.size());
+  // Once the first tensor-parallel group is lowered (its collectives hold every member's tasks), the graph's final
+  // size is about nsim / group times the tasks so far: reserve it, so that a large unfolded graph is not copied
+  // while it grows (and its peak memory is not twice its size).
+  const int first_group = std::min(nsim, out_.fold_tp ? 1 : p_.tp);
+  for (int si = 0; si < nsim; ++si) {
+    lower_rank(si);
+    if (si + 1 == first_group && nsim > 4 * first_group) {
+      const double scale = 1.1 * nsim / first_group;
+      g_.reserve(static_cast<std::size_t>(scale * static_cast<double>(g_.size())),
+                 static_cast<std::size_t>(scale * static_cast<double>(g_.edge_count())));
+    }
+  }
   for (const auto& w : waiting_) {
     auto it = sent_.find({w.si, w.mb, w.chunk, w.dir});
     DTSIM_ASSERT(it != sent_.end(),

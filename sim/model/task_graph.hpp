@@ -97,6 +97,11 @@ public:
   /// The kernels of COMPUTE task `task` (see KernelSpec); empty when they were not recorded.
   void set_kernels(std::int32_t task, std::vector<KernelSpec> kernels);
   const std::vector<KernelSpec>& kernels(std::int32_t task) const;
+  /// Capacity for `tasks` tasks and `edges` dependencies (large graphs: no reallocation while building).
+  void reserve(std::size_t tasks, std::size_t edges) {
+    tasks_.reserve(tasks);
+    edges_.reserve(edges);
+  }
   /// Builds successor lists and predecessor counts; checks acyclicity. Call once, after the last add.
   void finalize();
 
