@@ -31,13 +31,20 @@ struct Interner {
 }  // namespace
 
 struct PerfettoTraceWriter::Impl {
-  pp::TracePacket packet;  // reused for every packet
-  std::string out, scratch;
+  pp::TracePacket packet;                       // reused for every packet
+  std::unique_ptr<pp::TrackEvent> spare_event;  // the last packet's track event, cleared, for the next one
+  std::string out;
   Interner names, categories, arg_names;
   std::uint64_t next_uuid = 1;
   bool first = true;
 
-  // Appends `packet` as one `repeated TracePacket packet = 1` record of a Trace and clears it.
+  // The packet's track event, reusing the previous one's storage (a oneof member is freed by Clear()).
+  pp::TrackEvent* event() {
+    if (spare_event) packet.set_allocated_track_event(spare_event.release());
+    return packet.mutable_track_event();
+  }
+
+  // Appends `packet` as one `repeated TracePacket packet = 1` record of a Trace, serialized in place, and clears it.
   void emit(bool needs_interned_state) {
     packet.set_trusted_packet_sequence_id(kSequenceId);
     std::uint32_t flags = 0;
@@ -45,10 +52,16 @@ struct PerfettoTraceWriter::Impl {
     if (needs_interned_state) flags |= pp::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE;
     if (flags) packet.set_sequence_flags(flags);
     first = false;
-    packet.SerializeToString(&scratch);
+    const std::size_t size = packet.ByteSizeLong();
     out += static_cast<char>((1 << 3) | 2);  // field 1, wire type 2 (length-delimited)
-    append_varint(out, scratch.size());
-    out += scratch;
+    append_varint(out, size);
+    const std::size_t at = out.size();
+    out.resize(at + size);
+    packet.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(out.data() + at));
+    if (packet.has_track_event()) {
+      spare_event.reset(packet.release_track_event());
+      spare_event->Clear();
+    }
     packet.Clear();
   }
 };
@@ -102,7 +115,7 @@ void PerfettoTraceWriter::slice_begin(std::uint64_t track, std::int64_t ts_ns, c
                                       const std::vector<std::string>& categories, const std::vector<TraceArg>& args) {
   Impl& m = *impl_;
   m.packet.set_timestamp(static_cast<std::uint64_t>(ts_ns));
-  auto* ev = m.packet.mutable_track_event();
+  auto* ev = m.event();
   ev->set_type(pp::TrackEvent::TYPE_SLICE_BEGIN);
   ev->set_track_uuid(track);
   const auto [name_iid, new_name] = m.names.get(name);
@@ -142,7 +155,7 @@ void PerfettoTraceWriter::slice_begin(std::uint64_t track, std::int64_t ts_ns, c
 
 void PerfettoTraceWriter::slice_end(std::uint64_t track, std::int64_t ts_ns) {
   impl_->packet.set_timestamp(static_cast<std::uint64_t>(ts_ns));
-  auto* ev = impl_->packet.mutable_track_event();
+  auto* ev = impl_->event();
   ev->set_type(pp::TrackEvent::TYPE_SLICE_END);
   ev->set_track_uuid(track);
   impl_->emit(false);
@@ -151,7 +164,7 @@ void PerfettoTraceWriter::slice_end(std::uint64_t track, std::int64_t ts_ns) {
 
 void PerfettoTraceWriter::counter(std::uint64_t track, std::int64_t ts_ns, double value) {
   impl_->packet.set_timestamp(static_cast<std::uint64_t>(ts_ns));
-  auto* ev = impl_->packet.mutable_track_event();
+  auto* ev = impl_->event();
   ev->set_type(pp::TrackEvent::TYPE_COUNTER);
   ev->set_track_uuid(track);
   ev->set_double_counter_value(value);
@@ -161,13 +174,15 @@ void PerfettoTraceWriter::counter(std::uint64_t track, std::int64_t ts_ns, doubl
 
 void PerfettoTraceWriter::counter(std::uint64_t track, std::int64_t ts_ns, std::int64_t value) {
   impl_->packet.set_timestamp(static_cast<std::uint64_t>(ts_ns));
-  auto* ev = impl_->packet.mutable_track_event();
+  auto* ev = impl_->event();
   ev->set_type(pp::TrackEvent::TYPE_COUNTER);
   ev->set_track_uuid(track);
   ev->set_counter_value(value);
   impl_->emit(false);
   ++packets_;
 }
+
+void PerfettoTraceWriter::reserve(std::size_t bytes) { impl_->out.reserve(bytes); }
 
 std::string PerfettoTraceWriter::finish() {
   std::string done = std::move(impl_->out);

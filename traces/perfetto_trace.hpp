@@ -41,6 +41,8 @@ public:
   void counter(std::uint64_t track, std::int64_t ts_ns, double value);
   void counter(std::uint64_t track, std::int64_t ts_ns, std::int64_t value);
 
+  /// Reserves room for a trace of about `bytes` (saves the copies of a growing buffer on large traces).
+  void reserve(std::size_t bytes);
   /// Finishes the trace and returns its bytes (the writer is then empty).
   std::string finish();
   std::size_t packet_count() const { return packets_; }

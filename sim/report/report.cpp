@@ -6,9 +6,8 @@
 #include <optional>
 #include <sstream>
 
-#include "sim/model/platform.hpp"
+#include "sim/report/trace_render.hpp"
 #include "traces/accuracy_bands.hpp"
-#include "traces/chrome_trace.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
@@ -392,93 +391,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
 
 std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep,
                        bool link_tracks) {
-  ChromeTraceWriter w;
-  for (const auto& rr : rep.ranks) {
-    const int pid = rr.global_rank;
-    const auto& sr = low.ranks[rr.sim_index];
-    std::string pname = "rank " + std::to_string(pid) + " (tp " + std::to_string(sr.coord.tp) + ", dp " +
-                        std::to_string(sr.coord.dp) + ", pp " + std::to_string(sr.coord.pp) + ")";
-    if (sr.class_size > 1) pname += " x" + std::to_string(sr.class_size);
-    w.process_name(pid, pname, pid);
-    for (int s = 0; s < kNumStreams; ++s) w.thread_name(pid, s, stream_name(static_cast<Stream>(s)));
-  }
-  const auto& tasks = low.graph.tasks();
-  const auto& names = low.graph.names();
-  std::vector<TraceArg> args;
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const Task& t = tasks[i];
-    if (t.kind == TaskKind::JOIN) continue;
-    const int pid = low.ranks[t.rank].global_rank;
-    std::string name = names[t.name];
-    if (t.kind == TaskKind::DELAY) name += " (latency)";
-    args.clear();
-    args.push_back(TraceArg::text("phase", phase_name(t.phase)));
-    if (t.layer >= 0) args.push_back(TraceArg::integer("layer", t.layer));
-    if (t.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", t.microbatch));
-    if (t.kind == TaskKind::COMPUTE) args.push_back(TraceArg::real("flops", t.flops));
-    if (t.kind == TaskKind::FLOW) {
-      args.push_back(TraceArg::real("bytes", t.bytes));
-      args.push_back(TraceArg::text("path", t.path == Path::INTRA_NODE   ? "nvswitch"
-                                            : t.path == Path::INTER_NODE ? "nic"
-                                            : t.path == Path::CROSS_LEAF ? "nic+spine"
-                                                                         : "nic+pod+core"));
-      args.push_back(TraceArg::integer("to_rank", t.mirror ? -1 : low.ranks[t.peer].global_rank));
-    }
-    const auto s_ns = units::s_to_ns(res.start_s[i]);
-    w.complete(pid, static_cast<int>(t.stream), name, stream_name(t.stream), s_ns, units::s_to_ns(res.end_s[i]) - s_ns,
-               args);
-  }
-  std::vector<std::pair<std::string, double>> series;
-  for (const auto& rr : rep.ranks)
-    for (const auto& [t, cats] : rr.memory_timeline) {
-      series.clear();
-      for (int c = 0; c < kNumMemCategories; ++c)
-        series.emplace_back(mem_category_name(static_cast<MemCategory>(c)), cats[c] / units::kGB);
-      w.counter(rr.global_rank, "memory (GB)", units::s_to_ns(t), series);
-    }
-  if (link_tracks && !res.link_stats.empty()) {
-    const Platform pf = describe_platform(*in.cluster, *in.calibration, [&] {
-      std::vector<int> g;
-      for (const auto& r : low.ranks) g.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
-      return g;
-    }());
-    struct Change {
-      std::int64_t t_ns;
-      double rate;
-    };
-    std::vector<std::vector<Change>> per_link(pf.links.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      const Task& t = tasks[i];
-      if (t.kind != TaskKind::FLOW || res.end_s[i] <= res.start_s[i]) continue;
-      const double rate = t.bytes / (res.end_s[i] - res.start_s[i]);
-      for (int l : pf.route(t)) {
-        per_link[l].push_back({units::s_to_ns(res.start_s[i]), rate});
-        per_link[l].push_back({units::s_to_ns(res.end_s[i]), -rate});
-      }
-    }
-    const int links_pid = 1 << 30;  // one process holding every link's track
-    w.process_name(links_pid, "links (load in GB/s, flows at their average rate)", links_pid);
-    for (std::size_t l = 0; l < per_link.size(); ++l) {
-      auto& ch = per_link[l];
-      if (ch.empty()) continue;
-      std::stable_sort(ch.begin(), ch.end(), [](const Change& a, const Change& b) { return a.t_ns < b.t_ns; });
-      double load = 0;
-      for (std::size_t k = 0; k < ch.size(); ++k) {
-        load += ch[k].rate;
-        if (k + 1 < ch.size() && ch[k + 1].t_ns == ch[k].t_ns) continue;  // one sample per instant
-        w.counter(links_pid, pf.links[l].name, ch[k].t_ns, "GB/s", std::max(0.0, load) / units::kGB);
-      }
-    }
-  }
-  nlohmann::json meta = {{"schema", "dtsim.trace"},
-                         {"schema_version", 1},
-                         {"dtsim_version", DTSIM_VERSION},
-                         {"model", in.model->name},
-                         {"cluster", in.cluster->name},
-                         {"iteration_time_s", rep.iteration_time_s},
-                         {"note", "one process per simulated rank; 'xN' = stands for N symmetric ranks"}};
-  w.set_metadata_json(meta.dump());
-  return w.finish();
+  return trace_json(in, low, res, rep, select_all(low, res, link_tracks));
 }
 
 std::string human_summary(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {

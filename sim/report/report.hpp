@@ -88,8 +88,9 @@ struct Report {
 Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res);
 
 nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep);
-/// With `link_tracks`, one counter track per used link (process "links") with its load in GB/s over time,
-/// each flow counted at its average rate (bytes / duration) from start to end.
+/// trace.json of every simulated rank (the comparisons with measured runs need them all; `dtsim simulate` bounds it
+/// with sim/report/trace_select.hpp). With `link_tracks`, one counter track per used link (process "links") with its
+/// load in GB/s over time, each flow counted at its average rate (bytes / duration) from start to end.
 std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep,
                        bool link_tracks = false);
 std::string human_summary(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep);

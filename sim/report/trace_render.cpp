@@ -146,6 +146,8 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
 std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep,
                            bool link_tracks) {
   PerfettoTraceWriter w;
+  // About 60 bytes per slice (begin with interned name, categories and arguments; end), counters aside.
+  w.reserve(low.graph.size() * 60);
   const int n = static_cast<int>(low.ranks.size());
   const int world = static_cast<int>(low.sim_index_of.size());
   // pid = global rank + 1 (Perfetto reserves pid 0); the links process next; thread ids after every pid.
