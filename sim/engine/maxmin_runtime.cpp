@@ -109,6 +109,11 @@ public:
 
 private:
   int link_con(int l) const { return nr_ * kNumStreams + l; }
+  double latency_of(const std::vector<int>& route) const {  // as Platform::latency_s: the links' sum, in order
+    double l = 0;
+    for (int i : route) l += pf_.links[i].latency_s;
+    return l;
+  }
   int host_con(const Task& t) const {
     return t.kind == TaskKind::COMPUTE ? t.rank : nr_ + t.rank * (kNumStreams - 1) + static_cast<int>(t.stream) - 1;
   }
@@ -161,16 +166,16 @@ private:
   void start_sharing(std::int32_t task) {
     const Task& t = g_.tasks()[task];
     const double bytes = static_cast<double>(std::llround(t.bytes));
-    const auto route = pf_.route(t);
-    if (bytes <= 0 || route.empty()) {
+    pf_.route_into(t, &route_);
+    if (bytes <= 0 || route_.empty()) {
       finish(task);
       return;
     }
     // SimGrid's CM02 shares a link in inverse proportion to each flow's route latency (its "sharing penalty"; 1
     // without latency): flows over longer routes get less.
-    const double lat = pf_.latency_s(t);
+    const double lat = latency_of(route_);
     const std::int32_t id = new_var(task, bytes, lat > 0 ? 1.0 / lat : 1.0);
-    for (int l : route) attach(id, link_con(l));
+    for (int l : route_) attach(id, link_con(l));
   }
 
   void complete(std::int32_t id) {
@@ -182,7 +187,8 @@ private:
   void finish(std::int32_t id) {
     const Task& t = g_.tasks()[id];
     if (t.kind == TaskKind::FLOW) {
-      for (int l : pf_.route(t))
+      pf_.route_into(t, &route_);
+      for (int l : route_)
         if (--link_active_[l] == 0) res_.link_stats[l].busy_s += now_ - link_since_[l];
     }
     if (interference_) {
@@ -252,7 +258,8 @@ private:
           break;
         }
         case TaskKind::FLOW: {
-          for (int l : pf_.route(t)) {
+          pf_.route_into(t, &route_);
+          for (int l : route_) {
             if (link_active_[l]++ == 0) link_since_[l] = now_;
             res_.link_stats[l].bytes += t.bytes;
           }
@@ -261,7 +268,7 @@ private:
             update_interference(t.rank);
           }
           ++res_.activities;
-          const double lat = pf_.latency_s(t);
+          const double lat = latency_of(route_);
           if (lat > 0) push(now_ + lat, LATENCY_DONE, id, 0);
           else start_sharing(id);
           break;
@@ -372,7 +379,7 @@ private:
   std::deque<std::int32_t> ready_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t seq_ = 0;
-  std::vector<int> dirty_, comp_cons_;
+  std::vector<int> dirty_, comp_cons_, route_;
   std::vector<std::int32_t> comp_vars_;
   std::vector<std::pair<double, std::pair<int, std::uint32_t>>> heap_;
   std::uint32_t epoch_ = 0, var_epoch_ = 0;

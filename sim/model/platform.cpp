@@ -87,19 +87,33 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
 }
 
 std::vector<int> Platform::route(const Task& f) const {
+  std::vector<int> r;
+  route_into(f, &r);
+  return r;
+}
+
+void Platform::route_into(const Task& f, std::vector<int>* out) const {
+  out->clear();
   if (graph_mode) {
     DTSIM_ASSERT(!f.mirror, "mirror flow on an explicit network graph (folding must be off)");
-    return routing->route(gpu[f.rank], gpu[f.peer]);
+    const auto r = routing->route(gpu[f.rank], gpu[f.peer]);
+    out->assign(r.begin(), r.end());
+    return;
   }
   const auto& ports = f.path == Path::INTRA_NODE ? nvl : net;
   const int dst = f.mirror ? f.rank : f.peer;
-  if (f.path == Path::INTRA_NODE || f.path == Path::INTER_NODE) return {ports[f.rank].up, ports[dst].down};
-  DTSIM_ASSERT(leaf[f.rank] >= 0 && leaf[dst] >= 0, "cross-leaf flow without leaf switches");
-  if (f.path == Path::CROSS_LEAF)
-    return {ports[f.rank].up, leaf_uplink[leaf[f.rank]].up, leaf_uplink[leaf[dst]].down, ports[dst].down};
-  DTSIM_ASSERT(pod[f.rank] >= 0 && pod[dst] >= 0, "cross-pod flow without pod switches");
-  return {ports[f.rank].up,          leaf_uplink[leaf[f.rank]].up, pod_uplink[pod[f.rank]].up,
-          pod_uplink[pod[dst]].down, leaf_uplink[leaf[dst]].down,  ports[dst].down};
+  out->push_back(ports[f.rank].up);
+  if (f.path == Path::CROSS_LEAF || f.path == Path::CROSS_POD) {
+    DTSIM_ASSERT(leaf[f.rank] >= 0 && leaf[dst] >= 0, "cross-leaf flow without leaf switches");
+    out->push_back(leaf_uplink[leaf[f.rank]].up);
+    if (f.path == Path::CROSS_POD) {
+      DTSIM_ASSERT(pod[f.rank] >= 0 && pod[dst] >= 0, "cross-pod flow without pod switches");
+      out->push_back(pod_uplink[pod[f.rank]].up);
+      out->push_back(pod_uplink[pod[dst]].down);
+    }
+    out->push_back(leaf_uplink[leaf[dst]].down);
+  }
+  out->push_back(ports[dst].down);
 }
 
 double Platform::latency_s(const Task& f) const {

@@ -45,6 +45,8 @@ struct Platform {
   /// Links crossed by a flow task: the sender's up-link, the leaf uplinks when it crosses the spine, and the
   /// receiver's (or the mirror's) down-link.
   std::vector<int> route(const Task& flow) const;
+  /// route() into `out` (cleared first): no allocation once `out` has grown (engines' hot loops).
+  void route_into(const Task& flow, std::vector<int>* out) const;
   double latency_s(const Task& flow) const;
   double bandwidth_Bps(const Task& flow) const;  ///< bottleneck bandwidth of the route
 };
