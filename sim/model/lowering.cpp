@@ -350,12 +350,15 @@ std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
 bool Lowerer::fold_ok(bool tp, bool dp) const {
   const int world = p_.world_size();
   if (dp && !uniform_replicas()) return false;  // uneven stage widths: pipeline traffic is not symmetric
-  auto rep = [&](int r) {
+  // Each rank's representative and pipeline stage, computed once (a million ranks: coord_of is the hot spot).
+  std::vector<int> rep(world), stage_of(world);
+  for (int r = 0; r < world; ++r) {
     RankCoord c = p_.coord_of(r);
+    stage_of[r] = c.pp;
     if (tp) c.tp = 0;
     if (dp) c.dp = c.rep = 0;
-    return p_.rank_of(c);
-  };
+    rep[r] = p_.rank_of(c);
+  }
   // A rank's signature: per group axis, the kind of path to every ring neighbour it sends to (the whole ring's
   // successor, and the successors in the node-local and cross-node rings of the hierarchical all-reduce where it
   // applies), or for the EP all-to-all how many members it reaches over each kind of path. Built group by group,
@@ -378,7 +381,7 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
     for (auto& s : sig) s.fill(kUnset);
     for (int r0 = 0; r0 < world; ++r0) {
       if (seen[r0]) continue;
-      const int stage = p_.coord_of(r0).pp;
+      const int stage = stage_of[r0];
       if (ax == GroupAxis::EMB && stage != 0 && stage != p_.pp - 1) {
         sig[r0][0] = kNotEnd;
         seen[r0] = 1;
@@ -423,7 +426,7 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
     // Leaf uplinks are shared by all the ranks under a leaf: folded-away ranks would not load them alike.
     if (crosses_leaf) return false;
     for (int r = 0; r < world; ++r)
-      if (sig[r] != sig[rep(r)]) return false;
+      if (sig[r] != sig[rep[r]]) return false;
   }
   return true;
 }
