@@ -1,6 +1,7 @@
 // dtsim: thin main. Every user error becomes one line on stderr and exit code 2.
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "cli/cli.hpp"
 #include "traces/error.hpp"
@@ -10,6 +11,13 @@ int main(int argc, char** argv) {
     return dtsim::cli::run(argc, argv, std::cout);
   } catch (const dtsim::Error& e) {
     std::cerr << "dtsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The run outgrew this machine's memory although its estimate was under --max-memory (simulate checks it first).
+    std::cerr
+        << "dtsim: error: out of memory (std::bad_alloc): this run needs more memory than the machine could give; "
+           "simulate fewer ranks or micro-batches, or set --max-memory below the free memory to refuse such "
+           "runs before they start\n";
     return 2;
   } catch (const dtsim::InternalError& e) {
     std::cerr << "dtsim: " << e.what() << "\n";

@@ -213,6 +213,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "links that carried the most bytes, =all every used link; bare: all up to 64 traced ranks, else the 32 busiest")
     ("perfetto", "with --out, also write trace.pftrace: Perfetto's protobuf format, every simulated rank (and with "
      "--trace-links every used link), for runs whose trace.json is bounded")
+    ("max-memory", po::value<std::string>(),
+     "refuse, before it starts, a run whose estimated memory is above SIZE (e.g. 8GB, 512MiB; none: no limit; "
+     "default: 90% of this machine's memory)")
     ("quiet,q", "print nothing on success");
   // clang-format on
   auto vm = parse(desc, argc, argv);
@@ -237,12 +240,16 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   SimulateOptions opt = simulate_options(vm, "simulate");
   opt.trace = vm.count("out") && !vm.count("no-trace");
   opt.trace_links = vm.count("trace-links") > 0;
-  const SimulateResult r = simulate(in, opt);
-  if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (opt.trace_links) opt.trace_link_count = vm["trace-links"].as<std::string>();
   opt.trace_ranks = vm["trace-ranks"].as<std::string>();
   opt.perfetto = vm.count("out") && vm.count("perfetto");
+  if (vm.count("max-memory")) {
+    const std::string mm = vm["max-memory"].as<std::string>();
+    opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
+  }
+  const SimulateResult r = simulate(in, opt);
+  if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (!vm.count("quiet")) {
     out << r.text;
     char line[200];

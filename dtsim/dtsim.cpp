@@ -1,12 +1,16 @@
 // Public API, the core: inputs, presets, simulate, several jobs, collectives (dtsim/dtsim.hpp).
 #include "dtsim/dtsim.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "dtsim/internal.hpp"
 #include "sim/engine/simgrid_runtime.hpp"
+#include "sim/model/footprint.hpp"
 #include "sim/report/trace_render.hpp"
 #include "sim/simulate.hpp"
 #include "studies/collective_bench.hpp"
@@ -144,7 +148,48 @@ sim::NetworkMode network_mode(const std::string& net, const std::string& cmd) {
   throw ConfigError(cmd + ": --network '" + net + "' is not known (known: flow, analytic)");
 }
 
+namespace {
+std::string gb(double bytes) {
+  char b[32];
+  if (bytes < 1e9) std::snprintf(b, sizeof b, "%.1f MB", bytes / 1e6);
+  else std::snprintf(b, sizeof b, "%.1f GB", bytes / 1e9);
+  return b;
+}
+}  // namespace
+
+void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOptions& options,
+                  const sim::FootprintOutputs& outputs) {
+  const double limit = options.max_memory_bytes == 0 ? default_max_memory_bytes() : options.max_memory_bytes;
+  if (limit < 0 || !std::isfinite(limit)) return;
+  const sim::Footprint f = sim::estimate_footprint(in.model, in.cluster, in.plan, in.calibration, opt, outputs);
+  if (f.bytes <= limit) return;
+  // What to change, most effective first.
+  std::string why;
+  std::vector<std::string> fixes;
+  if (opt.fold == sim::FoldMode::NONE) {
+    sim::SimOptions folded = opt;
+    folded.fold = sim::FoldMode::AUTO;
+    const sim::Footprint a = sim::estimate_footprint(in.model, in.cluster, in.plan, in.calibration, folded, outputs);
+    if (a.simulated_ranks < f.simulated_ranks) fixes.push_back("drop --fold none (" + gb(a.bytes) + ")");
+  } else if (f.simulated_ranks > in.plan.pp && !f.fold_tp && !f.fold_dp) {
+    why = f.fold_reason;
+  }
+  if (opt.collective_mode == sim::CollectiveMode::STEPS) fixes.emplace_back("use --collectives flow");
+  if (outputs.perfetto) fixes.emplace_back("drop --perfetto");
+  fixes.emplace_back("use fewer micro-batches (a smaller --gbs or a larger --mbs)");
+  std::string msg = options.command + ": this run would need about " + sim::describe(f, why) + " but --max-memory is " +
+                    gb(limit) + ": ";
+  for (const auto& fix : fixes) msg += fix + ", ";
+  throw ConfigError(msg + "or raise --max-memory");
+}
+
 }  // namespace detail
+
+double default_max_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return -1;  // unknown: no limit
+  return 0.9 * static_cast<double>(pages) * static_cast<double>(page);
+}
 
 namespace {
 
@@ -193,15 +238,23 @@ SimulateResult result_of(const sim::Simulation& s) {
 
 SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
   const sim::SimOptions opt = detail::sim_options(options);
-  const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
-  const sim::Simulation s = sim::simulate(si);
-  SimulateResult r = result_of(s);
-  r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
   // The trace's ranks and links are checked before the simulation runs (a large run takes minutes).
   sim::TraceRequest trace;
   sim::parse_trace_ranks(options.trace_ranks, in.plan.world_size(), trace, options.command + ": --trace-ranks");
   trace.link_tracks = options.trace_links;
   trace.max_links = sim::parse_trace_link_count(options.trace_link_count, options.command + ": --trace-links");
+  const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
+  // Refuse what will not fit before lowering it (the estimate needs valid inputs).
+  sim::validate_inputs(si);
+  detail::check_memory(in, opt, options,
+                       {options.trace,
+                        trace.ranks == sim::TraceRequest::Ranks::ALL    ? -1
+                        : trace.ranks == sim::TraceRequest::Ranks::LIST ? static_cast<int>(trace.rank_list.size())
+                                                                        : 0,
+                        options.perfetto});
+  const sim::Simulation s = sim::simulate(si);
+  SimulateResult r = result_of(s);
+  r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
   r.files.emplace_back("summary.json", sim::summary_json(si, s.lowered, s.engine, s.report).dump(2) + "\n");
   if (options.trace)
     r.files.emplace_back("trace.json", sim::trace_json(si, s.lowered, s.engine, s.report,

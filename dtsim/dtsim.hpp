@@ -75,10 +75,10 @@ struct SimulateOptions {
   std::string collective_algorithm = "auto";  ///< auto | ring | hierarchical | tree | nvls
   std::string network = "flow";               ///< flow (SimGrid, links shared) | analytic (alpha-beta)
   std::string engine = "auto";  ///< flow network: auto | simgrid | maxmin (dtsim's own max-min engine, same model)
-  int channels = 1;                           ///< parallel flows per ring transfer (NCCL channels), 1..64
-  bool interference = true;                   ///< overlapped kernels and collectives slow each other (flow engine)
-  bool trace = true;                          ///< render trace.json into the result's files
-  bool trace_links = false;                   ///< one load counter track per link in trace.json (and trace.pftrace)
+  int channels = 1;             ///< parallel flows per ring transfer (NCCL channels), 1..64
+  bool interference = true;     ///< overlapped kernels and collectives slow each other (flow engine)
+  bool trace = true;            ///< render trace.json into the result's files
+  bool trace_links = false;     ///< one load counter track per link in trace.json (and trace.pftrace)
   /// Ranks in trace.json: auto (every simulated rank up to 64, else per pipeline stage its representative, busiest
   /// and fullest-memory ranks) | all | a list of global ranks and ranges such as "0-7,64".
   std::string trace_ranks = "auto";
@@ -87,6 +87,9 @@ struct SimulateOptions {
   std::string trace_link_count = "auto";
   /// Also render trace.pftrace (Perfetto protobuf): every simulated rank and, with trace_links, every used link.
   bool perfetto = false;
+  /// Refuse (ConfigError, before lowering) a run whose estimated peak memory (sim/model/footprint.hpp) is above this
+  /// many bytes: 0 = default_max_memory_bytes(), negative = no limit.
+  double max_memory_bytes = 0;
   std::string command = "simulate";  ///< names the caller in error messages
 };
 
@@ -134,7 +137,10 @@ struct SimulateResult {
 };
 
 /// Validates the inputs, lowers the plan, runs it and reports. Once per process with the flow network (SimGrid).
+/// A run whose estimated peak memory is above options.max_memory_bytes is refused before it starts (ConfigError).
 SimulateResult simulate(const Inputs& in, const SimulateOptions& options = {});
+/// The default memory limit of a run (SimulateOptions::max_memory_bytes = 0): 90% of this machine's physical memory.
+double default_max_memory_bytes();
 
 /// Several jobs sharing one cluster, each on its own GPUs (`jobs_file`: the --jobs JSON). With `alone`, each job is
 /// also simulated alone (in its own process) and its slowdown reported.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "dtsim/dtsim.hpp"
+#include "sim/model/footprint.hpp"
 #include "sim/model/lowering.hpp"
 
 namespace dtsim::detail {
@@ -11,4 +12,9 @@ namespace dtsim::detail {
 sim::SimOptions sim_options(const SimulateOptions& options);
 /// "flow" | "analytic"; ConfigError "CMD: --network 'X' is not known (known: flow, analytic)".
 sim::NetworkMode network_mode(const std::string& network, const std::string& command);
+/// ConfigError (one line: the estimate, the limit, what to change) when the run's estimated peak memory
+/// (sim::estimate_footprint) is above options.max_memory_bytes (0: default_max_memory_bytes(); negative: no limit).
+/// The inputs must be validated.
+void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOptions& options,
+                  const sim::FootprintOutputs& outputs = {});
 }  // namespace dtsim::detail

@@ -218,6 +218,23 @@ expect_error "--trace-ranks not a rank"      "--trace-ranks: 'x' is not a rank o
 expect_error "--trace-ranks reversed range"  "--trace-ranks: range '5-2' ends before it starts" simulate "${M[@]}" "${C[@]}" "${P[@]}" --trace-ranks 5-2
 expect_error "--trace-links zero"            "--trace-links: '0' is not a number of links" simulate "${M[@]}" "${C[@]}" "${P[@]}" --trace-links=0
 expect_error "--collective-algo bogus"       "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --collective-algo bogus
+expect_error "--max-memory not a size"      "--max-memory 'lots' is not a size" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory lots
+expect_error "--max-memory unknown unit"     "--max-memory '8GBs' has an unknown unit 'GBs'" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 8GBs
+expect_error "--max-memory zero"             "--max-memory '0' must be positive" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 0
+# Refused before lowering: the estimate (tasks, ranks, bytes) over --max-memory, with what to change.
+expect_error "run over --max-memory"         "but --max-memory is 1.0 MB: use fewer micro-batches (a smaller --gbs or a larger --mbs), or raise --max-memory" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 1MB
+expect_error "--fold none over --max-memory" "(30.1 M tasks over 1,024 simulated ranks) but --max-memory is 2.0 GB: drop --fold none" simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536 --fold none --max-memory 2GB
+expect_error "unfoldable run over --max-memory" "16,384 simulated ranks; not folded: traffic crosses shared leaf uplinks" simulate --model gpt3-175b --cluster dgx-a100:16384:fat-tree:16:4 --tp 8 --pp 8 --dp 256 --gbs 24576 --max-memory 8GB
+# Out of memory although the estimate let the run start (here: no limit, 400 MB of address space): std::bad_alloc
+# ends in one error line, exit 2, no output. Not under AddressSanitizer, which reserves far more address space.
+if ! ldd "$DTSIM" 2>/dev/null | grep -q libasan; then
+  printf '#!/usr/bin/env bash\nulimit -v 400000\nexec "%s" "$@"\n' "$DTSIM" >"$TMP/dtsim_400mb"
+  chmod +x "$TMP/dtsim_400mb"
+  dtsim_saved=$DTSIM
+  DTSIM=$TMP/dtsim_400mb
+  expect_error "out of memory mid-run"       "out of memory (std::bad_alloc)" simulate --model gpt3-175b --cluster dgx-a100:256 --tp 8 --pp 8 --dp 4 --gbs 128 --fold none --max-memory none
+  DTSIM=$dtsim_saved
+fi
 expect_error "plan unknown planner"          "unknown planner 'oracle'" plan --planner oracle --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
 expect_error "plan without --gbs"            "--gbs is required"   plan --model gpt3-1.3b --cluster dgx-a100:8
 expect_error "plan --tp not dividing a node" "must divide the 8"   plan --planner dapple --tp 3 --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16

@@ -1,0 +1,564 @@
+#include "sim/model/footprint.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "strategies/schedule.hpp"
+#include "strategies/transformer_costs.hpp"
+#include "traces/stack_profile.hpp"
+
+namespace dtsim::sim {
+
+namespace {
+
+// ---- bytes per task, edge and rank: measured ---------------------------------------------------------------------
+// Fitted (smallest worst-case relative error) to the peak RSS (/usr/bin/time -f %M) of 18 `dtsim simulate` runs, 4 k
+// to 30 M tasks over 2 to 1,024 simulated ranks: folded and unfolded, flow and steps collectives, SimGrid, max-min and
+// analytic engines, with and without --out / --perfetto; 2-core development machine, 2026-11-26, Release build at
+// 88a2b35 (56-byte Task, edge list released after finalize, collective instances forgotten once joined). Worst error
+// 6% without outputs, 8% with; README "Memory guard" has the table, bench/footprint.sh the runs. The lowered graph
+// stays resident through the engine and the report; the engines cost alike per task (SimGrid creates and frees its
+// activities as tasks run) except for SimGrid's full-zone routing table. Re-measure when TaskGraph, the engines or the
+// report change.
+constexpr double kBytesBase = 44e6;               ///< process, SimGrid, presets and calibrations before the first task
+constexpr double kBytesPerTask = 118;             ///< graph, engine state, start/end times, report, per task
+constexpr double kBytesPerEdge = 4;               ///< per dependency edge as counted here (before de-duplication)
+constexpr double kBytesPerRankPairSimgrid = 620;  ///< SimGrid's full-zone routing table: quadratic in simulated ranks
+constexpr double kBytesPerTracedTask = 200;       ///< trace.json, per task of a traced rank (text and its JSON tree)
+constexpr double kBytesPerTaskPerfetto = 35;      ///< trace.pftrace, per task (every rank)
+/// trace.json's default selection (sim/report/trace_select.hpp, kTraceAllRanksUpTo): every rank up to this many.
+constexpr int kTraceAllRanks = 64;
+
+using cost::CollectiveKind;
+
+struct Count {
+  double tasks = 0, edges = 0;
+  Count& operator+=(const Count& o) {
+    tasks += o.tasks;
+    edges += o.edges;
+    return *this;
+  }
+};
+Count operator*(Count c, double k) { return {c.tasks * k, c.edges * k}; }
+Count operator+(Count a, const Count& b) { return a += b; }
+
+/// The groups of Lowerer::group_members (lowering.cpp) this estimate needs to size.
+enum class Axis { TP, DP, CP, EP, ETP, EDP, EMB };
+
+/// One group seen from the representative rank of a stage: size, whether a folded axis crosses it, and the
+/// node split of its hierarchical all-reduce (local members per node, nodes).
+struct Group {
+  int n = 1;
+  bool folded = false;
+  int local = 1, cross = 1;
+  bool splits = false;  ///< every node holds the same number of members
+};
+
+class Estimator {
+public:
+  Estimator(const TransformerSpec& m, const ClusterSpec& c, const ParallelPlan& p, const Calibration& cal,
+            const SimOptions& opt, const Lowered& probe)
+      : m_(m),
+        c_(c),
+        p_(p),
+        cal_(cal.stack == (p.stack.empty() ? kDefaultStack : p.stack) ? cal : with_stack(cal, p.stack)),
+        opt_(opt),
+        probe_(probe) {}
+
+  /// Tasks and edges of every simulated rank.
+  Count total() {
+    const auto orders = sched::plan_orders(p_);
+    std::vector<int> per_stage(static_cast<std::size_t>(p_.pp), 0), first(static_cast<std::size_t>(p_.pp), -1);
+    for (const auto& r : probe_.ranks) {
+      ++per_stage[static_cast<std::size_t>(r.coord.pp)];
+      if (first[static_cast<std::size_t>(r.coord.pp)] < 0) first[static_cast<std::size_t>(r.coord.pp)] = r.global_rank;
+    }
+    Count all;
+    for (int s = 0; s < p_.pp; ++s) {
+      if (per_stage[static_cast<std::size_t>(s)] == 0) continue;
+      ParallelPlan share = p_;
+      if (p_.has_stage_replicas()) share.micro_batch_size = p_.micro_batch_size / p_.replicas(s);
+      const PassCosts pc = default_pass_costs(m_, share);
+      all += rank(first[static_cast<std::size_t>(s)], orders[static_cast<std::size_t>(s)], pc) *
+             per_stage[static_cast<std::size_t>(s)];
+    }
+    return all;
+  }
+
+private:
+  int gpu(int rank) const { return opt_.first_gpu + p_.gpu_of_rank(rank); }
+  bool simulated(int rank) const {
+    return probe_.ranks[static_cast<std::size_t>(probe_.sim_index_of[static_cast<std::size_t>(rank)])].global_rank ==
+           rank;
+  }
+  int block_index(const RankCoord& x) const { return x.tp + p_.tp * (x.cp + p_.cp * x.dp); }
+
+  /// Members of `rank`'s group on `ax`, as Lowerer::group_members builds them.
+  std::vector<int> members(int rank, Axis ax) const {
+    const RankCoord c = p_.coord_of(rank);
+    std::vector<int> out;
+    switch (ax) {
+      case Axis::TP:
+        for (int i = 0; i < p_.tp; ++i) {
+          RankCoord x = c;
+          x.tp = i;
+          out.push_back(p_.rank_of(x));
+        }
+        break;
+      case Axis::DP:
+        for (int d = 0; d < p_.dp; ++d)
+          for (int j = 0; j < p_.replicas(c.pp); ++j)
+            for (int k = 0; k < p_.cp; ++k) {
+              RankCoord x = c;
+              x.dp = d;
+              x.rep = j;
+              x.cp = k;
+              out.push_back(p_.rank_of(x));
+            }
+        break;
+      case Axis::CP:
+        for (int i = 0; i < p_.cp; ++i) {
+          RankCoord x = c;
+          x.cp = i;
+          out.push_back(p_.rank_of(x));
+        }
+        break;
+      case Axis::EP:
+      case Axis::ETP:
+      case Axis::EDP: {
+        const int etp = p_.expert_tp(), ep = p_.ep, j = block_index(c);
+        const int my_t = j % etp, my_e = (j / etp) % ep, my_d = j / (etp * ep);
+        for (int k = 0; k < p_.tp * p_.cp * p_.dp; ++k) {
+          const int t = k % etp, e = (k / etp) % ep, d = k / (etp * ep);
+          const bool in = ax == Axis::EP    ? (t == my_t && d == my_d)
+                          : ax == Axis::ETP ? (e == my_e && d == my_d)
+                                            : (t == my_t && e == my_e);
+          if (!in) continue;
+          RankCoord x = c;
+          x.tp = k % p_.tp;
+          x.cp = (k / p_.tp) % p_.cp;
+          x.dp = k / (p_.tp * p_.cp);
+          out.push_back(p_.rank_of(x));
+        }
+        break;
+      }
+      case Axis::EMB:
+        for (int st : {0, p_.pp - 1})
+          for (int j = 0; j < p_.replicas(st); ++j) {
+            RankCoord x = c;
+            x.pp = st;
+            x.rep = j;
+            out.push_back(p_.rank_of(x));
+          }
+        break;
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+  Group group(int rank, Axis ax) const {
+    const auto mem = members(rank, ax);
+    Group g;
+    g.n = static_cast<int>(mem.size());
+    for (int r : mem)
+      if (!simulated(r)) g.folded = true;
+    // Hierarchical split (Lowerer::split_hierarchical): members per node, if every node holds as many.
+    std::vector<int> nodes;
+    nodes.reserve(mem.size());
+    for (int r : mem) nodes.push_back(c_.node_of(gpu(r)));
+    std::sort(nodes.begin(), nodes.end());
+    std::size_t per = 1;
+    while (per < nodes.size() && nodes[per] == nodes[0]) ++per;
+    g.splits = nodes.size() % per == 0;
+    for (std::size_t i = 0; g.splits && i < nodes.size(); i += per)
+      g.splits = nodes[i] == nodes[i + per - 1] && (i == 0 || nodes[i] != nodes[i - 1]);
+    g.local = static_cast<int>(per);
+    g.cross = static_cast<int>(nodes.size() / per);
+    return g;
+  }
+
+  // ---- collectives: this member's share of the tasks (Lowerer::collective and its builders)
+  CollectiveAlgorithm algorithm(CollectiveKind kind, double bytes) const {
+    if (kind != CollectiveKind::ALL_REDUCE) return CollectiveAlgorithm::RING;
+    if (opt_.collective_algorithm != CollectiveAlgorithm::AUTO) return opt_.collective_algorithm;
+    for (const auto& rule : cal_.collective_algorithms)
+      if (rule.op == "all-reduce" && bytes <= rule.max_bytes)
+        return rule.algorithm == "tree"           ? CollectiveAlgorithm::TREE
+               : rule.algorithm == "hierarchical" ? CollectiveAlgorithm::HIERARCHICAL
+               : rule.algorithm == "nvls"         ? CollectiveAlgorithm::NVLS
+                                                  : CollectiveAlgorithm::RING;
+    return CollectiveAlgorithm::AUTO;
+  }
+  bool step_delays() const { return cal_.collective_step_overhead_s > 0 || !cal_.network_segments.empty(); }
+  static int chunks(double bytes) {
+    return std::max(1, std::min(64, static_cast<int>(std::ceil(bytes / (512.0 * 1024)))));
+  }
+
+  /// One ring (ring_collective) over n members.
+  Count ring(int n, bool folded, CollectiveKind kind, double bytes) const {
+    if (n <= 1) return {};
+    const double nn = n;
+    if (kind == CollectiveKind::ALL_TO_ALL) {  // direct_all_to_all
+      Count c{2 + (nn - 1), 2 * (nn - 1) + 2};
+      if (!folded) c += {1 / nn, 1 + (nn - 1)};
+      return c;
+    }
+    const double d = step_delays() ? 1 : 0;
+    if (kind == CollectiveKind::BROADCAST || kind == CollectiveKind::REDUCE) {  // chain_collective (never folded)
+      const double flows = (nn - 1) * chunks(bytes) / nn;
+      return {1 + 1 / nn + flows * (1 + d), flows * (4 + d) + 2};
+    }
+    const double ch = std::max(1, opt_.channels), ch_join = ch > 1 ? 1 : 0;
+    const double steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (nn - 1) : nn - 1;
+    const Count payload{ch + ch_join, ch + ch_join * ch};  // one step's flows (after a task)
+    Count c;
+    if (opt_.collective_mode == CollectiveMode::FLOW) c = Count{1, 0} + payload;
+    else c = Count{steps * d, (steps - 1) * d} + payload * steps;
+    c.edges += 2;  // after the data it needs, and after its stream's previous task (attach / join_instance)
+    if (!folded) {
+      c += {1 + 1 / nn, 1 + 2};  // the rendezvous join (shared), this member's end join; its edges
+      if (opt_.collective_mode == CollectiveMode::STEPS) c.edges += steps - 1;  // data of the predecessor's step
+    }
+    return c;
+  }
+
+  Count collective(const Group& g, CollectiveKind kind, double bytes) const {
+    if (g.n <= 1) return {};
+    const CollectiveAlgorithm algo = algorithm(kind, bytes);
+    const double nn = g.n;
+    if (algo == CollectiveAlgorithm::NVLS) {
+      Count c{2, 1 + 2};
+      if (!g.folded) c += {1 + 1 / nn, 1 + nn};
+      return c;
+    }
+    if (algo == CollectiveAlgorithm::TREE) {
+      const double k = chunks(bytes / 2), d = step_delays() ? 1 : 0;
+      const double flows = 2 * 2 * k * (nn - 1) / nn;  // two trees, up and down, k chunks, per member
+      return Count{1 + 1 / nn + flows * (1 + d), flows * (3 + d) + 2 * (nn - 1) / nn + 2};
+    }
+    const bool forced = algo == CollectiveAlgorithm::HIERARCHICAL;
+    const bool hier = kind == CollectiveKind::ALL_REDUCE && opt_.collective_algorithm != CollectiveAlgorithm::RING &&
+                      algo != CollectiveAlgorithm::RING && g.splits &&
+                      (forced || (algo == CollectiveAlgorithm::AUTO && g.local > 1 && g.cross > 1));
+    if (!hier) return ring(g.n, g.folded, kind, bytes);
+    return ring(g.local, g.folded, CollectiveKind::REDUCE_SCATTER, bytes) +
+           ring(g.cross, g.folded, CollectiveKind::ALL_REDUCE, bytes / g.local) +
+           ring(g.local, g.folded, CollectiveKind::ALL_GATHER, bytes);
+  }
+
+  // ---- compute (Lowerer::compute_task, run_steps, overlapped_compute, ring_attention)
+  Count compute(double kernels, bool* issued) const {
+    Count c{1, 2};
+    if (cal_.host_issue_s > 0) {
+      // A host task per task with kernels to issue, else (CUDA graphs) one for the pass's first task.
+      const bool host = (!p_.cuda_graphs && kernels > 0) || (issued && !*issued);
+      if (host) c += {1, 2};
+    }
+    if (issued) *issued = true;
+    return c;
+  }
+
+  Count overlapped(const cost::Step& st, const cost::Step* ag, const cost::Step* rs, const Group& tp,
+                   bool* issued) const {
+    const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.tp;
+    const int first = ag ? cost::gemm_index(st.ops, true) : -1;
+    int last = rs ? cost::gemm_index(st.ops, false) : -1;
+    if (last == first) last = -1;
+    const int ops = static_cast<int>(st.ops.size());
+    Count c;
+    auto segment = [&](int from, int to) {
+      if (from < to) c += compute(to - from, issued);
+    };
+    int next = 0;
+    if (first >= 0) {
+      segment(0, first);
+      for (int j = 0; j < n; ++j) {
+        c += collective(tp, ag->collective, ag->collective_bytes / n);
+        c += compute(j == 0 ? 1 : 0, issued);
+        c.edges += 1;
+      }
+      next = first + 1;
+    }
+    if (last >= 0) {
+      segment(next, last);
+      for (int j = 0; j < n; ++j) {
+        c += compute(j == 0 ? 1 : 0, issued);
+        c += collective(tp, rs->collective, rs->collective_bytes / n);
+      }
+      segment(last + 1, ops);
+      return c + Count{1, 2};
+    }
+    segment(next, ops);
+    return c;
+  }
+
+  Count ring_attention(const cost::Step& st) const {
+    Count c;
+    const bool host = cal_.host_issue_s > 0 && !p_.cuda_graphs;
+    for (int i = 0; i < st.ring_steps; ++i) {
+      if (i + 1 < st.ring_steps) c += {2, 2};  // KV send: delay and flow
+      c += {1, 3};                             // the block
+      if (host) c += {1, 2};
+    }
+    if (st.ring_tail_bytes > 0 && st.ring_steps > 1) c += {3, 4};
+    return c;
+  }
+
+  Count steps(const std::vector<cost::Step>& steps, int rank) const {
+    Count c;
+    bool issued = false;
+    const Group tp = group(rank, Axis::TP);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const auto& st = steps[i];
+      if (st.kind == cost::Step::Kind::COMPUTE) {
+        const bool rs = p_.tp_comm_overlap && i + 1 < steps.size() &&
+                        cost::tp_overlappable(steps[i + 1], CollectiveKind::REDUCE_SCATTER) &&
+                        cost::gemm_index(st.ops, false) >= 0;
+        if (rs) {
+          c += overlapped(st, nullptr, &steps[i + 1], tp, &issued);
+          ++i;
+        } else {
+          c += compute(static_cast<double>(st.ops.size()), &issued);
+        }
+      } else if (st.kind == cost::Step::Kind::RING_ATTENTION) {
+        c += ring_attention(st);
+      } else if (p_.tp_comm_overlap && cost::tp_overlappable(st, CollectiveKind::ALL_GATHER) && i + 1 < steps.size() &&
+                 steps[i + 1].kind == cost::Step::Kind::COMPUTE && cost::gemm_index(steps[i + 1].ops, true) >= 0) {
+        const cost::Step* rs =
+            i + 2 < steps.size() && cost::tp_overlappable(steps[i + 2], CollectiveKind::REDUCE_SCATTER) ? &steps[i + 2]
+                                                                                                        : nullptr;
+        c += overlapped(steps[i + 1], &st, rs, tp, &issued);
+        i += rs && cost::gemm_index(steps[i + 1].ops, false) != cost::gemm_index(steps[i + 1].ops, true) ? 2 : 1;
+      } else {
+        Group g = st.group == cost::CommGroup::CP    ? group(rank, Axis::CP)
+                  : st.group == cost::CommGroup::EP  ? group(rank, Axis::EP)
+                  : st.group == cost::CommGroup::ETP ? group(rank, Axis::ETP)
+                                                     : tp;
+        if (st.group == cost::CommGroup::TP && st.axis != cost::TpAxis::ALL) {
+          g.n = static_cast<int>(cost::tp_axis_members(p_.tp_layout, p_.tp, p_.tp_depth, st.axis, 0).size());
+          g.splits = false;
+        }
+        if (g.n <= 1) continue;
+        c += collective(g, st.collective, st.collective_bytes);
+        if (cal_.host_collective_issue_s > 0 && !p_.cuda_graphs) c += {1, 2};
+      }
+    }
+    return c;
+  }
+
+  /// Everything simulated rank `rank` (global) emits: Lowerer::lower_rank.
+  Count rank(int rank, const std::vector<PipeOp>& order, const PassCosts& pc) const {
+    const RankCoord rc = p_.coord_of(rank);
+    const int s = rc.pp, p = p_.pp, last_chunk = p * p_.virtual_stages - 1, zero = p_.zero_stage;
+    const double e = dtype_bytes(m_.dtype);
+    const auto chunk_layers = p_.chunk_layers(m_.num_layers);
+    std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
+    for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_start[k + 1] = chunk_start[k] + chunk_layers[k];
+    const Group tp = group(rank, Axis::TP), dp = group(rank, Axis::DP);
+    const bool moe = m_.moe.enabled();
+    const Group edp = moe ? group(rank, Axis::EDP) : Group{};
+    const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = moe && p_.expert_dp() > 1;
+    const double grad_scale = p_.fp32_grads ? 4.0 / e : 1.0;
+    const cost::MoeLayerParams moe_params =
+        moe ? cost::moe_layer_params_per_rank(m_, p_.tp, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
+    const std::size_t moe_idx =
+        pc.moe_layer.size() > 1 ? static_cast<std::size_t>((block_index(rc) / p_.expert_tp()) % p_.ep) : 0;
+
+    struct Unit {
+      const cost::LayerPasses* passes;
+      double param_bytes, expert_bytes;
+    };
+    auto units_of = [&](int k) {
+      std::vector<Unit> u;
+      if (k == 0) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, p_.tp) * e, 0});
+      for (int l = chunk_start[static_cast<std::size_t>(k)]; l < chunk_start[static_cast<std::size_t>(k) + 1]; ++l) {
+        if (m_.is_moe_layer(l) && moe_idx < pc.moe_layer.size())
+          u.push_back({&pc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
+        else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, p_.tp, p_.tp_weight_replicas()) * e, 0});
+      }
+      if (k == last_chunk) u.push_back({&pc.head, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * e, 0});
+      return u;
+    };
+    // The passes of one unit are the same for every micro-batch: count them once per (chunk, kind).
+    const int chunks = p_.virtual_stages;
+    std::vector<Count> f_units(static_cast<std::size_t>(chunks)), b_units(static_cast<std::size_t>(chunks)),
+        w_units(static_cast<std::size_t>(chunks));
+    std::vector<int> unit_count(static_cast<std::size_t>(chunks), 0);
+    const bool split = p_.split_backward();
+    const bool overlap_pg = p_.overlap_param_gather && (zero == 1 || zero == 2);
+    auto gather = [&](const Unit& u) {
+      Count c;
+      if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return c;
+      if (dense_dp) c += collective(dp, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes);
+      if (expert_dp && u.expert_bytes > 0) c += collective(edp, CollectiveKind::ALL_GATHER, u.expert_bytes);
+      return c;
+    };
+    auto fsdp_grads = [&](const Unit& u) {  // zero 3: every micro-batch's gradients reduce-scattered
+      Count c;
+      if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return c;
+      if (dense_dp) c += collective(dp, CollectiveKind::REDUCE_SCATTER, (u.param_bytes - u.expert_bytes) * grad_scale);
+      if (expert_dp && u.expert_bytes > 0)
+        c += collective(edp, CollectiveKind::REDUCE_SCATTER, u.expert_bytes * grad_scale);
+      return c;
+    };
+    double dense_grads = 0, expert_grads = 0, first_use = 0;
+    for (int ch = 0; ch < chunks; ++ch) {
+      const int k = ch * p + s;
+      const auto units = units_of(k);
+      unit_count[static_cast<std::size_t>(ch)] = static_cast<int>(units.size());
+      Count f, b, w;
+      for (const auto& u : units) {
+        f += gather(u) + steps(u.passes->forward, rank);
+        b += gather(u) + steps(u.passes->recompute, rank) +
+             steps(split ? u.passes->backward_input : u.passes->backward, rank);
+        if (!split || u.passes->backward_weight.empty()) b += fsdp_grads(u);
+        else w += steps(u.passes->backward_weight, rank) + fsdp_grads(u);
+        if (dense_dp) dense_grads += (u.param_bytes - u.expert_bytes) * grad_scale;
+        if (expert_dp) expert_grads += u.expert_bytes * grad_scale;
+        if (overlap_pg) {
+          if (dense_dp && u.param_bytes > u.expert_bytes)
+            first_use += collective(dp, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes).tasks;
+          if (expert_dp && u.expert_bytes > 0)
+            first_use += collective(edp, CollectiveKind::ALL_GATHER, u.expert_bytes).tasks;
+        }
+      }
+      // Pipeline: receive point, pp-gather (TP all-gather of the 1/t piece), send (delay + flow).
+      const double act_msg =
+          static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * m_.seq_len / p_.cp * m_.hidden * e;
+      if (k > 0) {
+        f += Count{1, 1} + (p_.tp > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
+        b += Count{2, 3};
+      }
+      if (k < last_chunk) {
+        f += {2, 3};
+        b += {1, 1};
+      }
+      if (p_.precision == Precision::FP8_DELAYED) {
+        const double amax = static_cast<double>(units.size()) * 32;
+        f += collective(tp, CollectiveKind::ALL_REDUCE, amax) + collective(dp, CollectiveKind::ALL_REDUCE, amax);
+      }
+      if (cal_.host_sync_each_pass && cal_.host_issue_s > 0) {
+        f += {1, 4};
+        b += {1, 4};
+      }
+      f_units[static_cast<std::size_t>(ch)] = f;
+      b_units[static_cast<std::size_t>(ch)] = b;
+      w_units[static_cast<std::size_t>(ch)] = w;
+    }
+    Count c;
+    for (const auto& op : order) {
+      const auto ch = static_cast<std::size_t>(op.chunk);
+      c += op.kind == PipeOp::Kind::F ? f_units[ch] : op.kind == PipeOp::Kind::B ? b_units[ch] : w_units[ch];
+    }
+    c.tasks += first_use;
+    c.edges += first_use * 2;
+    // Gradient buckets (zero < 3): filled unit by unit as gradients become final, closed once they hold
+    // dp_bucket_bytes (a unit larger than that closes its own), then the last one; dense and expert.
+    if (zero < 3) {
+      const auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
+      double dense = 0, expert = 0;
+      auto close = [&] {
+        if (dense > 0) c += collective(dp, kind, dense);
+        if (expert > 0) c += collective(edp, kind, expert);
+        dense = expert = 0;
+      };
+      for (int ch = chunks - 1; ch >= 0; --ch) {
+        const auto units = units_of(ch * p + s);
+        for (auto u = units.rbegin(); u != units.rend(); ++u) {
+          if (dense_dp) dense += (u->param_bytes - u->expert_bytes) * grad_scale;
+          if (expert_dp) expert += u->expert_bytes * grad_scale;
+          if (dense + expert >= p_.dp_bucket_bytes) close();
+        }
+      }
+      close();
+      if ((zero == 1 || zero == 2) && !overlap_pg) {
+        if (dense_dp) c += collective(dp, CollectiveKind::ALL_GATHER, dense_grads / grad_scale);
+        if (expert_dp) c += collective(edp, CollectiveKind::ALL_GATHER, expert_grads / grad_scale);
+      }
+    }
+    if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1))
+      c += collective(group(rank, Axis::EMB), CollectiveKind::ALL_REDUCE, static_cast<double>(m_.vocab) * m_.hidden);
+    if (cal_.grad_clip) {
+      c += {1, 3};
+      c += collective(tp, CollectiveKind::ALL_REDUCE, 4) + collective(dp, CollectiveKind::ALL_REDUCE, 4);
+    }
+    c += {1, 3};                                     // the optimizer step
+    if (cal_.per_iteration_s > 0) c += Count{1, 2};  // iteration overhead
+    return c;
+  }
+
+  const TransformerSpec& m_;
+  const ClusterSpec& c_;
+  const ParallelPlan& p_;
+  const Calibration cal_;
+  const SimOptions& opt_;
+  const Lowered& probe_;
+};
+
+std::string with_commas(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f", v);
+  std::string s = b, out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+                             const Calibration& cal, const SimOptions& opt, const FootprintOutputs& outputs) {
+  // The lowering's own folding decision and simulated ranks, from one small all-gather over the TP groups (an
+  // all-gather is always a ring: no algorithm rule, no node constraint applies).
+  const Lowered probe = lower_collective(model, cluster, plan, cal, opt, cost::CollectiveKind::ALL_GATHER, 1);
+  Footprint f;
+  f.world = plan.world_size();
+  f.simulated_ranks = static_cast<int>(probe.ranks.size());
+  f.fold_tp = probe.fold_tp;
+  f.fold_dp = probe.fold_dp;
+  f.fold_reason = probe.fold_reason;
+  const Count c = Estimator(model, cluster, plan, cal, opt, probe).total();
+  f.tasks = c.tasks;
+  f.edges = c.edges;
+  const double ranks = f.simulated_ranks;
+  f.bytes = kBytesBase + kBytesPerTask * f.tasks + kBytesPerEdge * f.edges;
+  if (opt.network == NetworkMode::ANALYTIC) {
+    f.engine = "analytic";
+  } else if (opt.engine == FlowEngine::MAXMIN ||
+             (opt.engine == FlowEngine::AUTO && f.simulated_ranks > kSimgridUpToRanks)) {
+    f.engine = "dtsim-maxmin";
+  } else {
+    f.engine = "simgrid-flow";
+    f.bytes += kBytesPerRankPairSimgrid * ranks * ranks;
+  }
+  if (outputs.trace) {
+    // trace.json holds every simulated rank up to kTraceAllRanks by default, else up to three per stage.
+    const double traced = outputs.trace_ranks < 0               ? ranks
+                          : outputs.trace_ranks > 0             ? std::min<double>(outputs.trace_ranks, ranks)
+                          : f.simulated_ranks <= kTraceAllRanks ? ranks
+                                                                : std::min<double>(ranks, 3.0 * plan.pp);
+    f.bytes += kBytesPerTracedTask * f.tasks * traced / std::max(1.0, ranks);
+  }
+  if (outputs.perfetto) f.bytes += kBytesPerTaskPerfetto * f.tasks;
+  return f;
+}
+
+std::string describe(const Footprint& f, const std::string& note) {
+  char b[160];
+  const double t = f.tasks;
+  char tasks[32];
+  if (t >= 1e6) std::snprintf(tasks, sizeof tasks, "%.1f M", t / 1e6);
+  else if (t >= 1e3) std::snprintf(tasks, sizeof tasks, "%.0f k", t / 1e3);
+  else std::snprintf(tasks, sizeof tasks, "%.0f", t);
+  std::snprintf(b, sizeof b, "%.1f %s (%s tasks over %s simulated rank%s", f.bytes / (f.bytes < 1e9 ? 1e6 : 1e9),
+                f.bytes < 1e9 ? "MB" : "GB", tasks, with_commas(f.simulated_ranks).c_str(),
+                f.simulated_ranks == 1 ? "" : "s");
+  return b + (note.empty() ? "" : "; " + note) + ")";
+}
+
+}  // namespace dtsim::sim
