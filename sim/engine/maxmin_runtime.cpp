@@ -34,8 +34,8 @@ struct Variable {
   double remaining = 0;
   double rate = 0;
   double weight = 1;
-  double since = 0;         ///< time `remaining` was last brought up to date
-  std::int32_t task = -1;   ///< -1: a rank's interference shadow (never completes)
+  double since = 0;        ///< time `remaining` was last brought up to date
+  std::int32_t task = -1;  ///< -1: a rank's interference shadow (never completes)
   std::uint32_t version = 0;
   std::uint32_t mark = 0;
   bool fixed = false;
@@ -45,7 +45,7 @@ struct Variable {
 struct Event {
   double t;
   std::uint64_t seq;
-  std::int32_t id;          ///< variable (kind VAR_DONE) or task (kind LATENCY_DONE)
+  std::int32_t id;  ///< variable (kind VAR_DONE) or task (kind LATENCY_DONE)
   std::uint32_t version;
   std::uint8_t kind;
   bool operator>(const Event& o) const { return t > o.t || (t == o.t && seq > o.seq); }
@@ -60,7 +60,7 @@ public:
     cons_.resize(static_cast<std::size_t>(nr_) * kNumStreams + pf.links.size());
     for (int i = 0; i < nr_ * kNumStreams; ++i) cons_[i].capacity = 1;
     for (std::size_t l = 0; l < pf.links.size(); ++l) {
-      auto& c = cons_[nr_ * kNumStreams + l];
+      auto& c = cons_[static_cast<std::size_t>(nr_) * kNumStreams + l];
       c.capacity = pf.links[l].bandwidth_Bps;
       c.link = static_cast<int>(l);
       res_.link_stats.push_back({pf.links[l].name, pf.links[l].bandwidth_Bps, 0, 0, 0});
