@@ -238,14 +238,15 @@ SimulateResult result_of(const sim::Simulation& s) {
 
 SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
   const sim::SimOptions opt = detail::sim_options(options);
+  const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
+  // Valid inputs first: the trace request and the memory estimate use the plan's world size.
+  sim::validate_inputs(si);
   // The trace's ranks and links are checked before the simulation runs (a large run takes minutes).
   sim::TraceRequest trace;
   sim::parse_trace_ranks(options.trace_ranks, in.plan.world_size(), trace, options.command + ": --trace-ranks");
   trace.link_tracks = options.trace_links;
   trace.max_links = sim::parse_trace_link_count(options.trace_link_count, options.command + ": --trace-links");
-  const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
-  // Refuse what will not fit before lowering it (the estimate needs valid inputs).
-  sim::validate_inputs(si);
+  // Refuse what will not fit before lowering it.
   detail::check_memory(in, opt, options,
                        {options.trace,
                         trace.ranks == sim::TraceRequest::Ranks::ALL    ? -1
