@@ -32,14 +32,18 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   if (adjust) adjust(s.lowered);
   std::vector<int> gpus;
-  for (const auto& r : s.lowered.ranks) gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
+  std::vector<RankShare> share;
+  for (const auto& r : s.lowered.ranks) {
+    gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
+    share.push_back({r.nic_multiplicity, r.fabric_multiplicity});
+  }
   const FlowEngine fe = in.options->engine;
   const bool maxmin = fe == FlowEngine::MAXMIN ||
                       (fe == FlowEngine::AUTO && static_cast<int>(s.lowered.ranks.size()) > kSimgridUpToRanks);
   s.engine = in.options->network == NetworkMode::ANALYTIC
-                 ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus)
-             : maxmin ? run_maxmin(s.lowered.graph, *in.cluster, *in.calibration, gpus)
-                      : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus);
+                 ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus, share)
+             : maxmin ? run_maxmin(s.lowered.graph, *in.cluster, *in.calibration, gpus, share)
+                      : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus, share);
   s.report = analyze(in, s.lowered, s.engine);
   return s;
 }

@@ -5,12 +5,12 @@
 namespace dtsim::sim {
 
 EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                          const std::vector<int>& gpu_of_rank) {
-  const Platform pf = describe_platform(cluster, cal, gpu_of_rank);
+                          const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
+  const Platform pf = describe_platform(cluster, cal, gpu_of_rank, share);
   EngineResult res;
   res.engine = "analytic";
   res.links = pf.links.size();
-  for (const auto& l : pf.links) res.link_stats.push_back({l.name, l.bandwidth_Bps, 0, 0, 0});
+  res.link_stats = initial_link_stats(pf);
   const std::size_t n = g.size();
   res.start_s.assign(n, 0.0);
   res.end_s.assign(n, -1.0);
@@ -37,8 +37,9 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         res.link_stats[l].bytes += t.bytes;
         // The payload streams at the bottleneck rate after the latency.
         link_events[l].push_back({res.start_s[id], 0, 1});
-        link_events[l].push_back({res.start_s[id] + lat, bw, 0});
-        link_events[l].push_back({res.start_s[id] + dur, -bw, -1});
+        const double load = bw * pf.links[l].multiplicity;  // every folded copy streams alike
+        link_events[l].push_back({res.start_s[id] + lat, load, 0});
+        link_events[l].push_back({res.start_s[id] + dur, -load, -1});
       }
     } else if (t.kind != TaskKind::JOIN && dur > 0) {
       ++res.activities;
@@ -66,8 +67,9 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       load += e.rate;
       peak = std::max(peak, load);
     }
-    res.link_stats[l].peak_utilization = peak / pf.links[l].bandwidth_Bps;
+    res.link_stats[l].peak_utilization = peak / res.link_stats[l].bandwidth_Bps;
   }
+  count_folded_copies(pf, &res);
   return res;
 }
 

@@ -63,8 +63,8 @@ public:
       auto& c = cons_[static_cast<std::size_t>(nr_) * kNumStreams + l];
       c.capacity = pf.links[l].bandwidth_Bps;
       c.link = static_cast<int>(l);
-      res_.link_stats.push_back({pf.links[l].name, pf.links[l].bandwidth_Bps, 0, 0, 0});
     }
+    res_.link_stats = initial_link_stats(pf);
     res_.links = pf.links.size();
     res_.hosts = static_cast<std::uint64_t>(nr_) * kNumStreams;
     link_active_.assign(pf.links.size(), 0);
@@ -393,12 +393,13 @@ private:
 }  // namespace
 
 EngineResult run_maxmin(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                        const std::vector<int>& gpu_of_rank) {
+                        const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
   EngineResult res;
   res.engine = "dtsim-maxmin";
-  const Platform pf = describe_platform(cluster, cal, gpu_of_rank);
+  const Platform pf = describe_platform(cluster, cal, gpu_of_rank, share);
   MaxMin m(g, pf, res);
   m.run();
+  count_folded_copies(pf, &res);
   return res;
 }
 

@@ -20,6 +20,6 @@ namespace dtsim::sim {
 
 /// Runs `g` like run_on_simgrid (same platform, same sharing model); may be called any number of times.
 EngineResult run_maxmin(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                        const std::vector<int>& gpu_of_rank);
+                        const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share = {});
 
 }  // namespace dtsim::sim

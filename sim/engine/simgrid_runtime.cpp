@@ -45,8 +45,8 @@ public:
     auto* zone = sg4::create_full_zone("cluster");
     for (const auto& l : pf.links) {
       links_.push_back(zone->create_link(l.name, l.bandwidth_Bps)->set_latency(l.latency_s)->seal());
-      res_.link_stats.push_back({l.name, l.bandwidth_Bps, 0, 0, 0});
     }
+    res_.link_stats = initial_link_stats(pf);
     res_.links = links_.size();
     link_active_.assign(links_.size(), 0);
     link_since_.assign(links_.size(), 0);
@@ -281,7 +281,7 @@ private:
 }  // namespace
 
 EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                            const std::vector<int>& gpu_of_rank) {
+                            const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
   static bool used = false;
   DTSIM_ASSERT(!used, "run_on_simgrid called twice in one process (SimGrid's engine is a singleton)");
   used = true;
@@ -303,9 +303,10 @@ EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, cons
   EngineResult res;
   res.engine = "simgrid-flow";
   Runner runner(g, res);
-  const Platform pf = describe_platform(cluster, cal, gpu_of_rank);
+  const Platform pf = describe_platform(cluster, cal, gpu_of_rank, share);
   runner.build_platform(pf);
   runner.run();
+  count_folded_copies(pf, &res);
   return res;
 }
 

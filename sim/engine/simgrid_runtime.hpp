@@ -21,6 +21,9 @@ struct LinkStats {
   double bytes = 0;             ///< bytes of all flows that crossed it
   double busy_s = 0;            ///< time with at least one flow on it
   double peak_utilization = 0;  ///< highest instantaneous load / bandwidth (flow fidelity; 1 = saturated)
+  /// Folding with multiplicity (PlatformLink::multiplicity): each simulated flow stood for this many; bandwidth_Bps
+  /// and bytes are the real link's (its capacity, every copy's bytes).
+  int multiplicity = 1;
 };
 
 struct EngineResult {
@@ -33,12 +36,18 @@ struct EngineResult {
   std::string engine;                 ///< "simgrid-flow" or "analytic"
 };
 
+/// Every link of `pf` with its real capacity and multiplicity, nothing carried yet (engines start from this).
+std::vector<LinkStats> initial_link_stats(const Platform& pf);
+/// After a run: each link's bytes counted once per real flow (x its multiplicity).
+void count_folded_copies(const Platform& pf, EngineResult* res);
+
 /// Runs `g` on a platform made of the GPUs in `gpu_of_rank` (simulated rank -> global GPU id).
 /// Flows use CM02 max-min sharing with latency/bandwidth factors 1 and no TCP window, so link bandwidths
 /// (nominal x calibrated efficiency) and latencies are what the cluster and calibration files say.
 /// May be called once per process (SimGrid's engine is a process-wide singleton).
+/// `share`: per simulated rank, folding with multiplicity (describe_platform).
 EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                            const std::vector<int>& gpu_of_rank);
+                            const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share = {});
 
 /// "3.32.0" for the SimGrid this binary was built with.
 std::string simgrid_version();

@@ -51,6 +51,10 @@ constexpr int kNumGroupAxes = 8;
 struct FoldDecision {
   bool tp = false, dp = false;
   std::string reason;
+  /// Folding with multiplicity: per global rank (filled for the representatives only), how many ranks of its fold
+  /// class load its NIC's links and its leaf/pod uplinks alike. Empty when every shared link carries one flow per
+  /// simulated flow.
+  std::vector<std::array<int, 2>> share;
 };
 
 class Lowerer {
@@ -106,7 +110,9 @@ private:
                                                            : 0.0);
   }
   FoldDecision decide_folding() const;
-  bool fold_ok(bool tp, bool dp) const;
+  bool fold_shares(const std::vector<int>& rep, std::vector<std::array<int, 2>>* share) const;
+  /// Whether folding tp and/or dp is exact; with `share`, the multiplicities of shared links (FoldDecision::share).
+  bool fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) const;
 
   // --- task creation
   std::int32_t add_free(Task t) { return g_.add(t); }
@@ -347,7 +353,7 @@ std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
   return out;
 }
 
-bool Lowerer::fold_ok(bool tp, bool dp) const {
+bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) const {
   const int world = p_.world_size();
   if (dp && !uniform_replicas()) return false;  // uneven stage widths: pipeline traffic is not symmetric
   // Each rank's representative and pipeline stage, computed once (a million ranks: coord_of is the hot spot).
@@ -423,10 +429,52 @@ bool Lowerer::fold_ok(bool tp, bool dp) const {
           }
       }
     }
-    // Leaf uplinks are shared by all the ranks under a leaf: folded-away ranks would not load them alike.
-    if (crosses_leaf) return false;
     for (int r = 0; r < world; ++r)
       if (sig[r] != sig[rep[r]]) return false;
+  }
+  share->clear();
+  const bool shared_nics = c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node;
+  if (!crosses_leaf && !shared_nics) return true;
+  return fold_shares(rep, share);
+}
+
+// Folding with multiplicity. A leaf uplink (or a NIC shared by several GPUs) carries the flows of every rank under
+// it, folded-away ranks included. When a representative's whole fold class sits under its leaf (and pod), each of
+// its flows stands for k identical flows on those links, where k is the number of class members using the link;
+// under max-min sharing k identical flows on a link of capacity C each get what one flow gets on a link of
+// capacity C / k. This is exact when every simulated flow on a link stands for the same k: checked here per NIC
+// and per leaf (every representative's class must spread evenly over its NICs).
+bool Lowerer::fold_shares(const std::vector<int>& rep, std::vector<std::array<int, 2>>* share) const {
+  const int world = p_.world_size();
+  share->assign(world, {0, 0});
+  auto nic_key = [&](int r) { return static_cast<std::int64_t>(c_.node_of(gpu(r))) * 4096 + c_.nic_of(gpu(r)); };
+  // Members per (representative, NIC): counted in one pass over the ranks sorted by (representative, NIC).
+  std::vector<std::pair<int, std::int64_t>> by_rep(world);
+  for (int r = 0; r < world; ++r) {
+    const int g = gpu(r), gr = gpu(rep[r]);
+    if (c_.leaf_of(g) != c_.leaf_of(gr) || c_.pod_of(g) != c_.pod_of(gr)) return false;  // class spans leaves
+    by_rep[r] = {rep[r], nic_key(r)};
+    ++(*share)[rep[r]][1];
+  }
+  std::sort(by_rep.begin(), by_rep.end());
+  for (std::size_t i = 0; i < by_rep.size();) {
+    std::size_t j = i;
+    while (j < by_rep.size() && by_rep[j] == by_rep[i]) ++j;
+    const int n = static_cast<int>(j - i), r = by_rep[i].first;
+    auto& k = (*share)[r][0];
+    if (k != 0 && k != n) return false;  // the class is spread unevenly over its NICs
+    k = n;
+    i = j;
+  }
+  // Every simulated flow on a NIC's links (or a leaf's uplinks) must stand for the same number of real flows.
+  std::map<std::int64_t, int> nic_k, leaf_k;
+  for (int r = 0; r < world; ++r) {
+    if (rep[r] != r) continue;
+    for (auto [m, key, k] : {std::tuple{&nic_k, nic_key(r), (*share)[r][0]},
+                             std::tuple{&leaf_k, static_cast<std::int64_t>(c_.leaf_of(gpu(r))), (*share)[r][1]}}) {
+      const auto [it, fresh] = m->emplace(key, k);
+      if (!fresh && it->second != k) return false;
+    }
   }
   return true;
 }
@@ -449,10 +497,6 @@ FoldDecision Lowerer::decide_folding() const {
     d.reason = "not folded: tree collectives give ranks different roles";
     return d;
   }
-  if (c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node) {
-    d.reason = "not folded: NICs are shared by several GPUs, so symmetric ranks contend on them";
-    return d;
-  }
   int widest = 1;
   for (int st = 0; st < p_.pp; ++st) widest = std::max(widest, p_.replicas(st));
   // 2-D/2.5-D/3-D layouts run collectives over sub-groups of the TP group (and broadcasts/reduces give the root
@@ -472,25 +516,37 @@ FoldDecision Lowerer::decide_folding() const {
   }
   for (auto [tp, dp] : {std::pair{want_tp, want_dp}, std::pair{want_tp, false}, std::pair{false, want_dp}}) {
     if (!tp && !dp) continue;
-    if (fold_ok(tp, dp)) {
+    if (fold_ok(tp, dp, &d.share)) {
       d.tp = tp;
       d.dp = dp;
-      d.reason = std::string("folded ") +
-                 (tp && dp ? "tp and dp"
-                  : tp     ? "tp"
-                           : "dp") +
-                 ": symmetric ranks on GPU-private links (exact)";
-      if (want_tp != tp || want_dp != dp)
+      d.reason = std::string("folded ") + (tp && dp ? "tp and dp" : tp ? "tp" : "dp");
+      if (d.share.empty()) {
+        d.reason += ": symmetric ranks on GPU-private links (exact)";
+      } else {
+        int nic = 1, fabric = 1;
+        for (const auto& k : d.share) nic = std::max(nic, k[0]), fabric = std::max(fabric, k[1]);
         d.reason +=
-            std::string("; ") + (tp ? "dp" : "tp") + " not folded: " +
-            (tp && !uniform_replicas() ? "stages have different widths" : "its ring mixes intra- and inter-node hops");
+            ": symmetric ranks; each simulated flow stands for k identical flows on links that folded-away "
+            "ranks share (" +
+            (c_.num_leaves() > 1 ? "leaf/pod uplinks: k = " + std::to_string(fabric) + (nic > 1 ? ", " : "")
+                                 : std::string()) +
+            (nic > 1 ? "shared NICs: k = " + std::to_string(nic) : "") +
+            "), which run at capacity / k (multiplicity, exact)";
+      }
+      if (want_tp != tp || want_dp != dp)
+        d.reason += std::string("; ") + (tp ? "dp" : "tp") + " not folded: " +
+                    (tp && !uniform_replicas() ? "stages have different widths"
+                     : c_.num_leaves() > 1     ? "its ranks sit under different leaves, or its ring mixes hop kinds"
+                                               : "its ring mixes intra- and inter-node hops");
       d.reason += skew_note;
       return d;
     }
   }
   d.reason = !(want_tp || want_dp) ? (skew ? "not folded: skewed routing gives EP ranks different loads"
                                            : "nothing to fold (tp = dp = 1)")
-             : c_.num_leaves() > 1 ? "not folded: traffic crosses shared leaf uplinks or rings mix hop kinds"
+             : c_.num_leaves() > 1 || (c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node)
+                 ? "not folded: symmetric ranks sit under different leaf (rail) switches or share links unevenly, or "
+                   "rings mix hop kinds"
              : !uniform_replicas() ? "not folded: stages have different widths and rings mix hop kinds"
                                    : "not folded: rings mix intra- and inter-node hops";
   return d;
@@ -1628,6 +1684,10 @@ void Lowerer::setup_ranks() {
     sr.global_rank = r;
     sr.coord = c;
     sr.class_size = (fd.tp ? p_.tp : 1) * (fd.dp ? p_.dp * p_.replicas(c.pp) : 1);
+    if (!fd.share.empty()) {
+      sr.nic_multiplicity = fd.share[r][0];
+      sr.fabric_multiplicity = fd.share[r][1];
+    }
     sr.static_mem = memory::static_memory(m_, p_, c.pp);
     sr.reserved_bytes = cal_.reserved_memory_bytes;
     out_.sim_index_of[r] = static_cast<int>(out_.ranks.size());

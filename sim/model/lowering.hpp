@@ -20,6 +20,12 @@
 // to its "mirror", a sink that shares the representative's own links: its up-link carries what it sends to
 // its ring successor, its down-link what its predecessor sends it. This is exact under the conditions above
 // (tests compare folded and unfolded runs); `fold = NONE` simulates every rank.
+// Folding with multiplicity: a link that folded-away ranks share with their representative (a leaf's or pod's
+// uplink, a NIC of several GPUs) is allowed when each representative's whole fold class sits under its leaf and pod
+// and spreads evenly over its NICs. Each simulated flow on such a link then stands for k identical real flows, k
+// the number of class members using it (SimRank::nic_multiplicity, fabric_multiplicity), and the link runs at
+// capacity / k, which max-min sharing makes exact when every flow on it stands for the same k (checked; tests in
+// tests/oracle/test_fold_multiplicity.cpp). Reports count every copy's bytes against the real capacity.
 #pragma once
 #include <string>
 #include <vector>
@@ -74,7 +80,10 @@ struct SimOptions {
 struct SimRank {
   int global_rank = 0;  ///< rank in the plan; its GPU is SimOptions::first_gpu + global_rank
   RankCoord coord;
-  int class_size = 1;               ///< how many global ranks this simulated rank stands for
+  int class_size = 1;  ///< how many global ranks this simulated rank stands for
+  /// Folding with multiplicity: how many identical real flows each of this rank's flows stands for on its NIC's
+  /// links and on its leaf and pod uplinks (shared by folded-away ranks; those links run at 1/k of their capacity).
+  int nic_multiplicity = 1, fabric_multiplicity = 1;
   memory::StaticMemory static_mem;  ///< weights, gradients, optimizer states
   double reserved_bytes = 0;        ///< context and workspaces (calibration)
 };

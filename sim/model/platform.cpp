@@ -5,12 +5,21 @@
 
 namespace dtsim::sim {
 
-Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const std::vector<int>& gpu_of_rank) {
+Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const std::vector<int>& gpu_of_rank,
+                           const std::vector<RankShare>& share) {
+  DTSIM_ASSERT(share.empty() || share.size() == gpu_of_rank.size(), "one RankShare per simulated rank");
   Platform p;
   p.gpu = gpu_of_rank;
-  auto add = [&](std::string name, double bw, double lat) {
-    p.links.push_back({std::move(name), bw, lat});
+  auto add = [&](std::string name, double bw, double lat, int k = 1) {
+    p.links.push_back({std::move(name), bw / k, lat, k});
     return static_cast<int>(p.links.size() - 1);
+  };
+  // A shared link gets one multiplicity for all the simulated ranks using it (the lowering checked that they agree).
+  auto same_k = [&](const Port& port, int k) {
+    DTSIM_ASSERT(p.links[port.up].multiplicity == k, "link " << p.links[port.up].name << " shared by ranks of "
+                                                             << "multiplicity " << k << " and "
+                                                             << p.links[port.up].multiplicity);
+    return port;
   };
   if (c.has_graph()) {
     p.graph_mode = true;
@@ -31,7 +40,9 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
   std::map<std::pair<int, int>, Port> nics;
   std::map<int, int> leaf_index;  // leaf switch -> index into leaf_uplink
   std::map<int, int> pod_index;   // pod -> index into pod_uplink
-  for (int gpu : gpu_of_rank) {
+  for (std::size_t r = 0; r < gpu_of_rank.size(); ++r) {
+    const int gpu = gpu_of_rank[r];
+    const RankShare k = share.empty() ? RankShare{} : share[r];
     const double bw = c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency;
     Port nvl;
     nvl.up = add("nvl-up" + std::to_string(gpu), bw, c.intra.latency_s / 2);
@@ -45,11 +56,11 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
         const std::string id = std::to_string(key.first) + "." + std::to_string(key.second);
         const double nic_bw = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
         Port port;
-        port.up = add("nic-up" + id, nic_bw, c.inter.latency_s / 2);
-        port.down = add("nic-down" + id, nic_bw, c.inter.latency_s / 2);
+        port.up = add("nic-up" + id, nic_bw, c.inter.latency_s / 2, k.nic);
+        port.down = add("nic-down" + id, nic_bw, c.inter.latency_s / 2, k.nic);
         it = nics.emplace(key, port).first;
       }
-      net = it->second;
+      net = same_k(it->second, k.nic);
     }
     p.net.push_back(net);
     const int leaf = c.leaf_of(gpu);
@@ -59,11 +70,12 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
       const double up_bw =
           nics_under * c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency / c.inter.oversubscription;
       Port up;
-      up.up = add("leaf-up" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2);
-      up.down = add("leaf-down" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2);
+      up.up = add("leaf-up" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2, k.fabric);
+      up.down = add("leaf-down" + std::to_string(leaf), up_bw, c.inter.spine_latency_s / 2, k.fabric);
       p.leaf_uplink.push_back(up);
       li = leaf_index.emplace(leaf, static_cast<int>(p.leaf_uplink.size() - 1)).first;
     }
+    if (li != leaf_index.end()) same_k(p.leaf_uplink[li->second], k.fabric);
     p.leaf.push_back(li == leaf_index.end() ? -1 : li->second);
     int pod = -1;
     if (c.inter.leaves_per_pod > 0 && c.inter.nics_per_node > 0) {
@@ -74,11 +86,12 @@ Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const s
                                cal.inter_bandwidth_efficiency / c.inter.oversubscription;
         const double pod_bw = c.inter.leaves_per_pod * leaf_up / c.inter.pod_oversubscription;
         Port up;
-        up.up = add("pod-up" + std::to_string(id), pod_bw, c.inter.spine_latency_s / 2);
-        up.down = add("pod-down" + std::to_string(id), pod_bw, c.inter.spine_latency_s / 2);
+        up.up = add("pod-up" + std::to_string(id), pod_bw, c.inter.spine_latency_s / 2, k.fabric);
+        up.down = add("pod-down" + std::to_string(id), pod_bw, c.inter.spine_latency_s / 2, k.fabric);
         p.pod_uplink.push_back(up);
         pi = pod_index.emplace(id, static_cast<int>(p.pod_uplink.size() - 1)).first;
       }
+      same_k(p.pod_uplink[pi->second], k.fabric);
       pod = pi->second;
     }
     p.pod.push_back(pod);
@@ -124,7 +137,7 @@ double Platform::latency_s(const Task& f) const {
 
 double Platform::bandwidth_Bps(const Task& f) const {
   double b = 1e300;
-  for (int i : route(f)) b = std::min(b, links[i].bandwidth_Bps);
+  for (int i : route(f)) b = std::min(b, links[i].bandwidth_Bps * links[i].multiplicity);
   return b;
 }
 

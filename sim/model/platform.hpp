@@ -21,8 +21,16 @@ namespace dtsim::sim {
 
 struct PlatformLink {
   std::string name;
-  double bandwidth_Bps = 0;  ///< nominal x calibrated efficiency
+  double bandwidth_Bps = 0;  ///< nominal x calibrated efficiency, / multiplicity: what the simulated flows share
   double latency_s = 0;
+  /// Folding with multiplicity: each simulated flow on this link stands for this many identical real flows (the
+  /// folded-away ranks' copies), so the link runs at 1/multiplicity of its real capacity.
+  int multiplicity = 1;
+};
+
+/// Per simulated rank: the multiplicities of its NIC's links and of its leaf and pod uplinks (SimRank).
+struct RankShare {
+  int nic = 1, fabric = 1;
 };
 
 struct Port {
@@ -48,9 +56,13 @@ struct Platform {
   /// route() into `out` (cleared first): no allocation once `out` has grown (engines' hot loops).
   void route_into(const Task& flow, std::vector<int>* out) const;
   double latency_s(const Task& flow) const;
-  double bandwidth_Bps(const Task& flow) const;  ///< bottleneck bandwidth of the route
+  /// Bottleneck bandwidth of the route, at the links' real capacities (a flow alone: its folded copies do not
+  /// count).
+  double bandwidth_Bps(const Task& flow) const;
 };
 
-Platform describe_platform(const ClusterSpec& cluster, const Calibration& cal, const std::vector<int>& gpu_of_rank);
+/// `share`: per simulated rank (empty: every multiplicity 1).
+Platform describe_platform(const ClusterSpec& cluster, const Calibration& cal, const std::vector<int>& gpu_of_rank,
+                           const std::vector<RankShare>& share = {});
 
 }  // namespace dtsim::sim

@@ -43,11 +43,13 @@ std::vector<std::vector<std::pair<std::int64_t, double>>> link_loads(const Input
                                                                      const std::vector<int>& links) {
   std::vector<std::vector<std::pair<std::int64_t, double>>> out(links.size());
   if (links.empty()) return out;
-  const Platform pf = describe_platform(*in.cluster, *in.calibration, [&] {
-    std::vector<int> g;
-    for (const auto& r : low.ranks) g.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
-    return g;
-  }());
+  std::vector<int> gpus;
+  std::vector<RankShare> share;
+  for (const auto& r : low.ranks) {
+    gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
+    share.push_back({r.nic_multiplicity, r.fabric_multiplicity});
+  }
+  const Platform pf = describe_platform(*in.cluster, *in.calibration, gpus, share);
   std::vector<int> slot(pf.links.size(), -1);  // platform link -> position in `links`
   for (std::size_t k = 0; k < links.size(); ++k) slot[links[k]] = static_cast<int>(k);
   struct Change {
@@ -62,8 +64,9 @@ std::vector<std::vector<std::pair<std::int64_t, double>>> link_loads(const Input
     const double rate = t.bytes / (res.end_s[i] - res.start_s[i]);
     for (int l : pf.route(t)) {
       if (slot[l] < 0) continue;
-      changes[slot[l]].push_back({units::s_to_ns(res.start_s[i]), rate});
-      changes[slot[l]].push_back({units::s_to_ns(res.end_s[i]), -rate});
+      const double load = rate * pf.links[l].multiplicity;  // the folded copies' too
+      changes[slot[l]].push_back({units::s_to_ns(res.start_s[i]), load});
+      changes[slot[l]].push_back({units::s_to_ns(res.end_s[i]), -load});
     }
   }
   for (std::size_t k = 0; k < links.size(); ++k) {

@@ -64,13 +64,15 @@ TEST(Folding, TpSpanningNodesIsNotFolded) {
   EXPECT_EQ(low.ranks.size(), 16u * 8u);
 }
 
-TEST(Folding, SharedNicsDisableFolding) {
+TEST(Folding, SharedNicsFoldWithMultiplicity) {
   Scenario s = small(2, 2, 4, "dgx-a100:16");
-  s.cluster.inter.nics_per_node = 4;  // two GPUs per NIC
+  s.cluster.inter.nics_per_node = 4;  // two GPUs per NIC: each simulated flow stands for the NIC's two
   Lowered low = s.lower();
-  EXPECT_FALSE(low.fold_tp);
-  EXPECT_FALSE(low.fold_dp);
-  EXPECT_EQ(low.ranks.size(), 16u);
+  EXPECT_TRUE(low.fold_tp);
+  EXPECT_TRUE(low.fold_dp);
+  ASSERT_EQ(low.ranks.size(), 2u);
+  for (const auto& r : low.ranks) EXPECT_EQ(r.nic_multiplicity, 2);
+  EXPECT_NE(low.fold_reason.find("shared NICs: k = 2"), std::string::npos) << low.fold_reason;
 }
 
 TEST(Folding, NoneSimulatesEveryRank) {
