@@ -1720,6 +1720,9 @@ Lowered Lowerer::finish() {
 }
 
 Lowered Lowerer::run() {
+  if (m_.num_layers > kMaxTaskLayer - 2)
+    throw ConfigError("model '" + m_.name + "': " + std::to_string(m_.num_layers) + " layers; the simulator handles " +
+                      "at most " + std::to_string(kMaxTaskLayer - 2));
   orders_ = sched::plan_orders(p_);
   sched::validate_orders(orders_, p_.pp, p_.num_microbatches(), p_.virtual_stages, p_.split_backward(),
                          p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'"

@@ -44,7 +44,7 @@ const char* mem_category_name(MemCategory c) {
 void TaskGraph::memory(std::int32_t task, bool at_end, MemCategory category, double bytes) {
   if (bytes == 0) return;
   DTSIM_ASSERT(task >= 0 && static_cast<std::size_t>(task) < tasks_.size(), "memory event on task " << task);
-  mem_.push_back({task, at_end, category, bytes});
+  mem_.push_back({bytes, task, at_end, category});
 }
 
 std::int32_t TaskGraph::add(const Task& t) {
@@ -87,28 +87,25 @@ void TaskGraph::finalize() {
   for (const auto& e : edges_) succ_begin_[e.first + 1]++;
   for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
   succ_.resize(edges_.size());
-  {
-    std::vector<std::int32_t> cursor(succ_begin_.begin(), succ_begin_.end() - 1);
-    for (const auto& [a, b] : edges_) succ_[cursor[a]++] = b;
-  }
+  // succ_begin_[a] serves as a's cursor (no second array): after the fill it holds a's end, i.e. a + 1's begin.
+  for (const auto& [a, b] : edges_) succ_[succ_begin_[a]++] = b;
+  for (std::size_t i = n; i > 0; --i) succ_begin_[i] = succ_begin_[i - 1];
+  succ_begin_[0] = 0;
   std::vector<std::pair<std::int32_t, std::int32_t>>().swap(edges_);
-  npred_.assign(n, 0);
   std::int32_t out = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto b = succ_.begin() + succ_begin_[i], e = succ_.begin() + succ_begin_[i + 1];
     std::sort(b, e);
     const auto last = std::unique(b, e);
     succ_begin_[i] = out;
-    for (auto it = b; it != last; ++it) {
-      succ_[out++] = *it;
-      npred_[*it]++;
-    }
+    for (auto it = b; it != last; ++it) succ_[out++] = *it;
   }
   succ_begin_[n] = out;
   succ_.resize(out);
   succ_.shrink_to_fit();
+  edge_count_ = succ_.size();
   // Acyclicity (Kahn): every task must become ready.
-  std::vector<std::int32_t> indeg = npred_, queue;
+  std::vector<std::int32_t> indeg = pred_count(), queue;
   for (std::size_t i = 0; i < n; ++i)
     if (indeg[i] == 0) queue.push_back(static_cast<std::int32_t>(i));
   std::size_t seen = 0;
@@ -120,6 +117,20 @@ void TaskGraph::finalize() {
       if (--indeg[*s] == 0) queue.push_back(*s);
   }
   DTSIM_ASSERT(seen == n, "task graph has a cycle (" << n - seen << " tasks never become ready)");
+}
+
+void TaskGraph::release_edges() {
+  DTSIM_ASSERT(finalized_, "release_edges before finalize");
+  std::vector<std::int32_t>().swap(succ_);
+  std::vector<std::int32_t>().swap(succ_begin_);
+  released_ = true;
+}
+
+std::vector<std::int32_t> TaskGraph::pred_count() const {
+  DTSIM_ASSERT(finalized_ && !released_, "pred_count before finalize or after release_edges");
+  std::vector<std::int32_t> n(tasks_.size(), 0);
+  for (const std::int32_t s : succ_) ++n[s];
+  return n;
 }
 
 }  // namespace dtsim::sim

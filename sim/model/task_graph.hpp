@@ -41,11 +41,12 @@ const char* mem_category_name(MemCategory c);
 
 /// A memory change of one simulated rank when a task starts or ends.
 struct MemEvent {
+  double bytes = 0;  ///< positive: allocation; negative: free
   std::int32_t task = -1;
   bool at_end = false;
   MemCategory category = MemCategory::ACTIVATIONS;
-  double bytes = 0;  ///< positive: allocation; negative: free
 };
+static_assert(sizeof(MemEvent) <= 16, "MemEvent grew: a large run holds millions");
 
 /// Which part of the network a flow crosses.
 enum class Path : std::uint8_t {
@@ -55,25 +56,31 @@ enum class Path : std::uint8_t {
   CROSS_POD = 3    ///< three-level fat-tree: leaf, pod and core switches
 };
 
+/// Largest global layer index a Task can hold (Task::layer is 16 bits; the lowering refuses deeper models).
+inline constexpr int kMaxTaskLayer = 32767;
+
 struct Task {
-  // Laid out largest first (56 bytes): an unfolded 1,024-GPU iteration holds tens of millions of tasks.
-  double duration_s = 0;    ///< COMPUTE, DELAY
-  double flops = 0;         ///< COMPUTE: FLOPs (trace annotation)
-  double bytes = 0;         ///< FLOW: payload; COLLECTIVE pieces: for annotation
-  std::int32_t rank = -1;   ///< simulated rank owning the task (the sender of a flow)
-  std::int32_t peer = -1;   ///< FLOW: receiving simulated rank (-1 with mirror)
-  std::int32_t name = -1;   ///< index into TaskGraph::names
-  std::int32_t layer = -1;  ///< global layer index, -1 for none
-  std::int32_t microbatch = -1;
+  // Laid out largest first, small fields packed (40 bytes): a large run holds tens of millions of tasks.
+  double duration_s = 0;  ///< COMPUTE, DELAY
+  /// One slot, read as `flops` for COMPUTE tasks and as `bytes` for FLOW tasks (a task has only one of them).
+  union {
+    double flops = 0;  ///< COMPUTE: FLOPs (MFU, trace annotation)
+    double bytes;      ///< FLOW: payload
+  };
+  std::int32_t rank = -1;        ///< simulated rank owning the task (the sender of a flow)
+  std::int32_t peer = -1;        ///< FLOW: receiving simulated rank (-1 with mirror)
+  std::int32_t name = -1;        ///< index into TaskGraph::names
+  std::int32_t microbatch = -1;  ///< -1 for none
   /// COMPUTE: fractional slowdown while a collective of the rank moves data (interference; 0 = none).
   float interference = 0;
-  TaskKind kind = TaskKind::JOIN;
-  Stream stream = Stream::COMPUTE;
-  Phase phase = Phase::OTHER;
-  Path path = Path::INTRA_NODE;
-  bool mirror = false;  ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
+  std::int16_t layer = -1;  ///< global layer index (<= kMaxTaskLayer), -1 for none
+  TaskKind kind : 2 = TaskKind::JOIN;
+  Stream stream : 3 = Stream::COMPUTE;
+  Phase phase : 3 = Phase::OTHER;
+  Path path : 2 = Path::INTRA_NODE;
+  bool mirror : 1 = false;  ///< FLOW to the symmetric peer of a folded axis (see lowering.hpp)
 };
-static_assert(sizeof(Task) <= 56, "Task grew: it is stored once per task of every simulated rank");
+static_assert(sizeof(Task) <= 40, "Task grew: it is stored once per task of every simulated rank");
 
 /// One kernel of a COMPUTE task, as the cost model sized it (recorded when SimOptions::record_kernels is set):
 /// a GEMM batch x (m x k) * (k x n), or a memory-bound kernel moving `bytes` through HBM. The executor
@@ -108,12 +115,17 @@ public:
   const std::vector<Task>& tasks() const { return tasks_; }
   std::vector<Task>& tasks() { return tasks_; }
   std::size_t size() const { return tasks_.size(); }
-  const std::vector<std::int32_t>& pred_count() const { return npred_; }
+  /// Predecessors per task (computed from the successor lists: engines copy it anyway, the graph does not keep it).
+  std::vector<std::int32_t> pred_count() const;
   /// Successors of task i: succ_[succ_begin_[i] .. succ_begin_[i+1]).
   const std::int32_t* succ_begin(std::int32_t i) const { return succ_.data() + succ_begin_[i]; }
   const std::int32_t* succ_end(std::int32_t i) const { return succ_.data() + succ_begin_[i + 1]; }
   const std::vector<std::string>& names() const { return names_; }
-  std::size_t edge_count() const { return finalized_ ? succ_.size() : edges_.size(); }
+  std::size_t edge_count() const { return finalized_ ? edge_count_ : edges_.size(); }
+  /// Frees the successor lists once no engine will run the graph again (a simulation's reports do not need them);
+  /// succ_begin, succ_end and pred_count must not be called afterwards.
+  void release_edges();
+  bool edges_released() const { return released_; }
   /// Interference: while a COMPUTE task of a rank runs, that rank's outgoing flows move at 1 / (1 + this) of their
   /// rate; and a COMPUTE task runs at 1 / (1 + Task::interference) while the rank has a flow in flight. 0 and
   /// interference_on() false: no interference (the engines then skip the bookkeeping).
@@ -123,12 +135,13 @@ public:
 private:
   std::vector<Task> tasks_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
-  std::vector<std::int32_t> succ_begin_, succ_, npred_;
+  std::vector<std::int32_t> succ_begin_, succ_;
   std::vector<std::string> names_;
   std::vector<MemEvent> mem_;
   std::vector<std::vector<KernelSpec>> kernels_;  ///< by task; sized on the first set_kernels
   std::map<std::string, std::int32_t> name_ids_;
-  bool finalized_ = false;
+  std::size_t edge_count_ = 0;
+  bool finalized_ = false, released_ = false;
 };
 
 }  // namespace dtsim::sim

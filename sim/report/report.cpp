@@ -84,28 +84,52 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   for (double e : res.end_s) T = std::max(T, e);
   rep.iteration_time_s = T;
 
-  std::vector<std::vector<Interval>> compute(nr), comm(nr);
-  std::vector<double> interference(nr, 0.0);
-  std::vector<std::array<std::vector<Interval>, kNumCommKinds>> comm_kind(nr);
-  std::vector<int> kind_of_name(low.graph.names().size(), -1);
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const Task& t = tasks[i];
-    const double s = res.start_s[i], e = res.end_s[i];
-    if (t.kind == TaskKind::COMPUTE) {
-      compute[t.rank].emplace_back(s, e);
-      if (t.interference > 0) interference[t.rank] += std::max(0.0, (e - s) - t.duration_s);
-    }
-    if ((t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST) {
-      int& k = kind_of_name[static_cast<std::size_t>(t.name)];
-      if (k < 0) k = comm_kind_of(low.graph.names()[t.name]);
-      comm[t.rank].emplace_back(s, e);
-      comm_kind[t.rank][k].emplace_back(s, e);
-      if (t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank) {
-        comm[t.peer].emplace_back(s, e);
-        comm_kind[t.peer][k].emplace_back(s, e);
-      }
+  // Each rank's compute and communication tasks (a flow also counts for its receiver), in task order: one rank's
+  // intervals exist at a time (4 bytes per entry here, instead of every rank's intervals at once).
+  auto is_comm = [](const Task& t) {
+    return (t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST;
+  };
+  auto received = [](const Task& t) { return t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank; };
+  std::vector<std::size_t> first(nr + 1, 0);
+  for (const Task& t : tasks) {
+    if (t.kind == TaskKind::COMPUTE || is_comm(t)) ++first[static_cast<std::size_t>(t.rank) + 1];
+    if (is_comm(t) && received(t)) ++first[static_cast<std::size_t>(t.peer) + 1];
+  }
+  for (std::size_t r = 0; r < nr; ++r) first[r + 1] += first[r];
+  std::vector<std::int32_t> by_rank(first[nr]);
+  {
+    std::vector<std::size_t> cursor(first.begin(), first.end() - 1);
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const Task& t = tasks[i];
+      if (t.kind == TaskKind::COMPUTE || is_comm(t)) by_rank[cursor[t.rank]++] = static_cast<std::int32_t>(i);
+      if (is_comm(t) && received(t)) by_rank[cursor[t.peer]++] = static_cast<std::int32_t>(i);
     }
   }
+  std::vector<int> kind_of_name(low.graph.names().size(), -1);
+  std::vector<Interval> compute, comm;
+  std::array<std::vector<Interval>, kNumCommKinds> comm_kind;
+  double interference = 0;
+  // Rank r's intervals into compute, comm and comm_kind.
+  auto collect = [&](std::size_t r) {
+    compute.clear();
+    comm.clear();
+    for (auto& v : comm_kind) v.clear();
+    interference = 0;
+    for (std::size_t j = first[r]; j < first[r + 1]; ++j) {
+      const std::int32_t i = by_rank[j];
+      const Task& t = tasks[i];
+      const double s = res.start_s[i], e = res.end_s[i];
+      if (t.kind == TaskKind::COMPUTE) {
+        compute.emplace_back(s, e);
+        if (t.interference > 0) interference += std::max(0.0, (e - s) - t.duration_s);
+        continue;
+      }
+      int& k = kind_of_name[static_cast<std::size_t>(t.name)];
+      if (k < 0) k = comm_kind_of(low.graph.names()[t.name]);
+      comm.emplace_back(s, e);
+      comm_kind[k].emplace_back(s, e);
+    }
+  };
   struct TimedMem {
     double t;
     int order;  // frees (0) before allocations (1) at the same instant
@@ -134,10 +158,11 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
     rr.sim_index = static_cast<int>(r);
     rr.global_rank = low.ranks[r].global_rank;
     rr.coord = low.ranks[r].coord;
-    auto busy = merge(compute[r]);
-    auto inflight = merge(comm[r]);
+    collect(r);
+    auto busy = merge(compute);
+    auto inflight = merge(comm);
     std::array<std::vector<Interval>, kNumCommKinds> by_kind;
-    for (int k = 0; k < kNumCommKinds; ++k) by_kind[k] = merge(comm_kind[r][k]);
+    for (int k = 0; k < kNumCommKinds; ++k) by_kind[k] = merge(comm_kind[k]);
     auto idle = [&](double a, double b) {
       double ex = overlap(inflight, a, b);
       rr.exposed_comm_s += ex;
@@ -157,7 +182,7 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       for (const auto& [a, b] : by_kind[k]) total += b - a;
       rr.overlapped_by_kind_s[k] = std::max(0.0, total - rr.exposed_by_kind_s[k]);
     }
-    rr.interference_s = interference[r];
+    rr.interference_s = interference;
     rr.bubble_fraction = rr.compute_s > 0 ? rr.bubble_s / rr.compute_s : 0;
     // Memory timeline: static parts at t = 0, then every event in time order.
     const auto& sm = low.ranks[r].static_mem;

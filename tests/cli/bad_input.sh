@@ -233,7 +233,7 @@ if [[ -z ${ASAN_OPTIONS:-} ]] && ! ldd "$DTSIM" 2>/dev/null | grep -q libasan; t
   chmod +x "$TMP/dtsim_400mb"
   dtsim_saved=$DTSIM
   DTSIM=$TMP/dtsim_400mb
-  expect_error "out of memory mid-run"       "out of memory (std::bad_alloc)" simulate --model gpt3-175b --cluster dgx-a100:256 --tp 8 --pp 8 --dp 4 --gbs 128 --fold none --max-memory none
+  expect_error "out of memory mid-run"       "out of memory (std::bad_alloc)" simulate --model gpt3-175b --cluster dgx-a100:256 --tp 8 --pp 8 --dp 4 --gbs 512 --fold none --max-memory none
   DTSIM=$dtsim_saved
 fi
 expect_error "plan unknown planner"          "unknown planner 'oracle'" plan --planner oracle --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16
