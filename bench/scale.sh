@@ -3,7 +3,7 @@
 # GPT-3 175B, TP8 PP8, 1F1B, micro-batch 1, 96 micro-batches per pipeline, in the three settings:
 #   1. 1,048,576 GPUs (dgx-a100), folded                      target <= 2 s, <= 1 GB
 #   2. 1,024 GPUs, --fold none (every rank simulated)         target <= 30 s, <= 2 GB
-#   3. 16,384 GPUs of dgx-a100:16384:fat-tree:16:4 (4:1 oversubscribed leaf uplinks; unfoldable today)
+#   3. 16,384 GPUs of dgx-a100:16384:fat-tree:16:4 (4:1 oversubscribed leaf uplinks; TP folds with multiplicity 8)
 #                                                             target <= 60 s, <= 4 GB at flow fidelity
 # plus the folded 1,024-GPU run for reference. Each case writes its outputs (summary.json, bounded trace.json) like a
 # user's run. A case the simulator refuses up front (memory guard) is reported as refused, with its message.

@@ -16,14 +16,15 @@ namespace {
 // ---- bytes per task, edge and rank: measured ---------------------------------------------------------------------
 // Fitted (smallest worst-case relative error) to the peak RSS (/usr/bin/time -f %M) of 18 `dtsim simulate` runs, 4 k
 // to 30 M tasks over 2 to 1,024 simulated ranks: folded and unfolded, flow and steps collectives, SimGrid, max-min and
-// analytic engines, with and without --out / --perfetto; 2-core development machine, 2026-11-26, Release build at
-// 88a2b35 (56-byte Task, edge list released after finalize, collective instances forgotten once joined). Worst error
-// 6% without outputs, 8% with; README "Memory guard" has the table, bench/footprint.sh the runs. The lowered graph
-// stays resident through the engine and the report; the engines cost alike per task (SimGrid creates and frees its
-// activities as tasks run) except for SimGrid's full-zone routing table. Re-measure when TaskGraph, the engines or the
-// report change.
+// analytic engines, with and without --out / --perfetto; 2-core development machine, 2026-11-26, Release build after
+// 162e36f (40-byte Task, predecessor counts not stored, dependency lists freed before the report). Worst error -8% /
+// +6%; README "Memory guard" has the table, bench/footprint.sh the runs. The lowered graph stays resident through
+// the engine and the report; the flow engines cost alike per task (SimGrid creates and frees its activities as tasks
+// run) except for SimGrid's full-zone routing table; the analytic engine keeps every flow's load changes per link.
+// Re-measure when TaskGraph, the engines or the report change.
 constexpr double kBytesBase = 44e6;               ///< process, SimGrid, presets and calibrations before the first task
-constexpr double kBytesPerTask = 118;             ///< graph, engine state, start/end times, report, per task
+constexpr double kBytesPerTask = 70;              ///< graph, engine state, start/end times, report, per task
+constexpr double kBytesPerTaskAnalytic = 30;      ///< the analytic engine's per-link load changes, per task
 constexpr double kBytesPerEdge = 4;               ///< per dependency edge as counted here (before de-duplication)
 constexpr double kBytesPerRankPairSimgrid = 620;  ///< SimGrid's full-zone routing table: quadratic in simulated ranks
 constexpr double kBytesPerTracedTask = 200;       ///< trace.json, per task of a traced rank (text and its JSON tree)
@@ -529,6 +530,7 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   f.bytes = kBytesBase + kBytesPerTask * f.tasks + kBytesPerEdge * f.edges;
   if (opt.network == NetworkMode::ANALYTIC) {
     f.engine = "analytic";
+    f.bytes += kBytesPerTaskAnalytic * f.tasks;
   } else if (opt.engine == FlowEngine::MAXMIN ||
              (opt.engine == FlowEngine::AUTO && f.simulated_ranks > kSimgridUpToRanks)) {
     f.engine = "dtsim-maxmin";
