@@ -148,15 +148,6 @@ sim::NetworkMode network_mode(const std::string& net, const std::string& cmd) {
   throw ConfigError(cmd + ": --network '" + net + "' is not known (known: flow, analytic)");
 }
 
-namespace {
-std::string gb(double bytes) {
-  char b[32];
-  if (bytes < 1e9) std::snprintf(b, sizeof b, "%.1f MB", bytes / 1e6);
-  else std::snprintf(b, sizeof b, "%.1f GB", bytes / 1e9);
-  return b;
-}
-}  // namespace
-
 void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOptions& options,
                   const sim::FootprintOutputs& outputs) {
   const double limit = options.max_memory_bytes == 0 ? default_max_memory_bytes() : options.max_memory_bytes;
@@ -170,7 +161,7 @@ void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOp
     sim::SimOptions folded = opt;
     folded.fold = sim::FoldMode::AUTO;
     const sim::Footprint a = sim::estimate_footprint(in.model, in.cluster, in.plan, in.calibration, folded, outputs);
-    if (a.simulated_ranks < f.simulated_ranks) fixes.push_back("drop --fold none (" + gb(a.bytes) + ")");
+    if (a.simulated_ranks < f.simulated_ranks) fixes.push_back("drop --fold none (" + sim::bytes_text(a.bytes) + ")");
   } else if (f.simulated_ranks > in.plan.pp && !f.fold_tp && !f.fold_dp) {
     why = f.fold_reason;
   }
@@ -178,7 +169,7 @@ void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOp
   if (outputs.perfetto) fixes.emplace_back("drop --perfetto");
   fixes.emplace_back("use fewer micro-batches (a smaller --gbs or a larger --mbs)");
   std::string msg = options.command + ": this run would need about " + sim::describe(f, why) + " but --max-memory is " +
-                    gb(limit) + ": ";
+                    sim::bytes_text(limit) + ": ";
   for (const auto& fix : fixes) msg += fix + ", ";
   throw ConfigError(msg + "or raise --max-memory");
 }

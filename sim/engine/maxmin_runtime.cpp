@@ -109,11 +109,6 @@ public:
 
 private:
   int link_con(int l) const { return nr_ * kNumStreams + l; }
-  double latency_of(const std::vector<int>& route) const {  // as Platform::latency_s: the links' sum, in order
-    double l = 0;
-    for (int i : route) l += pf_.links[i].latency_s;
-    return l;
-  }
   int host_con(const Task& t) const {
     return t.kind == TaskKind::COMPUTE ? t.rank : nr_ + t.rank * (kNumStreams - 1) + static_cast<int>(t.stream) - 1;
   }
@@ -173,7 +168,7 @@ private:
     }
     // SimGrid's CM02 shares a link in inverse proportion to each flow's route latency (its "sharing penalty"; 1
     // without latency): flows over longer routes get less.
-    const double lat = latency_of(route_);
+    const double lat = pf_.latency_s(route_);
     const std::int32_t id = new_var(task, bytes, lat > 0 ? 1.0 / lat : 1.0);
     for (int l : route_) attach(id, link_con(l));
   }
@@ -268,7 +263,7 @@ private:
             update_interference(t.rank);
           }
           ++res_.activities;
-          const double lat = latency_of(route_);
+          const double lat = pf_.latency_s(route_);
           if (lat > 0) push(now_ + lat, LATENCY_DONE, id, 0);
           else start_sharing(id);
           break;

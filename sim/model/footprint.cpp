@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "sim/model/groups.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/stack_profile.hpp"
@@ -44,9 +45,6 @@ struct Count {
 };
 Count operator*(Count c, double k) { return {c.tasks * k, c.edges * k}; }
 Count operator+(Count a, const Count& b) { return a += b; }
-
-/// The groups of Lowerer::group_members (lowering.cpp) this estimate needs to size.
-enum class Axis { TP, DP, CP, EP, ETP, EDP, EMB };
 
 /// One group seen from the representative rank of a stage: size, whether a folded axis crosses it, and the
 /// node split of its hierarchical all-reduce (local members per node, nodes).
@@ -94,74 +92,9 @@ private:
     return probe_.ranks[static_cast<std::size_t>(probe_.sim_index_of[static_cast<std::size_t>(rank)])].global_rank ==
            rank;
   }
-  int block_index(const RankCoord& x) const { return x.tp + p_.tp * (x.cp + p_.cp * x.dp); }
 
-  /// Members of `rank`'s group on `ax`, as Lowerer::group_members builds them.
-  std::vector<int> members(int rank, Axis ax) const {
-    const RankCoord c = p_.coord_of(rank);
-    std::vector<int> out;
-    switch (ax) {
-      case Axis::TP:
-        for (int i = 0; i < p_.tp; ++i) {
-          RankCoord x = c;
-          x.tp = i;
-          out.push_back(p_.rank_of(x));
-        }
-        break;
-      case Axis::DP:
-        for (int d = 0; d < p_.dp; ++d)
-          for (int j = 0; j < p_.replicas(c.pp); ++j)
-            for (int k = 0; k < p_.cp; ++k) {
-              RankCoord x = c;
-              x.dp = d;
-              x.rep = j;
-              x.cp = k;
-              out.push_back(p_.rank_of(x));
-            }
-        break;
-      case Axis::CP:
-        for (int i = 0; i < p_.cp; ++i) {
-          RankCoord x = c;
-          x.cp = i;
-          out.push_back(p_.rank_of(x));
-        }
-        break;
-      case Axis::EP:
-      case Axis::ETP:
-      case Axis::EDP: {
-        const int etp = p_.expert_tp(), ep = p_.ep, j = block_index(c);
-        const int my_t = j % etp, my_e = (j / etp) % ep, my_d = j / (etp * ep);
-        for (int k = 0; k < p_.tp * p_.cp * p_.dp; ++k) {
-          const int t = k % etp, e = (k / etp) % ep, d = k / (etp * ep);
-          const bool in = ax == Axis::EP    ? (t == my_t && d == my_d)
-                          : ax == Axis::ETP ? (e == my_e && d == my_d)
-                                            : (t == my_t && e == my_e);
-          if (!in) continue;
-          RankCoord x = c;
-          x.tp = k % p_.tp;
-          x.cp = (k / p_.tp) % p_.cp;
-          x.dp = k / (p_.tp * p_.cp);
-          out.push_back(p_.rank_of(x));
-        }
-        break;
-      }
-      case Axis::EMB:
-        for (int st : {0, p_.pp - 1})
-          for (int j = 0; j < p_.replicas(st); ++j) {
-            RankCoord x = c;
-            x.pp = st;
-            x.rep = j;
-            out.push_back(p_.rank_of(x));
-          }
-        break;
-    }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-  }
-
-  Group group(int rank, Axis ax) const {
-    const auto mem = members(rank, ax);
+  Group group(int rank, GroupAxis ax) const {
+    const auto mem = group_members(p_, rank, ax);
     Group g;
     g.n = static_cast<int>(mem.size());
     for (int r : mem)
@@ -311,7 +244,7 @@ private:
   Count steps(const std::vector<cost::Step>& steps, int rank) const {
     Count c;
     bool issued = false;
-    const Group tp = group(rank, Axis::TP);
+    const Group tp = group(rank, GroupAxis::TP);
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const auto& st = steps[i];
       if (st.kind == cost::Step::Kind::COMPUTE) {
@@ -334,9 +267,9 @@ private:
         c += overlapped(steps[i + 1], &st, rs, tp, &issued);
         i += rs && cost::gemm_index(steps[i + 1].ops, false) != cost::gemm_index(steps[i + 1].ops, true) ? 2 : 1;
       } else {
-        Group g = st.group == cost::CommGroup::CP    ? group(rank, Axis::CP)
-                  : st.group == cost::CommGroup::EP  ? group(rank, Axis::EP)
-                  : st.group == cost::CommGroup::ETP ? group(rank, Axis::ETP)
+        Group g = st.group == cost::CommGroup::CP    ? group(rank, GroupAxis::CP)
+                  : st.group == cost::CommGroup::EP  ? group(rank, GroupAxis::EP)
+                  : st.group == cost::CommGroup::ETP ? group(rank, GroupAxis::ETP)
                                                      : tp;
         if (st.group == cost::CommGroup::TP && st.axis != cost::TpAxis::ALL) {
           g.n = static_cast<int>(cost::tp_axis_members(p_.tp_layout, p_.tp, p_.tp_depth, st.axis, 0).size());
@@ -358,15 +291,15 @@ private:
     const auto chunk_layers = p_.chunk_layers(m_.num_layers);
     std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
     for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_start[k + 1] = chunk_start[k] + chunk_layers[k];
-    const Group tp = group(rank, Axis::TP), dp = group(rank, Axis::DP);
+    const Group tp = group(rank, GroupAxis::TP), dp = group(rank, GroupAxis::DP);
     const bool moe = m_.moe.enabled();
-    const Group edp = moe ? group(rank, Axis::EDP) : Group{};
+    const Group edp = moe ? group(rank, GroupAxis::EDP) : Group{};
     const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = moe && p_.expert_dp() > 1;
     const double grad_scale = p_.fp32_grads ? 4.0 / e : 1.0;
     const cost::MoeLayerParams moe_params =
         moe ? cost::moe_layer_params_per_rank(m_, p_.tp, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
     const std::size_t moe_idx =
-        pc.moe_layer.size() > 1 ? static_cast<std::size_t>((block_index(rc) / p_.expert_tp()) % p_.ep) : 0;
+        pc.moe_layer.size() > 1 ? static_cast<std::size_t>((block_index(p_, rc) / p_.expert_tp()) % p_.ep) : 0;
 
     struct Unit {
       const cost::LayerPasses* passes;
@@ -481,7 +414,8 @@ private:
       }
     }
     if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1))
-      c += collective(group(rank, Axis::EMB), CollectiveKind::ALL_REDUCE, static_cast<double>(m_.vocab) * m_.hidden);
+      c += collective(group(rank, GroupAxis::EMB), CollectiveKind::ALL_REDUCE,
+                      static_cast<double>(m_.vocab) * m_.hidden);
     if (cal_.grad_clip) {
       c += {1, 3};
       c += collective(tp, CollectiveKind::ALL_REDUCE, 4) + collective(dp, CollectiveKind::ALL_REDUCE, 4);
@@ -550,6 +484,12 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   return f;
 }
 
+std::string bytes_text(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f %s", bytes / (bytes < 1e9 ? 1e6 : 1e9), bytes < 1e9 ? "MB" : "GB");
+  return b;
+}
+
 std::string describe(const Footprint& f, const std::string& note) {
   char b[160];
   const double t = f.tasks;
@@ -557,9 +497,8 @@ std::string describe(const Footprint& f, const std::string& note) {
   if (t >= 1e6) std::snprintf(tasks, sizeof tasks, "%.1f M", t / 1e6);
   else if (t >= 1e3) std::snprintf(tasks, sizeof tasks, "%.0f k", t / 1e3);
   else std::snprintf(tasks, sizeof tasks, "%.0f", t);
-  std::snprintf(b, sizeof b, "%.1f %s (%s tasks over %s simulated rank%s", f.bytes / (f.bytes < 1e9 ? 1e6 : 1e9),
-                f.bytes < 1e9 ? "MB" : "GB", tasks, with_commas(f.simulated_ranks).c_str(),
-                f.simulated_ranks == 1 ? "" : "s");
+  std::snprintf(b, sizeof b, "%s (%s tasks over %s simulated rank%s", bytes_text(f.bytes).c_str(), tasks,
+                with_commas(f.simulated_ranks).c_str(), f.simulated_ranks == 1 ? "" : "s");
   return b + (note.empty() ? "" : "; " + note) + ")";
 }
 

@@ -37,6 +37,8 @@ struct FootprintOutputs {
 Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
                              const Calibration& cal, const SimOptions& opt, const FootprintOutputs& outputs = {});
 
+/// Bytes as the memory guard writes them: "44.6 MB" below 1 GB, else "2.4 GB".
+std::string bytes_text(double bytes);
 /// "9.1 GB (24.4 M tasks over 1,024 simulated ranks)", with `note` inside the parentheses after a "; ".
 std::string describe(const Footprint& f, const std::string& note = "");
 

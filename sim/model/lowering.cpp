@@ -9,6 +9,7 @@
 #include <memory>
 #include <tuple>
 
+#include "sim/model/groups.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/routing.hpp"
@@ -42,12 +43,6 @@ namespace {
 
 using cost::CollectiveKind;
 
-// Groups of the three axes plus the tied-embedding pair {first stage, last stage}, the context-parallel group and
-// the expert groups (expert parallel, expert tensor parallel, expert data parallel). DP spans dp x cp (the ranks
-// that reduce dense gradients).
-enum class GroupAxis { TP, DP, PP, EMB, CP, EP, ETP, EDP };
-constexpr int kNumGroupAxes = 8;
-
 struct FoldDecision {
   bool tp = false, dp = false;
   std::string reason;
@@ -74,7 +69,7 @@ public:
 
 private:
   // --- topology helpers
-  std::vector<int> group_members(int rank, GroupAxis ax) const;
+  std::vector<int> group_members(int rank, GroupAxis ax) const { return sim::group_members(p_, rank, ax); }
   /// The member after `rank` in its ring over `ax` (itself when alone).
   int ring_next(int rank, GroupAxis ax) const {
     auto members = group_members(rank, ax);
@@ -202,16 +197,8 @@ private:
   Lowered out_;
   std::vector<std::array<std::int32_t, kNumStreams>> last_;
   std::vector<std::array<int, kNumGroupAxes>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
-  /// Index j = tp + tp (cp + cp dp) of a rank inside its stage's tp x cp x dp block (Megatron-Core's expert grid).
-  int block_index(const RankCoord& c) const { return c.tp + p_.tp * (c.cp + p_.cp * c.dp); }
-  RankCoord block_coord(int j, int pp) const {
-    RankCoord c;
-    c.tp = j % p_.tp;
-    c.cp = (j / p_.tp) % p_.cp;
-    c.dp = j / (p_.tp * p_.cp);
-    c.pp = pp;
-    return c;
-  }
+  int block_index(const RankCoord& c) const { return sim::block_index(p_, c); }
+  RankCoord block_coord(int j, int pp) const { return sim::block_coord(p_, j, pp); }
   /// Expert-parallel index of a rank (which block of experts it holds).
   int ep_index(int rank) const { return (block_index(p_.coord_of(rank)) / p_.expert_tp()) % p_.ep; }
   /// A rank's part of ring attention (RING_ATTENTION step): blocks on the compute stream, KV transfers to the CP
@@ -285,73 +272,6 @@ private:
   std::vector<Waiting> waiting_;
   std::vector<std::vector<PipeOp>> orders_;  // per stage
 };
-
-std::vector<int> Lowerer::group_members(int rank, GroupAxis ax) const {
-  const RankCoord c = p_.coord_of(rank);
-  std::vector<int> out;
-  auto add = [&](RankCoord x) { out.push_back(p_.rank_of(x)); };
-  switch (ax) {
-    case GroupAxis::TP:
-      for (int i = 0; i < p_.tp; ++i) {
-        RankCoord x = c;
-        x.tp = i;
-        add(x);
-      }
-      break;
-    case GroupAxis::DP:  // every replica of the stage in every pipeline copy, and every cp rank
-      for (int d = 0; d < p_.dp; ++d)
-        for (int j = 0; j < p_.replicas(c.pp); ++j)
-          for (int k = 0; k < p_.cp; ++k) {
-            RankCoord x = c;
-            x.dp = d;
-            x.rep = j;
-            x.cp = k;
-            add(x);
-          }
-      break;
-    case GroupAxis::PP:
-      for (int st = 0; st < p_.pp; ++st) {
-        RankCoord x = c;
-        x.pp = st;
-        x.rep = std::min(c.rep, p_.replicas(st) - 1);
-        add(x);
-      }
-      break;
-    case GroupAxis::CP:
-      for (int i = 0; i < p_.cp; ++i) {
-        RankCoord x = c;
-        x.cp = i;
-        add(x);
-      }
-      break;
-    case GroupAxis::EP:
-    case GroupAxis::ETP:
-    case GroupAxis::EDP: {
-      const int etp = p_.expert_tp(), ep = p_.ep, j = block_index(c);
-      const int my_t = j % etp, my_e = (j / etp) % ep, my_d = j / (etp * ep);
-      for (int k = 0; k < p_.tp * p_.cp * p_.dp; ++k) {
-        const int t = k % etp, e = (k / etp) % ep, d = k / (etp * ep);
-        const bool in = ax == GroupAxis::EP    ? (t == my_t && d == my_d)
-                        : ax == GroupAxis::ETP ? (e == my_e && d == my_d)
-                                               : (t == my_t && e == my_e);
-        if (in) add(block_coord(k, c.pp));
-      }
-      break;
-    }
-    case GroupAxis::EMB:  // every replica of the first and of the last stage of this pipeline copy
-      for (int st : {0, p_.pp - 1})
-        for (int j = 0; j < p_.replicas(st); ++j) {
-          RankCoord x = c;
-          x.pp = st;
-          x.rep = j;
-          add(x);
-        }
-      break;
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
 
 bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) const {
   const int world = p_.world_size();

@@ -129,9 +129,11 @@ void Platform::route_into(const Task& f, std::vector<int>* out) const {
   out->push_back(ports[dst].down);
 }
 
-double Platform::latency_s(const Task& f) const {
+double Platform::latency_s(const Task& f) const { return latency_s(route(f)); }
+
+double Platform::latency_s(const std::vector<int>& route) const {
   double l = 0;
-  for (int i : route(f)) l += links[i].latency_s;
+  for (int i : route) l += links[i].latency_s;
   return l;
 }
 

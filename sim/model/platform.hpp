@@ -56,6 +56,8 @@ struct Platform {
   /// route() into `out` (cleared first): no allocation once `out` has grown (engines' hot loops).
   void route_into(const Task& flow, std::vector<int>* out) const;
   double latency_s(const Task& flow) const;
+  /// Latency of a route from route_into: its links' latencies summed in order (no allocation).
+  double latency_s(const std::vector<int>& route) const;
   /// Bottleneck bandwidth of the route, at the links' real capacities (a flow alone: its folded copies do not
   /// count).
   double bandwidth_Bps(const Task& flow) const;

@@ -1,0 +1,85 @@
+#include "sim/model/groups.hpp"
+
+#include <algorithm>
+
+namespace dtsim::sim {
+
+int block_index(const ParallelPlan& p, const RankCoord& c) { return c.tp + p.tp * (c.cp + p.cp * c.dp); }
+
+RankCoord block_coord(const ParallelPlan& p, int j, int pp) {
+  RankCoord c;
+  c.tp = j % p.tp;
+  c.cp = (j / p.tp) % p.cp;
+  c.dp = j / (p.tp * p.cp);
+  c.pp = pp;
+  return c;
+}
+
+std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
+  const RankCoord c = p.coord_of(rank);
+  std::vector<int> out;
+  auto add = [&](RankCoord x) { out.push_back(p.rank_of(x)); };
+  switch (ax) {
+    case GroupAxis::TP:
+      for (int i = 0; i < p.tp; ++i) {
+        RankCoord x = c;
+        x.tp = i;
+        add(x);
+      }
+      break;
+    case GroupAxis::DP:  // every replica of the stage in every pipeline copy, and every cp rank
+      for (int d = 0; d < p.dp; ++d)
+        for (int j = 0; j < p.replicas(c.pp); ++j)
+          for (int k = 0; k < p.cp; ++k) {
+            RankCoord x = c;
+            x.dp = d;
+            x.rep = j;
+            x.cp = k;
+            add(x);
+          }
+      break;
+    case GroupAxis::PP:
+      for (int st = 0; st < p.pp; ++st) {
+        RankCoord x = c;
+        x.pp = st;
+        x.rep = std::min(c.rep, p.replicas(st) - 1);
+        add(x);
+      }
+      break;
+    case GroupAxis::CP:
+      for (int i = 0; i < p.cp; ++i) {
+        RankCoord x = c;
+        x.cp = i;
+        add(x);
+      }
+      break;
+    case GroupAxis::EP:
+    case GroupAxis::ETP:
+    case GroupAxis::EDP: {
+      const int etp = p.expert_tp(), ep = p.ep, j = block_index(p, c);
+      const int my_t = j % etp, my_e = (j / etp) % ep, my_d = j / (etp * ep);
+      for (int k = 0; k < p.tp * p.cp * p.dp; ++k) {
+        const int t = k % etp, e = (k / etp) % ep, d = k / (etp * ep);
+        const bool in = ax == GroupAxis::EP    ? (t == my_t && d == my_d)
+                        : ax == GroupAxis::ETP ? (e == my_e && d == my_d)
+                                               : (t == my_t && e == my_e);
+        if (in) add(block_coord(p, k, c.pp));
+      }
+      break;
+    }
+    case GroupAxis::EMB:  // every replica of the first and of the last stage of this pipeline copy
+      for (int st : {0, p.pp - 1})
+        for (int j = 0; j < p.replicas(st); ++j) {
+          RankCoord x = c;
+          x.pp = st;
+          x.rep = j;
+          add(x);
+        }
+      break;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace dtsim::sim
