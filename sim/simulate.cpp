@@ -31,12 +31,7 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   if (adjust) adjust(s.lowered);
-  std::vector<int> gpus;
-  std::vector<RankShare> share;
-  for (const auto& r : s.lowered.ranks) {
-    gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
-    share.push_back({r.nic_multiplicity, r.fabric_multiplicity});
-  }
+  const auto [gpus, share] = platform_ranks(s.lowered, *in.plan, in.options->first_gpu);
   const FlowEngine fe = in.options->engine;
   const bool maxmin = fe == FlowEngine::MAXMIN ||
                       (fe == FlowEngine::AUTO && static_cast<int>(s.lowered.ranks.size()) > kSimgridUpToRanks);

@@ -41,10 +41,9 @@ CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& ca
   SimOptions opt = options;
   if (kind == cost::CollectiveKind::BROADCAST || kind == cost::CollectiveKind::REDUCE) opt.fold = FoldMode::NONE;
   Lowered low = lower_collective(model, cluster, plan, cal, opt, kind, bytes);
-  std::vector<int> gpus;
-  for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
-  EngineResult res = options.network == NetworkMode::FLOW ? run_on_simgrid(low.graph, cluster, cal, gpus)
-                                                          : run_analytic(low.graph, cluster, cal, gpus);
+  const auto [gpus, share] = platform_ranks(low, plan, 0);
+  EngineResult res = options.network == NetworkMode::FLOW ? run_on_simgrid(low.graph, cluster, cal, gpus, share)
+                                                          : run_analytic(low.graph, cluster, cal, gpus, share);
   CollectivePoint pt;
   pt.bytes = bytes;
   for (double e : res.end_s) pt.time_s = std::max(pt.time_s, e);

@@ -76,11 +76,11 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
     for (std::size_t k = 0; k < jobs.size(); ++k) {
       SimOptions own_opt = options;
       own_opt.first_gpu = jobs[k].first_gpu;
+      own_opt.fold_shared_links = false;  // as in the combined run below
       alone[k] = run_isolated(
           [&] {
             Lowered low = lower(jobs[k].model, cluster, jobs[k].plan, cal, own_opt);
-            std::vector<int> own;
-            for (const auto& r : low.ranks) own.push_back(jobs[k].first_gpu + jobs[k].plan.gpu_of_rank(r.global_rank));
+            const std::vector<int> own = platform_ranks(low, jobs[k].plan, jobs[k].first_gpu).gpu;
             EngineResult res = options.network == NetworkMode::ANALYTIC ? run_analytic(low.graph, cluster, cal, own)
                                                                         : run_on_simgrid(low.graph, cluster, cal, own);
             return std::vector<double>{*std::max_element(res.end_s.begin(), res.end_s.end())};
@@ -96,12 +96,16 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
     JobResult jr;
     jr.options = options;
     jr.options.first_gpu = job.first_gpu;
+    // The other jobs' traffic shares leaf uplinks and NICs with this job's, unseen by its lowering: no folding with
+    // multiplicity (each job's links carry its own ranks' flows one for one).
+    jr.options.fold_shared_links = false;
     jr.lowered = lower(job.model, cluster, job.plan, cal, jr.options);
     const auto& g = jr.lowered.graph;
     const auto toff = static_cast<std::int32_t>(merged.size());
     const auto roff = static_cast<std::int32_t>(gpus.size());
     task_offset.push_back(static_cast<std::size_t>(toff));
-    for (const auto& r : jr.lowered.ranks) gpus.push_back(job.first_gpu + job.plan.gpu_of_rank(r.global_rank));
+    const auto own = platform_ranks(jr.lowered, job.plan, job.first_gpu).gpu;
+    gpus.insert(gpus.end(), own.begin(), own.end());
     for (const auto& t : g.tasks()) {
       Task c = t;
       c.rank += roff;

@@ -355,7 +355,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
   share->clear();
   const bool shared_nics = c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node;
   if (!crosses_leaf && !shared_nics) return true;
-  return fold_shares(rep, share);
+  return opt_.fold_shared_links && fold_shares(rep, share);
 }
 
 // Folding with multiplicity. A leaf uplink (or a NIC shared by several GPUs) carries the flows of every rank under

@@ -73,6 +73,9 @@ struct SimOptions {
   int channels = 1;   ///< ring collectives split each transfer over this many parallel flows (NCCL channels)
   /// Overlapped kernels and collectives slow each other down (Calibration's interference_* fractions; flow engine).
   bool interference = true;
+  /// Folding with multiplicity allowed (links folded-away ranks share, at capacity / k). Off where other traffic
+  /// the lowering does not see shares those links (several jobs on one cluster).
+  bool fold_shared_links = true;
   bool record_kernels =
       false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
 };

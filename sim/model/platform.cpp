@@ -5,6 +5,17 @@
 
 namespace dtsim::sim {
 
+PlatformRanks platform_ranks(const Lowered& low, const ParallelPlan& plan, int first_gpu) {
+  PlatformRanks pr;
+  pr.gpu.reserve(low.ranks.size());
+  pr.share.reserve(low.ranks.size());
+  for (const auto& r : low.ranks) {
+    pr.gpu.push_back(first_gpu + plan.gpu_of_rank(r.global_rank));
+    pr.share.push_back({r.nic_multiplicity, r.fabric_multiplicity});
+  }
+  return pr;
+}
+
 Platform describe_platform(const ClusterSpec& c, const Calibration& cal, const std::vector<int>& gpu_of_rank,
                            const std::vector<RankShare>& share) {
   DTSIM_ASSERT(share.empty() || share.size() == gpu_of_rank.size(), "one RankShare per simulated rank");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/model/lowering.hpp"
 #include "sim/model/task_graph.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
@@ -62,6 +63,14 @@ struct Platform {
   /// count).
   double bandwidth_Bps(const Task& flow) const;
 };
+
+/// The simulated ranks of a lowering as the platform takes them: each one's GPU (first_gpu + the plan's GPU of its
+/// global rank) and its multiplicities.
+struct PlatformRanks {
+  std::vector<int> gpu;
+  std::vector<RankShare> share;
+};
+PlatformRanks platform_ranks(const Lowered& low, const ParallelPlan& plan, int first_gpu);
 
 /// `share`: per simulated rank (empty: every multiplicity 1).
 Platform describe_platform(const ClusterSpec& cluster, const Calibration& cal, const std::vector<int>& gpu_of_rank,

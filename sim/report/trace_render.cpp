@@ -43,12 +43,7 @@ std::vector<std::vector<std::pair<std::int64_t, double>>> link_loads(const Input
                                                                      const std::vector<int>& links) {
   std::vector<std::vector<std::pair<std::int64_t, double>>> out(links.size());
   if (links.empty()) return out;
-  std::vector<int> gpus;
-  std::vector<RankShare> share;
-  for (const auto& r : low.ranks) {
-    gpus.push_back(in.options->first_gpu + in.plan->gpu_of_rank(r.global_rank));
-    share.push_back({r.nic_multiplicity, r.fabric_multiplicity});
-  }
+  const auto [gpus, share] = platform_ranks(low, *in.plan, in.options->first_gpu);
   const Platform pf = describe_platform(*in.cluster, *in.calibration, gpus, share);
   std::vector<int> slot(pf.links.size(), -1);  // platform link -> position in `links`
   for (std::size_t k = 0; k < links.size(); ++k) slot[links[k]] = static_cast<int>(k);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "sim/simulate.hpp"
+#include "studies/multi_job.hpp"
 #include "tests/support/sim_fixture.hpp"
 
 namespace dtsim {
@@ -146,6 +147,51 @@ TEST(FoldMultiplicity, ClassesAcrossLeavesDoNotFold) {
   EXPECT_FALSE(s.lowered.fold_dp);
   EXPECT_EQ(s.lowered.ranks.size(), 4u);
   EXPECT_EQ(expect_agreement(k, FlowEngine::MAXMIN), 8);
+}
+
+TEST(FoldMultiplicity, OffWhenAsked) {
+  // SimOptions::fold_shared_links = false: the old rule, nothing that shares an uplink folds.
+  const TransformerSpec model = model_preset("gpt3-1.3b");
+  const ClusterSpec cluster = cluster_of(kFatTree);
+  ParallelPlan plan;
+  plan.tp = kFatTree.tp;
+  plan.pp = kFatTree.pp;
+  plan.dp = kFatTree.dp;
+  plan.global_batch_size = 16;
+  SimOptions opt;
+  opt.fold_shared_links = false;
+  const Lowered low = lower(model, cluster, plan, default_calibration("a100-sxm4-80gb"), opt);
+  EXPECT_FALSE(low.fold_tp || low.fold_dp);
+  EXPECT_EQ(low.ranks.size(), 64u);
+}
+
+TEST(FoldMultiplicity, SeveralJobsDoNotFoldSharedLinks) {
+  // Other jobs' traffic on the uplinks is unseen by each job's lowering: each job simulates every rank, and the
+  // combined run equals the one with folding off.
+  const ClusterSpec cluster = load_cluster("dgx-a100:64:fat-tree:2:4");
+  std::vector<Job> jobs(2);
+  jobs[0].name = "a";
+  jobs[1].name = "b";
+  for (int k = 0; k < 2; ++k) {
+    jobs[k].model = model_preset("gpt3-1.3b");
+    jobs[k].plan.tp = 8;
+    jobs[k].plan.dp = 4;
+    jobs[k].plan.global_batch_size = 16;
+    jobs[k].first_gpu = 32 * k;
+  }
+  auto run_jobs = [&](FoldMode fold) {
+    SimOptions opt;
+    opt.fold = fold;
+    opt.engine = FlowEngine::MAXMIN;
+    opt.network = NetworkMode::ANALYTIC;  // the combined run: contention-free, so it runs in this process
+    return simulate_jobs(jobs, cluster, default_calibration("a100-sxm4-80gb"), opt, false);
+  };
+  const MultiJobResult folded = run_jobs(FoldMode::AUTO), unfolded = run_jobs(FoldMode::NONE);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(folded.jobs[k].lowered.ranks.size(), 32u) << folded.jobs[k].lowered.fold_reason;
+    const double t = unfolded.jobs[k].report.iteration_time_s;
+    EXPECT_NEAR(folded.jobs[k].report.iteration_time_s, t, 1e-9 * t);
+  }
 }
 
 }  // namespace

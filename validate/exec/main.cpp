@@ -63,10 +63,9 @@ int run(int argc, char** argv) {
   auto rc = dtsim::sim::load_run_config(predicted);
   rc.options.record_kernels = true;
   const auto low = dtsim::sim::lower(rc.model, rc.cluster, rc.plan, rc.calibration, rc.options);
-  std::vector<int> gpus;
-  for (const auto& r : low.ranks) gpus.push_back(rc.plan.gpu_of_rank(r.global_rank));
+  const auto [gpus, share] = dtsim::sim::platform_ranks(low, rc.plan, 0);
   // The simulator's schedule (analytic engine: no SimGrid here) orders each rank's tasks.
-  const auto eng = dtsim::sim::run_analytic(low.graph, rc.cluster, rc.calibration, gpus);
+  const auto eng = dtsim::sim::run_analytic(low.graph, rc.cluster, rc.calibration, gpus, share);
   const auto m = dtsim::exec::execute(low, eng.start_s, rc.model.dtype, opt);
   dtsim::write_outputs(out, {{"measurements.json", dtsim::exec::to_json(m).dump(1) + "\n"}});
   if (!opt.quiet)
