@@ -274,6 +274,7 @@ private:
 };
 
 bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) const {
+  share->clear();  // filled only when the folding is exact and needs multiplicities
   const int world = p_.world_size();
   if (dp && !uniform_replicas()) return false;  // uneven stage widths: pipeline traffic is not symmetric
   // Each rank's representative and pipeline stage, computed once (a million ranks: coord_of is the hot spot).
@@ -352,10 +353,11 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
     for (int r = 0; r < world; ++r)
       if (sig[r] != sig[rep[r]]) return false;
   }
-  share->clear();
   const bool shared_nics = c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node;
   if (!crosses_leaf && !shared_nics) return true;
-  return opt_.fold_shared_links && fold_shares(rep, share);
+  if (opt_.fold_shared_links && fold_shares(rep, share)) return true;
+  share->clear();  // a failed check leaves counts behind
+  return false;
 }
 
 // Folding with multiplicity. A leaf uplink (or a NIC shared by several GPUs) carries the flows of every rank under

@@ -149,6 +149,29 @@ TEST(FoldMultiplicity, ClassesAcrossLeavesDoNotFold) {
   EXPECT_EQ(expect_agreement(k, FlowEngine::MAXMIN), 8);
 }
 
+TEST(FoldMultiplicity, AFailedCheckLeavesNoMultiplicities) {
+  // One GPU per node, two nodes per leaf; pp innermost: each DP pair's ring crosses the spine both ways, so every
+  // rank's ring looks alike, but each DP class spans two leaves: no folding, and no multiplicity left behind by the
+  // check (it once divided every link by 0).
+  ClusterSpec c = testing::uniform_cluster(4, 1, 25e9, 2e-6);
+  c.inter.topology = "fat-tree";
+  c.inter.nodes_per_leaf = 2;
+  c.inter.oversubscription = 2;
+  c.validate();
+  ParallelPlan plan;
+  plan.pp = 2;
+  plan.dp = 2;
+  plan.global_batch_size = 4;
+  plan.rank_order = {Axis::PP, Axis::DP, Axis::TP};
+  const TransformerSpec model = testing::tiny_model(2);
+  const Lowered low = lower(model, c, plan, default_calibration("a100-sxm4-80gb"), SimOptions{});
+  EXPECT_FALSE(low.fold_tp || low.fold_dp) << low.fold_reason;
+  for (const auto& r : low.ranks) {
+    EXPECT_EQ(r.nic_multiplicity, 1);
+    EXPECT_EQ(r.fabric_multiplicity, 1);
+  }
+}
+
 TEST(FoldMultiplicity, OffWhenAsked) {
   // SimOptions::fold_shared_links = false: the old rule, nothing that shares an uplink folds.
   const TransformerSpec model = model_preset("gpt3-1.3b");
