@@ -1,0 +1,66 @@
+// Transparent huge pages for the dtsim executable's large allocations.
+//
+// A large unfolded run touches gigabytes of fresh memory (task arrays, dependency lists, per-task engine state),
+// and with 4 KiB pages a page fault every 4 KiB was the largest single cost of lowering a 1,024-GPU graph (perf,
+// 2026-11-26: about a sixth of the time in the kernel's fault path). Most Linux systems run transparent huge pages in
+// "madvise" mode, where only regions a program marks get 2 MiB pages. This replaces the global operator new of the
+// executable (not of the library: embedding programs keep their own allocator) so that every allocation of at least
+// kHugeFrom bytes is marked with madvise(MADV_HUGEPAGE) before it is first touched. Memory still comes from malloc
+// and goes back through free; smaller allocations are untouched. Where THP is off, or madvise refuses, nothing
+// changes. DTSIM_HUGE_PAGES=0 in the environment turns it off (for measurements).
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugeFrom = std::size_t{8} << 20;  ///< at least four whole huge pages inside
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DTSIM_HUGE_PAGES");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+void* allocate(std::size_t n) {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  if (n >= kHugeFrom && enabled()) {
+    // The whole huge pages inside [p, p + n): malloc serves blocks this large from their own mapping.
+    const std::size_t off = (kHugePage - reinterpret_cast<std::uintptr_t>(p) % kHugePage) % kHugePage;
+    const std::size_t whole = n > off ? (n - off) / kHugePage * kHugePage : 0;
+    if (whole > 0) madvise(static_cast<char*>(p) + off, whole, MADV_HUGEPAGE);
+  }
+  return p;
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate(n); }
+void* operator new[](std::size_t n) { return allocate(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return allocate(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return allocate(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
