@@ -19,7 +19,8 @@ void validate_inputs(const Inputs& in);
 
 /// Validates the inputs (validate_inputs), then simulates. Once per process (SimGrid).
 /// `adjust`, when given, edits the lowered graph before it runs (e.g. measured task durations). The returned graph
-/// keeps its tasks but not its dependency lists (TaskGraph::release_edges; lower() gives a graph with them).
+/// keeps its tasks and host spans but not its dependency lists or release times (TaskGraph::release_edges; lower()
+/// gives a graph with them).
 Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust = {});
 
 }  // namespace dtsim::sim

@@ -113,8 +113,15 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
       c.name = merged.intern(job.name + "/" + g.names()[t.name]);
       merged.add(c);
     }
-    for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i)
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(g.size()); ++i) {
       for (auto* s = g.succ_begin(i); s != g.succ_end(i); ++s) merged.depend(i + toff, *s + toff);
+      if (g.release_s(i) > 0) merged.release_at_least(i + toff, g.release_s(i));
+    }
+    for (HostSpan h : g.host_spans()) {
+      h.rank += roff;
+      h.name = merged.intern(job.name + "/" + g.names()[h.name]);
+      merged.add_host_span(h);
+    }
     // The jobs share one calibration and one set of options: the same interference settings.
     merged.interference_on = g.interference_on;
     merged.collective_slowdown = g.collective_slowdown;

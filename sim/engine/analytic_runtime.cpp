@@ -14,9 +14,12 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   const std::size_t n = g.size();
   res.start_s.assign(n, 0.0);
   res.end_s.assign(n, -1.0);
-  // Kahn's order; the start of a task is the latest end of its predecessors.
+  // Kahn's order; the start of a task is the latest end of its predecessors (and its release time).
+  // A task's release time (TaskGraph::release_s) is a lower bound of its start, as a predecessor ending then.
   std::vector<std::int32_t> pending = g.pred_count(), order;
   order.reserve(n);
+  if (g.has_releases())
+    for (std::size_t i = 0; i < n; ++i) res.start_s[i] = g.release_s(static_cast<std::int32_t>(i));
   for (std::size_t i = 0; i < n; ++i)
     if (pending[i] == 0) order.push_back(static_cast<std::int32_t>(i));
   struct Edge {

@@ -45,12 +45,13 @@ struct Variable {
 struct Event {
   double t;
   std::uint64_t seq;
-  std::int32_t id;  ///< variable (kind VAR_DONE) or task (kind LATENCY_DONE)
+  std::int32_t id;  ///< variable (kind VAR_DONE) or task (kinds LATENCY_DONE, RELEASED)
   std::uint32_t version;
   std::uint8_t kind;
   bool operator>(const Event& o) const { return t > o.t || (t == o.t && seq > o.seq); }
 };
-enum : std::uint8_t { VAR_DONE = 0, LATENCY_DONE = 1 };
+/// RELEASED: a task whose predecessors ended before its release time (TaskGraph::release_s) starts now.
+enum : std::uint8_t { VAR_DONE = 0, LATENCY_DONE = 1, RELEASED = 2 };
 
 class MaxMin {
 public:
@@ -83,7 +84,7 @@ public:
     res_.end_s.assign(n, -1);
     pending_ = g_.pred_count();
     for (std::size_t i = 0; i < n; ++i)
-      if (pending_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
+      if (pending_[i] == 0) make_ready(static_cast<std::int32_t>(i));
     drain();
     resolve();
     while (!events_.empty()) {
@@ -93,6 +94,8 @@ public:
         events_.pop();
         if (e.kind == LATENCY_DONE) {
           start_sharing(e.id);
+        } else if (e.kind == RELEASED) {
+          ready_.push_back(e.id);
         } else {
           Variable& v = vars_[e.id];
           if (!v.alive || v.version != e.version) continue;  // re-solved since
@@ -115,6 +118,12 @@ private:
 
   void push(double t, std::uint8_t kind, std::int32_t id, std::uint32_t version) {
     events_.push({t, seq_++, id, version, kind});
+  }
+  /// Every predecessor of `id` has ended: it starts now, or at its release time if that is later.
+  void make_ready(std::int32_t id) {
+    const double release = g_.release_s(id);
+    if (release > now_) push(release, RELEASED, id, 0);
+    else ready_.push_back(id);
   }
 
   std::int32_t new_var(std::int32_t task, double amount, double weight) {
@@ -198,7 +207,7 @@ private:
     }
     res_.end_s[id] = now_;
     for (auto* s = g_.succ_begin(id); s != g_.succ_end(id); ++s)
-      if (--pending_[*s] == 0) ready_.push_back(*s);
+      if (--pending_[*s] == 0) make_ready(*s);
   }
 
   // Interference, as the SimGrid adapter: a "shadow" of weight s (the running task's slowdown) shares the rank's

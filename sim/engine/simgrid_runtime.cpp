@@ -24,6 +24,11 @@ std::string simgrid_version() {
 namespace {
 // Compute and delay tasks run as Execs on dedicated hosts of this speed: amount = duration * speed.
 constexpr double kHostSpeed = 1e9;
+// A task whose predecessors end before its release time (TaskGraph::release_s) waits on its rank's HOST timer
+// host, an exec of (release - now) * speed; the host has this many cores so that concurrent waits do not share
+// one (each runs at the per-core speed). Host-stream DELAYs (host_sync_each_pass) never overlap, and a run has
+// either releases or those DELAYs.
+constexpr int kReleaseCores = 4096;
 
 struct Endpoints {
   sg4::Host* compute = nullptr;
@@ -57,6 +62,7 @@ public:
       e.compute = zone->create_host("gpu" + id, kHostSpeed);
       for (int s = 1; s < kNumStreams; ++s)
         e.timer[s] = zone->create_host("timer" + id + "." + stream_name(static_cast<Stream>(s)), kHostSpeed);
+      if (g_.has_releases()) e.timer[static_cast<int>(Stream::HOST)]->set_core_count(kReleaseCores);
       // A mirror shares its rank's port: flows to it leave through the rank's up-link and arrive through the
       // rank's own down-link (see lowering.hpp, symmetry folding).
       e.nvl = zone->create_host("nvl" + id, kHostSpeed);
@@ -97,6 +103,10 @@ public:
     acts_.resize(n);
     ids_.resize(n);  // each activity's data points at its task id here (never resized while running)
     for (std::size_t i = 0; i < n; ++i) ids_[i] = static_cast<std::int32_t>(i);
+    if (g_.has_releases()) {
+      waiting_.assign(n, 0);
+      waits_.assign(ep_.size(), 0);
+    }
     sg4::Activity::on_completion_cb([this](sg4::Activity const& a) {
       // Activities completed in earlier callbacks are fully handled by the engine now: drop our references
       // so their memory is reclaimed (the one completing now must stay referenced until we return).
@@ -106,12 +116,18 @@ public:
       const std::int32_t id = *data;
       if (id < 0 || static_cast<std::size_t>(id) >= res_.end_s.size()) return;
       graveyard_.push_back(std::move(acts_[id]));
-      finish(id, sg4::Engine::get_clock());
+      if (!waiting_.empty() && waiting_[id]) {  // its release time has come
+        waiting_[id] = 0;
+        --waits_[g_.tasks()[id].rank];
+        ready_.push_back(id);
+      } else {
+        finish(id, sg4::Engine::get_clock());
+      }
       drain();
       if (++completed_ == started_) collect_link_peaks();
     });
     for (std::size_t i = 0; i < n; ++i)
-      if (pending_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
+      if (pending_[i] == 0) make_ready(static_cast<std::int32_t>(i), 0.0);
     drain();
     sg4::Engine::get_instance()->run();
     // Retire the interference execs while the engine still exists: cancel them, let the engine process
@@ -201,7 +217,28 @@ private:
     }
     res_.end_s[id] = now;
     for (auto* s = g_.succ_begin(id); s != g_.succ_end(id); ++s)
-      if (--pending_[*s] == 0) ready_.push_back(*s);
+      if (--pending_[*s] == 0) make_ready(*s, now);
+  }
+
+  /// Every predecessor of `id` has ended: it starts now, or waits until its release time if that is later.
+  void make_ready(std::int32_t id, double now) {
+    const double release = g_.release_s(id);
+    if (release <= now) {
+      ready_.push_back(id);
+      return;
+    }
+    const std::int32_t r = g_.tasks()[id].rank;
+    DTSIM_ASSERT(r >= 0, "task " << id << " has no rank");
+    ++waits_[r];
+    DTSIM_ASSERT(waits_[r] <= kReleaseCores, "too many tasks of rank " << r << " wait for a release");
+    waiting_[id] = 1;
+    auto exec = sg4::Exec::init();
+    exec->set_host(ep_[r].timer[static_cast<int>(Stream::HOST)]);
+    exec->set_flops_amount((release - now) * kHostSpeed);
+    exec->set_data(&ids_[id]);
+    exec->start();
+    acts_[id] = exec;
+    ++started_;
   }
 
   // Starts every ready task; zero-time tasks complete at once and may make more tasks ready.
@@ -264,6 +301,8 @@ private:
   std::vector<Endpoints> ep_;
   std::vector<std::int32_t> pending_;
   std::vector<std::int32_t> ids_;  // ids_[i] == i: the payload of task i's activity
+  std::vector<char> waiting_;      // per task: its activity is the wait for its release time (graphs with releases)
+  std::vector<int> waits_;         // per simulated rank: its tasks waiting for their release
   std::deque<std::int32_t> ready_;
   std::vector<sg4::ActivityPtr> acts_;  // activities must stay referenced until they complete
   std::vector<sg4::ActivityPtr> graveyard_;

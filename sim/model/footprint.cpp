@@ -19,31 +19,39 @@ namespace {
 // to 30 M tasks over 2 to 1,024 simulated ranks: folded and unfolded, flow and steps collectives, SimGrid, max-min and
 // analytic engines, with and without --out / --perfetto; 2-core development machine, 2026-11-26, Release build after
 // 162e36f (40-byte Task, predecessor counts not stored, dependency lists freed before the report). Worst error -8% /
-// +6%; README "Memory guard" has the table, bench/footprint.sh the runs. The lowered graph stays resident through
+// +6%; README "Memory guard" has the table, bench/footprint.sh the runs. Re-measured the same day with the host's
+// issue outside the graph (host spans and release times, sized below): the same constants, worst -8% / +5%.
+// The lowered graph stays resident through
 // the engine and the report; the flow engines cost alike per task (SimGrid creates and frees its activities as tasks
 // run) except for SimGrid's full-zone routing table; the analytic engine keeps every flow's load changes per link.
 // Re-measure when TaskGraph, the engines or the report change.
-constexpr double kBytesBase = 44e6;               ///< process, SimGrid, presets and calibrations before the first task
-constexpr double kBytesPerTask = 70;              ///< graph, engine state, start/end times, report, per task
-constexpr double kBytesPerTaskAnalytic = 30;      ///< the analytic engine's per-link load changes, per task
-constexpr double kBytesPerEdge = 4;               ///< per dependency edge as counted here (before de-duplication)
+constexpr double kBytesBase = 44e6;           ///< process, SimGrid, presets and calibrations before the first task
+constexpr double kBytesPerTask = 70;          ///< graph, engine state, start/end times, report, per task
+constexpr double kBytesPerTaskAnalytic = 30;  ///< the analytic engine's per-link load changes, per task
+constexpr double kBytesPerEdge = 4;           ///< per dependency edge as counted here (before de-duplication)
+/// Per host-issue span kept outside the graph (HostSpan, 24 bytes) and, with spans, each task's release time (8 bytes):
+/// sizes of the structures, not fitted.
+constexpr double kBytesPerHostSpan = 24;
+constexpr double kBytesPerTaskRelease = 8;
 constexpr double kBytesPerRankPairSimgrid = 620;  ///< SimGrid's full-zone routing table: quadratic in simulated ranks
-constexpr double kBytesPerTracedTask = 200;       ///< trace.json, per task of a traced rank (text and its JSON tree)
-constexpr double kBytesPerTaskPerfetto = 35;      ///< trace.pftrace, per task (every rank)
+constexpr double kBytesPerTracedTask = 200;   ///< trace.json, per task or host span of a traced rank (text, JSON tree)
+constexpr double kBytesPerTaskPerfetto = 35;  ///< trace.pftrace, per task or host span (every rank)
 /// trace.json's default selection (sim/report/trace_select.hpp, kTraceAllRanksUpTo): every rank up to this many.
 constexpr int kTraceAllRanks = 64;
 
 using cost::CollectiveKind;
 
+/// `host`: host-issue spans kept outside the graph (TaskGraph::host_spans) when the host never waits for the device.
 struct Count {
-  double tasks = 0, edges = 0;
+  double tasks = 0, edges = 0, host = 0;
   Count& operator+=(const Count& o) {
     tasks += o.tasks;
     edges += o.edges;
+    host += o.host;
     return *this;
   }
 };
-Count operator*(Count c, double k) { return {c.tasks * k, c.edges * k}; }
+Count operator*(Count c, double k) { return {c.tasks * k, c.edges * k, c.host * k}; }
 Count operator+(Count a, const Count& b) { return a += b; }
 
 /// One group seen from the representative rank of a stage: size, whether a folded axis crosses it, and the
@@ -183,13 +191,18 @@ private:
            ring(g.local, g.folded, CollectiveKind::ALL_GATHER, bytes);
   }
 
+  /// One host issue (Lowerer::host_issue): a span outside the graph, or a HOST-stream task when the host syncs.
+  Count host_issue() const {
+    return (cal_.host_sync_each_pass && cal_.host_issue_s > 0) || opt_.host_issue_tasks ? Count{1, 2} : Count{0, 0, 1};
+  }
+
   // ---- compute (Lowerer::compute_task, run_steps, overlapped_compute, ring_attention)
   Count compute(double kernels, bool* issued) const {
     Count c{1, 2};
     if (cal_.host_issue_s > 0) {
-      // A host task per task with kernels to issue, else (CUDA graphs) one for the pass's first task.
+      // A host issue per task with kernels to issue, else (CUDA graphs) one for the pass's first task.
       const bool host = (!p_.cuda_graphs && kernels > 0) || (issued && !*issued);
-      if (host) c += {1, 2};
+      if (host) c += host_issue();
     }
     if (issued) *issued = true;
     return c;
@@ -235,7 +248,7 @@ private:
     for (int i = 0; i < st.ring_steps; ++i) {
       if (i + 1 < st.ring_steps) c += {2, 2};  // KV send: delay and flow
       c += {1, 3};                             // the block
-      if (host) c += {1, 2};
+      if (host) c += host_issue();
     }
     if (st.ring_tail_bytes > 0 && st.ring_steps > 1) c += {3, 4};
     return c;
@@ -277,7 +290,7 @@ private:
         }
         if (g.n <= 1) continue;
         c += collective(g, st.collective, st.collective_bytes);
-        if (cal_.host_collective_issue_s > 0 && !p_.cuda_graphs) c += {1, 2};
+        if (cal_.host_collective_issue_s > 0 && !p_.cuda_graphs) c += host_issue();
       }
     }
     return c;
@@ -460,8 +473,10 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   const Count c = Estimator(model, cluster, plan, cal, opt, probe).total();
   f.tasks = c.tasks;
   f.edges = c.edges;
+  f.host_spans = c.host;
   const double ranks = f.simulated_ranks;
   f.bytes = kBytesBase + kBytesPerTask * f.tasks + kBytesPerEdge * f.edges;
+  if (f.host_spans > 0) f.bytes += kBytesPerHostSpan * f.host_spans + kBytesPerTaskRelease * f.tasks;
   if (opt.network == NetworkMode::ANALYTIC) {
     f.engine = "analytic";
     f.bytes += kBytesPerTaskAnalytic * f.tasks;
@@ -478,9 +493,10 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
                           : outputs.trace_ranks > 0             ? std::min<double>(outputs.trace_ranks, ranks)
                           : f.simulated_ranks <= kTraceAllRanks ? ranks
                                                                 : std::min<double>(ranks, 3.0 * plan.pp);
-    f.bytes += kBytesPerTracedTask * f.tasks * traced / std::max(1.0, ranks);
+    f.bytes += kBytesPerTracedTask * (f.tasks + f.host_spans) * traced / std::max(1.0, ranks);
   }
-  if (outputs.perfetto) f.bytes += kBytesPerTaskPerfetto * f.tasks;
+  // trace.pftrace: a slice per task and per host span (and each span's start while rendering).
+  if (outputs.perfetto) f.bytes += kBytesPerTaskPerfetto * (f.tasks + f.host_spans) + 8 * f.host_spans;
   return f;
 }
 

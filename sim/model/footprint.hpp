@@ -16,8 +16,9 @@
 namespace dtsim::sim {
 
 struct Footprint {
-  double tasks = 0;  ///< tasks of the lowered graph (estimate)
-  double edges = 0;  ///< dependency edges (estimate)
+  double tasks = 0;       ///< tasks of the lowered graph (estimate)
+  double edges = 0;       ///< dependency edges (estimate)
+  double host_spans = 0;  ///< host-issue spans kept outside the graph (TaskGraph::host_spans; estimate)
   int simulated_ranks = 0;
   int world = 0;  ///< ranks of the plan
   bool fold_tp = false, fold_dp = false;

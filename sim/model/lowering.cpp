@@ -117,10 +117,20 @@ private:
     chain(si, t.stream, id, id);
     return id;
   }
-  /// The CPU issuing work for `gated` (a step's kernels, a collective call): a task of duration_s on the rank's
-  /// HOST stream, in program order, that `gated` cannot start before; it keeps `like`'s phase, name, layer and
-  /// micro-batch.
+  /// The CPU issuing work for `gated` (a step's kernels, a collective call): duration_s of the rank's host, in
+  /// program order, that `gated` cannot start before; it keeps `like`'s phase, name, layer and micro-batch.
+  /// When the host never waits for the device (no host-sync JOIN on the HOST stream), the host's work is a chain
+  /// from t = 0 that nothing else delays: its ends are known now, so `gated` gets its end as a release time and the
+  /// span is kept for the trace (HostSpan), with no task, edges or engine event (a large unfolded run has one such
+  /// span for every compute step). Otherwise a DELAY task on the rank's HOST stream.
   void host_issue(int si, Task like, double duration_s, std::int32_t gated) {
+    if (host_runs_ahead_) {
+      double& clock = host_clock_[static_cast<std::size_t>(si)];
+      clock += duration_s;
+      g_.release_at_least(gated, clock);
+      g_.add_host_span({clock, si, like.name, like.microbatch, like.layer, like.phase});
+      return;
+    }
     like.kind = TaskKind::DELAY;
     like.stream = Stream::HOST;
     like.flops = 0;
@@ -196,6 +206,9 @@ private:
   TaskGraph g_;
   Lowered out_;
   std::vector<std::array<std::int32_t, kNumStreams>> last_;
+  /// host_issue as release times (the host never syncs with the device); each rank's host clock so far.
+  bool host_runs_ahead_ = true;
+  std::vector<double> host_clock_;
   std::vector<std::array<int, kNumGroupAxes>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
   int block_index(const RankCoord& c) const { return sim::block_index(p_, c); }
   RankCoord block_coord(int j, int pp) const { return sim::block_coord(p_, j, pp); }
@@ -1626,6 +1639,9 @@ void Lowerer::setup_ranks() {
     none.fill(-1);
     last_.assign(out_.ranks.size(), none);
   }
+  // With host_sync_each_pass the host stream holds JOINs that wait for the device: its tasks stay in the graph.
+  host_runs_ahead_ = !(cal_.host_sync_each_pass && cal_.host_issue_s > 0) && !opt_.host_issue_tasks;
+  host_clock_.assign(out_.ranks.size(), 0.0);
   seq_.assign(out_.ranks.size(), std::array<int, kNumGroupAxes>{});
 }
 
@@ -1660,7 +1676,8 @@ Lowered Lowerer::run() {
     if (si + 1 == first_group && nsim > 4 * first_group) {
       const double scale = 1.1 * nsim / first_group;
       g_.reserve(static_cast<std::size_t>(scale * static_cast<double>(g_.size())),
-                 static_cast<std::size_t>(scale * static_cast<double>(g_.edge_count())));
+                 static_cast<std::size_t>(scale * static_cast<double>(g_.edge_count())),
+                 static_cast<std::size_t>(scale * static_cast<double>(g_.host_spans().size())));
     }
   }
   for (const auto& w : waiting_) {

@@ -76,6 +76,10 @@ struct SimOptions {
   /// Folding with multiplicity allowed (links folded-away ranks share, at capacity / k). Off where other traffic
   /// the lowering does not see shares those links (several jobs on one cluster).
   bool fold_shared_links = true;
+  /// The host's kernel issue as DELAY tasks on each rank's HOST stream even when the host never waits for the device
+  /// (by default it then becomes release times of the gated tasks, TaskGraph::release_at_least: the same schedule
+  /// with fewer tasks). The tests compare the two forms.
+  bool host_issue_tasks = false;
   bool record_kernels =
       false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
 };

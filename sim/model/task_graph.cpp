@@ -60,6 +60,14 @@ void TaskGraph::depend(std::int32_t before, std::int32_t after) {
   edges_.emplace_back(before, after);
 }
 
+void TaskGraph::release_at_least(std::int32_t task, double t_s) {
+  DTSIM_ASSERT(task >= 0 && static_cast<std::size_t>(task) < tasks_.size() && t_s >= 0,
+               "bad release " << t_s << " of task " << task);
+  if (release_.size() < tasks_.size()) release_.resize(tasks_.size(), 0.0);
+  auto& r = release_[static_cast<std::size_t>(task)];
+  r = std::max(r, t_s);
+}
+
 std::int32_t TaskGraph::intern(const std::string& name) {
   auto [it, inserted] = name_ids_.emplace(name, static_cast<std::int32_t>(names_.size()));
   if (inserted) names_.push_back(name);
@@ -123,6 +131,7 @@ void TaskGraph::release_edges() {
   DTSIM_ASSERT(finalized_, "release_edges before finalize");
   std::vector<std::int32_t>().swap(succ_);
   std::vector<std::int32_t>().swap(succ_begin_);
+  std::vector<double>().swap(release_);
   released_ = true;
 }
 

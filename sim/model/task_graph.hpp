@@ -92,11 +92,37 @@ struct KernelSpec {
   double flops = 0, bytes = 0;
 };
 
+/// The rank's CPU issuing work for one gated task (a step's kernels, a collective call), kept outside the task graph
+/// when the host never waits for the device (calibration host_sync_each_pass off): the host then runs ahead through
+/// its issue work back to back from t = 0, so each span ends at a time known while lowering and the gated task gets
+/// that time as its release (TaskGraph::release_at_least). A rank's spans are stored in program order; each starts
+/// where the rank's previous one ended (the first at 0). For the trace's host track.
+struct HostSpan {
+  double end_s = 0;
+  std::int32_t rank = -1;        ///< simulated rank
+  std::int32_t name = -1;        ///< index into TaskGraph::names
+  std::int32_t microbatch = -1;  ///< -1 for none
+  std::int16_t layer = -1;
+  Phase phase = Phase::OTHER;
+};
+static_assert(sizeof(HostSpan) <= 24, "HostSpan grew: a large unfolded run holds millions");
+
 /// A DAG of tasks. Dependencies are kept as an edge list while building and as CSR after finalize().
 class TaskGraph {
 public:
   std::int32_t add(const Task& t);
   void depend(std::int32_t before, std::int32_t after);
+  /// Task `task` starts no earlier than `t_s` (the latest of its releases and its predecessors' ends). Equivalent to
+  /// a dependency on a task that ends at t_s, without one: engines start the task at max(ready, release).
+  void release_at_least(std::int32_t task, double t_s);
+  /// The task's release time (0: none).
+  double release_s(std::int32_t task) const {
+    DTSIM_ASSERT(!released_, "release_s after release_edges");
+    return static_cast<std::size_t>(task) < release_.size() ? release_[static_cast<std::size_t>(task)] : 0.0;
+  }
+  bool has_releases() const { return !release_.empty(); }
+  void add_host_span(const HostSpan& span) { host_.push_back(span); }
+  const std::vector<HostSpan>& host_spans() const { return host_; }
   std::int32_t intern(const std::string& name);
   /// Records a memory change of the task's rank when the task starts (at_end = false) or ends.
   void memory(std::int32_t task, bool at_end, MemCategory category, double bytes);
@@ -105,9 +131,13 @@ public:
   void set_kernels(std::int32_t task, std::vector<KernelSpec> kernels);
   const std::vector<KernelSpec>& kernels(std::int32_t task) const;
   /// Capacity for `tasks` tasks and `edges` dependencies (large graphs: no reallocation while building).
-  void reserve(std::size_t tasks, std::size_t edges) {
+  void reserve(std::size_t tasks, std::size_t edges, std::size_t host_spans = 0) {
     tasks_.reserve(tasks);
     edges_.reserve(edges);
+    if (host_spans > 0) {
+      release_.reserve(tasks);
+      host_.reserve(host_spans);
+    }
   }
   /// Builds successor lists and predecessor counts; checks acyclicity. Call once, after the last add.
   void finalize();
@@ -122,8 +152,9 @@ public:
   const std::int32_t* succ_end(std::int32_t i) const { return succ_.data() + succ_begin_[i + 1]; }
   const std::vector<std::string>& names() const { return names_; }
   std::size_t edge_count() const { return finalized_ ? edge_count_ : edges_.size(); }
-  /// Frees the successor lists once no engine will run the graph again (a simulation's reports do not need them);
-  /// succ_begin, succ_end and pred_count must not be called afterwards.
+  /// Frees what only the engines read, the successor lists and the release times, once no engine will run the graph
+  /// again (a simulation's reports do not need them); succ_begin, succ_end, pred_count and release_s must not be
+  /// called afterwards.
   void release_edges();
   bool edges_released() const { return released_; }
   /// Interference: while a COMPUTE task of a rank runs, that rank's outgoing flows move at 1 / (1 + this) of their
@@ -138,6 +169,8 @@ private:
   std::vector<std::int32_t> succ_begin_, succ_;
   std::vector<std::string> names_;
   std::vector<MemEvent> mem_;
+  std::vector<double> release_;  ///< by task; sized on the first release_at_least (tasks added later: 0)
+  std::vector<HostSpan> host_;
   std::vector<std::vector<KernelSpec>> kernels_;  ///< by task; sized on the first set_kernels
   std::map<std::string, std::int32_t> name_ids_;
   std::size_t edge_count_ = 0;

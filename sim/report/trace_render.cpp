@@ -33,6 +33,18 @@ std::string task_name(const TaskGraph& g, const Task& t) {
   return name;
 }
 
+/// Calls f(span, start_s) for every host span (TaskGraph::host_spans) in order: each starts where its rank's
+/// previous span ended, the first at 0.
+template <class F>
+void for_each_host_span(const TaskGraph& g, std::size_t ranks, F&& f) {
+  std::vector<double> clock(ranks, 0.0);
+  for (const HostSpan& h : g.host_spans()) {
+    auto& c = clock[static_cast<std::size_t>(h.rank)];
+    f(h, c);
+    c = h.end_s;
+  }
+}
+
 constexpr const char* kLinksProcess = "links (load in GB/s, flows at their average rate)";
 
 /// The load of each link in `links` over time: (time ns, GB/s) at every instant it changes, each flow counted at
@@ -111,6 +123,16 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
     w.complete(pid, static_cast<int>(t.stream), task_name(low.graph, t), stream_name(t.stream), s_ns,
                units::s_to_ns(res.end_s[i]) - s_ns, args);
   }
+  for_each_host_span(low.graph, low.ranks.size(), [&](const HostSpan& h, double start_s) {
+    if (!keep[h.rank]) return;
+    args.clear();
+    args.push_back(TraceArg::text("phase", phase_name(h.phase)));
+    if (h.layer >= 0) args.push_back(TraceArg::integer("layer", h.layer));
+    if (h.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", h.microbatch));
+    const auto s_ns = units::s_to_ns(start_s);
+    w.complete(low.ranks[h.rank].global_rank, static_cast<int>(Stream::HOST), low.graph.names()[h.name],
+               stream_name(Stream::HOST), s_ns, units::s_to_ns(h.end_s) - s_ns, args);
+  });
   std::vector<std::pair<std::string, double>> series;
   for (const auto& rr : rep.ranks) {
     if (!keep[rr.sim_index]) continue;
@@ -145,7 +167,7 @@ std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineRes
                            bool link_tracks) {
   PerfettoTraceWriter w;
   // About 60 bytes per slice (begin with interned name, categories and arguments; end), counters aside.
-  w.reserve(low.graph.size() * 60);
+  w.reserve((low.graph.size() + low.graph.host_spans().size()) * 60);
   const int n = static_cast<int>(low.ranks.size());
   const int world = static_cast<int>(low.sim_index_of.size());
   // pid = global rank + 1 (Perfetto reserves pid 0); the links process next; thread ids after every pid.
@@ -158,14 +180,25 @@ std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineRes
   // inside another comes after it), on the first lane where they nest; a slice that would overlap the open slice
   // of every lane without nesting opens a new lane (a thread of its own).
   const auto& tasks = low.graph.tasks();
+  // Host spans kept outside the graph (TaskGraph::host_spans) join their rank's host track.
   std::vector<std::vector<std::int32_t>> per_track(static_cast<std::size_t>(n) * kNumStreams);
   for (std::size_t i = 0; i < tasks.size(); ++i)
     if (tasks[i].kind != TaskKind::JOIN)
       per_track[static_cast<std::size_t>(tasks[i].rank) * kNumStreams + static_cast<int>(tasks[i].stream)].push_back(
           static_cast<std::int32_t>(i));
+  const auto& host = low.graph.host_spans();
+  std::vector<std::int64_t> host_start_ns(host.size());
+  {
+    std::size_t k = 0;
+    for_each_host_span(low.graph, low.ranks.size(), [&](const HostSpan& h, double start_s) {
+      host_start_ns[k] = units::s_to_ns(start_s);
+      per_track[static_cast<std::size_t>(h.rank) * kNumStreams + static_cast<int>(Stream::HOST)].push_back(
+          -static_cast<std::int32_t>(++k));
+    });
+  }
   struct Slice {
     std::int64_t start, end;
-    std::int32_t task;
+    std::int32_t task;  ///< a task, or host span -task - 1
   };
   struct Lane {
     std::uint64_t uuid;
@@ -181,7 +214,9 @@ std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineRes
       auto& ids = per_track[static_cast<std::size_t>(r) * kNumStreams + s];
       if (ids.empty()) continue;
       slices.clear();
-      for (std::int32_t i : ids) slices.push_back({units::s_to_ns(res.start_s[i]), units::s_to_ns(res.end_s[i]), i});
+      for (std::int32_t i : ids)
+        slices.push_back(i >= 0 ? Slice{units::s_to_ns(res.start_s[i]), units::s_to_ns(res.end_s[i]), i}
+                                : Slice{host_start_ns[-i - 1], units::s_to_ns(host[-i - 1].end_s), i});
       std::vector<std::int32_t>().swap(ids);
       std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
         return a.start != b.start ? a.start < b.start : a.end != b.end ? a.end > b.end : a.task < b.task;
@@ -203,9 +238,18 @@ std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineRes
               {w.thread_track(process[r], pid, next_tid++, k == 0 ? stream : stream + " " + std::to_string(k + 1),
                               s * 1000 + static_cast<int>(k)),
                {}});
+        args.clear();
+        if (sl.task < 0) {
+          const HostSpan& h = host[-sl.task - 1];
+          cats.assign({stream, phase_name(h.phase)});
+          if (h.layer >= 0) args.push_back(TraceArg::integer("layer", h.layer));
+          if (h.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", h.microbatch));
+          w.slice_begin(lanes[k].uuid, sl.start, low.graph.names()[h.name], cats, args);
+          lanes[k].open.push_back(sl.end);
+          continue;
+        }
         const Task& t = tasks[sl.task];
         cats.assign({stream, phase_name(t.phase)});
-        args.clear();
         if (t.layer >= 0) args.push_back(TraceArg::integer("layer", t.layer));
         if (t.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", t.microbatch));
         // FLOPs and bytes as integers: a varint is shorter than a double.

@@ -190,6 +190,13 @@ void check_run(const ParallelPlan& plan, const std::string& cluster_name, int ch
     expected.emplace(name, units::s_to_ns(s.engine.start_s[i]), units::s_to_ns(s.engine.end_s[i]));
     streams.emplace(tasks[i].rank, static_cast<int>(tasks[i].stream));
   }
+  // The host's issue spans (outside the graph): back to back per rank from t = 0, on the host track.
+  std::vector<double> host_clock(s.lowered.ranks.size(), 0.0);
+  for (const auto& h : s.lowered.graph.host_spans()) {
+    expected.emplace(s.lowered.graph.names()[h.name], units::s_to_ns(host_clock[h.rank]), units::s_to_ns(h.end_s));
+    host_clock[h.rank] = h.end_s;
+    streams.emplace(h.rank, static_cast<int>(sim::Stream::HOST));
+  }
   for (const auto& sl : d.slices) got.emplace(sl.name, sl.start, sl.end);
   EXPECT_EQ(d.slices.size(), expected.size());
   EXPECT_TRUE(got == expected);
