@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer run (CI, from scripts/test.sh): the whole project built with AddressSanitizer + UndefinedBehaviorSanitizer
-# (GCC, -O1 -g -fno-omit-frame-pointer, _GLIBCXX_ASSERTIONS; every report is fatal) into build-asan, and the whole
+# (GCC, -O1 -g1 -fno-omit-frame-pointer, _GLIBCXX_ASSERTIONS; every report is fatal; -g1 keeps the line tables a
+# report's stack needs and compiles 25-30% faster than -g: 16.5 s against 24.0 s for lowering.cpp) into build-asan, and the whole
 # CPU test suite run on it (label gpu excluded, as in scripts/test.sh; cli_sweep_mpi without leak detection, below;
 # the 32-GPU UniAP planner contract case, 5.4 min under ASan and the longest test there, runs in the release suite
 # only — the 8- and 16-GPU UniAP cases keep the solver under the sanitizers; likewise the NVL72 capacity stepping
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DTSIM_ASAN_DIR:-build-asan}
 start=$SECONDS
-cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DBUILD_TESTING=ON \
+cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DBUILD_TESTING=ON \
       -DDTSIM_SANITIZE=address,undefined >/dev/null
 # GCC's ASan runtime warns at link time about tmpnam & co. in libasan itself; keep the log readable.
 log=$(mktemp)
