@@ -159,6 +159,36 @@ for path in kineto:
 put("fuzz_kineto", "bare_array.json", '[{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2.25, '
     '"args": {"device": 0, "stream": 7}}]')
 
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+def et_prefix(data, limit):
+    """A Chakra .et stream cut to its whole length-delimited messages that fit in `limit` bytes."""
+    pos = end = 0
+    while pos < len(data):
+        n = shift = 0
+        p = pos
+        while p < len(data):
+            b = data[p]
+            p += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        if p + n > limit:
+            break
+        pos = end = p + n
+    return data[:end]
+
+def field(number, wire, payload):
+    return varint(number << 3 | wire) + (varint(len(payload)) + payload if wire == 2 else varint(payload))
+
 # --- execution graphs: PyTorch ET and Chakra JSON -----------------------------------------------------------------
 for path in sorted(glob.glob(os.path.join(shared, "traces", "**", "*et*.json.gz"), recursive=True)):
     if os.path.getsize(path) > 4 << 20:
@@ -175,6 +205,8 @@ for path in sorted(glob.glob(os.path.join(shared, "traces", "chakra", "**", "*.t
                 if m.isfile() and m.name.endswith(".json"):
                     j = json.loads(t.extractfile(m).read())
                     cut(j, "workload_graph", "fuzz_exec_graph", "chakra_" + os.path.basename(m.name))
+                if m.isfile() and m.name.endswith(".et"):
+                    put("fuzz_chakra_et", os.path.basename(m.name), et_prefix(t.extractfile(m).read(), CUT))
                 # the archive reader gets the (small) archive itself
             if os.path.getsize(path) <= MAX:
                 put("fuzz_archive", os.path.basename(path), open(path, "rb").read())
@@ -186,6 +218,14 @@ put("fuzz_exec_graph", "jsonizer_stream.json",
     '{"id": "6", "name": "allreduce", "type": "COMM_COLL_NODE", "dataDeps": ["5"], "ctrlDeps": ["0"], "attr": '
     '[{"name": "comm_type", "int64Val": "0"}, {"name": "comm_size", "int64Val": "1048576"}]}\n'
     '{"name": "root", "type": "METADATA_NODE"}\n')
+
+# A hand-made Chakra .et: GlobalMetadata "0.0.4", a compute node of 12 us and an all-reduce depending on it.
+meta = field(1, 2, b"0.0.4")
+comp = field(1, 0, 5) + field(2, 2, b"aten::mm") + field(3, 0, 4) + field(7, 0, 12)
+coll = (field(1, 0, 6) + field(2, 2, b"allreduce") + field(3, 0, 7) + field(5, 2, varint(5)) +
+        field(10, 2, field(1, 2, b"comm_type") + field(9, 0, 0)) +
+        field(10, 2, field(1, 2, b"comm_size") + field(13, 0, 1 << 20)))
+put("fuzz_chakra_et", "allreduce.0.et", b"".join(varint(len(m)) + m for m in (meta, comp, coll)))
 
 # --- archives: small compressed files and a tar.gz of two seeds ---------------------------------------------------
 for path in sorted(glob.glob(os.path.join(shared, "traces", "**", "*.gz"), recursive=True)):

@@ -36,7 +36,7 @@ run_one() {
   [[ -d $CORPUS/$t ]] && cp -r "$CORPUS/$t/." "$corpus/"
   local -a flags=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1
                   -artifact_prefix="$ART/$t-")
-  [[ $dict = 1 && $t != fuzz_archive ]] && flags+=(-dict="$HERE/json.dict")
+  [[ $dict = 1 && $t != fuzz_archive && $t != fuzz_chakra_et ]] && flags+=(-dict="$HERE/json.dict")
   # shellcheck disable=SC2086
   if "$bin" "${flags[@]}" ${FUZZ_FLAGS:-} "$corpus" >"$log" 2>&1; then
     local rc=0

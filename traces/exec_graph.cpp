@@ -15,6 +15,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include <google/protobuf/io/coded_stream.h>
+
+#include "chakra_et.pb.h"
 #include "traces/archive.hpp"
 #include "traces/error.hpp"
 
@@ -162,8 +165,12 @@ bool looks_like_protobuf(std::string_view text) {
   return (tag & 7) == 2 && ((tag >> 3) == 1 || (tag >> 3) == 2);
 }
 
-[[noreturn]] void refuse_protobuf(const std::string& source) {
-  throw FormatError(source + ": Chakra protobuf traces are not supported; convert with chakra_jsonizer");
+/// A binary Chakra trace rather than JSON: not starting with '{' or '[' (after blanks) and looking like a
+/// length-delimited protobuf stream.
+bool is_protobuf_text(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (text[first] == '{' || text[first] == '[')) return false;
+  return looks_like_protobuf(text);
 }
 
 /// The reason part of an nlohmann parse error, on one printable line.
@@ -175,12 +182,9 @@ std::string parse_reason(const json::exception& e) {
   return printable(what, 160);
 }
 
-/// Checks that `text` can be JSON at all; refuses empty and binary protobuf input with a clear message.
+/// Checks that `text` can be JSON at all; refuses empty input with a clear message.
 void check_json_text(const std::string& text, const std::string& source) {
   if (blank(text)) throw FormatError(source + ": empty file (no JSON document)");
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const char c = text[first];
-  if (c != '{' && c != '[' && looks_like_protobuf(text)) refuse_protobuf(source);
 }
 
 /// Every top-level JSON value of `text`: one for a normal document, several for a stream of concatenated objects
@@ -974,11 +978,133 @@ ExecGraph build_chakra(const std::vector<json>& values, DocKind kind, const std:
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Chakra protobuf (.et)
+
+namespace pb = dtsim::chakra;
+
+/// An integer attribute value of any integer (or bool) kind; nullopt for others and for uint64 above int64's range.
+std::optional<std::int64_t> attr_int(const pb::AttributeProto& a) {
+  using V = pb::AttributeProto;
+  switch (a.value_case()) {
+    case V::kInt32Val: return a.int32_val();
+    case V::kInt64Val: return a.int64_val();
+    case V::kUint32Val: return a.uint32_val();
+    case V::kSint32Val: return a.sint32_val();
+    case V::kSint64Val: return a.sint64_val();
+    case V::kFixed32Val: return a.fixed32_val();
+    case V::kSfixed32Val: return a.sfixed32_val();
+    case V::kSfixed64Val: return a.sfixed64_val();
+    case V::kBoolVal: return a.bool_val() ? 1 : 0;
+    case V::kUint64Val:
+    case V::kFixed64Val: {
+      const std::uint64_t u = a.value_case() == V::kUint64Val ? a.uint64_val() : a.fixed64_val();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+      return static_cast<std::int64_t>(u);
+    }
+    default: return std::nullopt;
+  }
+}
+
+std::int64_t id_of(std::uint64_t id, const std::string& ctx, const char* what) {
+  if (id > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw FormatError(ctx + ": " + what + " " + std::to_string(id) + " is out of range");
+  return static_cast<std::int64_t>(id);
+}
+
+/// One Node message -> ExecNode, with the same attributes as the JSON forms (build_chakra_jsonizer).
+void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string& source, ExecNode& node) {
+  node.id = id_of(n.id(), node_ctx(source, index, std::nullopt), "id");
+  const std::string ctx = node_ctx(source, index, node.id);
+  node.name = n.name();
+  const std::int64_t type = n.type();
+  node.kind = chakra_kind(type);
+  node.data_deps.reserve(static_cast<std::size_t>(n.data_deps_size()));
+  for (std::uint64_t d : n.data_deps()) node.data_deps.push_back(id_of(d, ctx, "data dependency"));
+  node.ctrl_deps.reserve(static_cast<std::size_t>(n.ctrl_deps_size()));
+  for (std::uint64_t d : n.ctrl_deps()) node.ctrl_deps.push_back(id_of(d, ctx, "control dependency"));
+  if (n.duration_micros() > 0) node.duration_ns = micros_to_ns(id_of(n.duration_micros(), ctx, "duration"), ctx);
+  std::optional<std::int64_t> comm_type;
+  double comm_size = 0, tensor_size = 0;
+  for (const pb::AttributeProto& a : n.attr()) {
+    const std::string& key = a.name();
+    const auto v = attr_int(a);
+    if (key == "is_cpu_op" && a.value_case() == pb::AttributeProto::kBoolVal) node.gpu = !a.bool_val();
+    else if (key == "comm_type") comm_type = v;
+    else if (key == "comm_size") comm_size = static_cast<double>(v.value_or(0));
+    else if (key == "tensor_size") tensor_size = static_cast<double>(v.value_or(0));
+    else if (key == "rf_id") node.rf_id = v.value_or(-1);
+    else if (key == "tid") node.thread = v.value_or(0);
+    else if ((key == "pg_name" || key == "process_group") && a.value_case() == pb::AttributeProto::kStringVal)
+      node.comm.process_group = a.string_val();
+    else if ((key == "comm_group_size" || key == "pg_size") && v && *v > 0 && *v <= std::numeric_limits<int>::max())
+      node.comm.group_size = static_cast<int>(*v);
+  }
+  const double size = comm_size > 0 ? comm_size : tensor_size;
+  if (size > 0) node.comm.bytes = size;
+  finish_comm(node, type, comm_type);
+  if (node.kind != ExecNodeKind::COMMUNICATION) node.comm = CollectiveInfo{};
+}
+
+/// A Chakra .et stream: varint-length-prefixed messages, GlobalMetadata first (as Chakra's feeder reads it), then
+/// Nodes. Each message must fit in what remains of the file and parse whole.
+ExecGraph build_chakra_et(std::string_view bytes, const std::string& source) {
+  ExecGraph g;
+  g.source = source;
+  g.format = "chakra-et";
+  g.rank = rank_from_file_name(source);
+  if (bytes.empty()) throw FormatError(source + ": empty file (no Chakra GlobalMetadata)");
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw FormatError(source + ": Chakra trace larger than 2 GiB (split it per rank)");
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  for (std::size_t k = 0;; ++k) {
+    const int at = in.CurrentPosition();
+    if (static_cast<std::size_t>(at) == bytes.size()) break;
+    const std::string what = k == 0 ? "the GlobalMetadata" : "node #" + std::to_string(k);
+    std::uint32_t len = 0;
+    if (!in.ReadVarint32(&len))
+      throw FormatError(source + ": truncated length prefix of " + what + " at byte " + std::to_string(at));
+    const std::size_t left = bytes.size() - static_cast<std::size_t>(in.CurrentPosition());
+    if (len > left)
+      throw FormatError(source + ": " + what + " at byte " + std::to_string(at) + " claims " + std::to_string(len) +
+                        " bytes but " + std::to_string(left) + " remain (truncated file?)");
+    const auto limit = in.PushLimit(static_cast<int>(len));
+    if (k == 0) {
+      pb::GlobalMetadata md;
+      if (!md.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+        throw FormatError(source + ": the first message is not a Chakra GlobalMetadata (not a Chakra .et trace?)");
+      g.schema = md.version();
+      // Chakra's published versions are 0.0.x (ASTRA-sim writes "0.0.4"); an empty version is what converters
+      // that record only attributes write. Anything else has a Node layout this reader was not written for.
+      if (!g.schema.empty() && g.schema.rfind("0.0.", 0) != 0)
+        throw FormatError(source + ": Chakra schema version '" + printable(g.schema, 40) +
+                          "' is not supported (dtsim reads Chakra 0.0.x traces, et_def.proto Node fields 1-10)");
+    } else {
+      pb::Node n;
+      if (!n.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+        throw FormatError(source + ": " + what + " at byte " + std::to_string(at) + " is not a valid Chakra Node");
+      g.nodes.emplace_back();
+      fill_from_protobuf(n, k - 1, source, g.nodes.back());
+    }
+    in.PopLimit(limit);
+  }
+  std::sort(g.nodes.begin(), g.nodes.end(), [](const ExecNode& a, const ExecNode& b) { return a.id < b.id; });
+  check_unique_ids(g.nodes, source);
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Files and archives
 
 enum class Want { ANY, PYTORCH_ET, CHAKRA };
 
-ExecGraph parse_any(const std::string& text, const std::string& source, Want want) {
+ExecGraph parse_any(const std::string& text, const std::string& source, Want want, bool protobuf = false) {
+  if (protobuf || is_protobuf_text(text)) {
+    if (want == Want::PYTORCH_ET)
+      throw FormatError(source + ": not a PyTorch execution trace (it is a Chakra protobuf trace)");
+    return build_chakra_et(text, source);
+  }
   const std::vector<json> values = parse_json_values(text, source);
   const DocKind kind = detect(values, source);
   if (want == Want::PYTORCH_ET && kind != DocKind::PYTORCH_ET)
@@ -992,6 +1118,7 @@ ExecGraph parse_any(const std::string& text, const std::string& source, Want wan
 struct Loaded {
   std::string text;
   std::string source;
+  bool protobuf = false;  ///< a Chakra .et file or member (by name or content)
 };
 
 bool is_protobuf_member(const ArchiveMember& m) {
@@ -1007,17 +1134,17 @@ std::vector<Loaded> load_documents(const std::string& path) {
   const std::string file_name = std::filesystem::path(path).filename().string();
   std::vector<Loaded> docs;
   if (members.size() == 1 && members[0].name == file_name) {  // not an archive: the (decompressed) file itself
-    if (ends_with(path, ".et") && !members[0].content.empty() && members[0].content[0] != '{') refuse_protobuf(path);
-    docs.push_back({std::move(members[0].content), path});
+    const bool et = (ends_with(path, ".et") || ends_with(path, ".et.gz")) && !members[0].content.empty() &&
+                    members[0].content[0] != '{';
+    docs.push_back({std::move(members[0].content), path, et});
     return docs;
   }
-  for (auto& m : members)
-    if (ends_with(m.name, ".json")) docs.push_back({std::move(m.content), path + ":" + m.name});
-  if (docs.empty()) {
-    for (const auto& m : members)
-      if (is_protobuf_member(m)) refuse_protobuf(path + ":" + m.name);
-    throw FormatError(path + ": archive has no .json member (" + std::to_string(members.size()) + " members)");
+  for (auto& m : members) {
+    const bool et = is_protobuf_member(m);
+    if (et || ends_with(m.name, ".json")) docs.push_back({std::move(m.content), path + ":" + m.name, et});
   }
+  if (docs.empty())
+    throw FormatError(path + ": archive has no .json or .et member (" + std::to_string(members.size()) + " members)");
   return docs;
 }
 
@@ -1025,7 +1152,7 @@ Loaded load_single(const std::string& path) {
   std::vector<Loaded> docs = load_documents(path);
   if (docs.size() != 1)
     throw FormatError(path + ": archive has " + std::to_string(docs.size()) +
-                      " .json members; use import_exec_graph_archive to read them all");
+                      " .json / .et members; use import_exec_graph_archive to read them all");
   return std::move(docs.front());
 }
 
@@ -1042,24 +1169,34 @@ ExecGraph parse_chakra_json(const std::string& text, const std::string& source) 
   return parse_any(text, source, Want::CHAKRA);
 }
 
+ExecGraph parse_chakra_et(const std::string& bytes, const std::string& source) {
+  return build_chakra_et(bytes, source);
+}
+
 ExecGraph import_pytorch_et(const std::string& path) {
   Loaded doc = load_single(path);
-  return parse_pytorch_et(doc.text, doc.source);
+  return parse_any(doc.text, doc.source, Want::PYTORCH_ET, doc.protobuf);
 }
 
 ExecGraph import_chakra_json(const std::string& path) {
   Loaded doc = load_single(path);
-  return parse_chakra_json(doc.text, doc.source);
+  return parse_any(doc.text, doc.source, Want::CHAKRA, doc.protobuf);
+}
+
+ExecGraph import_chakra_et(const std::string& path) {
+  Loaded doc = load_single(path);
+  return parse_chakra_et(doc.text, doc.source);
 }
 
 ExecGraph import_exec_graph(const std::string& path) {
   Loaded doc = load_single(path);
-  return parse_any(doc.text, doc.source, Want::ANY);
+  return parse_any(doc.text, doc.source, Want::ANY, doc.protobuf);
 }
 
 std::vector<ExecGraph> import_exec_graph_archive(const std::string& path) {
   std::vector<ExecGraph> graphs;
-  for (const Loaded& doc : load_documents(path)) graphs.push_back(parse_any(doc.text, doc.source, Want::ANY));
+  for (const Loaded& doc : load_documents(path))
+    graphs.push_back(parse_any(doc.text, doc.source, Want::ANY, doc.protobuf));
   return graphs;
 }
 

@@ -1,6 +1,6 @@
 // Execution graphs: the operator-level dependency graph of one rank's training step, imported from a PyTorch
-// execution trace (ET, the ExecutionTraceObserver JSON) or a Chakra execution trace in JSON form. Where the Kineto
-// importer (trace_events.hpp) says *when* things ran, an ExecGraph says *what depends on what*.
+// execution trace (ET, the ExecutionTraceObserver JSON) or a Chakra execution trace (JSON or protobuf .et). Where the
+// Kineto importer (trace_events.hpp) says *when* things ran, an ExecGraph says *what depends on what*.
 //
 // Semantics, PyTorch ET ("pytorch-et"; schemas "1.0.1", "1.0.3-chakra.0.0.4", "1.1.0-chakra.0.0.4", ...):
 //  * Every node of the file becomes one ExecNode with the same id; `parent` is the node's "ctrl_deps" field (newer
@@ -58,6 +58,10 @@
 //  * schema: GlobalMetadata "version" (jsonizer form), "" for the feeder form. rank: from the file name
 //    convention "<prefix>.<rank>.json" (chakra.0.json -> 0), else -1.
 //
+// Semantics, Chakra protobuf ("chakra-et"): the binary form of the jsonizer's, with the same rules: Node id, name,
+// type, ctrl_deps, data_deps, duration_micros and the same attributes (an integer attribute may have any integer
+// kind of AttributeProto's oneof). schema: GlobalMetadata.version (may be empty); rank: "<prefix>.<rank>.et".
+//
 // Errors: every failure is a dtsim::FormatError (syntax, structure, wrong types of structural fields, duplicate
 // ids, unknown parent) or ConfigError (cannot open) whose one-line message starts with the source (the path, or
 // "path:member" inside an archive). Descriptive metadata of a wrong type (attrs, tensor tuples, shapes) is ignored.
@@ -101,7 +105,7 @@ struct ExecNode {
 /// The execution graph of one trace file (one rank).
 struct ExecGraph {
   std::string source;           ///< path (or "path:member") it was read from; prefixes error messages
-  std::string format;           ///< "pytorch-et" or "chakra-json"
+  std::string format;           ///< "pytorch-et", "chakra-json" or "chakra-et"
   std::string schema;           ///< ET "schema" / Chakra GlobalMetadata "version"; "" when not recorded
   int rank = -1;                ///< distributed rank when derivable (see the header comment), else -1
   std::vector<ExecNode> nodes;  ///< sorted by id
@@ -113,19 +117,28 @@ ExecGraph import_pytorch_et(const std::string& path);
 /// Parses the JSON text of a PyTorch execution trace; `source` names it in errors and in ExecGraph::source.
 ExecGraph parse_pytorch_et(const std::string& text, const std::string& source);
 
-/// Reads a Chakra JSON trace (feeder or chakra_jsonizer form): plain or compressed, or an archive with exactly one
-/// .json member. A binary Chakra protobuf trace (.et) is refused with a FormatError.
+/// Reads a Chakra trace in JSON (feeder or chakra_jsonizer form) or protobuf (.et, see parse_chakra_et): plain or
+/// compressed, or an archive with exactly one .json or .et member.
 ExecGraph import_chakra_json(const std::string& path);
-/// Parses the text of a Chakra JSON trace; `source` names it in errors and in ExecGraph::source.
+/// Parses the text of a Chakra JSON trace (binary protobuf input is read as parse_chakra_et); `source` names it in
+/// errors and in ExecGraph::source.
 ExecGraph parse_chakra_json(const std::string& text, const std::string& source);
 
-/// Every member whose name ends in ".json" of a (compressed) tar archive, each detected as PyTorch ET or Chakra
-/// JSON, in archive order; sources are "path:member". A file that is not an archive gives one graph. Throws
-/// FormatError when there is no .json member (naming a protobuf .et member when that is what it holds).
+/// Reads a Chakra protobuf execution trace (.et; plain, .gz, or an archive with exactly one .et member).
+ExecGraph import_chakra_et(const std::string& path);
+/// Parses the bytes of a Chakra .et trace (format "chakra-et"): varint-length-prefixed messages of Chakra's
+/// et_def.proto (traces/chakra_et.proto), a GlobalMetadata then one Node per node, read into the same ExecNode
+/// fields and attributes as Chakra JSON. FormatError, naming the message and its byte offset, on a truncated
+/// stream, a message that does not parse, ids beyond int64, or a GlobalMetadata version other than 0.0.x.
+ExecGraph parse_chakra_et(const std::string& bytes, const std::string& source);
+
+/// Every member whose name ends in ".json" or ".et" (or whose content is a Chakra protobuf stream) of a (compressed)
+/// tar archive, each detected as PyTorch ET, Chakra JSON or Chakra protobuf, in archive order; sources are
+/// "path:member". A file that is not an archive gives one graph. FormatError when there is no such member.
 std::vector<ExecGraph> import_exec_graph_archive(const std::string& path);
 
-/// Reads one execution graph, detecting the container (plain, .gz, tar archive with exactly one .json member) and
-/// the format (PyTorch ET, Chakra JSON). Chakra protobuf traces and Kineto traces are refused with a FormatError.
+/// Reads one execution graph, detecting the container (plain, .gz, tar archive with exactly one .json or .et member)
+/// and the format (PyTorch ET, Chakra JSON, Chakra protobuf). Kineto traces are refused with a FormatError.
 ExecGraph import_exec_graph(const std::string& path);
 
 /// Validates the graph: every dependency id (data and ctrl) names a node, no node depends on itself, ids are
