@@ -192,9 +192,7 @@ private:
   }
 
   /// One host issue (Lowerer::host_issue): a span outside the graph, or a HOST-stream task when the host syncs.
-  Count host_issue() const {
-    return (cal_.host_sync_each_pass && cal_.host_issue_s > 0) || opt_.host_issue_tasks ? Count{1, 2} : Count{0, 0, 1};
-  }
+  Count host_issue() const { return host_issue_as_tasks(cal_, opt_) ? Count{1, 2} : Count{0, 0, 1}; }
 
   // ---- compute (Lowerer::compute_task, run_steps, overlapped_compute, ring_attention)
   Count compute(double kernels, bool* issued) const {

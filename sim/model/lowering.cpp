@@ -1640,7 +1640,7 @@ void Lowerer::setup_ranks() {
     last_.assign(out_.ranks.size(), none);
   }
   // With host_sync_each_pass the host stream holds JOINs that wait for the device: its tasks stay in the graph.
-  host_runs_ahead_ = !(cal_.host_sync_each_pass && cal_.host_issue_s > 0) && !opt_.host_issue_tasks;
+  host_runs_ahead_ = !host_issue_as_tasks(cal_, opt_);
   host_clock_.assign(out_.ranks.size(), 0.0);
   seq_.assign(out_.ranks.size(), std::array<int, kNumGroupAxes>{});
 }

@@ -84,6 +84,14 @@ struct SimOptions {
       false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
 };
 
+/// Whether the host's kernel issue stays DELAY tasks on each rank's HOST stream: when the host syncs with the device
+/// before every pass (calibration host_sync_each_pass with host_issue_s > 0) or SimOptions::host_issue_tasks asks;
+/// otherwise it becomes release times and host spans (TaskGraph::release_at_least). The lowering and the footprint
+/// estimate both decide by this.
+inline bool host_issue_as_tasks(const Calibration& cal, const SimOptions& opt) {
+  return (cal.host_sync_each_pass && cal.host_issue_s > 0) || opt.host_issue_tasks;
+}
+
 struct SimRank {
   int global_rank = 0;  ///< rank in the plan; its GPU is SimOptions::first_gpu + global_rank
   RankCoord coord;

@@ -33,6 +33,12 @@ std::string task_name(const TaskGraph& g, const Task& t) {
   return name;
 }
 
+/// The layer and micro-batch arguments every slice carries (when set).
+void add_position_args(std::vector<TraceArg>& args, int layer, int microbatch) {
+  if (layer >= 0) args.push_back(TraceArg::integer("layer", layer));
+  if (microbatch >= 0) args.push_back(TraceArg::integer("microbatch", microbatch));
+}
+
 /// Calls f(span, start_s) for every host span (TaskGraph::host_spans) in order: each starts where its rank's
 /// previous span ended, the first at 0.
 template <class F>
@@ -111,8 +117,7 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
     const int pid = low.ranks[t.rank].global_rank;
     args.clear();
     args.push_back(TraceArg::text("phase", phase_name(t.phase)));
-    if (t.layer >= 0) args.push_back(TraceArg::integer("layer", t.layer));
-    if (t.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", t.microbatch));
+    add_position_args(args, t.layer, t.microbatch);
     if (t.kind == TaskKind::COMPUTE) args.push_back(TraceArg::real("flops", t.flops));
     if (t.kind == TaskKind::FLOW) {
       args.push_back(TraceArg::real("bytes", t.bytes));
@@ -127,8 +132,7 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
     if (!keep[h.rank]) return;
     args.clear();
     args.push_back(TraceArg::text("phase", phase_name(h.phase)));
-    if (h.layer >= 0) args.push_back(TraceArg::integer("layer", h.layer));
-    if (h.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", h.microbatch));
+    add_position_args(args, h.layer, h.microbatch);
     const auto s_ns = units::s_to_ns(start_s);
     w.complete(low.ranks[h.rank].global_rank, static_cast<int>(Stream::HOST), low.graph.names()[h.name],
                stream_name(Stream::HOST), s_ns, units::s_to_ns(h.end_s) - s_ns, args);
@@ -239,19 +243,17 @@ std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineRes
                               s * 1000 + static_cast<int>(k)),
                {}});
         args.clear();
-        if (sl.task < 0) {
+        if (sl.task < 0) {  // a host span: name, phase and position only
           const HostSpan& h = host[-sl.task - 1];
           cats.assign({stream, phase_name(h.phase)});
-          if (h.layer >= 0) args.push_back(TraceArg::integer("layer", h.layer));
-          if (h.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", h.microbatch));
+          add_position_args(args, h.layer, h.microbatch);
           w.slice_begin(lanes[k].uuid, sl.start, low.graph.names()[h.name], cats, args);
           lanes[k].open.push_back(sl.end);
           continue;
         }
         const Task& t = tasks[sl.task];
         cats.assign({stream, phase_name(t.phase)});
-        if (t.layer >= 0) args.push_back(TraceArg::integer("layer", t.layer));
-        if (t.microbatch >= 0) args.push_back(TraceArg::integer("microbatch", t.microbatch));
+        add_position_args(args, t.layer, t.microbatch);
         // FLOPs and bytes as integers: a varint is shorter than a double.
         if (t.kind == TaskKind::COMPUTE) args.push_back(TraceArg::integer("flops", std::llround(t.flops)));
         if (t.kind == TaskKind::FLOW) {
