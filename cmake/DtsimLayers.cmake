@@ -11,7 +11,8 @@
 #   rank 3  validate    comparison with measurements: published data, calibration fits, executor, compare
 #   rank 4  api         the public library API (dtsim/dtsim.hpp)
 #   rank 5  cli         the dtsim command line
-set(DTSIM_LAYERS traces strategies profiler sim studies validate api cli)
+#   rank 5  python      the Python module (import dtsim)
+set(DTSIM_LAYERS traces strategies profiler sim studies validate api cli python)
 set(DTSIM_LAYER_RANK_traces 0)
 set(DTSIM_LAYER_RANK_strategies 1)
 set(DTSIM_LAYER_RANK_profiler 1)
@@ -20,6 +21,7 @@ set(DTSIM_LAYER_RANK_studies 3)
 set(DTSIM_LAYER_RANK_validate 3)
 set(DTSIM_LAYER_RANK_api 4)
 set(DTSIM_LAYER_RANK_cli 5)
+set(DTSIM_LAYER_RANK_python 5)
 
 # dtsim_layer(TARGET LAYER): records that TARGET (an existing library or executable) belongs to LAYER.
 function(dtsim_layer target layer)

@@ -2,7 +2,8 @@
 # Installs dtsim's build dependencies (Debian 12 packages) and builds it into build/.
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 # Environment: DTSIM_BUILD_DIR (default build), DTSIM_WERROR=ON to treat warnings as errors (CI),
-#              DTSIM_SKIP_APT=1 to skip the package installation.
+#              DTSIM_SKIP_APT=1 to skip the package installation, DTSIM_PTH=0 not to write the dtsim.pth file that
+#              lets the system python3 `import dtsim` (from BUILD_DIR/python; see the end of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${DTSIM_BUILD_DIR:-build}
@@ -11,6 +12,9 @@ PACKAGES=(build-essential cmake ninja-build pkg-config python3 time
           coinor-libcbc-dev libarchive-dev libopenmpi-dev openmpi-bin
           protobuf-compiler libprotobuf-dev
           jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
+# The Python module (python/: pybind11 over Debian's python3) and its tests (pytest; pandas for to_frame(); protobuf
+# for the test that decodes exported Chakra traces).
+PACKAGES+=(pybind11-dev python3-dev python3-pytest python3-pandas python3-protobuf)
 # The fuzz smoke test of scripts/test.sh (scripts/fuzz_smoke.sh): clang and the libFuzzer runtime it links.
 PACKAGES+=(clang libclang-rt-14-dev)
 # The static checks of scripts/test.sh (scripts/lint.sh): clang-format and clang-tidy.
@@ -33,4 +37,12 @@ fi
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON \
       -DDTSIM_WERROR="${DTSIM_WERROR:-OFF}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
-echo "setup: built $BUILD_DIR/sim/dtsim"
+echo "setup: built $BUILD_DIR/bin/dtsim"
+# `import dtsim` for the system python3: a .pth file naming BUILD_DIR/python in its user site-packages directory (as
+# `pip install --user -e` would do). Without it: PYTHONPATH=$BUILD_DIR/python.
+PY_DIR=$(realpath -m "$BUILD_DIR/python")
+if [ "${DTSIM_PTH:-1}" = 1 ] && [ -d "$PY_DIR/dtsim" ] && [ -x /usr/bin/python3 ]; then
+  SITE=$(/usr/bin/python3 -m site --user-site)
+  mkdir -p "$SITE" && echo "$PY_DIR" >"$SITE/dtsim.pth"
+  echo "setup: python3 -c 'import dtsim' finds $PY_DIR/dtsim (via $SITE/dtsim.pth)"
+fi

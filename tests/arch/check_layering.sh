@@ -2,7 +2,7 @@
 # arch/check_layering.sh ROOT -- enforces the layering rules of the source tree by grepping #include lines: no
 # library includes a header of a layer above it. The layers and their ranks are read from cmake/DtsimLayers.cmake
 # (the same table dtsim_check_layers() applies to link lines; layer "api" is the folder dtsim/):
-#   traces (0) <- strategies, profiler (1) <- sim (2) <- studies, validate (3) <- dtsim (4) <- cli (5).
+#   traces (0) <- strategies, profiler (1) <- sim (2) <- studies, validate (3) <- dtsim (4) <- cli, python (5).
 # Concretely:
 #   1. no file under a layer folder includes a header ("X/...") of another layer folder X of the same or a higher
 #      rank: a layer uses only those below it, and peers (strategies/profiler, studies/validate) never use each
@@ -12,10 +12,11 @@
 #   3. only files under sim/engine/ include SimGrid headers (<simgrid/...>, and its <xbt/...>, <smpi/...>);
 #   4. validate/compare/compare.* and validate/compare/measurements.* include project headers of traces/ (and each
 #      other) only, and no SimGrid or GPU headers: the executor (validate/exec/) links them without the simulator;
-#   5. nothing under traces/, strategies/, sim/, studies/, dtsim/ or cli/ includes GPU libraries (<cuda...>,
+#   5. nothing under traces/, strategies/, sim/, studies/, dtsim/, cli/ or python/ includes GPU libraries (<cuda...>,
 #      <cupti...>, <nccl...>, <cublas...>, <cudnn...>): the simulator and its front ends build without CUDA;
-#   6. cli/ goes through the library API: its files include project headers of cli/, dtsim/ and traces/ (the
-#      vocabulary the API's structs are made of: model, cluster, plan, calibration, errors, units) only;
+#   6. cli/ and python/ (the front ends) go through the library API: their files include project headers of their
+#      own folder, dtsim/ and traces/ (the vocabulary the API's structs are made of: model, cluster, plan,
+#      calibration, errors, units) only;
 #   7. no exit() (exit, std::exit, _Exit, quick_exit) in library code: errors are exceptions that main()
 #      turns into "dtsim: error: ..." and exit code 2; cli/main.cpp is the only main file that may end the
 #      process, and tests/ are not library code. // comments are ignored for this rule.
@@ -123,10 +124,10 @@ system_hits=$(select_files '^validate/compare/(compare|measurements)\.' |
 compare_hits+=$system_hits
 report "validate/compare/compare.* and measurements.* include traces/ headers only" "$compare_hits"
 
-rule "cli/ includes project headers of cli/, dtsim/ and traces/ only (it goes through the library API)" '^cli/' '' \
-  'strategies/|profiler/|sim/|studies/|validate/'
-rule "traces/, strategies/, sim/, studies/, dtsim/, cli/ include no CUDA, CUPTI or NCCL headers" \
-  '^(traces|strategies|sim|studies|dtsim|cli)/' '' "$GPU"
+rule "cli/ and python/ include project headers of their own folder, dtsim/ and traces/ only (the library API)" \
+  '^(cli|python)/' '' 'strategies/|profiler/|sim/|studies/|validate/'
+rule "traces/, strategies/, sim/, studies/, dtsim/, cli/, python/ include no CUDA, CUPTI or NCCL headers" \
+  '^(traces|strategies|sim|studies|dtsim|cli|python)/' '' "$GPU"
 
 # Rule 7: exit() outside the main file. Comments after // are dropped before matching.
 exit_hits=$(select_files '' '^(cli/main\.cpp|tests/)' | xargs -0 -r grep -nHE -- \

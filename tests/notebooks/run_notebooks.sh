@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/notebooks/run_notebooks.sh DTSIM -- executes notebooks/calibration_fits.ipynb headless (jupyter nbconvert
-# --to notebook --execute) into a temporary directory, with the given dtsim binary, and checks that every figure
-# it lists in its manifest was written as a PNG. Exit 77 (ctest SKIP_RETURN_CODE) when jupyter nbconvert, the
-# kernel's Python modules (ipykernel, nbformat, matplotlib) or the shared traces are missing.
+# --to notebook --execute) into a temporary directory, with the dtsim Python module of the build that holds the given
+# dtsim binary (BUILD/bin/dtsim -> BUILD/python), and checks that every figure it lists in its manifest was written
+# as a PNG. Exit 77 (ctest SKIP_RETURN_CODE) when jupyter nbconvert, the kernel's Python modules (ipykernel,
+# nbformat, matplotlib), the build's Python module or the shared traces are missing.
 # run_notebooks.sh DTSIM sweep_plots -- executes notebooks/sweep_plots.ipynb instead, on the committed synthetic sweep
 # results (tests/data/sweep/sweep_small.jsonl, no shared data needed), and checks its four PNGs.
 set -euo pipefail
@@ -22,6 +23,11 @@ PY=$(head -n1 "$JUPYTER" | sed -e 's/^#! *//')
 $PY -c 'import ipykernel, nbformat, matplotlib, numpy' 2>/dev/null ||
   skip "ipykernel, nbformat, matplotlib or numpy missing for $PY (Debian: python3-ipykernel python3-nbformat python3-matplotlib)"
 [[ -x $DTSIM ]] || { echo "FAIL dtsim binary not executable: $DTSIM"; exit 1; }
+# The notebooks import the dtsim module: the one built beside this binary.
+DTSIM_PYTHON=$(realpath -m "$(dirname "$DTSIM")/../python")
+export DTSIM_PYTHON PYTHONPATH=$DTSIM_PYTHON${PYTHONPATH:+:$PYTHONPATH}
+# shellcheck disable=SC2086
+$PY -c 'import dtsim' 2>/dev/null || skip "the dtsim Python module is not built in $DTSIM_PYTHON (pybind11-dev, python3-dev)"
 if [[ ${2:-} == sweep_plots ]]; then
   TMP=$(mktemp -d)
   trap 'rm -rf "$TMP"' EXIT
