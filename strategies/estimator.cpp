@@ -168,21 +168,30 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (a == Axis::DP) stride_dp = stride;
     stride *= plan.degree(a);
   }
-  TpLinks tp_link = tp_links(c, cal, plan.tp, stride_tp, plan.tp_layout, plan.tp_depth);
-  if (plan.tp_comm_overlap) tp_link.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : plan.tp;
-  // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
-  tp_link.group_size[0] = plan.cp;
-  tp_link.group[0] = hop(c, cal, plan.cp, plan.tp * stride_tp);
-  tp_link.group_size[1] = plan.ep;
-  tp_link.group[1] = hop(c, cal, plan.ep, plan.expert_tp() * stride_tp);
-  tp_link.group_size[2] = plan.expert_tp();
-  tp_link.group[2] = hop(c, cal, plan.expert_tp(), stride_tp);
+  // The TP links of a stage (heterogeneous plans: its own layout).
+  auto stage_tp_link = [&](const StageStrategy& st) {
+    TpLinks l = tp_links(c, cal, plan.tp, stride_tp, st.tp_layout, st.tp_depth);
+    if (plan.tp_comm_overlap) l.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : plan.tp;
+    // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
+    l.group_size[0] = plan.cp;
+    l.group[0] = hop(c, cal, plan.cp, plan.tp * stride_tp);
+    l.group_size[1] = plan.ep;
+    l.group[1] = hop(c, cal, plan.ep, plan.expert_tp() * stride_tp);
+    l.group_size[2] = plan.expert_tp();
+    l.group[2] = hop(c, cal, plan.expert_tp(), stride_tp);
+    return l;
+  };
   const Link dp_link = hop(c, cal, plan.dp, stride_dp);
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0);
+  const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
+  const double act_bytes =
+      static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden * dtype_bytes(m.dtype);
   for (int s = 0; s < p; ++s) {
-    cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size / plan.replicas(s));
+    const ParallelPlan sv = plan.stage_view(s);
+    const TpLinks tp_link = stage_tp_link(plan.stage_strategy(s));
+    cost::Shape sh = cost::shape_of(sv, plan.micro_batch_size / plan.replicas(s));
     const auto layer = cost::layer_passes(m, sh);
     int moe_layers = 0;
     if (m.moe.enabled())
@@ -209,6 +218,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       f += steps_time(head.forward, c, cal, m.dtype, tp_link);
       b += steps_time(head.backward, c, cal, m.dtype, tp_link);
     }
+    // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is
+    // re-sharded over this stage's TP group (an all-to-all of its shard).
+    const double reshard = ring_time_s(false, plan.tp, act_bytes / plan.replicas(s) / plan.tp, intra.alpha, intra.bw,
+                                       cal.collective_step_overhead_s);
+    if (s > 0 && plan.stage_layouts_differ(s - 1, s)) f += reshard;
+    if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b += reshard;
     stage_time[s] = f + b;
     last_backward[s] = b;
   }
@@ -231,10 +246,10 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   // Gradient synchronisation, overlapped with the last micro-batch's backward; ZeRO's parameter all-gather after
   // the optimizer step is exposed. All-reduces across nodes with several members per node are hierarchical
   // (as the simulator's automatic choice), other collectives are flat rings limited by their slowest hop.
-  const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   double dp_time = 0, opt_time = 0;
   for (int s = 0; s < p; ++s) {
-    const auto sm = memory::static_memory(m, plan, s);
+    const int zero = plan.stage_strategy(s).zero_stage;
+    const auto sm = memory::static_memory(m, plan.stage_view(s), s);
     const int n = plan.dp * plan.cp * plan.replicas(s);
     // Dense gradients over dp x cp; the experts' over their (smaller) expert-data-parallel group, which runs after
     // (approximated as part of the same ring volume scaled by its group's share).
@@ -250,9 +265,9 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     };
     const double ring = ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
     double hidden_part = 0, exposed_part = 0;
-    if (plan.zero_stage == 0) hidden_part = all_reduce();
-    if (plan.zero_stage == 1 || plan.zero_stage == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
-    if (plan.zero_stage == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
+    if (zero == 0) hidden_part = all_reduce();
+    if (zero == 1 || zero == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
+    if (zero == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
     const double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
     // Interference (as the flow engine): the gradient collectives run at 1 / (1 + c) beside the backward's kernels,
     // which run at 1 / (1 + g) for the length w of the overlap and so end w g / (1 + g) later.
@@ -277,7 +292,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   e.optimizer_s = opt_time;
   e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
   for (int s = 0; s < p; ++s) {
-    const double peak = memory::analytic_peak_bytes(m, plan, s, cal.reserved_memory_bytes);
+    const double peak = memory::analytic_peak_bytes(m, plan.stage_view(s), s, cal.reserved_memory_bytes);
     e.stage_peak_bytes.push_back(peak);
     e.peak_bytes = std::max(e.peak_bytes, peak);
   }

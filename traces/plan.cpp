@@ -405,6 +405,49 @@ int ParallelPlan::devices_per_pipeline() const {
   return n;
 }
 
+std::string to_string(const StageStrategy& st) {
+  std::string out = to_string(st.recompute) + " zero " + std::to_string(st.zero_stage);
+  if (st.sequence_parallel) out += " sp";
+  if (st.tp_layout != TpLayout::D1) {
+    out += ' ';
+    out += to_string(st.tp_layout);
+    if (st.tp_layout == TpLayout::D2_5) {
+      out += ':';
+      out += std::to_string(st.tp_depth);
+    }
+  }
+  return out;
+}
+
+StageStrategy ParallelPlan::stage_strategy(int stage) const {
+  if (has_stage_strategies()) {
+    DTSIM_ASSERT(stage >= 0 && stage < static_cast<int>(stage_strategies.size()),
+                 "stage " << stage << " of " << stage_strategies.size() << " stage strategies");
+    return stage_strategies[static_cast<std::size_t>(stage)];
+  }
+  return {tp_layout, tp_depth, sequence_parallel, zero_stage, recompute};
+}
+
+ParallelPlan ParallelPlan::stage_view(int stage) const {
+  ParallelPlan v = *this;
+  if (!has_stage_strategies()) return v;
+  const StageStrategy& st = stage_strategies[static_cast<std::size_t>(stage)];
+  v.tp_layout = st.tp_layout;
+  v.tp_depth = st.tp_depth;
+  v.sequence_parallel = st.sequence_parallel;
+  v.zero_stage = st.zero_stage;
+  v.recompute = st.recompute;
+  v.stage_strategies.clear();
+  return v;
+}
+
+bool ParallelPlan::stage_layouts_differ(int a, int b) const {
+  if (!has_stage_strategies()) return false;
+  const StageStrategy &x = stage_strategies[static_cast<std::size_t>(a)],
+                      &y = stage_strategies[static_cast<std::size_t>(b)];
+  return x.tp_layout != y.tp_layout || x.tp_depth != y.tp_depth;
+}
+
 int ParallelPlan::rank_of(const RankCoord& c) const {
   if (has_stage_replicas()) {
     int offset = 0;
@@ -630,6 +673,21 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
     throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
   validate_precision_overlap(model, cluster);
+  if (has_stage_strategies()) {
+    if (static_cast<int>(stage_strategies.size()) != pp)
+      throw ConfigError(ctx + ": stage_strategies has " + std::to_string(stage_strategies.size()) +
+                        " entries but pp is " + std::to_string(pp));
+    // Each stage's view must be a valid plan on its own; its error names the stage.
+    for (int s = 0; s < pp; ++s) {
+      try {
+        stage_view(s).validate(model, cluster);
+      } catch (const ConfigError& e) {
+        std::string what = e.what();
+        if (what.rfind(ctx + ": ", 0) == 0) what = what.substr(ctx.size() + 2);
+        throw ConfigError(ctx + ": stage_strategies[" + std::to_string(s) + "]: " + what);
+      }
+    }
+  }
 }
 
 void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, const ClusterSpec& cluster) const {
@@ -768,6 +826,18 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (!p.stack.empty()) j["stack"] = p.stack;
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
   if (p.tp_layout == TpLayout::D2_5) j["tp_depth"] = p.tp_depth;
+  if (p.has_stage_strategies()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const StageStrategy& st : p.stage_strategies) {
+      nlohmann::json o = {{"zero_stage", st.zero_stage},
+                          {"recompute", to_string(st.recompute)},
+                          {"sequence_parallel", st.sequence_parallel},
+                          {"tp_layout", to_string(st.tp_layout)}};
+      if (st.tp_layout == TpLayout::D2_5) o["tp_depth"] = st.tp_depth;
+      a.push_back(std::move(o));
+    }
+    j["stage_strategies"] = std::move(a);
+  }
   if (p.schedule == Schedule::CUSTOM) {
     j["custom_order"] = custom_to_json(p.custom_order);
     if (!p.custom_source.empty()) j["custom_source"] = p.custom_source;
@@ -813,6 +883,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "overlap_param_gather",
                              "fsdp_prefetch",
                              "cuda_graphs",
+                             "stage_strategies",
                              "stack"});
   ParallelPlan p;
   p.tp = get_or<int>(j, ctx, "tp", 1);
@@ -857,6 +928,30 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.rank_order = rank_order_from_string(get_or<std::string>(j, ctx, "rank_order", "tp,dp,pp"), ctx);
   p.dp_overlap = get_or<bool>(j, ctx, "dp_overlap", true);
   p.dp_bucket_bytes = get_or<double>(j, ctx, "dp_bucket_bytes", p.dp_bucket_bytes);
+  if (j.contains("stage_strategies")) {
+    const auto& a = get<nlohmann::json>(j, ctx, "stage_strategies");
+    if (!a.is_array()) throw FormatError(ctx + ": stage_strategies must be an array with one object per stage");
+    for (std::size_t s = 0; s < a.size(); ++s) {
+      const std::string sctx = ctx + ": stage_strategies[" + std::to_string(s) + "]";
+      const auto& o = a[s];
+      if (!o.is_object()) throw FormatError(sctx + " must be an object");
+      json_util::reject_unknown(o, sctx,
+                                {"tp", "tp_layout", "tp_depth", "sequence_parallel", "zero_stage", "recompute"});
+      // Unset fields are the plan's own.
+      if (o.contains("tp") && get<int>(o, sctx, "tp") != p.tp)
+        throw ConfigError(sctx + ": tp " + std::to_string(get<int>(o, sctx, "tp")) + " differs from the plan's tp " +
+                          std::to_string(p.tp) + " (per-stage tensor-parallel degrees are not supported yet)");
+      StageStrategy st;
+      st.tp_layout =
+          o.contains("tp_layout") ? tp_layout_from_string(get<std::string>(o, sctx, "tp_layout"), sctx) : p.tp_layout;
+      st.tp_depth = get_or<int>(o, sctx, "tp_depth", st.tp_layout == p.tp_layout ? p.tp_depth : 1);
+      st.sequence_parallel = get_or<bool>(o, sctx, "sequence_parallel", p.sequence_parallel);
+      st.zero_stage = get_or<int>(o, sctx, "zero_stage", p.zero_stage);
+      st.recompute =
+          o.contains("recompute") ? recompute_from_string(get<std::string>(o, sctx, "recompute"), sctx) : p.recompute;
+      p.stage_strategies.push_back(st);
+    }
+  }
   if (j.contains("num_microbatches") && p.micro_batch_size > 0 && p.dp > 0) {
     int m = get<int>(j, ctx, "num_microbatches");
     const std::int64_t derived = p.global_batch_size / (static_cast<std::int64_t>(p.micro_batch_size) * p.dp);

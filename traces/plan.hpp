@@ -109,6 +109,22 @@ struct RankCoord {
   void set(Axis a, int v) { (a == Axis::TP ? tp : a == Axis::DP ? dp : pp) = v; }
 };
 
+/// The intra-layer strategy of one pipeline stage in a heterogeneous plan (ParallelPlan::stage_strategies): how the
+/// stage's layers use its tensor-parallel group (layout, sequence parallelism), how its data-parallel group shards
+/// the stage's weights, gradients and optimizer states (ZeRO stage), and its activation recompute. The stage's TP
+/// degree is the plan's.
+struct StageStrategy {
+  TpLayout tp_layout = TpLayout::D1;
+  int tp_depth = 1;
+  bool sequence_parallel = false;
+  int zero_stage = 0;
+  Recompute recompute = Recompute::NONE;
+  bool operator==(const StageStrategy&) const = default;
+};
+
+/// "full zero 1 sp", "none zero 0 2d": a stage strategy in words (plan descriptions, the summary).
+std::string to_string(const StageStrategy& st);
+
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1;
   /// Context parallelism: cp ranks split each sequence (world = tp cp dp pp). CP ranks sit next to the TP ranks
@@ -170,12 +186,25 @@ struct ParallelPlan {
   /// captured graph, issued by the host as one launch (host_issue_s once instead of once per kernel, collectives in
   /// the graph cost the host nothing).
   bool cuda_graphs = false;
+  /// Heterogeneous plans (UniAP): the intra-layer strategy of each pipeline stage (pp entries), replacing the plan's
+  /// own tp_layout, tp_depth, sequence_parallel, zero_stage and recompute for that stage. Empty = every stage uses
+  /// the plan's. Where neighbouring stages' layouts differ, the activation (forward) and its gradient (backward)
+  /// are re-sharded over the receiving stage's TP group (an all-to-all) after the pipeline transfer.
+  std::vector<StageStrategy> stage_strategies;
   /// The software stack the run is on (traces/stack_profile.hpp): a shipped profile's name or a .json file; ""
   /// = the default (kDefaultStack). It supplies the calibration's software values (host issue, p2p, attention
   /// kernels, per-iteration work).
   std::string stack;
 
   int world_size() const { return tp * cp * dp * devices_per_pipeline(); }
+  bool has_stage_strategies() const { return !stage_strategies.empty(); }
+  /// The intra-layer strategy of `stage`: its stage_strategies entry, or the plan's own fields.
+  StageStrategy stage_strategy(int stage) const;
+  /// The plan as seen by one stage: its strategy's fields in the plan's, stage_strategies cleared (what the cost
+  /// and memory models of that stage take). The plan itself for a plan without stage strategies.
+  ParallelPlan stage_view(int stage) const;
+  /// True when two stages' activations are laid out differently over the TP group (tp_layout, tp_depth).
+  bool stage_layouts_differ(int a, int b) const;
   int expert_tp() const { return etp > 0 ? etp : tp; }
   /// Expert-data-parallel degree: the ranks of a stage's tp x cp x dp block holding the same experts.
   int expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }

@@ -85,7 +85,7 @@ public:
     Count all;
     for (int s = 0; s < p_.pp; ++s) {
       if (per_stage[static_cast<std::size_t>(s)] == 0) continue;
-      ParallelPlan share = p_;
+      ParallelPlan share = p_.stage_view(s);
       if (p_.has_stage_replicas()) share.micro_batch_size = p_.micro_batch_size / p_.replicas(s);
       const PassCosts pc = default_pass_costs(m_, share);
       all += rank(first[static_cast<std::size_t>(s)], orders[static_cast<std::size_t>(s)], pc) *
@@ -283,7 +283,8 @@ private:
                   : st.group == cost::CommGroup::ETP ? group(rank, GroupAxis::ETP)
                                                      : tp;
         if (st.group == cost::CommGroup::TP && st.axis != cost::TpAxis::ALL) {
-          g.n = static_cast<int>(cost::tp_axis_members(p_.tp_layout, p_.tp, p_.tp_depth, st.axis, 0).size());
+          const StageStrategy ss = p_.stage_strategy(p_.coord_of(rank).pp);
+          g.n = static_cast<int>(cost::tp_axis_members(ss.tp_layout, p_.tp, ss.tp_depth, st.axis, 0).size());
           g.splits = false;
         }
         if (g.n <= 1) continue;
@@ -297,7 +298,7 @@ private:
   /// Everything simulated rank `rank` (global) emits: Lowerer::lower_rank.
   Count rank(int rank, const std::vector<PipeOp>& order, const PassCosts& pc) const {
     const RankCoord rc = p_.coord_of(rank);
-    const int s = rc.pp, p = p_.pp, last_chunk = p * p_.virtual_stages - 1, zero = p_.zero_stage;
+    const int s = rc.pp, p = p_.pp, last_chunk = p * p_.virtual_stages - 1, zero = p_.stage_strategy(s).zero_stage;
     const double e = dtype_bytes(m_.dtype);
     const auto chunk_layers = p_.chunk_layers(m_.num_layers);
     std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
@@ -373,13 +374,17 @@ private:
       // Pipeline: receive point, pp-gather (TP all-gather of the 1/t piece), send (delay + flow).
       const double act_msg =
           static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * m_.seq_len / p_.cp * m_.hidden * e;
+      // Heterogeneous plans: an all-to-all re-shards what comes from a stage of another TP layout.
+      const Count reshard = collective(tp, CollectiveKind::ALL_TO_ALL, act_msg / p_.tp);
       if (k > 0) {
         f += Count{1, 1} + (p_.tp > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
+        if (p_.tp > 1 && p_.stage_layouts_differ((k - 1) % p, s)) f += reshard;
         b += Count{2, 3};
       }
       if (k < last_chunk) {
         f += {2, 3};
         b += {1, 1};
+        if (p_.tp > 1 && p_.stage_layouts_differ((k + 1) % p, s)) b += reshard;
       }
       if (p_.precision == Precision::FP8_DELAYED) {
         const double amax = static_cast<double>(units.size()) * 32;

@@ -436,7 +436,9 @@ FoldDecision Lowerer::decide_folding() const {
   for (int st = 0; st < p_.pp; ++st) widest = std::max(widest, p_.replicas(st));
   // 2-D/2.5-D/3-D layouts run collectives over sub-groups of the TP group (and broadcasts/reduces give the root
   // a different role): the TP axis is simulated unfolded.
-  bool want_tp = p_.tp > 1 && p_.tp_layout == TpLayout::D1, want_dp = p_.dp * widest > 1;
+  bool all_d1 = true;
+  for (int st = 0; st < p_.pp; ++st) all_d1 = all_d1 && p_.stage_strategy(st).tp_layout == TpLayout::D1;
+  bool want_tp = p_.tp > 1 && all_d1, want_dp = p_.dp * widest > 1;
   // Skewed routing gives the members of an EP group different work: the axes the EP group spans are simulated
   // unfolded (the EP group spans dp; it spans tp unless etp = tp).
   const bool skew = m_.moe.enabled() && p_.ep > 1 && !p_.routing.balanced();
@@ -842,8 +844,9 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   if (ax == GroupAxis::TP && tp_axis != cost::TpAxis::ALL) {
     // The ranks of this rank's row / column / depth (2-D, 2.5-D) or cube axis (3-D) inside its TP group.
     RankCoord c = p_.coord_of(grank);
+    const StageStrategy st = p_.stage_strategy(c.pp);
     members.clear();
-    for (int t : cost::tp_axis_members(p_.tp_layout, p_.tp, p_.tp_depth, tp_axis, c.tp)) {
+    for (int t : cost::tp_axis_members(st.tp_layout, p_.tp, st.tp_depth, tp_axis, c.tp)) {
       c.tp = t;
       members.push_back(p_.rank_of(c));
     }
@@ -1275,7 +1278,13 @@ void Lowerer::lower_rank(int si) {
   // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
   const bool scatter_gather = p_.tp > 1;
   const bool split = p_.split_backward();
-  const int zero = p_.zero_stage;
+  const int zero = p_.stage_strategy(s).zero_stage;
+  // Heterogeneous plans: a transfer from a stage whose TP layout differs is re-sharded over this rank's TP group.
+  auto reshard = [&](int from_stage, Phase phase, int mb, std::int32_t pred) {
+    if (p_.tp == 1 || !p_.stage_layouts_differ(from_stage, s)) return pred;
+    return collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_TO_ALL, act_msg / p_.tp, phase,
+                      phase == Phase::FORWARD ? "reshard-activation" : "reshard-gradient", -1, mb, pred);
+  };
   // Pipeline transfers to model chunk k: this replica's share of the micro-batch goes to every replica of the
   // receiving stage whose share overlaps it (split/concat between stages of different widths).
   auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred) {
@@ -1459,6 +1468,7 @@ void Lowerer::lower_rank(int si) {
         if (scatter_gather)
           cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
                            "pp-gather", -1, mb, cur);
+        cur = reshard((k - 1) % p, Phase::FORWARD, mb, cur);
       }
       const bool first_use = !param_gathered[static_cast<std::size_t>(op.chunk)];
       param_gathered[static_cast<std::size_t>(op.chunk)] = true;
@@ -1486,7 +1496,10 @@ void Lowerer::lower_rank(int si) {
       if (k > 0) waiting_.push_back({first, si, mb, k, 0});
       if (k < last_chunk) send_pieces(k + 1, 0, mb, cur);
     } else if (op.kind == PipeOp::Kind::B) {
-      if (k < last_chunk) first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
+      if (k < last_chunk) {
+        first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
+        cur = reshard((k + 1) % p, Phase::BACKWARD, mb, cur);
+      }
       auto& ends = b_ends[{mb, k}];
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const Unit& u = *it;
@@ -1623,7 +1636,7 @@ void Lowerer::setup_ranks() {
       sr.nic_multiplicity = fd.share[r][0];
       sr.fabric_multiplicity = fd.share[r][1];
     }
-    sr.static_mem = memory::static_memory(m_, p_, c.pp);
+    sr.static_mem = memory::static_memory(m_, p_.stage_view(c.pp), c.pp);
     sr.reserved_bytes = cal_.reserved_memory_bytes;
     out_.sim_index_of[r] = static_cast<int>(out_.ranks.size());
     out_.ranks.push_back(sr);
@@ -1739,11 +1752,12 @@ Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const Pa
               const Calibration& cal, const SimOptions& opt) {
   const PassCosts base = default_pass_costs(model, plan);
   Lowerer lw(model, cluster, plan, cal, opt, base);
-  if (plan.has_stage_replicas()) {
-    // Each replica of stage s computes micro_batch_size / replicas(s) samples of every micro-batch.
+  if (plan.has_stage_replicas() || plan.has_stage_strategies()) {
+    // Each replica of stage s computes micro_batch_size / replicas(s) samples of every micro-batch, with the
+    // stage's own intra-layer strategy (heterogeneous plans).
     std::vector<PassCosts> per_stage;
     for (int s = 0; s < plan.pp; ++s) {
-      ParallelPlan share = plan;
+      ParallelPlan share = plan.stage_view(s);
       share.micro_batch_size = plan.micro_batch_size / plan.replicas(s);
       per_stage.push_back(default_pass_costs(model, share));
     }

@@ -253,9 +253,18 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   rep.hardware_tflops_per_gpu = low.hardware_flops_per_iteration / T / gpus / units::kTera;
   const double peak_flops = in.cluster->gpu.peak_flops(in.model->dtype);
   rep.mfu = low.model_flops_per_iteration / T / gpus / peak_flops;
-  const double k = plan.recompute == Recompute::FULL ? 8.0 : 6.0;
+  // 6 (forward + backward) or 8 (full recompute) FLOPs per parameter and token; heterogeneous plans weigh each
+  // stage's recompute by its layers.
+  double k = plan.recompute == Recompute::FULL ? 8.0 : 6.0;
+  if (plan.has_stage_strategies()) {
+    const auto layers = plan.stage_layers(in.model->num_layers);
+    double full = 0;
+    for (int s = 0; s < plan.pp; ++s) full += plan.stage_strategy(s).recompute == Recompute::FULL ? layers[s] : 0;
+    k = 6.0 + 2.0 * full / in.model->num_layers;
+  }
   const double tokens = static_cast<double>(plan.global_batch_size) * in.model->seq_len;
   // MoE: the parameters a token passes through (active), not all experts.
+  rep.hand_estimate_flops_per_param_token = k;
   rep.hand_estimate_s = k * static_cast<double>(in.model->active_params()) * tokens /
                         (gpus * peak_flops * in.calibration->gemm_efficiency_max);
   return rep;
@@ -445,6 +454,11 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     for (int s = 0; s < plan.pp; ++s) o << (s ? "," : " ") << plan.replicas(s);
   }
   o << "\n";
+  if (plan.has_stage_strategies()) {
+    o << "stage strategies:";
+    for (int s = 0; s < plan.pp; ++s) o << (s ? " | " : " ") << s << ": " << to_string(plan.stage_strategy(s));
+    o << "\n";
+  }
   o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks << " tasks, "
     << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode) << ", "
     << to_string(in.options->network) << " network\n\n";
@@ -459,7 +473,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << "per GPU             " << fmt("%.1f", rep.model_tflops_per_gpu) << " TFLOP/s model ("
     << fmt("%.1f", rep.hardware_tflops_per_gpu) << " executed), MFU " << fmt("%.1f", 100 * rep.mfu) << "%\n";
   o << "hand estimate       " << fmt("%.3f", rep.hand_estimate_s) << " s  ("
-    << (plan.recompute == Recompute::FULL ? 8 : 6) << " x " << (in.model->moe.enabled() ? "active " : "")
+    << fmt("%g", rep.hand_estimate_flops_per_param_token) << " x " << (in.model->moe.enabled() ? "active " : "")
     << "params x tokens / (GPUs x peak x " << fmt("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
   o << "stage  layers  compute s  exposed comm s  bubble s (fraction)  peak memory (static + dynamic)\n";
   for (int s = 0; s < plan.pp; ++s) {

@@ -76,9 +76,10 @@ struct Report {
   double model_tflops_per_gpu = 0;     ///< model FLOPs (no recompute) per second per GPU, in TFLOP/s
   double hardware_tflops_per_gpu = 0;  ///< executed FLOPs (with recompute) per second per GPU
   double mfu = 0;                      ///< model FLOPs utilisation against the dtype's dense peak
-  double hand_estimate_s = 0;
-  double max_bubble_fraction = 0;  ///< largest bubble fraction over the stages          ///< k*params*tokens / (GPUs *
-                                   ///< peak * gemm_efficiency_max), k = 6 or 8
+  double hand_estimate_s = 0;          ///< k * params * tokens / (GPUs * peak * gemm_efficiency_max)
+  double hand_estimate_flops_per_param_token =
+      6;                           ///< k: 6, or 8 with full recompute (by layers in heterogeneous plans)
+  double max_bubble_fraction = 0;  ///< largest bubble fraction over the stages
   std::vector<RankReport> ranks;   ///< one per simulated rank
   std::vector<OomEntry> oom;       ///< every global rank over capacity (per simulated rank above kListRanksUpTo)
   std::int64_t oom_ranks = 0;      ///< global ranks over capacity
