@@ -46,13 +46,14 @@ std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "grid") return make_grid_planner();
   if (name == "pipedream") return make_pipedream_planner();
   if (name == "dapple") return make_dapple_planner();
-  if (name == "uniap") return make_uniap_planner();
+  if (name == "uniap") return make_uniap_planner(true);
+  if (name == "uniap-k1") return make_uniap_planner(false);
   if (name == "luo") return make_luo_planner();
   if (name == "rannc") return make_rannc_planner(false);
   if (name == "rannc-paper") return make_rannc_planner(true);
   std::string known;
   for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown planner '" + name + "' (known: " + known + ", rannc-paper)");
+  throw ConfigError("unknown planner '" + name + "' (known: " + known + ", rannc-paper, uniap-k1)");
 }
 
 }  // namespace dtsim::planning

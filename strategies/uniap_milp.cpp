@@ -58,6 +58,8 @@
 
 #include <Cbc_C_Interface.h>
 
+#include "traces/error.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -117,6 +119,18 @@ void validate(const Problem& pb) {
     if (pb.cross_stage_s.size() != ul - 1) bad("cross_stage_s must be empty or have num_layers-1 entries");
     for (double v : pb.cross_stage_s) check_value(v, "cross_stage_s");
   }
+  if (!pb.act_bytes.empty()) {
+    if (pb.act_bytes.size() != ul) bad("act_bytes must be empty or have num_layers rows");
+    for (const auto& r : pb.act_bytes) {
+      if (r.size() != uk) bad("act_bytes rows must have num_strategies entries");
+      for (double v : r) check_value(v, "act_bytes");
+    }
+  }
+  if (!pb.stage_act_factor.empty()) {
+    if (pb.stage_act_factor.size() != static_cast<std::size_t>(pb.num_stages))
+      bad("stage_act_factor must be empty or have num_stages entries");
+    for (double v : pb.stage_act_factor) check_value(v, "stage_act_factor");
+  }
   if (std::isnan(pb.memory_limit_bytes) || pb.memory_limit_bytes < 0) bad("memory_limit_bytes must be >= 0");
   if (!(pb.time_limit_s > 0)) bad("time_limit_s must be > 0");
 }
@@ -124,6 +138,15 @@ void validate(const Problem& pb) {
 double reshard(const Problem& pb, int l, int k, int k2) {
   if (pb.resharding_s.empty()) return 0;
   return pb.resharding_s[static_cast<std::size_t>(l)][static_cast<std::size_t>(k)][static_cast<std::size_t>(k2)];
+}
+
+/// Bytes layer l with strategy k occupies on a device of stage s.
+double mem_of(const Problem& pb, int l, int k, int s) {
+  const auto ul = static_cast<std::size_t>(l), uk = static_cast<std::size_t>(k);
+  double b = pb.mem_bytes[ul][uk];
+  if (!pb.act_bytes.empty())
+    b += pb.act_bytes[ul][uk] * (pb.stage_act_factor.empty() ? 1.0 : pb.stage_act_factor[static_cast<std::size_t>(s)]);
+  return b;
 }
 
 double cross(const Problem& pb, int l) {
@@ -142,9 +165,10 @@ double objective_unchecked(const Problem& pb, const std::vector<int>& st, const 
     const auto s = static_cast<std::size_t>(st[ul]);
     const auto k = static_cast<std::size_t>(kk[ul]);
     stage_t[s] += pb.fwd_bwd_s[ul][k];
-    stage_mem[s] += pb.mem_bytes[ul][k];
+    stage_mem[s] += mem_of(pb, l, kk[ul], st[ul]);
     if (l + 1 < L) {
       if (st[ul + 1] == st[ul]) {
+        if (pb.one_strategy_per_stage && kk[ul + 1] != kk[ul]) return kInf;
         stage_t[s] += reshard(pb, l, kk[ul], kk[ul + 1]);
       } else {
         const double c = cross(pb, l);
@@ -251,6 +275,129 @@ Solution brute_force(const Problem& pb) {
   return sol;
 }
 
+Solution solve_per_stage(const Problem& pb) {
+  validate(pb);
+  if (!pb.one_strategy_per_stage) bad("solve_per_stage needs one_strategy_per_stage");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int L = pb.num_layers, p = pb.num_stages, K = pb.num_strategies, m = pb.num_microbatches;
+  Solution sol;
+  if (p > L) {
+    sol.status = "infeasible: more stages than layers";
+    sol.solve_s = seconds_since(t0);
+    return sol;
+  }
+  const auto ul = static_cast<std::size_t>(L) + 1;
+  // Prefix sums per strategy: time (compute + same-strategy re-sharding inside the stage), static and activation
+  // memory.
+  std::vector<std::vector<double>> pa(static_cast<std::size_t>(K), std::vector<double>(ul, 0.0)), pr = pa, pm = pa,
+                                                                                                  pact = pa;
+  for (int k = 0; k < K; ++k) {
+    const auto uk = static_cast<std::size_t>(k);
+    for (int l = 0; l < L; ++l) {
+      const auto i = static_cast<std::size_t>(l);
+      pa[uk][i + 1] = pa[uk][i] + pb.fwd_bwd_s[i][uk];
+      pr[uk][i + 1] = pr[uk][i] + (l + 1 < L ? reshard(pb, l, k, k) : 0.0);
+      pm[uk][i + 1] = pm[uk][i] + pb.mem_bytes[i][uk];
+      pact[uk][i + 1] = pact[uk][i] + (pb.act_bytes.empty() ? 0.0 : pb.act_bytes[i][uk]);
+    }
+  }
+  // Stage time of layers [i, j) with strategy k: their times and the re-sharding between them (j - 1 boundaries).
+  auto stage_time = [&](int i, int j, int k) {
+    const auto uk = static_cast<std::size_t>(k);
+    return pa[uk][static_cast<std::size_t>(j)] - pa[uk][static_cast<std::size_t>(i)] +
+           pr[uk][static_cast<std::size_t>(j - 1)] - pr[uk][static_cast<std::size_t>(i)];
+  };
+  const double limit = pb.memory_limit_bytes * (1 + kMemRelTol);
+  auto fits = [&](int i, int j, int k, int st) {
+    const auto uk = static_cast<std::size_t>(k);
+    const double f = pb.stage_act_factor.empty() ? 1.0 : pb.stage_act_factor[static_cast<std::size_t>(st)];
+    const double bytes = pm[uk][static_cast<std::size_t>(j)] - pm[uk][static_cast<std::size_t>(i)] +
+                         f * (pact[uk][static_cast<std::size_t>(j)] - pact[uk][static_cast<std::size_t>(i)]);
+    return bytes <= limit;
+  };
+  // D[s][j]: best sum of stage times and link times for layers [0, j) on stages 0..s with every time <= cap.
+  const auto np = static_cast<std::size_t>(p);
+  std::vector<std::vector<double>> D(np, std::vector<double>(ul, kInf));
+  std::vector<std::vector<std::pair<int, int>>> from(np, std::vector<std::pair<int, int>>(ul, {-1, -1}));
+  auto run = [&](double cap) {
+    for (auto& row : D) std::fill(row.begin(), row.end(), kInf);
+    for (int st = 0; st < p; ++st)
+      for (int j = st + 1; j <= L - (p - 1 - st); ++j) {
+        // The link after this stage (its last layer is j - 1) when a stage follows.
+        const double link = st + 1 < p ? cross(pb, j - 1) : 0.0;
+        if (link > cap) continue;
+        double& best = D[static_cast<std::size_t>(st)][static_cast<std::size_t>(j)];
+        for (int i = st; i < j; ++i) {
+          const double before =
+              st == 0 ? (i == 0 ? 0.0 : kInf) : D[static_cast<std::size_t>(st - 1)][static_cast<std::size_t>(i)];
+          if (before == kInf) continue;
+          for (int k = 0; k < K; ++k) {
+            const double t = stage_time(i, j, k);
+            if (t > cap || !fits(i, j, k, st)) continue;
+            if (before + t + link < best) {
+              best = before + t + link;
+              from[static_cast<std::size_t>(st)][static_cast<std::size_t>(j)] = {i, k};
+            }
+          }
+        }
+      }
+    return D[np - 1][static_cast<std::size_t>(L)];
+  };
+  // Candidate caps: every stage time and link time, ascending.
+  std::vector<double> caps;
+  for (int i = 0; i < L; ++i)
+    for (int j = i + 1; j <= L; ++j)
+      for (int k = 0; k < K; ++k) caps.push_back(stage_time(i, j, k));
+  for (int l = 0; l + 1 < L; ++l) caps.push_back(cross(pb, l));
+  std::sort(caps.begin(), caps.end());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  const double d_inf = run(kInf);
+  if (d_inf == kInf) {
+    sol.status = "infeasible: no placement meets the memory limit";
+    sol.solve_s = seconds_since(t0);
+    return sol;
+  }
+  double best = kInf, best_cap = kInf;
+  if (m == 1) {
+    best = d_inf;
+  } else {
+    // The smallest feasible cap (feasibility is monotone in the cap), then upwards while a better total is possible.
+    std::size_t lo = 0, hi = caps.size() - 1;
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (run(caps[mid]) < kInf) hi = mid;
+      else lo = mid + 1;
+    }
+    for (std::size_t c = lo; c < caps.size(); ++c) {
+      if (d_inf + (m - 1) * caps[c] >= best) break;
+      const double d = run(caps[c]);
+      if (d < kInf && d + (m - 1) * caps[c] < best) {
+        best = d + (m - 1) * caps[c];
+        best_cap = caps[c];
+      }
+    }
+  }
+  run(best_cap);
+  sol.stage_of_layer.assign(static_cast<std::size_t>(L), 0);
+  sol.strategy_of_layer.assign(static_cast<std::size_t>(L), 0);
+  for (int st = p - 1, j = L; st >= 0; --st) {
+    const auto [i, k] = from[static_cast<std::size_t>(st)][static_cast<std::size_t>(j)];
+    DTSIM_ASSERT(i >= 0, "uniap: no predecessor for stage " << st << " ending at layer " << j);
+    for (int l = i; l < j; ++l) {
+      sol.stage_of_layer[static_cast<std::size_t>(l)] = st;
+      sol.strategy_of_layer[static_cast<std::size_t>(l)] = k;
+    }
+    j = i;
+  }
+  sol.objective_s = evaluate(pb, sol.stage_of_layer, sol.strategy_of_layer);
+  DTSIM_ASSERT(std::isfinite(sol.objective_s) && sol.objective_s <= best * (1 + 1e-9) + 1e-15,
+               "uniap: DP solution " << sol.objective_s << " above its bound " << best);
+  sol.feasible = sol.optimal = true;
+  sol.status = "optimal (per-stage dynamic program)";
+  sol.solve_s = seconds_since(t0);
+  return sol;
+}
+
 Solution solve(const Problem& pb) {
   validate(pb);
   const auto t0 = std::chrono::steady_clock::now();
@@ -329,7 +476,7 @@ Solution solve(const Problem& pb) {
     if (mem_limited) {
       for (int l = 0; l < L; ++l)
         for (int k = 0; k < K; ++k) {
-          const double c = pb.mem_bytes[static_cast<std::size_t>(l)][static_cast<std::size_t>(k)] * ms;
+          const double c = mem_of(pb, l, k, s) * ms;
           if (c != 0) term(X(l, s, k), c);
         }
       if (!idx.empty()) row('L', mem_rhs);
@@ -347,6 +494,7 @@ Solution solve(const Problem& pb) {
         if (!allowed(l + 1, s2)) continue;
         for (int k = 0; k < K; ++k)
           for (int k2 = 0; k2 < K; ++k2) {
+            if (s2 == s && k2 != k && pb.one_strategy_per_stage) continue;  // no arc: one strategy per stage
             const double cost = (s2 == s ? reshard(pb, l, k, k2) : cross(pb, l)) / ts;
             const int f = add_col(kInf, cost, false);
             out_arcs[static_cast<std::size_t>(&X(l, s, k) - x.data())].push_back(f);

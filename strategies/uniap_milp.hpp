@@ -11,7 +11,11 @@
 //   p_s   = sum_{l on s} fwd_bwd_s[l][k_l] + sum_{l, l+1 both on s} resharding_s[l][k_l][k_{l+1}]   (stage time)
 //   o_j   = cross_stage_s[l] for the one boundary l whose layer l is the last of stage j, j = 0..p-2
 //   tpi   = sum_s p_s + sum_j o_j + (m - 1) * max( max_s p_s, max_j o_j )
-// Constraints: stages are contiguous, ordered, non-empty; per stage sum_{l on s} mem_bytes[l][k_l] <= limit.
+// Constraints: stages are contiguous, ordered, non-empty; per stage
+//   sum_{l on s} (mem_bytes[l][k_l] + act_bytes[l][k_l] * stage_act_factor[s]) <= limit
+// (activations held in proportion to the micro-batches a stage keeps in flight; without act_bytes, mem_bytes alone);
+// with one_strategy_per_stage, every layer of a stage has the same strategy (heterogeneous plans whose strategy is
+// per stage: the simulator re-shards only between stages).
 // The exact MILP is documented in uniap_milp.cpp.
 #pragma once
 #include <string>
@@ -35,6 +39,12 @@ struct Problem {
   std::vector<double> cross_stage_s;
   double memory_limit_bytes = 0;  ///< per device
   double time_limit_s = 60;       ///< CBC wall-clock limit
+  /// [layer][strategy]: activation bytes per micro-batch in flight (empty = none), scaled per stage by
+  /// stage_act_factor (num_stages entries, e.g. min(m, p - s) under 1F1B; empty = 1 for every stage).
+  std::vector<std::vector<double>> act_bytes;
+  std::vector<double> stage_act_factor;
+  /// Every layer of a stage takes the same strategy (re-sharding inside a stage is not allowed).
+  bool one_strategy_per_stage = false;
 };
 
 struct Solution {
@@ -51,6 +61,14 @@ struct Solution {
 /// Throws std::invalid_argument for malformed problems (sizes, negative or non-finite costs, m < 1, K < 1).
 /// num_stages > num_layers, or a memory limit that no placement meets, gives feasible == false.
 Solution solve(const Problem& problem);
+
+/// The same problem when every stage takes one strategy (problem.one_strategy_per_stage, required; re-sharding then
+/// only counts resharding_s[l][k][k]), solved exactly by dynamic programming instead of CBC: for a cap T on the
+/// stage and link times, D_T = min sum_s p_s + sum_j o_j over placements and per-stage strategies that fit memory
+/// with every time <= T (O(p L^2 K) with prefix sums); the optimum is min_T D_T + (m - 1) T over the distinct
+/// stage and link times T, scanned upwards from the smallest feasible one until D_inf + (m - 1) T cannot beat
+/// the best so far. Same objective and result conventions as solve() (optimal is always true when feasible).
+Solution solve_per_stage(const Problem& problem);
 
 /// Enumerates every contiguous partition into num_stages non-empty stages and every strategy assignment,
 /// evaluating the same objective; for tiny instances (oracle tests). Throws std::length_error when the

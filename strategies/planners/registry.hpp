@@ -10,7 +10,8 @@ namespace dtsim::planning {
 std::unique_ptr<Planner> make_grid_planner();
 std::unique_ptr<Planner> make_pipedream_planner();
 std::unique_ptr<Planner> make_dapple_planner();
-std::unique_ptr<Planner> make_uniap_planner();
+/// `per_stage`: the MILP chooses each stage's intra-layer strategy ("uniap"); otherwise one for the model ("uniap-k1").
+std::unique_ptr<Planner> make_uniap_planner(bool per_stage);
 /// After Luo et al. (INFOCOM'22): partition + device mapping over pairwise links + micro-batch scheduler.
 std::unique_ptr<Planner> make_luo_planner();
 /// `paper_constants`: the released code's 20 GiB/s P2P and 10 GiB/s all-reduce instead of the cluster's links.

@@ -6,11 +6,16 @@
 // of every (p, m) is a candidate; UniAP's own prediction is the MILP objective plus the slowest stage's gradient
 // all-reduce (its data-parallel cost term).
 //
-// What is not (yet) UniAP: the solver handles K intra-layer strategies per layer with re-sharding costs (tested
-// against brute force), but dtsim's plans carry one TP degree, one recompute and one ZeRO stage for all layers,
-// so the planner solves with K = 1 inside an outer enumeration of those choices. Memory per layer counts
-// min(m, p) micro-batches of activations in flight (stage 0 under 1F1B, the schedule the plan is run with).
-// Searches stop starting new solves once `kTimeBudget_s` has elapsed (UniAP's own time limit is per solve).
+// Intra-layer strategies: "uniap" offers the MILP K strategies per layer, recompute (none, full) x ZeRO stage (0, 1
+// where dp > 1), with one strategy per stage (one_strategy_per_stage: dtsim's heterogeneous plans set a strategy
+// per stage, ParallelPlan::stage_strategies, and re-shard only between stages), so a stage that keeps few
+// micro-batches in flight may skip the recompute or the optimizer sharding the first stages need. ZeRO-1 costs
+// each layer its exposed parameter all-gather, spread over the micro-batches. "uniap-k1" is the K = 1 form: one
+// strategy for the whole model, chosen by an outer enumeration (the first of none/0, none/1, full/0, full/1 that
+// fits), for measuring what the per-stage choice gains. The TP degree and micro-batch size stay outer choices (a
+// plan has one TP degree). Memory counts min(m, p - s) micro-batches of activations in flight on stage s (1F1B,
+// the schedule the plan is run with). Searches stop starting new solves once `kTimeBudget_s` has elapsed (UniAP's
+// own time limit is per solve).
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -34,9 +39,16 @@ constexpr double kTimeBudget_s = 45 * 8;
 constexpr double kTimeBudget_s = 45;
 #endif
 
+/// One intra-layer strategy of a layer (the MILP's k).
+struct Strategy {
+  Recompute rc;
+  int zero;
+};
+
 class UniApPlanner final : public Planner {
 public:
-  std::string name() const override { return "uniap"; }
+  explicit UniApPlanner(bool per_stage) : per_stage_(per_stage) {}
+  std::string name() const override { return per_stage_ ? "uniap" : "uniap-k1"; }
 
   PlannerResult plan(const PlannerInput& in) const override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -78,64 +90,102 @@ public:
     constexpr std::size_t kKeep = 8;
     std::vector<double> best;  // predictions so far, ascending
     auto threshold = [&] { return best.size() < kKeep ? std::numeric_limits<double>::infinity() : best[kKeep - 1]; };
+    auto keep = [&](Candidate&& cand) {
+      best.insert(std::upper_bound(best.begin(), best.end(), cand.estimate.iteration_s), cand.estimate.iteration_s);
+      r.ranked.push_back(std::move(cand));
+    };
     for (const auto& cf : configs) {
       const auto& pc = chains.at({cf.tp, cf.mbs});
-      bool found = false;
+      std::vector<Strategy> all;
       for (Recompute rc : {Recompute::NONE, Recompute::FULL})
-        for (int zero : {0, 1}) {
-          if (found || (zero == 1 && cf.dp == 1)) continue;
-          const LayerChain& ch = rc == Recompute::NONE ? pc.first : pc.second;
-          ++r.considered;
-          const double lower = cf.mbs * ch.range_compute(0, L) * (1.0 + (cf.m - 1.0) / cf.p);
-          if (lower >= threshold() || elapsed() > kTimeBudget_s) {
-            ++r.pruned;  // not solved: dominated, or out of time
-            continue;
-          }
-          auto cand = solve(in, ch, cf.tp, cf.p, cf.dp, cf.mbs, cf.m, rc, zero);
-          if (!cand) {
-            ++r.over_memory;
-            continue;
-          }
-          found = true;
-          best.insert(std::upper_bound(best.begin(), best.end(), cand->estimate.iteration_s),
-                      cand->estimate.iteration_s);
-          r.ranked.push_back(std::move(*cand));
+        for (int zero : {0, 1})
+          if (zero == 0 || cf.dp > 1) all.push_back({rc, zero});
+      if (per_stage_) {
+        // One solve: the MILP picks each stage's strategy.
+        ++r.considered;
+        if (cf.lower >= threshold() || elapsed() > kTimeBudget_s) {
+          ++r.pruned;  // not solved: dominated, or out of time
+          continue;
         }
+        auto cand = solve(in, pc.first, pc.second, all, cf.tp, cf.p, cf.dp, cf.mbs, cf.m);
+        if (!cand) ++r.over_memory;
+        else keep(std::move(*cand));
+        continue;
+      }
+      bool found = false;
+      for (const Strategy& st : all) {
+        if (found) continue;
+        const LayerChain& ch = st.rc == Recompute::NONE ? pc.first : pc.second;
+        ++r.considered;
+        const double lower = cf.mbs * ch.range_compute(0, L) * (1.0 + (cf.m - 1.0) / cf.p);
+        if (lower >= threshold() || elapsed() > kTimeBudget_s) {
+          ++r.pruned;  // not solved: dominated, or out of time
+          continue;
+        }
+        auto cand = solve(in, pc.first, pc.second, {st}, cf.tp, cf.p, cf.dp, cf.mbs, cf.m);
+        if (!cand) {
+          ++r.over_memory;
+          continue;
+        }
+        found = true;
+        keep(std::move(*cand));
+      }
     }
     finish(r, t0);
     return r;
   }
 
 private:
-  static std::optional<Candidate> solve(const PlannerInput& in, const LayerChain& ch, int tp, int p, int dp, int mbs,
-                                        int m, Recompute rc, int zero) {
-    const int L = ch.num_layers;
+  /// Solves one (tp, p, dp, mbs, m) configuration over the strategies `ks` (`plain` and `full`: the chains
+  /// without and with full recompute). A candidate when a placement fits memory.
+  static std::optional<Candidate> solve(const PlannerInput& in, const LayerChain& plain, const LayerChain& full,
+                                        const std::vector<Strategy>& ks, int tp, int p, int dp, int mbs, int m) {
+    const LayerChain& ch = plain;
+    const int L = ch.num_layers, K = static_cast<int>(ks.size());
     uniap::Problem pr;
     pr.num_layers = L;
     pr.num_stages = p;
     pr.num_microbatches = m;
-    pr.num_strategies = 1;
-    const int in_flight = std::min(m, p);
-    for (int l = 0; l < L; ++l) {
-      pr.fwd_bwd_s.push_back({mbs * ch.compute_s[l]});
-      const double stat = memory::static_memory_for_params(ch.params[l], in.model.dtype, zero, dp).total();
-      pr.mem_bytes.push_back({stat + mbs * ch.act_stored_bytes[l] * in_flight});
-    }
-    // Neighbouring stages are tp * dp GPUs apart (TP innermost, then DP, then PP).
+    pr.num_strategies = K;
+    pr.one_strategy_per_stage = true;
+    // Neighbouring stages are tp * dp GPUs apart (TP innermost, then DP, then PP); a stage's data-parallel group
+    // is dp ranks tp apart, across nodes once tp * dp exceeds a node.
     const bool cross_node = static_cast<long>(tp) * dp >= in.cluster.gpus_per_node;
+    const LinkCost& dp_link = static_cast<long>(tp) * dp > in.cluster.gpus_per_node ? ch.inter : ch.intra;
+    const double e = dtype_bytes(in.model.dtype);
+    for (int l = 0; l < L; ++l) {
+      std::vector<double> a, mem, act;
+      for (const Strategy& st : ks) {
+        const LayerChain& c = st.rc == Recompute::NONE ? plain : full;
+        // ZeRO-1: the layer's updated parameters are all-gathered after the step (half an all-reduce, exposed),
+        // charged per micro-batch as 1/m of it.
+        const double gather = st.zero == 1 ? 0.5 * ch.all_reduce_s(ch.params[l] * e, dp, dp_link) / m : 0.0;
+        a.push_back(mbs * c.compute_s[l] + gather);
+        mem.push_back(memory::static_memory_for_params(ch.params[l], in.model.dtype, st.zero, dp).total());
+        act.push_back(mbs * c.act_stored_bytes[l]);
+      }
+      pr.fwd_bwd_s.push_back(std::move(a));
+      pr.mem_bytes.push_back(std::move(mem));
+      pr.act_bytes.push_back(std::move(act));
+    }
+    for (int s = 0; s < p; ++s) pr.stage_act_factor.push_back(std::min(m, p - s));  // 1F1B: in flight on stage s
     const double hop = 2.0 * (cross_node ? ch.inter : ch.intra).time_s(mbs * ch.boundary_bytes);
     pr.cross_stage_s.assign(L - 1, hop);
     pr.memory_limit_bytes = ch.memory_limit_bytes - ch.reserved_bytes;
     pr.time_limit_s = 10;
-    const auto sol = uniap::solve(pr);
+    const auto sol = uniap::solve_per_stage(pr);
     if (!sol.feasible) return std::nullopt;
     std::vector<int> layers(p, 0);
-    for (int s : sol.stage_of_layer) ++layers[s];
-    // A stage's data-parallel group: dp ranks tp apart, across nodes once tp * dp exceeds a node.
-    const LinkCost& dp_link = static_cast<long>(tp) * dp > in.cluster.gpus_per_node ? ch.inter : ch.intra;
+    std::vector<Strategy> of_stage(static_cast<std::size_t>(p), ks.front());
+    for (int l = 0; l < L; ++l) {
+      const int st = sol.stage_of_layer[static_cast<std::size_t>(l)];
+      ++layers[st];
+      of_stage[static_cast<std::size_t>(st)] =
+          ks[static_cast<std::size_t>(sol.strategy_of_layer[static_cast<std::size_t>(l)])];
+    }
     double ar = 0;
     for (int s = 0, first = 0; s < p; ++s) {
-      const double bytes = ch.range_params(first, first + layers[s]) * dtype_bytes(in.model.dtype);
+      const double bytes = ch.range_params(first, first + layers[s]) * e;
       ar = std::max(ar, ch.all_reduce_s(bytes, dp, dp_link));
       first += layers[s];
     }
@@ -146,18 +196,30 @@ private:
     plan.dp = dp;
     plan.micro_batch_size = mbs;
     plan.global_batch_size = in.global_batch_size;
-    plan.recompute = rc;
-    plan.zero_stage = zero;
+    plan.recompute = of_stage[0].rc;
+    plan.zero_stage = of_stage[0].zero;
+    bool uniform = true;
+    for (const Strategy& st : of_stage) uniform = uniform && st.rc == of_stage[0].rc && st.zero == of_stage[0].zero;
+    if (!uniform)
+      for (const Strategy& st : of_stage) {
+        StageStrategy ss;
+        ss.sequence_parallel = plan.sequence_parallel;
+        ss.zero_stage = st.zero;
+        ss.recompute = st.rc;
+        plan.stage_strategies.push_back(ss);
+      }
     if (p > 1) plan.layers_per_stage = layers;
     plan.schedule = Schedule::ONE_F_ONE_B;
     auto cand = make_candidate(in, std::move(plan), sol.objective_s + ar, 0.0);
     if (!cand.estimate.fits) return std::nullopt;
     return cand;
   }
+
+  bool per_stage_;
 };
 
 }  // namespace
 
-std::unique_ptr<Planner> make_uniap_planner() { return std::make_unique<UniApPlanner>(); }
+std::unique_ptr<Planner> make_uniap_planner(bool per_stage) { return std::make_unique<UniApPlanner>(per_stage); }
 
 }  // namespace dtsim::planning
