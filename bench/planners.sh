@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the planner figures of README "What is modelled" (bake-off tables, search times on GPT-3 175B,
 # capacity against a deadline) with the shipped presets. Usage: bench/planners.sh [path/to/dtsim] OUT_DIR [PART]
-# (PART: bakeoff, search or all, the default; run search on an otherwise idle machine: it reports times).
+# (PART: bakeoff, search, uniap or all, the default; run search on an otherwise idle machine: it reports times).
+# PART uniap: UniAP with a strategy per stage ("uniap") against one strategy for the model ("uniap-k1").
 # Each case's stdout goes to OUT_DIR/<case>.txt, its JSON to OUT_DIR/<case>/, its wall time to OUT_DIR/times.tsv.
 set -euo pipefail
 DTSIM=${1:-build/bin/dtsim}
@@ -15,7 +16,7 @@ run() {  # name, dtsim args...
   "$DTSIM" "$@" --out "$OUT/$name" > "$OUT/$name.txt" 2>&1 || echo "exit $?" >> "$OUT/$name.txt"
   printf '%s\t%.1f\n' "$name" "$(echo "$EPOCHREALTIME - $t0" | bc)" >> "$OUT/times.tsv"
 }
-if [[ $PART != search ]]; then
+if [[ $PART == bakeoff || $PART == all ]]; then
   run bakeoff-1.3b-a100 bakeoff --model gpt3-1.3b --cluster dgx-a100:16 --gbs 64 --top 3
   run bakeoff-1.3b-v100 bakeoff --model gpt3-1.3b --cluster dgx1-v100:16 --gbs 64 --top 3
   run bakeoff-7.5b-a100 bakeoff --model megatron-7.5b --cluster dgx-a100:64 --gbs 512 --tp 8 --top 3
@@ -23,7 +24,18 @@ if [[ $PART != search ]]; then
   run bakeoff-bert-ib bakeoff --model examples/bert-large.json --cluster dgx1-v100:16 --gbs 128 --top 3
   run bakeoff-bert-eth bakeoff --model examples/bert-large.json --cluster examples/dgx1-v100-2x8-25gbe.json --gbs 128 --top 3
 fi
-[[ $PART != bakeoff ]] || exit 0
+[[ $PART == search || $PART == uniap || $PART == all ]] || exit 0
+if [[ $PART == uniap || $PART == all ]]; then
+  for p in uniap uniap-k1; do
+    run "$p-175b-a100" plan --planner "$p" --model gpt3-175b --cluster dgx-a100:1024 --gbs 1536 --top 3
+    run "$p-1.3b-a100" plan --planner "$p" --model gpt3-1.3b --cluster dgx-a100:16 --gbs 64 --top 3
+    run "$p-1.3b-v100" plan --planner "$p" --model gpt3-1.3b --cluster dgx1-v100:16 --gbs 64 --top 3
+    run "$p-7.5b-a100" plan --planner "$p" --model megatron-7.5b --cluster dgx-a100:64 --gbs 512 --top 3
+    run "$p-18b-v100" plan --planner "$p" --model megatron-18b --cluster dgx1-v100:32 --gbs 256 --top 3
+    run "$p-70b-h100" plan --planner "$p" --model llama3-70b --cluster dgx-h100:256 --gbs 512 --top 3
+  done
+  [[ $PART == uniap ]] && exit 0
+fi
 for p in grid pipedream dapple rannc uniap luo; do
   run "plan-175b-$p-tp1" plan --planner "$p" --model gpt3-175b --cluster dgx-a100:1024 --gbs 1536 --top 3
 done
