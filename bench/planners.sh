@@ -3,6 +3,7 @@
 # capacity against a deadline) with the shipped presets. Usage: bench/planners.sh [path/to/dtsim] OUT_DIR [PART]
 # (PART: bakeoff, search, uniap or all, the default; run search on an otherwise idle machine: it reports times).
 # PART uniap: UniAP with a strategy per stage ("uniap") against one strategy for the model ("uniap-k1").
+# PART capacity: the largest enlarged BERT (examples/models/bert-ladder/) each planner fits on 32 V100s (RaNNC's claim).
 # Each case's stdout goes to OUT_DIR/<case>.txt, its JSON to OUT_DIR/<case>/, its wall time to OUT_DIR/times.tsv.
 set -euo pipefail
 DTSIM=${1:-build/bin/dtsim}
@@ -23,6 +24,13 @@ if [[ $PART == bakeoff || $PART == all ]]; then
   run bakeoff-chain bakeoff --model gpt3-1.3b --cluster examples/nvlink-chain-8gpu.json --gbs 32 --top 3
   run bakeoff-bert-ib bakeoff --model examples/bert-large.json --cluster dgx1-v100:16 --gbs 128 --top 3
   run bakeoff-bert-eth bakeoff --model examples/bert-large.json --cluster examples/dgx1-v100-2x8-25gbe.json --gbs 128 --top 3
+fi
+if [[ $PART == capacity || $PART == all ]]; then
+  ladder=examples/models/bert-ladder/bert-large.json
+  for l in 6 12 18 24 30 36 42 48 54 60 66 72; do ladder+=,examples/models/bert-ladder/bert-h8192-l$l.json; done
+  run capacity-bert-v100 capacity --cluster dgx1-v100:32 --gbs 64 --models "$ladder" \
+    --planners megatron-tp,rannc,rannc-paper,grid,uniap,dapple,luo,pipedream
+  [[ $PART == capacity ]] && exit 0
 fi
 [[ $PART == search || $PART == uniap || $PART == all ]] || exit 0
 if [[ $PART == uniap || $PART == all ]]; then
