@@ -12,13 +12,14 @@ namespace dtsim::cli {
 int cmd_replay(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim replay: replay a PyTorch-profiler (Kineto) trace as a dependency graph on the simulator, report the\n"
-      "replay error, and predict the effect of edits (what-if)\n"
+      "replay error, and predict the effect of edits (what-if); or Chakra execution traces (.et, one per rank)\n"
       "example: dtsim replay --trace rank0.json.gz --scale-kernels 'gemm|cutlass|sm80_xmma=0.5' --out "
       "replay/\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("trace", po::value<std::string>(), "Kineto trace: .json, .json.gz, or a .tar.gz of one trace per rank")
+    ("trace", po::value<std::string>(), "Kineto trace: .json, .json.gz, or a .tar.gz of one trace per rank; or a "
+     "Chakra .et file, or a directory of them (one per rank, <prefix>.<rank>.et), replayed together")
     ("member", po::value<std::string>(), "with an archive: replay only this member (default: every rank, one by one)")
     ("scale-kernels", po::value<std::vector<std::string>>()->composing(),
      "REGEX=FACTOR: multiply the duration of non-collective GPU tasks whose name matches (repeatable; first match wins)")
@@ -40,7 +41,7 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("trace"))
-    throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz or a .tar.gz of ranks)");
+    throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz, a .tar.gz of ranks, or Chakra .et files)");
   ReplayRequest req;
   req.trace = vm["trace"].as<std::string>();
   if (vm.count("member")) req.member = vm["member"].as<std::string>();
@@ -65,7 +66,12 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
     std::snprintf(line, sizeof line, "\nreplayed %zu trace%s in %.2f s wall (analytic engine)\n", r.traces.size(),
                   r.traces.size() == 1 ? "" : "s", wall);
     out << line;
-    if (vm.count("out")) out << "wrote " << vm["out"].as<std::string>() << "/replay.json and replay_trace.json\n";
+    if (vm.count("out"))
+      for (std::size_t k = 0; k < r.files.size(); ++k)
+        out << (k == 0                    ? "wrote " + vm["out"].as<std::string>() + "/"
+                : k + 1 == r.files.size() ? " and "
+                                          : ", ")
+            << r.files[k].first << (k + 1 == r.files.size() ? "\n" : "");
   }
   return 0;
 }

@@ -112,7 +112,7 @@ const char* const kPlanFlags[] = {"tp",
 
 /// `simulate --jobs FILE`: several jobs sharing --cluster.
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
-  for (const char* flag : {"model", "plan", "seq-len", "attention"})
+  for (const char* flag : {"model", "plan", "seq-len", "attention", "export-chakra"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   for (const char* flag : kPlanFlags)
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
@@ -211,6 +211,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("trace-links", po::value<std::string>()->implicit_value("auto"),
      "add one load counter track per network link to trace.json (and trace.pftrace); --trace-links=N keeps the N "
      "links that carried the most bytes, =all every used link; bare: all up to 64 traced ranks, else the 32 busiest")
+    ("export-chakra", po::value<std::string>(),
+     "also write the run as Chakra execution traces into this directory: one <dtsim>.<rank>.et per rank (every rank "
+     "lowered; replay them with 'dtsim replay --trace DIR' or run them in ASTRA-sim)")
     ("perfetto", "with --out, also write trace.pftrace: Perfetto's protobuf format, every simulated rank (and with "
      "--trace-links every used link), for runs whose trace.json is bounded")
     ("max-memory", po::value<std::string>(),
@@ -247,8 +250,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     const std::string mm = vm["max-memory"].as<std::string>();
     opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
   }
+  opt.export_chakra = vm.count("export-chakra") > 0;
   const SimulateResult r = simulate(in, opt);
   if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
+  if (opt.export_chakra) write_files(vm["export-chakra"].as<std::string>(), r.chakra_files);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (!vm.count("quiet")) {
     out << r.text;
@@ -263,6 +268,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
       if (r.files.size() > 1) out << " (open in https://ui.perfetto.dev)";
       out << "\n";
     }
+    if (opt.export_chakra)
+      out << "wrote " << r.chakra_files.size() << " Chakra execution traces to "
+          << vm["export-chakra"].as<std::string>()
+          << "/ (dtsim.<rank>.et; Chakra et_def.proto, GlobalMetadata 0.0.4)\n";
   }
   return 0;
 }

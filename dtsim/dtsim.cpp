@@ -11,6 +11,7 @@
 #include "dtsim/internal.hpp"
 #include "sim/engine/simgrid_runtime.hpp"
 #include "sim/model/footprint.hpp"
+#include "sim/report/chakra_export.hpp"
 #include "sim/report/trace_render.hpp"
 #include "sim/simulate.hpp"
 #include "studies/collective_bench.hpp"
@@ -228,7 +229,14 @@ SimulateResult result_of(const sim::Simulation& s) {
 }  // namespace
 
 SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
-  const sim::SimOptions opt = detail::sim_options(options);
+  sim::SimOptions opt = detail::sim_options(options);
+  if (options.export_chakra) {
+    // The files hold every rank's whole graph: no folding (exact, so the results are the same) and the host's issue
+    // as tasks rather than release times, with the edges kept for the export.
+    opt.fold = sim::FoldMode::NONE;
+    opt.host_issue_tasks = true;
+    opt.keep_edges = true;
+  }
   const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
   // Valid inputs first: the trace request and the memory estimate use the plan's world size.
   sim::validate_inputs(si);
@@ -253,6 +261,7 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
                                                        sim::select_trace(s.lowered, s.report, s.engine, trace)));
   if (options.perfetto)
     r.files.emplace_back("trace.pftrace", sim::perfetto_trace(si, s.lowered, s.engine, s.report, options.trace_links));
+  if (options.export_chakra) r.chakra_files = sim::chakra_files(s.lowered, s.engine);
   return r;
 }
 

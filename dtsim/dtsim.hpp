@@ -90,6 +90,11 @@ struct SimulateOptions {
   /// Refuse (ConfigError, before lowering) a run whose estimated peak memory (sim/model/footprint.hpp) is above this
   /// many bytes: 0 = default_max_memory_bytes(), negative = no limit.
   double max_memory_bytes = 0;
+  /// Also export the run as Chakra execution traces (SimulateResult::chakra_files; sim/report/chakra_export.hpp):
+  /// every rank is then lowered (fold is taken as none; folding is exact, so the results do not change) and the
+  /// host's kernel issue kept as tasks, so that each rank's file holds its whole graph. The memory guard applies
+  /// to the unfolded run.
+  bool export_chakra = false;
   std::string command = "simulate";  ///< names the caller in error messages
 };
 
@@ -134,6 +139,8 @@ struct SimulateResult {
   std::vector<LinkResult> links;
   std::string text;  ///< the human summary
   Files files;       ///< summary.json, with options.trace trace.json, with options.perfetto trace.pftrace
+  /// With options.export_chakra: one Chakra .et file per rank, "dtsim.<rank>.et" (written to their own directory).
+  Files chakra_files;
 };
 
 /// Validates the inputs, lowers the plan, runs it and reports. Once per process with the flow network (SimGrid).

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "sim/model/run_config.hpp"
+#include "sim/replay/exec_replay.hpp"
 #include "sim/replay/replay.hpp"
 #include "traces/cluster.hpp"
 #include "traces/error.hpp"
+#include "traces/exec_graph.hpp"
 #include "traces/kineto_import.hpp"
 #include "traces/nccl_tests.hpp"
 #include "traces/units.hpp"
@@ -581,7 +583,124 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
   return out;
 }
 
+namespace {
+
+template <typename... Args>
+std::string fmt(const char* format, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+/// The Chakra .et files `path` names: the file itself, or every *.et of a directory, by rank (then name).
+std::vector<std::string> et_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  if (!fs::is_directory(path)) return {path};
+  for (const auto& e : fs::directory_iterator(path))
+    if (e.is_regular_file() && e.path().extension() == ".et") files.push_back(e.path().string());
+  if (files.empty()) throw ConfigError("replay: directory '" + path + "' holds no Chakra .et file");
+  std::vector<std::pair<long, std::string>> keyed;
+  for (auto& f : files) {
+    // "<prefix>.<rank>.et": the rank orders the files.
+    const std::string stem = fs::path(f).stem().string();
+    const auto dot = stem.rfind('.');
+    long rank = -1;
+    if (dot != std::string::npos && dot + 1 < stem.size() &&
+        stem.find_first_not_of("0123456789", dot + 1) == std::string::npos)
+      rank = std::stol(stem.substr(dot + 1));
+    keyed.emplace_back(rank, f);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  files.clear();
+  for (auto& [r, f] : keyed) files.push_back(f);
+  return files;
+}
+
+bool is_et_input(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string ext = fs::path(path).extension().string();
+  return fs::is_directory(path) || ext == ".et";
+}
+
+/// `dtsim replay` of Chakra execution traces (one .et per rank): sim::replay_exec_graphs with the edits that apply.
+ReplayResult replay_execution_traces(const ReplayRequest& req) {
+  auto refuse = [](const char* flag, const char* why) {
+    throw ConfigError(std::string("replay: ") + flag + " does not apply to Chakra execution traces (" + why + ")");
+  };
+  if (!req.member.empty()) refuse("--member", "give the .et file itself");
+  if (req.collective_bw_scale != 1.0)
+    refuse("--collective-bw-scale", "no achieved bandwidth is recorded; use --collective-bw");
+  if (req.collective_group) refuse("--collective-group", "transfers are recorded point to point");
+  if (req.cpu_scale != 1.0) refuse("--cpu-scale", "no CPU gaps are recorded");
+  if (req.runtime_scale != 1.0) refuse("--runtime-scale", "no runtime calls are recorded");
+  if (req.launch_latency_us) refuse("--launch-latency-us", "no kernel launches are recorded");
+  sim::ExecReplayOptions opt;
+  for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
+  opt.comm_time_scale = req.collective_time_scale;
+  if (!(opt.comm_time_scale >= 0) || !std::isfinite(opt.comm_time_scale))
+    throw ConfigError("replay: --collective-time-scale must be a number >= 0");
+  if (req.collective_bw_GBps) {
+    opt.comm_bandwidth_Bps = *req.collective_bw_GBps * units::kGB;
+    if (!(opt.comm_bandwidth_Bps > 0)) throw ConfigError("replay: --collective-bw must be positive");
+  }
+  opt.comm_alpha_s = req.collective_alpha_us * 1e-6;
+  std::vector<ExecGraph> graphs;
+  for (const auto& f : et_files(req.trace)) graphs.push_back(import_chakra_et(f));
+  const sim::ExecReplay base = sim::replay_exec_graphs(graphs);
+  const sim::ExecReplay edited = opt.edited() ? sim::replay_exec_graphs(graphs, opt) : base;
+  ReplayResult out;
+  std::string edits;
+  for (const auto& s : req.scale_kernels) edits += (edits.empty() ? "" : ", ") + std::string("kernels ") + s;
+  if (opt.comm_time_scale != 1.0)
+    edits += (edits.empty() ? "" : ", ") + fmt("communication time x %g", opt.comm_time_scale);
+  if (opt.comm_bandwidth_Bps > 0)
+    edits += (edits.empty() ? "" : ", ") + fmt("communication at %g GB/s", opt.comm_bandwidth_Bps / units::kGB) +
+             (opt.comm_alpha_s > 0 ? fmt(" + %g us", opt.comm_alpha_s * 1e6) : std::string());
+  nlohmann::json ranks = nlohmann::json::array();
+  for (std::size_t k = 0; k < graphs.size(); ++k) {
+    ReplayTraceResult t;
+    t.source = graphs[k].source;
+    t.rank = graphs[k].rank;
+    t.world_size = static_cast<int>(graphs.size());
+    t.replayed_span_ns = static_cast<std::int64_t>(std::llround(base.rank_span_s[k] * 1e9));
+    t.predicted_span_ns = static_cast<std::int64_t>(std::llround(edited.rank_span_s[k] * 1e9));
+    t.edited = opt.edited();
+    t.edits = edits;
+    t.change_pct = base.rank_span_s[k] > 0 ? 100 * (edited.rank_span_s[k] / base.rank_span_s[k] - 1) : 0;
+    ranks.push_back({{"source", t.source},
+                     {"rank", t.rank},
+                     {"nodes", graphs[k].nodes.size()},
+                     {"replayed_span_s", base.rank_span_s[k]},
+                     {"predicted_span_s", edited.rank_span_s[k]}});
+    out.traces.push_back(std::move(t));
+  }
+  out.text = fmt("Chakra execution traces: %zu ranks from ", graphs.size()) + req.trace +
+             fmt(", %zu nodes, %zu transfers, %zu collectives", base.nodes, base.transfers, base.collectives);
+  if (base.unmatched_p2p > 0) out.text += fmt(", %zu sends or receives without their partner", base.unmatched_p2p);
+  if (base.untimed > 0) out.text += fmt(", %zu nodes of zero or unrecorded duration", base.untimed);
+  out.text += fmt("\nreplayed iteration (longest rank): %.6f s\n", base.span_s);
+  if (opt.edited())
+    out.text += "with " + edits + fmt(": %.6f s (%+.2f%%)\n", edited.span_s, 100 * (edited.span_s / base.span_s - 1));
+  nlohmann::json j = {{"schema", "dtsim.replay_et"},
+                      {"schema_version", 1},
+                      {"ranks", ranks},
+                      {"nodes", base.nodes},
+                      {"transfers", base.transfers},
+                      {"collectives", base.collectives},
+                      {"unmatched_p2p", base.unmatched_p2p},
+                      {"untimed_nodes", base.untimed},
+                      {"replayed_span_s", base.span_s},
+                      {"predicted_span_s", edited.span_s},
+                      {"edits", edits}};
+  out.files.emplace_back("replay.json", j.dump(2) + "\n");
+  return out;
+}
+
+}  // namespace
+
 ReplayResult replay(const ReplayRequest& req) {
+  if (is_et_input(req.trace)) return replay_execution_traces(req);
   sim::ReplayOptions opt;
   for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
   opt.collective_bw_scale = req.collective_bw_scale;

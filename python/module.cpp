@@ -140,6 +140,7 @@ SimulateOptions simulate_options_of(const py::handle& d, const std::string& comm
        {"trace_ranks", [&](const py::object& v) { o.trace_ranks = v.cast<std::string>(); }},
        {"trace_link_count", [&](const py::object& v) { o.trace_link_count = py::str(v).cast<std::string>(); }},
        {"perfetto", [&](const py::object& v) { o.perfetto = v.cast<bool>(); }},
+       {"export_chakra", [&](const py::object& v) { o.export_chakra = v.cast<bool>(); }},
        {"max_memory_bytes", [&](const py::object& v) { o.max_memory_bytes = v.is_none() ? -1.0 : v.cast<double>(); }}});
   return o;
 }
@@ -210,6 +211,7 @@ py::dict simulate_dict(const SimulateResult& r) {
   d["links"] = links;
   d["text"] = r.text;
   d["files"] = files_dict(r.files);
+  d["chakra_files"] = files_dict(r.chakra_files);
   return d;
 }
 

@@ -41,7 +41,7 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
                       : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus, share);
   // The reports need the tasks and their times, not the dependency lists: freed before the analysis (a large run's
   // peak memory).
-  s.lowered.graph.release_edges();
+  if (!in.options->keep_edges) s.lowered.graph.release_edges();
   s.report = analyze(in, s.lowered, s.engine);
   return s;
 }

@@ -839,6 +839,12 @@ std::int64_t micros_to_ns(std::int64_t us, const std::string& ctx) {
   return us * 1000;
 }
 
+/// comm_src / comm_dst of a point-to-point node (ranks in int range; others ignored).
+void peer_attr(const std::string& key, std::optional<std::int64_t> v, int& src, int& dst) {
+  if (!v || *v < 0 || *v > std::numeric_limits<int>::max()) return;
+  (key == "comm_src" ? src : dst) = static_cast<int>(*v);
+}
+
 void finish_comm(ExecNode& node, std::optional<std::int64_t> type, std::optional<std::int64_t> comm_type) {
   if (node.kind != ExecNodeKind::COMMUNICATION) return;
   if (comm_type) node.comm.op = chakra_comm_op(*comm_type);
@@ -935,6 +941,7 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
       node.duration_ns = micros_to_ns(*us, ctx);
     std::optional<std::int64_t> comm_type;
     double comm_size = 0, tensor_size = 0;
+    int peer_src = -1, peer_dst = -1;
     const json* attrs = member(n, "attr");
     if (!attrs) attrs = member(n, "attrs");
     if (attrs && !attrs->is_null()) {
@@ -950,6 +957,9 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
         else if (key == "tensor_size") tensor_size = static_cast<double>(as_int64(*v).value_or(0));
         else if (key == "rf_id") node.rf_id = as_int64(*v).value_or(-1);
         else if (key == "tid") node.thread = as_int64(*v).value_or(0);
+        else if (key == "comm_src" || key == "comm_dst") peer_attr(key, as_int64(*v), peer_src, peer_dst);
+        else if (key == "comm_tag") node.tag = as_int64(*v).value_or(-1);
+        else if (key == "num_ops") node.flops = static_cast<double>(as_int64(*v).value_or(0));
         else if ((key == "pg_name" || key == "process_group") && v->is_string())
           node.comm.process_group = v->get<std::string>();
         else if ((key == "comm_group_size" || key == "pg_size") && as_int64(*v)) {
@@ -960,6 +970,7 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
     }
     const double size = comm_size > 0 ? comm_size : tensor_size;
     if (size > 0) node.comm.bytes = size;
+    node.peer = type == 6 ? peer_src : peer_dst;
     finish_comm(node, type, comm_type);
     if (node.kind != ExecNodeKind::COMMUNICATION) node.comm = CollectiveInfo{};
   }
@@ -1025,6 +1036,7 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
   if (n.duration_micros() > 0) node.duration_ns = micros_to_ns(id_of(n.duration_micros(), ctx, "duration"), ctx);
   std::optional<std::int64_t> comm_type;
   double comm_size = 0, tensor_size = 0;
+  int peer_src = -1, peer_dst = -1;
   for (const pb::AttributeProto& a : n.attr()) {
     const std::string& key = a.name();
     const auto v = attr_int(a);
@@ -1034,6 +1046,9 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
     else if (key == "tensor_size") tensor_size = static_cast<double>(v.value_or(0));
     else if (key == "rf_id") node.rf_id = v.value_or(-1);
     else if (key == "tid") node.thread = v.value_or(0);
+    else if (key == "comm_src" || key == "comm_dst") peer_attr(key, v, peer_src, peer_dst);
+    else if (key == "comm_tag") node.tag = v.value_or(-1);
+    else if (key == "num_ops") node.flops = static_cast<double>(v.value_or(0));
     else if ((key == "pg_name" || key == "process_group") && a.value_case() == pb::AttributeProto::kStringVal)
       node.comm.process_group = a.string_val();
     else if ((key == "comm_group_size" || key == "pg_size") && v && *v > 0 && *v <= std::numeric_limits<int>::max())
@@ -1041,6 +1056,7 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
   }
   const double size = comm_size > 0 ? comm_size : tensor_size;
   if (size > 0) node.comm.bytes = size;
+  node.peer = type == 6 ? peer_src : peer_dst;
   finish_comm(node, type, comm_type);
   if (node.kind != ExecNodeKind::COMMUNICATION) node.comm = CollectiveInfo{};
 }

@@ -28,7 +28,7 @@ from .errors import ConfigError, Error, FormatError, InternalError, SimulationCr
 
 __all__ = [
     "version", "simgrid_version", "presets", "model_spec", "cluster_spec", "calibration_spec", "simulate", "plan",
-    "bakeoff", "sweep", "pareto", "validate", "calibrate_compute", "replay", "Error", "ConfigError", "FormatError",
+    "bakeoff", "sweep", "pareto", "validate", "calibrate_compute", "replay", "write_files", "Error", "ConfigError", "FormatError",
     "InternalError", "SimulationCrashed", "SimulateResult", "PlanResult", "BakeoffResult", "SweepResult",
     "ParetoResult", "ValidationResult", "CalibrationResult", "ReplayResult", "Presets"
 ]
@@ -118,13 +118,15 @@ def simulate(model, cluster, plan, calibration=None, options=None, out=None):
     options      a dict of simulation options, as the CLI's flags: network ("flow" | "analytic"), engine ("auto" |
                  "simgrid" | "maxmin"), collectives ("flow" | "steps"), fold ("auto" | "none"),
                  collective_algorithm, channels, interference, trace (render trace.json, default False unless
-                 out is given), trace_links, trace_ranks, perfetto, max_memory_bytes (None: no limit).
+                 out is given), trace_links, trace_ranks, perfetto, max_memory_bytes (None: no limit),
+                 export_chakra (also render the run as Chakra .et files, one per rank: ``chakra_files``).
     out          a directory: write summary.json (and trace.json unless options["trace"] is False) there, as
                  `dtsim simulate --out` does; the result's ``paths`` lists them.
 
     The result: iteration_time_s, samples_per_s, tokens_per_s, model_tflops_per_gpu, hardware_tflops_per_gpu, mfu,
     max_bubble_fraction, peak_bytes, oom, engine, tasks, ranks (per rank: compute_s, exposed_comm_s, bubble_s,
-    peak_bytes, memory_timeline, ...), links, text (str(result)), files; to_frame() (per rank), memory_frame(),
+    peak_bytes, memory_timeline, ...), links, text (str(result)), files, chakra_files (name -> bytes, with
+    export_chakra; dtsim.write_files writes them); to_frame() (per rank), memory_frame(),
     links_frame(). Raises ConfigError / FormatError for bad input, and ConfigError before it starts for a run
     whose estimated memory is above max_memory_bytes (default 90% of this machine's memory).
     """
@@ -142,6 +144,13 @@ def simulate(model, cluster, plan, calibration=None, options=None, out=None):
         paths = [os.path.join(os.fspath(out), name) for name in data["files"]]
     data["paths"] = paths
     return SimulateResult(data)
+
+
+def write_files(directory, files):
+    """Writes `files` (name -> bytes or str, e.g. a result's ``files`` or ``chakra_files``) into `directory`,
+    created if needed, all or nothing; returns their paths."""
+    _dtsim.write_files(os.fspath(directory), files)
+    return [os.path.join(os.fspath(directory), name) for name in files]
 
 
 def _plan_request(model, cluster, global_batch_size, **kwargs):
@@ -208,7 +217,8 @@ def calibrate_compute(traces=None, gemm_csvs=None, gpu=None, base=None):
 
 
 def replay(trace, **edits):
-    """Replays a Kineto trace (.json, .json.gz, or an archive of one trace per rank) as a dependency graph, with
+    """Replays a Kineto trace (.json, .json.gz, or an archive of one trace per rank), or Chakra execution traces (a
+    .et file or a directory of them, one per rank, replayed together), as a dependency graph, with
     optional what-if edits: scale_kernels (["REGEX=FACTOR", ...]), collective_bw_scale, collective_bw_GBps,
     collective_group, collective_alpha_us, collective_time_scale, cpu_scale, runtime_scale, launch_latency_us,
     keep_unexplained_gaps, member (one archive member), chrome_trace (render replay_trace.json into files).

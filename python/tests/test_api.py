@@ -238,3 +238,15 @@ def test_help_is_useful():
         assert word in doc
     assert (Path(dtsim.__file__).parent / "__init__.pyi").exists()
     assert (Path(dtsim.__file__).parent / "py.typed").exists()
+
+
+def test_chakra_export_round_trip(tmp_path):
+    r = dtsim.simulate("gpt3-1.3b", "dgx-a100:8", SMALL_PLAN, options={"network": "analytic", "export_chakra": True})
+    assert sorted(r.chakra_files) == [f"dtsim.{k}.et" for k in range(8)]
+    paths = dtsim.write_files(tmp_path / "et", r.chakra_files)
+    assert len(paths) == 8
+    rep = dtsim.replay(tmp_path / "et")
+    longest = max(t.replayed_span_s for t in rep.traces)
+    assert longest == pytest.approx(r.iteration_time_s, rel=0.01)
+    slow = dtsim.replay(tmp_path / "et", collective_bw_GBps=1.0)
+    assert max(t.predicted_span_s for t in slow.traces) > longest

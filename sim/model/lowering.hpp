@@ -80,6 +80,9 @@ struct SimOptions {
   /// (by default it then becomes release times of the gated tasks, TaskGraph::release_at_least: the same schedule
   /// with fewer tasks). The tests compare the two forms.
   bool host_issue_tasks = false;
+  /// sim::simulate keeps the task graph's dependency lists (and release times) after the engine ran, for exports
+  /// that need the edges (Chakra, sim/report/chakra_export.hpp); by default they are freed before the report.
+  bool keep_edges = false;
   bool record_kernels =
       false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
 };
