@@ -623,12 +623,11 @@ bool is_et_input(const std::string& path) {
   return fs::is_directory(path) || ext == ".et";
 }
 
-/// `dtsim replay` of Chakra execution traces (one .et per rank): sim::replay_exec_graphs with the edits that apply.
-ReplayResult replay_execution_traces(const ReplayRequest& req) {
+/// The edits of `req` for execution traces; ConfigError, before anything is read, for those that do not apply.
+sim::ExecReplayOptions exec_replay_options(const ReplayRequest& req) {
   auto refuse = [](const char* flag, const char* why) {
     throw ConfigError(std::string("replay: ") + flag + " does not apply to Chakra execution traces (" + why + ")");
   };
-  if (!req.member.empty()) refuse("--member", "give the .et file itself");
   if (req.collective_bw_scale != 1.0)
     refuse("--collective-bw-scale", "no achieved bandwidth is recorded; use --collective-bw");
   if (req.collective_group) refuse("--collective-group", "transfers are recorded point to point");
@@ -645,8 +644,12 @@ ReplayResult replay_execution_traces(const ReplayRequest& req) {
     if (!(opt.comm_bandwidth_Bps > 0)) throw ConfigError("replay: --collective-bw must be positive");
   }
   opt.comm_alpha_s = req.collective_alpha_us * 1e-6;
-  std::vector<ExecGraph> graphs;
-  for (const auto& f : et_files(req.trace)) graphs.push_back(import_chakra_et(f));
+  return opt;
+}
+
+/// `dtsim replay` of Chakra execution traces (one graph per rank): sim::replay_exec_graphs with the edits.
+ReplayResult replay_execution_traces(const ReplayRequest& req, const sim::ExecReplayOptions& opt,
+                                     const std::vector<ExecGraph>& graphs) {
   const sim::ExecReplay base = sim::replay_exec_graphs(graphs);
   const sim::ExecReplay edited = opt.edited() ? sim::replay_exec_graphs(graphs, opt) : base;
   ReplayResult out;
@@ -679,6 +682,11 @@ ReplayResult replay_execution_traces(const ReplayRequest& req) {
              fmt(", %zu nodes, %zu transfers, %zu collectives", base.nodes, base.transfers, base.collectives);
   if (base.unmatched_p2p > 0) out.text += fmt(", %zu sends or receives without their partner", base.unmatched_p2p);
   if (base.untimed > 0) out.text += fmt(", %zu nodes of zero or unrecorded duration", base.untimed);
+  if (base.dangling_deps > 0)
+    out.text += fmt(", %zu dependencies on nodes not in the file (dropped)", base.dangling_deps);
+  if (base.forward_ctrl_deps > 0)
+    out.text +=
+        fmt(", %zu dependencies on the node itself or later control dependencies (dropped)", base.forward_ctrl_deps);
   out.text += fmt("\nreplayed iteration (longest rank): %.6f s\n", base.span_s);
   if (opt.edited())
     out.text += "with " + edits + fmt(": %.6f s (%+.2f%%)\n", edited.span_s, 100 * (edited.span_s / base.span_s - 1));
@@ -690,6 +698,8 @@ ReplayResult replay_execution_traces(const ReplayRequest& req) {
                       {"collectives", base.collectives},
                       {"unmatched_p2p", base.unmatched_p2p},
                       {"untimed_nodes", base.untimed},
+                      {"dangling_dependencies", base.dangling_deps},
+                      {"forward_control_dependencies", base.forward_ctrl_deps},
                       {"replayed_span_s", base.span_s},
                       {"predicted_span_s", edited.span_s},
                       {"edits", edits}};
@@ -697,10 +707,22 @@ ReplayResult replay_execution_traces(const ReplayRequest& req) {
   return out;
 }
 
-}  // namespace
+/// The Chakra graphs of an archive or file that is not a Kineto trace (none when it holds none).
+std::vector<ExecGraph> chakra_graphs_of(const std::string& path) {
+  std::vector<ExecGraph> graphs;
+  try {
+    graphs = import_exec_graph_archive(path);
+  } catch (const Error&) {
+    return {};
+  }
+  for (const auto& g : graphs)
+    if (g.format == "pytorch-et")
+      throw ConfigError("replay: " + g.source +
+                        " is a PyTorch execution trace, which records no durations: replay the run's Kineto trace");
+  return graphs;
+}
 
-ReplayResult replay(const ReplayRequest& req) {
-  if (is_et_input(req.trace)) return replay_execution_traces(req);
+ReplayResult replay_kineto(const ReplayRequest& req, const std::vector<ImportedTrace>& traces) {
   sim::ReplayOptions opt;
   for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
   opt.collective_bw_scale = req.collective_bw_scale;
@@ -723,7 +745,6 @@ ReplayResult replay(const ReplayRequest& req) {
   }
   opt.keep_unexplained_gaps = req.keep_unexplained_gaps;
   opt.validate();
-  const std::vector<ImportedTrace> traces = sim::import_traces_for_replay(req.trace, req.member);
   std::vector<sim::Replay> replays;
   replays.reserve(traces.size());
   for (const auto& t : traces) replays.push_back(sim::replay_trace(t, opt));
@@ -744,6 +765,43 @@ ReplayResult replay(const ReplayRequest& req) {
   out.files.emplace_back("replay.json", sim::replay_json(reports, opt));
   if (req.chrome_trace) out.files.emplace_back("replay_trace.json", sim::replay_chrome_trace(tptr, rptr));
   return out;
+}
+
+}  // namespace
+
+ReplayResult replay(const ReplayRequest& req) {
+  if (is_et_input(req.trace)) {
+    if (!req.member.empty()) throw ConfigError("replay: --member applies to archives; give the .et file itself");
+    const sim::ExecReplayOptions opt = exec_replay_options(req);
+    std::vector<ExecGraph> graphs;
+    for (const auto& f : et_files(req.trace)) graphs.push_back(import_chakra_et(f));
+    return replay_execution_traces(req, opt, graphs);
+  }
+  std::vector<ImportedTrace> kineto;
+  try {
+    kineto = sim::import_traces_for_replay(req.trace, req.member);
+  } catch (const FormatError&) {
+    // Not a Kineto trace: Chakra execution traces (JSON or protobuf, plain or an archive of ranks) replay too.
+    auto graphs = chakra_graphs_of(req.trace);
+    if (graphs.empty()) throw;
+    if (!req.member.empty()) {
+      std::vector<ExecGraph> one;
+      for (auto& g : graphs)
+        if (g.source.size() > req.member.size() &&
+            g.source.compare(g.source.size() - req.member.size() - 1, std::string::npos, ":" + req.member) == 0)
+          one.push_back(std::move(g));
+      if (one.empty()) throw ConfigError("replay: no member '" + req.member + "' in " + req.trace);
+      graphs = std::move(one);
+    }
+    // Ranks come from the member names (<prefix>.<rank>.json / .et): two members of one rank are two runs.
+    std::map<int, std::string> seen;
+    for (const auto& g : graphs)
+      if (g.rank >= 0 && !seen.emplace(g.rank, g.source).second)
+        throw ConfigError("replay: " + seen[g.rank] + " and " + g.source + " are both rank " + std::to_string(g.rank) +
+                          ": replay one with --member");
+    return replay_execution_traces(req, exec_replay_options(req), graphs);
+  }
+  return replay_kineto(req, kineto);
 }
 
 }  // namespace dtsim

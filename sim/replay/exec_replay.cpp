@@ -117,10 +117,15 @@ ExecReplay replay_exec_graphs(const std::vector<ExecGraph>& graphs, const ExecRe
       const std::size_t g = base[k] + i;
       for (const auto* deps : {&e.data_deps, &e.ctrl_deps})
         for (std::int64_t d : *deps) {
+          if (d == e.id || (deps == &e.ctrl_deps && d > e.id)) {  // on itself, or a later control: dropped
+            ++out.forward_ctrl_deps;
+            continue;
+          }
           auto it = index.find(d);
-          if (it == index.end())
-            throw FormatError(graphs[k].source + ": node " + std::to_string(e.id) + " depends on unknown node " +
-                              std::to_string(d));
+          if (it == index.end()) {  // as Chakra's feeder: a dependency on a node not in the file is dropped
+            ++out.dangling_deps;
+            continue;
+          }
           succ[it->second].push_back(g);
           ++pending[unit_of[g]];
         }

@@ -4,7 +4,11 @@
 // re-times a measured timeline, this one knows only *what depends on what* and how long each node took.
 //
 // Semantics (a list schedule without resource limits: streams and program order are dependencies in these files):
-//  - A node starts when every node it depends on (data and control dependencies, within its rank) has ended.
+//  - A node starts when every node it depends on (data and control dependencies, within its rank) has ended; a
+//    dependency on an id that is not in the file is dropped and counted (Chakra's own test traces have some), and
+//    so is a dependency of a node on itself or a control dependency on a later id (Chakra's PyTorch converter
+//    records a CPU operator's GPU kernel, and sometimes the node itself, among its control dependencies, which makes
+//    cycles; data dependencies and program order point backwards).
 //  - A COMM_SEND on rank a with peer b and tag t and the COMM_RECV on b with peer a and tag t are one transfer: it
 //    starts when both are ready and both end together, after the send's duration (the receive's when the send has
 //    none). A send or receive without its partner runs alone.
@@ -39,10 +43,12 @@ struct ExecReplay {
   std::vector<double> rank_span_s;  ///< per graph (in the order given): when its last node ends, from t = 0
   double span_s = 0;                ///< the longest rank
   std::size_t nodes = 0;
-  std::size_t transfers = 0;      ///< send/receive pairs matched across ranks
-  std::size_t unmatched_p2p = 0;  ///< sends or receives without their partner (run alone)
-  std::size_t collectives = 0;    ///< collective instances (each counted once)
-  std::size_t untimed = 0;        ///< nodes without a duration that took 0
+  std::size_t transfers = 0;          ///< send/receive pairs matched across ranks
+  std::size_t unmatched_p2p = 0;      ///< sends or receives without their partner (run alone)
+  std::size_t collectives = 0;        ///< collective instances (each counted once)
+  std::size_t untimed = 0;            ///< nodes without a duration that took 0
+  std::size_t dangling_deps = 0;      ///< dependencies on ids not in their file (dropped, as Chakra's feeder does)
+  std::size_t forward_ctrl_deps = 0;  ///< dependencies on the node itself and control dependencies on later ids
 };
 
 /// Replays the graphs together (one per rank; ranks are ExecGraph::rank, or the position when it is -1).

@@ -164,3 +164,32 @@ TEST(ChakraExport, ReplayThroughTheApiAndItsErrors) {
 }
 
 }  // namespace
+
+// Chakra's own feeder test trace (../shared/traces/chakra, protobuf and JSON forms of one 3,664-node rank) replays:
+// the numbers below are this replay's (recorded durations; the .et also carries control dependencies, which the
+// JSON form lacks, so its program order makes it longer), kept so that a change of the rules shows.
+TEST(ChakraReplay, ChakrasOwnFeederTraceReplays) {
+  const std::string et = std::string(DTSIM_SHARED_DIR) + "/traces/chakra/tests/data/feeder_tests_trace.tar.gz";
+  const std::string json = std::string(DTSIM_SHARED_DIR) + "/traces/chakra/tests/data/json_trace.tar.gz";
+  if (!std::filesystem::exists(et) || !std::filesystem::exists(json)) GTEST_SKIP() << "shared traces absent";
+  const ExecGraph g = import_exec_graph(et);
+  const sim::ExecReplay r = sim::replay_exec_graphs({g});
+  EXPECT_EQ(r.nodes, 3664u);
+  EXPECT_EQ(r.collectives, 21u);
+  EXPECT_EQ(r.transfers, 0u);
+  EXPECT_EQ(r.dangling_deps, 1165u);      // control dependencies on the missing root node 3
+  EXPECT_EQ(r.forward_ctrl_deps, 1049u);  // CPU operators naming their kernels (or themselves)
+  EXPECT_NEAR(r.span_s, 0.082269, 1e-6);
+  sim::ExecReplayOptions half;
+  half.kernel_scales.push_back(sim::parse_kernel_scale(".*=0.5"));
+  EXPECT_NEAR(sim::replay_exec_graphs({g}, half).span_s, 0.0635545, 1e-6);
+  ReplayRequest req;
+  req.trace = json;
+  EXPECT_EQ(error_of<ConfigError>([&] { replay(req); }),
+            "replay: " + json + ":jsonData/chakra.0.json and " + json +
+                ":jsonData/small_chakra.0.json are both rank 0: replay one with --member");
+  req.member = "jsonData/chakra.0.json";
+  const ReplayResult j = replay(req);
+  ASSERT_EQ(j.traces.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(j.traces[0].replayed_span_ns) * 1e-9, 0.046140, 1e-6);
+}
