@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "chakra_et.pb.h"
-#include "traces/error.hpp"
 
 namespace dtsim {
 namespace {
@@ -20,10 +19,11 @@ void append(google::protobuf::io::CodedOutputStream& out, const google::protobuf
   m.SerializeWithCachedSizes(&out);
 }
 
-int32_t as_int32(std::int64_t v, const char* what) {
-  DTSIM_ASSERT(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
-               what << " " << v << " does not fit Chakra's int32 attribute");
-  return static_cast<std::int32_t>(v);
+/// An integer attribute as Chakra's converters type it (int32), or int64 when it does not fit (read back alike).
+void set_int(pb::AttributeProto* a, std::int64_t v) {
+  if (v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max())
+    a->set_int32_val(static_cast<std::int32_t>(v));
+  else a->set_int64_val(v);
 }
 
 pb::CollectiveCommType comm_type_of(const std::string& op) {
@@ -69,9 +69,9 @@ std::string chakra_et_bytes(const ExecGraph& g) {
           n.set_type(send ? pb::COMM_SEND_NODE : recv ? pb::COMM_RECV_NODE : pb::COMM_COLL_NODE);
           attr("comm_size")->set_int64_val(static_cast<std::int64_t>(std::llround(e.comm.bytes)));
           if (send || recv) {
-            attr("comm_src")->set_int32_val(as_int32(send ? g.rank : e.peer, "rank"));
-            attr("comm_dst")->set_int32_val(as_int32(send ? e.peer : g.rank, "rank"));
-            attr("comm_tag")->set_int32_val(as_int32(e.tag, "tag"));
+            set_int(attr("comm_src"), send ? g.rank : e.peer);
+            set_int(attr("comm_dst"), send ? e.peer : g.rank);
+            set_int(attr("comm_tag"), e.tag);
           } else {
             attr("comm_type")->set_int64_val(comm_type_of(e.comm.op));
             if (!e.comm.process_group.empty()) attr("pg_name")->set_string_val(e.comm.process_group);

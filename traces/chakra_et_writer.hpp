@@ -10,7 +10,8 @@
 //    CollectiveCommType: all-reduce 0, reduce 1, all-gather 2, broadcast 5, all-to-all 6, reduce-scatter 7);
 //  - attributes, with the types Chakra's converters use: is_cpu_op (bool, = !gpu), num_ops (int64, flops when
 //    > 0), comm_size (int64 bytes), comm_src / comm_dst (int32: the graph's rank and the node's peer, by direction),
-//    comm_tag (int32), pg_name (string) and comm_group_size (int64) for collectives that name them.
+//    comm_tag (int32; int64 for a value outside int32, which the reader takes alike), pg_name (string) and
+//    comm_group_size (int64) for collectives that name them.
 #pragma once
 #include <string>
 
@@ -18,7 +19,7 @@
 
 namespace dtsim {
 
-/// The .et bytes of `g` (g.rank is the rank of its sends and receives). DTSIM_ASSERT on a tag or peer outside int32.
+/// The .et bytes of `g` (g.rank is the rank of its sends and receives).
 std::string chakra_et_bytes(const ExecGraph& g);
 
 }  // namespace dtsim
