@@ -50,6 +50,17 @@ ParallelPlan base_plan(int tp, int pp, int dp) {
   return p;
 }
 
+/// tp 4 over two stages: stage 0 on a 2-D grid (q = 2), stage 1 in 1-D with sequence parallelism.
+ParallelPlan grid_then_1d(int dp) {
+  ParallelPlan p = base_plan(4, 2, dp);
+  p.sequence_parallel = false;
+  StageStrategy grid, oned;
+  grid.tp_layout = TpLayout::D2;
+  oned.sequence_parallel = true;
+  p.stage_strategies = {grid, oned};
+  return p;
+}
+
 Simulation run(const ParallelPlan& plan, NetworkMode network = NetworkMode::ANALYTIC, FoldMode fold = FoldMode::AUTO,
                FlowEngine engine = FlowEngine::MAXMIN) {
   const ClusterSpec cluster = load_cluster("dgx-a100:" + std::to_string(plan.world_size()));
@@ -131,13 +142,8 @@ TEST(StageStrategies, EachStageWorksAsInTheUniformPlanOfItsStrategy) {
 }
 
 TEST(StageStrategies, DifferentLayoutsAreReshardedAtTheBoundary) {
-  // tp 4: stage 0 on a 2-D grid (q = 2), stage 1 in 1-D with sequence parallelism.
-  ParallelPlan p = base_plan(4, 2, 1);
-  p.sequence_parallel = false;
-  StageStrategy grid, oned;
-  grid.tp_layout = TpLayout::D2;
-  oned.sequence_parallel = true;
-  p.stage_strategies = {grid, oned};
+  ParallelPlan p = grid_then_1d(1);
+  const StageStrategy oned = p.stage_strategies[1];
   const int m = p.num_microbatches();
   const Simulation h = run(p, NetworkMode::FLOW);
   // Folding is off (2-D layouts run over sub-groups), so each of the tp ranks re-shards: stage 1 forward, stage 0
@@ -168,12 +174,7 @@ TEST(StageStrategies, EstimatorAndFootprintFollowTheStages) {
   EXPECT_DOUBLE_EQ(eh.stage_peak_bytes[0], ef.stage_peak_bytes[0]);
   EXPECT_DOUBLE_EQ(eh.stage_peak_bytes[3], en.stage_peak_bytes[3]);
   // The footprint counts the re-sharding collectives as the lowering emits them.
-  ParallelPlan p = base_plan(4, 2, 2);
-  p.sequence_parallel = false;
-  StageStrategy grid, oned;
-  grid.tp_layout = TpLayout::D2;
-  oned.sequence_parallel = true;
-  p.stage_strategies = {grid, oned};
+  ParallelPlan p = grid_then_1d(2);
   const ClusterSpec c16 = load_cluster("dgx-a100:16");
   SimOptions opt;
   p.validate(model(), c16);
