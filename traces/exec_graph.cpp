@@ -880,6 +880,9 @@ void build_chakra_feeder(const json& doc, ExecGraph& g) {
       node.gpu = !cpu->get<bool>();
     }
     const auto comm_type = chakra_int(n, {"comm_type"}, ctx, false);
+    node.comm_src = chakra_int(n, {"comm_src"}, ctx, false).value_or(-1);
+    node.comm_dst = chakra_int(n, {"comm_dst"}, ctx, false).value_or(-1);
+    node.comm_tag = chakra_int(n, {"comm_tag"}, ctx, false).value_or(-1);
     if (const auto size = chakra_int(n, {"comm_size", "tensor_size"}, ctx, false); size && *size > 0)
       node.comm.bytes = static_cast<double>(*size);
     finish_comm(node, type, comm_type);
@@ -950,6 +953,9 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
         else if (key == "tensor_size") tensor_size = static_cast<double>(as_int64(*v).value_or(0));
         else if (key == "rf_id") node.rf_id = as_int64(*v).value_or(-1);
         else if (key == "tid") node.thread = as_int64(*v).value_or(0);
+        else if (key == "comm_src") node.comm_src = as_int64(*v).value_or(-1);
+        else if (key == "comm_dst") node.comm_dst = as_int64(*v).value_or(-1);
+        else if (key == "comm_tag") node.comm_tag = as_int64(*v).value_or(-1);
         else if ((key == "pg_name" || key == "process_group") && v->is_string())
           node.comm.process_group = v->get<std::string>();
         else if ((key == "comm_group_size" || key == "pg_size") && as_int64(*v)) {
@@ -1034,6 +1040,9 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
     else if (key == "tensor_size") tensor_size = static_cast<double>(v.value_or(0));
     else if (key == "rf_id") node.rf_id = v.value_or(-1);
     else if (key == "tid") node.thread = v.value_or(0);
+    else if (key == "comm_src") node.comm_src = v.value_or(-1);
+    else if (key == "comm_dst") node.comm_dst = v.value_or(-1);
+    else if (key == "comm_tag") node.comm_tag = v.value_or(-1);
     else if ((key == "pg_name" || key == "process_group") && a.value_case() == pb::AttributeProto::kStringVal)
       node.comm.process_group = a.string_val();
     else if ((key == "comm_group_size" || key == "pg_size") && v && *v > 0 && *v <= std::numeric_limits<int>::max())
