@@ -216,6 +216,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("max-memory", po::value<std::string>(),
      "refuse, before it starts, a run whose estimated memory is above SIZE (e.g. 8GB, 512MiB; none: no limit; "
      "default: 90% of this machine's memory)")
+    ("export-chakra", po::value<std::string>(),
+     "also write the simulated iteration as Chakra execution traces into this directory: dtsim.<rank>.et per rank "
+     "and dtsim.comm_group.json (ASTRA-sim's --workload-configuration DIR/dtsim, --comm-group-configuration); "
+     "simulates every rank (--fold none)")
     ("quiet,q", "print nothing on success");
   // clang-format on
   auto vm = parse(desc, argc, argv);
@@ -224,6 +228,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
+  if (vm.count("jobs") && vm.count("export-chakra"))
+    throw ConfigError("simulate: --export-chakra exports one job; it cannot be combined with --jobs");
   if (vm.count("jobs")) return simulate_jobs_cli(vm, out);
   if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
   if (vm.count("plan"))
@@ -247,7 +253,17 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     const std::string mm = vm["max-memory"].as<std::string>();
     opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
   }
-  const SimulateResult r = simulate(in, opt);
+  opt.export_chakra = vm.count("export-chakra") > 0;
+  SimulateResult r = simulate(in, opt);
+  if (opt.export_chakra) {  // the export's files ("chakra/...") go to their own directory
+    Files chakra, rest;
+    for (auto& f : r.files) {
+      if (f.first.rfind("chakra/", 0) == 0) chakra.emplace_back(f.first.substr(7), std::move(f.second));
+      else rest.push_back(std::move(f));
+    }
+    write_files(vm["export-chakra"].as<std::string>(), chakra);
+    r.files = std::move(rest);
+  }
   if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (!vm.count("quiet")) {
@@ -263,6 +279,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
       if (r.files.size() > 1) out << " (open in https://ui.perfetto.dev)";
       out << "\n";
     }
+    if (opt.export_chakra)
+      out << "wrote Chakra traces of " << r.ranks.size() << " ranks to " << vm["export-chakra"].as<std::string>() << "/"
+          << opt.chakra_prefix << ".<rank>.et and " << opt.chakra_prefix << ".comm_group.json\n";
   }
   return 0;
 }

@@ -90,7 +90,13 @@ struct SimulateOptions {
   /// Refuse (ConfigError, before lowering) a run whose estimated peak memory (sim/model/footprint.hpp) is above this
   /// many bytes: 0 = default_max_memory_bytes(), negative = no limit.
   double max_memory_bytes = 0;
-  std::string command = "simulate";  ///< names the caller in error messages
+  /// Also export the simulated iteration as Chakra execution traces (sim/report/chakra_export.hpp): files
+  /// "chakra/<chakra_prefix>.<rank>.et" per rank and "chakra/<chakra_prefix>.comm_group.json" (ASTRA-sim's
+  /// --comm-group-configuration) in SimulateResult::files. Every rank is then simulated (fold none; folding is exact,
+  /// so the results are the same). simulate() only: simulate_jobs() and collective() refuse it (ConfigError).
+  bool export_chakra = false;
+  std::string chakra_prefix = "dtsim";  ///< file-name prefix of the export (ASTRA-sim's workload prefix)
+  std::string command = "simulate";     ///< names the caller in error messages
 };
 
 /// One simulated rank (folded runs simulate one rank per symmetry class).
@@ -133,7 +139,9 @@ struct SimulateResult {
   std::vector<RankResult> ranks;
   std::vector<LinkResult> links;
   std::string text;  ///< the human summary
-  Files files;       ///< summary.json, with options.trace trace.json, with options.perfetto trace.pftrace
+  /// summary.json, with options.trace trace.json, with options.perfetto trace.pftrace, with options.export_chakra
+  /// the Chakra files (names under "chakra/")
+  Files files;
 };
 
 /// Validates the inputs, lowers the plan, runs it and reports. Once per process with the flow network (SimGrid).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/model/run_config.hpp"
+#include "sim/replay/et_replay.hpp"
 #include "sim/replay/replay.hpp"
 #include "traces/cluster.hpp"
 #include "traces/error.hpp"
@@ -581,6 +582,42 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
   return out;
 }
 
+namespace {
+
+bool is_chakra_request(const ReplayRequest& req) {
+  auto et = [](const std::string& p) {
+    return (p.size() >= 3 && p.compare(p.size() - 3, 3, ".et") == 0) ||
+           (p.size() >= 6 && p.compare(p.size() - 6, 6, ".et.gz") == 0);
+  };
+  if (!req.more_traces.empty() || std::filesystem::is_directory(req.trace) || et(req.trace)) {
+    if (!req.member.empty()) throw ConfigError("replay: --member applies to Kineto archives, not to Chakra traces");
+    return true;
+  }
+  return false;
+}
+
+ReplayResult replay_chakra(const ReplayRequest& req, const sim::ReplayOptions& opt) {
+  std::vector<std::string> paths{req.trace};
+  paths.insert(paths.end(), req.more_traces.begin(), req.more_traces.end());
+  const sim::EtWorkload w = sim::load_et_workload(paths, req.comm_groups);
+  const sim::EtReplayReport rep = sim::replay_et(w, opt);
+  ReplayResult out;
+  out.format = "chakra-et";
+  out.span_ns = rep.span_ns;
+  out.predicted_span_ns = rep.predicted_span_ns;
+  for (const auto& r : rep.ranks)
+    out.traces.push_back(
+        {r.source, r.rank, static_cast<int>(rep.ranks.size()), 0, r.span_ns, 0.0, rep.edited, rep.edits,
+         r.predicted_span_ns,
+         r.span_ns > 0 ? 100.0 * static_cast<double>(r.predicted_span_ns - r.span_ns) / static_cast<double>(r.span_ns)
+                       : 0.0});
+  out.text = sim::et_replay_summary(rep);
+  out.files.emplace_back("replay.json", sim::et_replay_json(rep, opt));
+  return out;
+}
+
+}  // namespace
+
 ReplayResult replay(const ReplayRequest& req) {
   sim::ReplayOptions opt;
   for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
@@ -604,6 +641,8 @@ ReplayResult replay(const ReplayRequest& req) {
   }
   opt.keep_unexplained_gaps = req.keep_unexplained_gaps;
   opt.validate();
+  if (is_chakra_request(req)) return replay_chakra(req, opt);
+  if (!req.comm_groups.empty()) throw ConfigError("replay: --comm-groups applies to Chakra .et traces only");
   const std::vector<ImportedTrace> traces = sim::import_traces_for_replay(req.trace, req.member);
   std::vector<sim::Replay> replays;
   replays.reserve(traces.size());
