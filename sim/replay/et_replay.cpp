@@ -195,9 +195,12 @@ EtTimeline run_et_replay(const EtWorkload& w, const ReplayOptions& o, EtReplaySt
     const std::size_t have = it == sends.end() ? 0 : it->second.size();
     if (have != rv.size()) {
       const auto [r, i] = where[rv.front()];
+      if (!index_of_rank.count(static_cast<int>(std::get<0>(key))))
+        throw FormatError(w.ranks[r].source + ": " + node_text(w.ranks[r], w.ranks[r].nodes[i]) +
+                          " receives from rank " + std::to_string(std::get<0>(key)) + ", which has no trace");
       throw FormatError(w.ranks[r].source + ": " + node_text(w.ranks[r], w.ranks[r].nodes[i]) + ": " +
-                        std::to_string(rv.size()) + " receives from rank " + std::to_string(std::get<0>(key)) +
-                        " (tag " + std::to_string(std::get<2>(key)) + ") but " + std::to_string(have) + " sends");
+                        std::to_string(rv.size()) + " receive(s) from rank " + std::to_string(std::get<0>(key)) +
+                        " (tag " + std::to_string(std::get<2>(key)) + ") but " + std::to_string(have) + " send(s)");
     }
     for (std::size_t k = 0; k < rv.size(); ++k) {
       succ[it->second[k]].push_back(rv[k]);
@@ -209,7 +212,9 @@ EtTimeline run_et_replay(const EtWorkload& w, const ReplayOptions& o, EtReplaySt
     if (!recvs.count(key)) {
       const auto [r, i] = where[sv.front()];
       throw FormatError(w.ranks[r].source + ": " + node_text(w.ranks[r], w.ranks[r].nodes[i]) + ": a send to rank " +
-                        std::to_string(std::get<1>(key)) + " that no receive matches");
+                        std::to_string(std::get<1>(key)) +
+                        (index_of_rank.count(static_cast<int>(std::get<1>(key))) ? " that no receive matches"
+                                                                                 : ", which has no trace"));
     }
 
   // Collective instances: per group, the k-th collective of every member.
