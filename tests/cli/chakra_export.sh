@@ -22,15 +22,15 @@ RUN=(simulate --model gpt3-1.3b --cluster dgx-a100:8 --tp 2 --pp 2 --dp 2 --mbs 
 rc=0
 "$DTSIM" "${RUN[@]}" --export-chakra "$TMP/a" --out "$TMP/out" >"$TMP/a.stdout" 2>"$TMP/a.stderr" || rc=$?
 expected="dtsim.0.et dtsim.1.et dtsim.2.et dtsim.3.et dtsim.4.et dtsim.5.et dtsim.6.et dtsim.7.et dtsim.comm_group.json"
-listing=$(cd "$TMP/a" && ls | sort | tr '\n' ' ' | sed 's/ $//')
+listing=$(find "$TMP/a" -mindepth 1 -printf "%f\n" | sort | tr '\n' ' ' | sed 's/ $//')
 if [[ $rc -ne 0 ]]; then fail "export: exit code $rc: $(cat "$TMP/a.stderr")"
 elif [[ $listing != "$expected" ]]; then fail "export: directory holds '$listing'"
 elif [[ -s $TMP/a.stderr ]]; then fail "export: stderr not empty: $(cat "$TMP/a.stderr")"
 elif ! grep -q "wrote Chakra traces of 8 ranks" "$TMP/a.stdout"; then fail "export: no 'wrote Chakra traces' line"
 else ok "export: exit 0, $listing"; fi
-out_listing=$(cd "$TMP/out" && ls | sort | tr '\n' ' ' | sed 's/ $//')
-[[ $out_listing == "summary.json trace.json" ]] && ok "--out holds only $out_listing" ||
-  fail "--out holds '$out_listing'"
+out_listing=$(find "$TMP/out" -mindepth 1 -printf "%f\n" | sort | tr '\n' ' ' | sed 's/ $//')
+if [[ $out_listing == "summary.json trace.json" ]]; then ok "--out holds only $out_listing"
+else fail "--out holds '$out_listing'"; fi
 
 # 2. Deterministic.
 "$DTSIM" "${RUN[@]}" --export-chakra "$TMP/b" -q
@@ -47,9 +47,9 @@ elif awk -v s="$sim_s" -v r="$rep_ns" 'BEGIN { e = (r * 1e-9 - s) / s; exit !(e 
 else fail "replay: $rep_ns ns vs simulated $sim_s s"; fi
 # The .et files given one by one, with the comm-group file named, replay the same.
 "$DTSIM" replay --trace "$TMP"/a/dtsim.*.et --comm-groups "$TMP/a/dtsim.comm_group.json" --out "$TMP/rep2" -q
-cmp -s <(grep -v '"source"\|communicator_groups' "$TMP/rep/replay.json") \
-  <(grep -v '"source"\|communicator_groups' "$TMP/rep2/replay.json") && ok "replay of the listed files: same result" ||
-  fail "replay of the listed files differs from the directory's"
+if cmp -s <(grep -v '"source"\|communicator_groups' "$TMP/rep/replay.json") \
+  <(grep -v '"source"\|communicator_groups' "$TMP/rep2/replay.json"); then ok "replay of the listed files: same result"
+else fail "replay of the listed files differs from the directory's"; fi
 
 # 4. Bad input: one error line, exit 2, nothing written.
 expect_error() {
