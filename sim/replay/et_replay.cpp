@@ -395,11 +395,21 @@ std::string et_replay_summary(const EtReplayReport& r) {
     std::snprintf(b, sizeof b, "%+.2f%%", r.change_pct);
     s += "what-if (" + r.edits + "): " + fmt_ms(r.predicted_span_ns) + " (" + b + ")\n";
   }
-  s += "per rank:\n";
-  for (const auto& x : r.ranks) {
+  auto line = [&](const EtReplayRank& x) {
     s += "  rank " + std::to_string(x.rank) + "  " + fmt_ms(x.span_ns);
     if (r.edited) s += " -> " + fmt_ms(x.predicted_span_ns);
     s += "  (" + std::to_string(x.nodes) + " nodes)\n";
+  };
+  constexpr std::size_t kListed = 16;  // above: the first and last rank to finish (replay.json has them all)
+  if (r.ranks.size() <= kListed) {
+    s += "per rank:\n";
+    for (const auto& x : r.ranks) line(x);
+  } else {
+    const auto [lo, hi] = std::minmax_element(r.ranks.begin(), r.ranks.end(),
+                                              [](const auto& a, const auto& b) { return a.span_ns < b.span_ns; });
+    s += "ranks finishing first and last (every rank in replay.json):\n";
+    line(*lo);
+    line(*hi);
   }
   return s;
 }
