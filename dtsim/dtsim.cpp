@@ -329,6 +329,8 @@ JobsResult simulate_jobs(const std::string& cluster_spec, const std::string& job
 }
 
 CollectiveResult collective(const CollectiveRequest& req) {
+  if (req.options.export_chakra)
+    throw ConfigError("collective: the Chakra export (SimulateOptions::export_chakra) is for simulate() only");
   const ClusterSpec cluster = load_cluster(req.cluster);
   const int n = req.ranks == -1 ? cluster.total_gpus() : req.ranks;
   const auto kind = sim::collective_kind_from_string(req.op, "--op");

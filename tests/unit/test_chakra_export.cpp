@@ -249,6 +249,11 @@ TEST(ChakraExport, RefusesWhatItCannotExport) {
       [&] { simulate_jobs("dgx-a100:8", DTSIM_SOURCE_DIR "/examples/two-jobs-shared-nics.json", "", o, false); });
   EXPECT_NE(jobs.find("cannot be combined with --jobs"), std::string::npos) << jobs;
   EXPECT_EQ(jobs.find('\n'), std::string::npos);
+  CollectiveRequest cr;
+  cr.cluster = "dgx-a100:8";
+  cr.sizes_bytes = {1e6};
+  cr.options.export_chakra = true;
+  EXPECT_NE(error_of<ConfigError>([&] { collective(cr); }).find("simulate() only"), std::string::npos);
   o.chakra_prefix = "a/b";
   const std::string prefix = error_of<ConfigError>([&] { simulate(small_inputs(), o); });
   EXPECT_NE(prefix.find("plain file-name prefix"), std::string::npos) << prefix;
