@@ -19,10 +19,10 @@
 // A collective whose op has no CollectiveCommType ("" or unknown) is refused (ConfigError naming the node).
 //
 // Communicator groups (ASTRA-sim's --comm-group-configuration, read by its Workload::initialize_comm_groups,
-// github.com/astra-sim/astra-sim astra-sim/workload/Workload.cc): one JSON object mapping a group id to the list of
-// its ranks, {"1": [0, 1], "2": [0, 2]}; the id is a decimal integer (ASTRA-sim converts it with std::stoi) and a
-// collective node names its group by that id in its "pg_name" attribute. Ids "0" and "" mean every rank in
-// ASTRA-sim, so written groups start at 1.
+// github.com/astra-sim/astra-sim astra-sim/workload/Workload.cc, read at commit 0383c20): one JSON object mapping a
+// group id to the list of its ranks, {"1": [0, 1], "2": [0, 2]}; the id is a decimal integer (ASTRA-sim converts it
+// with std::stoi) and a collective node names its group by that id in its "pg_name" attribute. Ids "0" and "" mean
+// every rank in ASTRA-sim, so written groups start at 1.
 #pragma once
 #include <string>
 #include <utility>
