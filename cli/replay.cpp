@@ -1,4 +1,5 @@
-// `dtsim replay`: a Kineto trace replayed on the simulator, with what-if edits (dtsim::replay).
+// `dtsim replay`: a Kineto trace, or a set of Chakra execution traces (one .et per rank), replayed on the simulator,
+// with what-if edits (dtsim::replay).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -12,14 +13,21 @@ namespace dtsim::cli {
 int cmd_replay(int argc, char** argv, std::ostream& out) {
   po::options_description desc(
       "dtsim replay: replay a PyTorch-profiler (Kineto) trace as a dependency graph on the simulator, report the\n"
-      "replay error, and predict the effect of edits (what-if); or Chakra execution traces (.et, one per rank)\n"
+      "replay error, and predict the effect of edits (what-if); or replay Chakra execution traces (.et, one per rank)\n"
+      "together as one multi-rank graph\n"
       "example: dtsim replay --trace rank0.json.gz --scale-kernels 'gemm|cutlass|sm80_xmma=0.5' --out "
-      "replay/\n\noptions");
+      "replay/\n"
+      "example: dtsim replay --trace chakra/ --collective-bw-scale 2   (a directory of <prefix>.<rank>.et files)"
+      "\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("trace", po::value<std::string>(), "Kineto trace: .json, .json.gz, or a .tar.gz of one trace per rank; or a "
-     "Chakra .et file, or a directory of them (one per rank, <prefix>.<rank>.et), replayed together")
+    ("trace", po::value<std::vector<std::string>>()->multitoken()->composing(),
+     "Kineto trace: .json, .json.gz, or a .tar.gz of one trace per rank; or Chakra execution traces: a directory of "
+     "<prefix>.<rank>.et files, or the .et files (one per rank)")
+    ("comm-groups", po::value<std::string>(),
+     "Chakra: communicator-group JSON {\"id\": [ranks]} (ASTRA-sim's --comm-group-configuration; default: the "
+     "directory's *comm_group.json, else groups by pg_name)")
     ("member", po::value<std::string>(), "with an archive: replay only this member (default: every rank, one by one)")
     ("scale-kernels", po::value<std::vector<std::string>>()->composing(),
      "REGEX=FACTOR: multiply the duration of non-collective GPU tasks whose name matches (repeatable; first match wins)")
@@ -41,9 +49,12 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("trace"))
-    throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz, a .tar.gz of ranks, or Chakra .et files)");
+    throw ConfigError("replay: --trace is required (a Kineto .json/.json.gz or a .tar.gz of ranks)");
   ReplayRequest req;
-  req.trace = vm["trace"].as<std::string>();
+  const auto traces = vm["trace"].as<std::vector<std::string>>();
+  req.trace = traces.front();
+  req.more_traces.assign(traces.begin() + 1, traces.end());
+  if (vm.count("comm-groups")) req.comm_groups = vm["comm-groups"].as<std::string>();
   if (vm.count("member")) req.member = vm["member"].as<std::string>();
   if (vm.count("scale-kernels")) req.scale_kernels = vm["scale-kernels"].as<std::vector<std::string>>();
   if (vm.count("collective-bw-scale")) req.collective_bw_scale = vm["collective-bw-scale"].as<double>();
@@ -63,15 +74,17 @@ int cmd_replay(int argc, char** argv, std::ostream& out) {
     out << r.text;
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     char line[160];
-    std::snprintf(line, sizeof line, "\nreplayed %zu trace%s in %.2f s wall (analytic engine)\n", r.traces.size(),
-                  r.traces.size() == 1 ? "" : "s", wall);
+    if (r.format == "chakra-et")
+      std::snprintf(line, sizeof line, "\nreplayed %zu ranks' Chakra traces in %.2f s wall\n", r.traces.size(), wall);
+    else
+      std::snprintf(line, sizeof line, "\nreplayed %zu trace%s in %.2f s wall (analytic engine)\n", r.traces.size(),
+                    r.traces.size() == 1 ? "" : "s", wall);
     out << line;
-    if (vm.count("out"))
-      for (std::size_t k = 0; k < r.files.size(); ++k)
-        out << (k == 0                    ? "wrote " + vm["out"].as<std::string>() + "/"
-                : k + 1 == r.files.size() ? " and "
-                                          : ", ")
-            << r.files[k].first << (k + 1 == r.files.size() ? "\n" : "");
+    if (vm.count("out")) {
+      out << "wrote " << vm["out"].as<std::string>() << "/replay.json";
+      if (r.files.size() > 1) out << " and replay_trace.json";
+      out << "\n";
+    }
   }
   return 0;
 }

@@ -112,7 +112,7 @@ const char* const kPlanFlags[] = {"tp",
 
 /// `simulate --jobs FILE`: several jobs sharing --cluster.
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
-  for (const char* flag : {"model", "plan", "seq-len", "attention", "export-chakra"})
+  for (const char* flag : {"model", "plan", "seq-len", "attention"})
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
   for (const char* flag : kPlanFlags)
     if (vm.count(flag)) throw ConfigError(std::string("simulate: --") + flag + " cannot be combined with --jobs");
@@ -211,14 +211,15 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("trace-links", po::value<std::string>()->implicit_value("auto"),
      "add one load counter track per network link to trace.json (and trace.pftrace); --trace-links=N keeps the N "
      "links that carried the most bytes, =all every used link; bare: all up to 64 traced ranks, else the 32 busiest")
-    ("export-chakra", po::value<std::string>(),
-     "also write the run as Chakra execution traces into this directory: one <dtsim>.<rank>.et per rank (every rank "
-     "lowered; replay them with 'dtsim replay --trace DIR' or run them in ASTRA-sim)")
     ("perfetto", "with --out, also write trace.pftrace: Perfetto's protobuf format, every simulated rank (and with "
      "--trace-links every used link), for runs whose trace.json is bounded")
     ("max-memory", po::value<std::string>(),
      "refuse, before it starts, a run whose estimated memory is above SIZE (e.g. 8GB, 512MiB; none: no limit; "
      "default: 90% of this machine's memory)")
+    ("export-chakra", po::value<std::string>(),
+     "also write the simulated iteration as Chakra execution traces into this directory: dtsim.<rank>.et per rank "
+     "and dtsim.comm_group.json (ASTRA-sim's --workload-configuration DIR/dtsim, --comm-group-configuration); "
+     "simulates every rank (--fold none)")
     ("quiet,q", "print nothing on success");
   // clang-format on
   auto vm = parse(desc, argc, argv);
@@ -227,6 +228,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("cluster")) throw ConfigError("simulate: --cluster is required (e.g. dgx-a100:8)");
+  if (vm.count("jobs") && vm.count("export-chakra"))
+    throw ConfigError("simulate: --export-chakra exports one job; it cannot be combined with --jobs");
   if (vm.count("jobs")) return simulate_jobs_cli(vm, out);
   if (!vm.count("model")) throw ConfigError("simulate: --model is required (see 'dtsim presets')");
   if (vm.count("plan"))
@@ -251,9 +254,17 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
   }
   opt.export_chakra = vm.count("export-chakra") > 0;
-  const SimulateResult r = simulate(in, opt);
+  SimulateResult r = simulate(in, opt);
+  if (opt.export_chakra) {  // the export's files ("chakra/...") go to their own directory
+    Files chakra, rest;
+    for (auto& f : r.files) {
+      if (f.first.rfind("chakra/", 0) == 0) chakra.emplace_back(f.first.substr(7), std::move(f.second));
+      else rest.push_back(std::move(f));
+    }
+    write_files(vm["export-chakra"].as<std::string>(), chakra);
+    r.files = std::move(rest);
+  }
   if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);
-  if (opt.export_chakra) write_files(vm["export-chakra"].as<std::string>(), r.chakra_files);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (!vm.count("quiet")) {
     out << r.text;
@@ -269,9 +280,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
       out << "\n";
     }
     if (opt.export_chakra)
-      out << "wrote " << r.chakra_files.size() << " Chakra execution traces to "
-          << vm["export-chakra"].as<std::string>()
-          << "/ (dtsim.<rank>.et; Chakra et_def.proto, GlobalMetadata 0.0.4)\n";
+      out << "wrote Chakra traces of " << r.ranks.size() << " ranks to " << vm["export-chakra"].as<std::string>() << "/"
+          << opt.chakra_prefix << ".<rank>.et and " << opt.chakra_prefix << ".comm_group.json\n";
   }
   return 0;
 }

@@ -231,11 +231,12 @@ SimulateResult result_of(const sim::Simulation& s) {
 SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
   sim::SimOptions opt = detail::sim_options(options);
   if (options.export_chakra) {
-    // The files hold every rank's whole graph: no folding (exact, so the results are the same) and the host's issue
-    // as tasks rather than release times, with the edges kept for the export.
+    // The export writes every rank's graph: no folding (exact, same results), and the lowering keeps its collectives.
+    const auto& p = options.chakra_prefix;
+    if (p.empty() || p.find_first_of("/\\") != std::string::npos || p == "." || p == "..")
+      throw ConfigError(options.command + ": the Chakra prefix '" + p + "' must be a plain file-name prefix");
     opt.fold = sim::FoldMode::NONE;
-    opt.host_issue_tasks = true;
-    opt.keep_edges = true;
+    opt.record_collectives = true;
   }
   const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
   // Valid inputs first: the trace request and the memory estimate use the plan's world size.
@@ -252,7 +253,13 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
                         : trace.ranks == sim::TraceRequest::Ranks::LIST ? static_cast<int>(trace.rank_list.size())
                                                                         : 0,
                         options.perfetto});
-  const sim::Simulation s = sim::simulate(si);
+  sim::ChakraExport chakra;
+  const sim::Simulation s = options.export_chakra
+                                ? sim::simulate(si, {},
+                                                [&](const sim::Lowered& low, const sim::EngineResult& res) {
+                                                  chakra = sim::chakra_export(low, res);
+                                                })
+                                : sim::simulate(si);
   SimulateResult r = result_of(s);
   r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
   r.files.emplace_back("summary.json", sim::summary_json(si, s.lowered, s.engine, s.report).dump(2) + "\n");
@@ -261,12 +268,16 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
                                                        sim::select_trace(s.lowered, s.report, s.engine, trace)));
   if (options.perfetto)
     r.files.emplace_back("trace.pftrace", sim::perfetto_trace(si, s.lowered, s.engine, s.report, options.trace_links));
-  if (options.export_chakra) r.chakra_files = sim::chakra_files(s.lowered, s.engine);
+  if (options.export_chakra)
+    for (auto& f : sim::chakra_export_files(chakra, options.chakra_prefix))
+      r.files.emplace_back("chakra/" + f.first, std::move(f.second));
   return r;
 }
 
 JobsResult simulate_jobs(const std::string& cluster_spec, const std::string& jobs_file, const std::string& calibration,
                          const SimulateOptions& options, bool alone) {
+  if (options.export_chakra)
+    throw ConfigError(options.command + ": --export-chakra exports one job; it cannot be combined with --jobs");
   const ClusterSpec cluster = load_cluster(cluster_spec);
   const auto jobs = sim::load_jobs(jobs_file);
   const Calibration cal = resolve_calibration(calibration, cluster);
@@ -318,6 +329,8 @@ JobsResult simulate_jobs(const std::string& cluster_spec, const std::string& job
 }
 
 CollectiveResult collective(const CollectiveRequest& req) {
+  if (req.options.export_chakra)
+    throw ConfigError("collective: the Chakra export (SimulateOptions::export_chakra) is for simulate() only");
   const ClusterSpec cluster = load_cluster(req.cluster);
   const int n = req.ranks == -1 ? cluster.total_gpus() : req.ranks;
   const auto kind = sim::collective_kind_from_string(req.op, "--op");

@@ -90,12 +90,13 @@ struct SimulateOptions {
   /// Refuse (ConfigError, before lowering) a run whose estimated peak memory (sim/model/footprint.hpp) is above this
   /// many bytes: 0 = default_max_memory_bytes(), negative = no limit.
   double max_memory_bytes = 0;
-  /// Also export the run as Chakra execution traces (SimulateResult::chakra_files; sim/report/chakra_export.hpp):
-  /// every rank is then lowered (fold is taken as none; folding is exact, so the results do not change) and the
-  /// host's kernel issue kept as tasks, so that each rank's file holds its whole graph. The memory guard applies
-  /// to the unfolded run.
+  /// Also export the simulated iteration as Chakra execution traces (sim/report/chakra_export.hpp): files
+  /// "chakra/<chakra_prefix>.<rank>.et" per rank and "chakra/<chakra_prefix>.comm_group.json" (ASTRA-sim's
+  /// --comm-group-configuration) in SimulateResult::files. Every rank is then simulated (fold none; folding is exact,
+  /// so the results are the same). simulate() only: simulate_jobs() and collective() refuse it (ConfigError).
   bool export_chakra = false;
-  std::string command = "simulate";  ///< names the caller in error messages
+  std::string chakra_prefix = "dtsim";  ///< file-name prefix of the export (ASTRA-sim's workload prefix)
+  std::string command = "simulate";     ///< names the caller in error messages
 };
 
 /// One simulated rank (folded runs simulate one rank per symmetry class).
@@ -138,9 +139,9 @@ struct SimulateResult {
   std::vector<RankResult> ranks;
   std::vector<LinkResult> links;
   std::string text;  ///< the human summary
-  Files files;       ///< summary.json, with options.trace trace.json, with options.perfetto trace.pftrace
-  /// With options.export_chakra: one Chakra .et file per rank, "dtsim.<rank>.et" (written to their own directory).
-  Files chakra_files;
+  /// summary.json, with options.trace trace.json, with options.perfetto trace.pftrace, with options.export_chakra
+  /// the Chakra files (names under "chakra/")
+  Files files;
 };
 
 /// Validates the inputs, lowers the plan, runs it and reports. Once per process with the flow network (SimGrid).

@@ -14,11 +14,10 @@
 #include <vector>
 
 #include "sim/model/run_config.hpp"
-#include "sim/replay/exec_replay.hpp"
+#include "sim/replay/et_replay.hpp"
 #include "sim/replay/replay.hpp"
 #include "traces/cluster.hpp"
 #include "traces/error.hpp"
-#include "traces/exec_graph.hpp"
 #include "traces/kineto_import.hpp"
 #include "traces/nccl_tests.hpp"
 #include "traces/units.hpp"
@@ -585,144 +584,41 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
 
 namespace {
 
-template <typename... Args>
-std::string fmt(const char* format, Args... args) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
-
-/// The Chakra .et files `path` names: the file itself, or every *.et of a directory, by rank (then name).
-std::vector<std::string> et_files(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  if (!fs::is_directory(path)) return {path};
-  for (const auto& e : fs::directory_iterator(path))
-    if (e.is_regular_file() && e.path().extension() == ".et") files.push_back(e.path().string());
-  if (files.empty()) throw ConfigError("replay: directory '" + path + "' holds no Chakra .et file");
-  std::vector<std::pair<long, std::string>> keyed;
-  for (auto& f : files) {
-    // "<prefix>.<rank>.et": the rank orders the files.
-    const std::string stem = fs::path(f).stem().string();
-    const auto dot = stem.rfind('.');
-    long rank = -1;
-    if (dot != std::string::npos && dot + 1 < stem.size() &&
-        stem.find_first_not_of("0123456789", dot + 1) == std::string::npos)
-      rank = std::stol(stem.substr(dot + 1));
-    keyed.emplace_back(rank, f);
-  }
-  std::sort(keyed.begin(), keyed.end());
-  files.clear();
-  for (auto& [r, f] : keyed) files.push_back(f);
-  return files;
-}
-
-bool is_et_input(const std::string& path) {
-  namespace fs = std::filesystem;
-  const std::string ext = fs::path(path).extension().string();
-  return fs::is_directory(path) || ext == ".et";
-}
-
-/// The edits of `req` for execution traces; ConfigError, before anything is read, for those that do not apply.
-sim::ExecReplayOptions exec_replay_options(const ReplayRequest& req) {
-  auto refuse = [](const char* flag, const char* why) {
-    throw ConfigError(std::string("replay: ") + flag + " does not apply to Chakra execution traces (" + why + ")");
+bool is_chakra_request(const ReplayRequest& req) {
+  auto et = [](const std::string& p) {
+    return (p.size() >= 3 && p.compare(p.size() - 3, 3, ".et") == 0) ||
+           (p.size() >= 6 && p.compare(p.size() - 6, 6, ".et.gz") == 0);
   };
-  if (req.collective_bw_scale != 1.0)
-    refuse("--collective-bw-scale", "no achieved bandwidth is recorded; use --collective-bw");
-  if (req.collective_group) refuse("--collective-group", "transfers are recorded point to point");
-  if (req.cpu_scale != 1.0) refuse("--cpu-scale", "no CPU gaps are recorded");
-  if (req.runtime_scale != 1.0) refuse("--runtime-scale", "no runtime calls are recorded");
-  if (req.launch_latency_us) refuse("--launch-latency-us", "no kernel launches are recorded");
-  sim::ExecReplayOptions opt;
-  for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
-  opt.comm_time_scale = req.collective_time_scale;
-  if (!(opt.comm_time_scale >= 0) || !std::isfinite(opt.comm_time_scale))
-    throw ConfigError("replay: --collective-time-scale must be a number >= 0");
-  if (req.collective_bw_GBps) {
-    opt.comm_bandwidth_Bps = *req.collective_bw_GBps * units::kGB;
-    if (!(opt.comm_bandwidth_Bps > 0)) throw ConfigError("replay: --collective-bw must be positive");
+  if (!req.more_traces.empty() || std::filesystem::is_directory(req.trace) || et(req.trace)) {
+    if (!req.member.empty()) throw ConfigError("replay: --member applies to Kineto archives, not to Chakra traces");
+    return true;
   }
-  opt.comm_alpha_s = req.collective_alpha_us * 1e-6;
-  return opt;
+  return false;
 }
 
-/// `dtsim replay` of Chakra execution traces (one graph per rank): sim::replay_exec_graphs with the edits.
-ReplayResult replay_execution_traces(const ReplayRequest& req, const sim::ExecReplayOptions& opt,
-                                     const std::vector<ExecGraph>& graphs) {
-  const sim::ExecReplay base = sim::replay_exec_graphs(graphs);
-  const sim::ExecReplay edited = opt.edited() ? sim::replay_exec_graphs(graphs, opt) : base;
+ReplayResult replay_chakra(const ReplayRequest& req, const sim::ReplayOptions& opt) {
+  std::vector<std::string> paths{req.trace};
+  paths.insert(paths.end(), req.more_traces.begin(), req.more_traces.end());
+  const sim::EtWorkload w = sim::load_et_workload(paths, req.comm_groups);
+  const sim::EtReplayReport rep = sim::replay_et(w, opt);
   ReplayResult out;
-  std::string edits;
-  for (const auto& s : req.scale_kernels) edits += (edits.empty() ? "" : ", ") + std::string("kernels ") + s;
-  if (opt.comm_time_scale != 1.0)
-    edits += (edits.empty() ? "" : ", ") + fmt("communication time x %g", opt.comm_time_scale);
-  if (opt.comm_bandwidth_Bps > 0)
-    edits += (edits.empty() ? "" : ", ") + fmt("communication at %g GB/s", opt.comm_bandwidth_Bps / units::kGB) +
-             (opt.comm_alpha_s > 0 ? fmt(" + %g us", opt.comm_alpha_s * 1e6) : std::string());
-  nlohmann::json ranks = nlohmann::json::array();
-  for (std::size_t k = 0; k < graphs.size(); ++k) {
-    ReplayTraceResult t;
-    t.source = graphs[k].source;
-    t.rank = graphs[k].rank;
-    t.world_size = static_cast<int>(graphs.size());
-    t.replayed_span_ns = static_cast<std::int64_t>(std::llround(base.rank_span_s[k] * 1e9));
-    t.predicted_span_ns = static_cast<std::int64_t>(std::llround(edited.rank_span_s[k] * 1e9));
-    t.edited = opt.edited();
-    t.edits = edits;
-    t.change_pct = base.rank_span_s[k] > 0 ? 100 * (edited.rank_span_s[k] / base.rank_span_s[k] - 1) : 0;
-    ranks.push_back({{"source", t.source},
-                     {"rank", t.rank},
-                     {"nodes", graphs[k].nodes.size()},
-                     {"replayed_span_s", base.rank_span_s[k]},
-                     {"predicted_span_s", edited.rank_span_s[k]}});
-    out.traces.push_back(std::move(t));
-  }
-  out.text = fmt("Chakra execution traces: %zu ranks from ", graphs.size()) + req.trace +
-             fmt(", %zu nodes, %zu transfers, %zu collectives", base.nodes, base.transfers, base.collectives);
-  if (base.unmatched_p2p > 0) out.text += fmt(", %zu sends or receives without their partner", base.unmatched_p2p);
-  if (base.untimed > 0) out.text += fmt(", %zu nodes of zero or unrecorded duration", base.untimed);
-  if (base.dangling_deps > 0)
-    out.text += fmt(", %zu dependencies on nodes not in the file (dropped)", base.dangling_deps);
-  if (base.forward_ctrl_deps > 0)
-    out.text +=
-        fmt(", %zu dependencies on the node itself or later control dependencies (dropped)", base.forward_ctrl_deps);
-  out.text += fmt("\nreplayed iteration (longest rank): %.6f s\n", base.span_s);
-  if (opt.edited())
-    out.text += "with " + edits + fmt(": %.6f s (%+.2f%%)\n", edited.span_s, 100 * (edited.span_s / base.span_s - 1));
-  nlohmann::json j = {{"schema", "dtsim.replay_et"},
-                      {"schema_version", 1},
-                      {"ranks", ranks},
-                      {"nodes", base.nodes},
-                      {"transfers", base.transfers},
-                      {"collectives", base.collectives},
-                      {"unmatched_p2p", base.unmatched_p2p},
-                      {"untimed_nodes", base.untimed},
-                      {"dangling_dependencies", base.dangling_deps},
-                      {"forward_control_dependencies", base.forward_ctrl_deps},
-                      {"replayed_span_s", base.span_s},
-                      {"predicted_span_s", edited.span_s},
-                      {"edits", edits}};
-  out.files.emplace_back("replay.json", j.dump(2) + "\n");
+  out.format = "chakra-et";
+  out.span_ns = rep.span_ns;
+  out.predicted_span_ns = rep.predicted_span_ns;
+  for (const auto& r : rep.ranks)
+    out.traces.push_back(
+        {r.source, r.rank, static_cast<int>(rep.ranks.size()), 0, r.span_ns, 0.0, rep.edited, rep.edits,
+         r.predicted_span_ns,
+         r.span_ns > 0 ? 100.0 * static_cast<double>(r.predicted_span_ns - r.span_ns) / static_cast<double>(r.span_ns)
+                       : 0.0});
+  out.text = sim::et_replay_summary(rep);
+  out.files.emplace_back("replay.json", sim::et_replay_json(rep, opt));
   return out;
 }
 
-/// The Chakra graphs of an archive or file that is not a Kineto trace (none when it holds none).
-std::vector<ExecGraph> chakra_graphs_of(const std::string& path) {
-  std::vector<ExecGraph> graphs;
-  try {
-    graphs = import_exec_graph_archive(path);
-  } catch (const Error&) {
-    return {};
-  }
-  for (const auto& g : graphs)
-    if (g.format == "pytorch-et")
-      throw ConfigError("replay: " + g.source +
-                        " is a PyTorch execution trace, which records no durations: replay the run's Kineto trace");
-  return graphs;
-}
+}  // namespace
 
-ReplayResult replay_kineto(const ReplayRequest& req, const std::vector<ImportedTrace>& traces) {
+ReplayResult replay(const ReplayRequest& req) {
   sim::ReplayOptions opt;
   for (const auto& s : req.scale_kernels) opt.kernel_scales.push_back(sim::parse_kernel_scale(s));
   opt.collective_bw_scale = req.collective_bw_scale;
@@ -745,6 +641,9 @@ ReplayResult replay_kineto(const ReplayRequest& req, const std::vector<ImportedT
   }
   opt.keep_unexplained_gaps = req.keep_unexplained_gaps;
   opt.validate();
+  if (is_chakra_request(req)) return replay_chakra(req, opt);
+  if (!req.comm_groups.empty()) throw ConfigError("replay: --comm-groups applies to Chakra .et traces only");
+  const std::vector<ImportedTrace> traces = sim::import_traces_for_replay(req.trace, req.member);
   std::vector<sim::Replay> replays;
   replays.reserve(traces.size());
   for (const auto& t : traces) replays.push_back(sim::replay_trace(t, opt));
@@ -765,43 +664,6 @@ ReplayResult replay_kineto(const ReplayRequest& req, const std::vector<ImportedT
   out.files.emplace_back("replay.json", sim::replay_json(reports, opt));
   if (req.chrome_trace) out.files.emplace_back("replay_trace.json", sim::replay_chrome_trace(tptr, rptr));
   return out;
-}
-
-}  // namespace
-
-ReplayResult replay(const ReplayRequest& req) {
-  if (is_et_input(req.trace)) {
-    if (!req.member.empty()) throw ConfigError("replay: --member applies to archives; give the .et file itself");
-    const sim::ExecReplayOptions opt = exec_replay_options(req);
-    std::vector<ExecGraph> graphs;
-    for (const auto& f : et_files(req.trace)) graphs.push_back(import_chakra_et(f));
-    return replay_execution_traces(req, opt, graphs);
-  }
-  std::vector<ImportedTrace> kineto;
-  try {
-    kineto = sim::import_traces_for_replay(req.trace, req.member);
-  } catch (const FormatError&) {
-    // Not a Kineto trace: Chakra execution traces (JSON or protobuf, plain or an archive of ranks) replay too.
-    auto graphs = chakra_graphs_of(req.trace);
-    if (graphs.empty()) throw;
-    if (!req.member.empty()) {
-      std::vector<ExecGraph> one;
-      for (auto& g : graphs)
-        if (g.source.size() > req.member.size() &&
-            g.source.compare(g.source.size() - req.member.size() - 1, std::string::npos, ":" + req.member) == 0)
-          one.push_back(std::move(g));
-      if (one.empty()) throw ConfigError("replay: no member '" + req.member + "' in " + req.trace);
-      graphs = std::move(one);
-    }
-    // Ranks come from the member names (<prefix>.<rank>.json / .et): two members of one rank are two runs.
-    std::map<int, std::string> seen;
-    for (const auto& g : graphs)
-      if (g.rank >= 0 && !seen.emplace(g.rank, g.source).second)
-        throw ConfigError("replay: " + seen[g.rank] + " and " + g.source + " are both rank " + std::to_string(g.rank) +
-                          ": replay one with --member");
-    return replay_execution_traces(req, exec_replay_options(req), graphs);
-  }
-  return replay_kineto(req, kineto);
 }
 
 }  // namespace dtsim

@@ -222,10 +222,15 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req);
 // ---- trace replay (`dtsim replay`) --------------------------------------------------------------------------------
 
 /// A Kineto trace replayed as a dependency graph (analytic engine), with optional what-if edits of durations.
-/// Unset edits keep the measured value.
+/// Unset edits keep the measured value. Chakra execution traces (a directory of .et files, or .et files: `trace`
+/// and `more_traces`) are replayed together as one multi-rank graph (sim/replay/et_replay.hpp): collectives
+/// rendezvous across their group, sends and receives pair up; the kernel and collective edits apply, the CPU,
+/// runtime, launch-latency and group-size ones are refused.
 struct ReplayRequest {
-  std::string trace;   ///< .json, .json.gz, or a .tar.gz / .tgz / .tar of one trace per rank
-  std::string member;  ///< with an archive: replay only this member ("" = every rank, one by one)
+  std::string trace;  ///< .json, .json.gz, or a .tar.gz / .tgz / .tar of one trace per rank; or Chakra (see above)
+  std::vector<std::string> more_traces;  ///< Chakra: further .et files (one per rank) after `trace`
+  std::string comm_groups;               ///< Chakra: communicator-group JSON ("" = the directory's, or none)
+  std::string member;                    ///< with an archive: replay only this member ("" = every rank, one by one)
   /// "REGEX=FACTOR": multiply the duration of non-collective GPU tasks whose name matches (first match wins).
   std::vector<std::string> scale_kernels;
   double collective_bw_scale = 1.0;          ///< collective (NCCL) bandwidth x F (alpha-beta model)
@@ -252,9 +257,14 @@ struct ReplayTraceResult {
   double change_pct = 0;               ///< 100 (predicted - replayed) / replayed
 };
 struct ReplayResult {
-  std::vector<ReplayTraceResult> traces;  ///< one per replayed trace (archive members in name order)
-  std::string text;                       ///< one summary per trace (without the wall time)
-  Files files;  ///< replay.json; replay_trace.json (Chrome trace of the replayed timelines) with chrome_trace
+  std::string format = "kineto";  ///< "kineto", or "chakra-et" (Chakra execution traces, every rank at once)
+  /// One per replayed trace (archive members in name order). Chakra: one per rank, spans from t = 0, no measurement
+  /// (measured_span_ns and error_pct 0).
+  std::vector<ReplayTraceResult> traces;
+  /// Chakra: the iteration time, the latest end over every rank (replayed, and with the edits).
+  std::int64_t span_ns = 0, predicted_span_ns = 0;
+  std::string text;  ///< one summary per trace (without the wall time)
+  Files files;       ///< replay.json; replay_trace.json (Chrome trace of the replayed timelines) with chrome_trace
 };
 ReplayResult replay(const ReplayRequest& req);
 

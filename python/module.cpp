@@ -210,8 +210,14 @@ py::dict simulate_dict(const SimulateResult& r) {
   }
   d["links"] = links;
   d["text"] = r.text;
-  d["files"] = files_dict(r.files);
-  d["chakra_files"] = files_dict(r.chakra_files);
+  // The Chakra export's files are named "chakra/..." among the others: apart, without the folder.
+  Files files, chakra;
+  for (const auto& [name, content] : r.files) {
+    if (name.rfind("chakra/", 0) == 0) chakra.emplace_back(name.substr(7), content);
+    else files.emplace_back(name, content);
+  }
+  d["files"] = files_dict(files);
+  d["chakra_files"] = files_dict(chakra);
   return d;
 }
 

@@ -26,7 +26,8 @@ void validate_inputs(const Inputs& in) {
   }
 }
 
-Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust) {
+Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust,
+                    const std::function<void(const Lowered&, const EngineResult&)>& inspect) {
   validate_inputs(in);
   Simulation s;
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
@@ -39,9 +40,10 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
                  ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus, share)
              : maxmin ? run_maxmin(s.lowered.graph, *in.cluster, *in.calibration, gpus, share)
                       : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus, share);
+  if (inspect) inspect(s.lowered, s.engine);
   // The reports need the tasks and their times, not the dependency lists: freed before the analysis (a large run's
   // peak memory).
-  if (!in.options->keep_edges) s.lowered.graph.release_edges();
+  s.lowered.graph.release_edges();
   s.report = analyze(in, s.lowered, s.engine);
   return s;
 }

@@ -20,7 +20,9 @@ void validate_inputs(const Inputs& in);
 /// Validates the inputs (validate_inputs), then simulates. Once per process (SimGrid).
 /// `adjust`, when given, edits the lowered graph before it runs (e.g. measured task durations). The returned graph
 /// keeps its tasks and host spans but not its dependency lists or release times (TaskGraph::release_edges; lower()
-/// gives a graph with them).
-Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust = {});
+/// gives a graph with them). `inspect`, when given, sees the graph with its dependencies and release times and the
+/// engine's times once it has run, before they are freed (the Chakra export reads them).
+Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust = {},
+                    const std::function<void(const Lowered&, const EngineResult&)>& inspect = {});
 
 }  // namespace dtsim::sim

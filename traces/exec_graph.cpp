@@ -839,12 +839,6 @@ std::int64_t micros_to_ns(std::int64_t us, const std::string& ctx) {
   return us * 1000;
 }
 
-/// comm_src / comm_dst of a point-to-point node (ranks in int range; others ignored).
-void peer_attr(const std::string& key, std::optional<std::int64_t> v, int& src, int& dst) {
-  if (!v || *v < 0 || *v > std::numeric_limits<int>::max()) return;
-  (key == "comm_src" ? src : dst) = static_cast<int>(*v);
-}
-
 void finish_comm(ExecNode& node, std::optional<std::int64_t> type, std::optional<std::int64_t> comm_type) {
   if (node.kind != ExecNodeKind::COMMUNICATION) return;
   if (comm_type) node.comm.op = chakra_comm_op(*comm_type);
@@ -886,6 +880,9 @@ void build_chakra_feeder(const json& doc, ExecGraph& g) {
       node.gpu = !cpu->get<bool>();
     }
     const auto comm_type = chakra_int(n, {"comm_type"}, ctx, false);
+    node.comm_src = chakra_int(n, {"comm_src"}, ctx, false).value_or(-1);
+    node.comm_dst = chakra_int(n, {"comm_dst"}, ctx, false).value_or(-1);
+    node.comm_tag = chakra_int(n, {"comm_tag"}, ctx, false).value_or(-1);
     if (const auto size = chakra_int(n, {"comm_size", "tensor_size"}, ctx, false); size && *size > 0)
       node.comm.bytes = static_cast<double>(*size);
     finish_comm(node, type, comm_type);
@@ -941,7 +938,6 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
       node.duration_ns = micros_to_ns(*us, ctx);
     std::optional<std::int64_t> comm_type;
     double comm_size = 0, tensor_size = 0;
-    int peer_src = -1, peer_dst = -1;
     const json* attrs = member(n, "attr");
     if (!attrs) attrs = member(n, "attrs");
     if (attrs && !attrs->is_null()) {
@@ -957,9 +953,9 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
         else if (key == "tensor_size") tensor_size = static_cast<double>(as_int64(*v).value_or(0));
         else if (key == "rf_id") node.rf_id = as_int64(*v).value_or(-1);
         else if (key == "tid") node.thread = as_int64(*v).value_or(0);
-        else if (key == "comm_src" || key == "comm_dst") peer_attr(key, as_int64(*v), peer_src, peer_dst);
-        else if (key == "comm_tag") node.tag = as_int64(*v).value_or(-1);
-        else if (key == "num_ops") node.flops = static_cast<double>(as_int64(*v).value_or(0));
+        else if (key == "comm_src") node.comm_src = as_int64(*v).value_or(-1);
+        else if (key == "comm_dst") node.comm_dst = as_int64(*v).value_or(-1);
+        else if (key == "comm_tag") node.comm_tag = as_int64(*v).value_or(-1);
         else if ((key == "pg_name" || key == "process_group") && v->is_string())
           node.comm.process_group = v->get<std::string>();
         else if ((key == "comm_group_size" || key == "pg_size") && as_int64(*v)) {
@@ -970,7 +966,6 @@ void build_chakra_jsonizer(const std::vector<json>& values, ExecGraph& g) {
     }
     const double size = comm_size > 0 ? comm_size : tensor_size;
     if (size > 0) node.comm.bytes = size;
-    node.peer = type == 6 ? peer_src : peer_dst;
     finish_comm(node, type, comm_type);
     if (node.kind != ExecNodeKind::COMMUNICATION) node.comm = CollectiveInfo{};
   }
@@ -1036,7 +1031,6 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
   if (n.duration_micros() > 0) node.duration_ns = micros_to_ns(id_of(n.duration_micros(), ctx, "duration"), ctx);
   std::optional<std::int64_t> comm_type;
   double comm_size = 0, tensor_size = 0;
-  int peer_src = -1, peer_dst = -1;
   for (const pb::AttributeProto& a : n.attr()) {
     const std::string& key = a.name();
     const auto v = attr_int(a);
@@ -1046,9 +1040,9 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
     else if (key == "tensor_size") tensor_size = static_cast<double>(v.value_or(0));
     else if (key == "rf_id") node.rf_id = v.value_or(-1);
     else if (key == "tid") node.thread = v.value_or(0);
-    else if (key == "comm_src" || key == "comm_dst") peer_attr(key, v, peer_src, peer_dst);
-    else if (key == "comm_tag") node.tag = v.value_or(-1);
-    else if (key == "num_ops") node.flops = static_cast<double>(v.value_or(0));
+    else if (key == "comm_src") node.comm_src = v.value_or(-1);
+    else if (key == "comm_dst") node.comm_dst = v.value_or(-1);
+    else if (key == "comm_tag") node.comm_tag = v.value_or(-1);
     else if ((key == "pg_name" || key == "process_group") && a.value_case() == pb::AttributeProto::kStringVal)
       node.comm.process_group = a.string_val();
     else if ((key == "comm_group_size" || key == "pg_size") && v && *v > 0 && *v <= std::numeric_limits<int>::max())
@@ -1056,7 +1050,6 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
   }
   const double size = comm_size > 0 ? comm_size : tensor_size;
   if (size > 0) node.comm.bytes = size;
-  node.peer = type == 6 ? peer_src : peer_dst;
   finish_comm(node, type, comm_type);
   if (node.kind != ExecNodeKind::COMMUNICATION) node.comm = CollectiveInfo{};
 }

@@ -54,12 +54,10 @@
 //    MEM_LOAD(2) / MEM_STORE(3) MEMORY; others OTHER. duration_ns = runtime / duration_micros x 1000.
 //    gpu = !is_cpu_op. comm.op from comm_type (CollectiveCommType; GATHER and SCATTER give ""), send/recv from the
 //    node type, else from the name ("ncclKernel_AllReduce_...", "c10d::broadcast_(0)"); comm.bytes from comm_size
-//    (else tensor_size), 0 when absent. Chakra JSON has no nesting: parent = -1, nested = false.
+//    (else tensor_size), 0 when absent; comm_src / comm_dst / comm_tag into the fields of those names (-1 when
+//    absent). Chakra JSON has no nesting: parent = -1, nested = false.
 //  * schema: GlobalMetadata "version" (jsonizer form), "" for the feeder form. rank: from the file name
 //    convention "<prefix>.<rank>.json" (chakra.0.json -> 0), else -1.
-//
-// Point-to-point attributes (both Chakra forms): comm_src / comm_dst give ExecNode::peer (the destination of a send,
-// the source of a receive), comm_tag ExecNode::tag; num_ops gives flops.
 //
 // Semantics, Chakra protobuf ("chakra-et"): the binary form of the jsonizer's, with the same rules: Node id, name,
 // type, ctrl_deps, data_deps, duration_micros and the same attributes (an integer attribute may have any integer
@@ -101,12 +99,11 @@ struct ExecNode {
   bool gpu = false;                     ///< runs on / launches work on a GPU (see the header comment)
   CollectiveInfo comm;                  ///< meaningful when kind == COMMUNICATION
   std::int64_t rf_id = -1;              ///< record-function id, links to Kineto's "Record function id"; -1 if none
-  /// Point-to-point (Chakra COMM_SEND / COMM_RECV): the other rank (comm_dst of a send, comm_src of a receive) and
-  /// the tag pairing a send with its receive (comm_tag); -1 when not recorded.
-  int peer = -1;
-  std::int64_t tag = -1;
-  double flops = 0;         ///< floating-point operations when derivable from shapes, else 0
-  double tensor_bytes = 0;  ///< bytes of the distinct tensors the node reads or writes, 0 if unknown
+  double flops = 0;                     ///< floating-point operations when derivable from shapes, else 0
+  double tensor_bytes = 0;              ///< bytes of the distinct tensors the node reads or writes, 0 if unknown
+  /// Chakra point-to-point (COMM_SEND / COMM_RECV): the "comm_src", "comm_dst" and "comm_tag" attributes (sending
+  /// rank, receiving rank, tag matching a send with its receive); -1 when absent.
+  std::int64_t comm_src = -1, comm_dst = -1, comm_tag = -1;
 };
 
 /// The execution graph of one trace file (one rank).

@@ -119,7 +119,8 @@ def simulate(model, cluster, plan, calibration=None, options=None, out=None):
                  "simgrid" | "maxmin"), collectives ("flow" | "steps"), fold ("auto" | "none"),
                  collective_algorithm, channels, interference, trace (render trace.json, default False unless
                  out is given), trace_links, trace_ranks, perfetto, max_memory_bytes (None: no limit),
-                 export_chakra (also render the run as Chakra .et files, one per rank: ``chakra_files``).
+                 export_chakra (also render the run as Chakra .et files, one per rank, and ASTRA-sim's
+                 comm-group JSON: ``chakra_files``).
     out          a directory: write summary.json (and trace.json unless options["trace"] is False) there, as
                  `dtsim simulate --out` does; the result's ``paths`` lists them.
 

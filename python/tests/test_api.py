@@ -242,9 +242,10 @@ def test_help_is_useful():
 
 def test_chakra_export_round_trip(tmp_path):
     r = dtsim.simulate("gpt3-1.3b", "dgx-a100:8", SMALL_PLAN, options={"network": "analytic", "export_chakra": True})
-    assert sorted(r.chakra_files) == [f"dtsim.{k}.et" for k in range(8)]
+    assert set(r.chakra_files) == {"dtsim.comm_group.json"} | {f"dtsim.{k}.et" for k in range(8)}
+    assert not any(name.startswith("chakra/") for name in r.files)
     paths = dtsim.write_files(tmp_path / "et", r.chakra_files)
-    assert len(paths) == 8
+    assert len(paths) == 9
     rep = dtsim.replay(tmp_path / "et")
     longest = max(t.replayed_span_s for t in rep.traces)
     assert longest == pytest.approx(r.iteration_time_s, rel=0.01)

@@ -254,6 +254,15 @@ private:
     inst.join = add_free(j);
     return inst;
   }
+  /// Stores a new instance, with its CollectiveRecord when SimOptions::record_collectives asks (its tasks are those
+  /// added since its join).
+  Instances::iterator store_instance(const std::tuple<int, int, int>& key, Instance inst, CollectiveKind kind,
+                                     double bytes) {
+    if (opt_.record_collectives)
+      out_.collectives.push_back(
+          {kind, bytes, inst.join, static_cast<std::int32_t>(g_.size()), inst.members_si, inst.done});
+    return instances_.emplace(key, std::move(inst)).first;
+  }
   /// Rendezvous (as NCCL): the collective starts on every member once each member's data is ready and each
   /// member's stream has reached it, so no member moves data before its peers have joined. Returns the
   /// member's done task.
@@ -592,7 +601,7 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
         prev_chunk = id;
       }
     }
-    it = instances_.emplace(key, std::move(inst)).first;
+    it = store_instance(key, std::move(inst), kind, bytes);
   }
   return join_instance(it, si, stream, pred, first_out);
 }
@@ -661,7 +670,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     }
     for (std::size_t i = 0; i < inst.members_si.size(); ++i)
       for (auto flow : inbox[inst.members_si[i]]) g_.depend(flow, inst.done[i]);
-    it = instances_.emplace(key, std::move(inst)).first;
+    it = store_instance(key, std::move(inst), CollectiveKind::ALL_TO_ALL, bytes);
   }
   return join_instance(it, si, stream, pred, first_out);
 }
@@ -746,7 +755,7 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
           if (child < n) g_.depend(down[child][k - 1], inst.done[idx]);
       }
     }
-    it = instances_.emplace(key, std::move(inst)).first;
+    it = store_instance(key, std::move(inst), CollectiveKind::ALL_REDUCE, bytes);
   }
   return join_instance(it, si, stream, pred, first_out);
 }
@@ -800,7 +809,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
       for (auto f : flows) g_.depend(f, end);
       inst.done.push_back(end);
     }
-    it = instances_.emplace(key, std::move(inst)).first;
+    it = store_instance(key, std::move(inst), CollectiveKind::ALL_REDUCE, bytes);
   }
   return join_instance(it, si, stream, pred, first_out);
 }
@@ -1022,7 +1031,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
       g_.depend(pred_flows.back(), end);
       inst.done[i] = end;
     }
-    it = instances_.emplace(key, std::move(inst)).first;
+    it = store_instance(key, std::move(inst), kind, bytes);
   }
   return join_instance(it, si, stream, pred, first_out);
 }
@@ -1666,6 +1675,7 @@ Lowered Lowerer::finish() {
   g_.interference_on = opt_.interference;
   g_.collective_slowdown = opt_.interference ? cal_.interference_collective_slowdown : 0;
   g_.finalize();
+  out_.collectives_recorded = opt_.record_collectives;
   out_.graph = std::move(g_);
   return std::move(out_);
 }

@@ -80,11 +80,11 @@ struct SimOptions {
   /// (by default it then becomes release times of the gated tasks, TaskGraph::release_at_least: the same schedule
   /// with fewer tasks). The tests compare the two forms.
   bool host_issue_tasks = false;
-  /// sim::simulate keeps the task graph's dependency lists (and release times) after the engine ran, for exports
-  /// that need the edges (Chakra, sim/report/chakra_export.hpp); by default they are freed before the report.
-  bool keep_edges = false;
   bool record_kernels =
       false;  ///< keep every COMPUTE task's kernels in the graph (TaskGraph::kernels), for the executor
+  /// Keep one CollectiveRecord per collective instance (Lowered::collectives), for the Chakra export
+  /// (sim/report/chakra_export.hpp). Off by default: large runs pay nothing for it.
+  bool record_collectives = false;
 };
 
 /// Whether the host's kernel issue stays DELAY tasks on each rank's HOST stream: when the host syncs with the device
@@ -106,14 +106,29 @@ struct SimRank {
   double reserved_bytes = 0;        ///< context and workspaces (calibration)
 };
 
+/// One collective instance of an unfolded group as the lowering built it (SimOptions::record_collectives): its tasks
+/// are the contiguous ids [first_task, end_task) of the graph, first_task being its rendezvous JOIN (shared by the
+/// members, it waits for every member's predecessor and stream); member i's part starts after it and ends with
+/// done[i]. A hierarchical all-reduce is three instances (reduce-scatter, all-reduce across nodes, all-gather).
+/// Folded collectives (against a mirror) are not instances and have no record.
+struct CollectiveRecord {
+  cost::CollectiveKind kind = cost::CollectiveKind::ALL_REDUCE;
+  double bytes = 0;  ///< the collective's message size (per member, as the cost model gives it)
+  std::int32_t first_task = -1, end_task = -1;
+  std::vector<int> members;        ///< simulated ranks, in ring / member order
+  std::vector<std::int32_t> done;  ///< per member: the task that ends its part
+};
+
 struct Lowered {
   TaskGraph graph;
   std::vector<SimRank> ranks;     ///< simulated ranks, ordered by global rank
   std::vector<int> sim_index_of;  ///< for every global rank: index of the simulated rank standing for it
   bool fold_tp = false, fold_dp = false;
-  std::string fold_reason;                  ///< why folding is (not) applied, for the summary
-  double model_flops_per_iteration = 0;     ///< 3 x forward FLOPs of the global batch (no recompute)
-  double hardware_flops_per_iteration = 0;  ///< FLOPs actually executed by all GPUs (recompute included)
+  std::string fold_reason;                    ///< why folding is (not) applied, for the summary
+  double model_flops_per_iteration = 0;       ///< 3 x forward FLOPs of the global batch (no recompute)
+  double hardware_flops_per_iteration = 0;    ///< FLOPs actually executed by all GPUs (recompute included)
+  std::vector<CollectiveRecord> collectives;  ///< with SimOptions::record_collectives, in creation order
+  bool collectives_recorded = false;          ///< SimOptions::record_collectives was set
 };
 
 /// The per-layer costs the lowering uses. By default they come from strategies/transformer_costs; tests and

@@ -96,12 +96,49 @@ RingFactors ring_factors(const std::string& op, int n) {
   return {1.0, 0.0, false};
 }
 
+}  // namespace
+
+CollectiveEdit edit_collective(const std::string& op, double bytes, int n, std::int64_t dur_ns,
+                               const ReplayOptions& o) {
+  CollectiveEdit out;
+  out.dur_ns = dur_ns;
+  const bool model = o.collective_bw_scale != 1.0 || o.collective_bandwidth_Bps > 0 || o.collective_group_size > 0;
+  double t_s = static_cast<double>(dur_ns) * 1e-9;
+  if (model) {
+    out.modelled = true;
+    int n_new = o.collective_group_size > 0 ? o.collective_group_size : n;
+    RingFactors f = ring_factors(op, std::max(n, 2)), f_new = ring_factors(op, std::max(n_new, 2));
+    if (f.group_dependent && n < 2) f = f_new = RingFactors{1.0, 0.0, false};  // group unknown: no group model
+    // A group-size edit needs a known group and an op whose time depends on it (not send/recv or unknown ops).
+    if (o.collective_group_size > 0 && !f.group_dependent) out.without_group = true;
+    const double alpha = o.collective_alpha_s;
+    const double beta_s = std::max(0.0, t_s - f.m * alpha);
+    if (bytes <= 0) out.without_bytes = true;
+    double new_beta_s;
+    if (o.collective_bandwidth_Bps > 0 && bytes > 0) {
+      new_beta_s = f_new.k * bytes / o.collective_bandwidth_Bps;
+    } else if (bytes > 0 && beta_s > 0 && f.k > 0) {
+      const double achieved_Bps = f.k * bytes / beta_s;  // the kernel's bus bandwidth
+      new_beta_s = f_new.k * bytes / (achieved_Bps * o.collective_bw_scale);
+    } else {
+      new_beta_s = (f.k > 0 ? beta_s * f_new.k / f.k : beta_s) / o.collective_bw_scale;
+    }
+    t_s = new_beta_s + f_new.m * alpha;
+  } else if (o.collective_time_scale == 1.0) {
+    return out;
+  }
+  t_s *= o.collective_time_scale;
+  out.dur_ns = static_cast<std::int64_t>(std::llround(t_s * 1e9));
+  return out;
+}
+
+namespace {
+
 /// Edited durations of GPU tasks (regex rules cached per name, the collective model).
 class DurationEditor {
 public:
   DurationEditor(const ImportedTrace& trace, const ReplayOptions& o) : trace_(trace), o_(o) {
     for (const auto& r : o.kernel_scales) regexes_.emplace_back(r.pattern, std::regex::ECMAScript);
-    model_collectives_ = o.collective_bw_scale != 1.0 || o.collective_bandwidth_Bps > 0 || o.collective_group_size > 0;
   }
 
   std::int64_t gpu_ns(const TraceEvent& e, ReplayBuildStats& st) {
@@ -126,41 +163,18 @@ public:
 
 private:
   std::int64_t collective_ns(const TraceEvent& e, ReplayBuildStats& st) const {
-    double t_s = static_cast<double>(e.dur_ns) * 1e-9;
-    if (model_collectives_) {
-      ++st.collectives_modelled;
-      const int n = e.comm.group_size > 0 ? e.comm.group_size : trace_.world_size;
-      int n_new = o_.collective_group_size > 0 ? o_.collective_group_size : n;
-      RingFactors f = ring_factors(e.comm.op, std::max(n, 2)), f_new = ring_factors(e.comm.op, std::max(n_new, 2));
-      if (f.group_dependent && n < 2) f = f_new = RingFactors{1.0, 0.0, false};  // group unknown: no group model
-      // A group-size edit needs a known group and an op whose time depends on it (not send/recv or unknown ops).
-      if (o_.collective_group_size > 0 && !f.group_dependent) ++st.collectives_without_group;
-      const double alpha = o_.collective_alpha_s;
-      const double beta_s = std::max(0.0, t_s - f.m * alpha);
-      const double bytes = e.comm.bytes;
-      if (bytes <= 0) ++st.collectives_without_bytes;
-      double new_beta_s;
-      if (o_.collective_bandwidth_Bps > 0 && bytes > 0) {
-        new_beta_s = f_new.k * bytes / o_.collective_bandwidth_Bps;
-      } else if (bytes > 0 && beta_s > 0 && f.k > 0) {
-        const double achieved_Bps = f.k * bytes / beta_s;  // the kernel's bus bandwidth
-        new_beta_s = f_new.k * bytes / (achieved_Bps * o_.collective_bw_scale);
-      } else {
-        new_beta_s = (f.k > 0 ? beta_s * f_new.k / f.k : beta_s) / o_.collective_bw_scale;
-      }
-      t_s = new_beta_s + f_new.m * alpha;
-    } else if (o_.collective_time_scale == 1.0) {
-      return e.dur_ns;
-    }
-    t_s *= o_.collective_time_scale;
-    return static_cast<std::int64_t>(std::llround(t_s * 1e9));
+    const int n = e.comm.group_size > 0 ? e.comm.group_size : trace_.world_size;
+    const CollectiveEdit ed = edit_collective(e.comm.op, e.comm.bytes, n, e.dur_ns, o_);
+    st.collectives_modelled += ed.modelled;
+    st.collectives_without_bytes += ed.without_bytes;
+    st.collectives_without_group += ed.without_group;
+    return ed.dur_ns;
   }
 
   const ImportedTrace& trace_;
   const ReplayOptions& o_;
   std::vector<std::regex> regexes_;
   std::unordered_map<std::string, double> factor_by_name_;
-  bool model_collectives_ = false;
 };
 
 struct Thread {

@@ -131,6 +131,16 @@ struct ReplayOptions {
   std::string describe() const;
 };
 
+/// One collective's time after the collective edits of `o` (the "collectives" rule above): op and bytes as in
+/// CollectiveInfo, `n` the measured group size (< 2: unknown), `dur_ns` the measured time. Also what happened.
+struct CollectiveEdit {
+  std::int64_t dur_ns = 0;
+  bool modelled = false;       ///< re-timed by the alpha-beta model
+  bool without_bytes = false;  ///< modelled by the bandwidth ratio (no message size)
+  bool without_group = false;  ///< a group-size edit was not applied
+};
+CollectiveEdit edit_collective(const std::string& op, double bytes, int n, std::int64_t dur_ns, const ReplayOptions& o);
+
 /// What a replay node stands for.
 enum class ReplayNodeKind : std::uint8_t {
   ANCHOR,   ///< fixed offset from the trace origin: a thread's first CPU event, an unlinked GPU task's start

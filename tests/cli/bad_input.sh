@@ -257,10 +257,9 @@ expect_error "--network bogus"              "'bogus'"             simulate "${M[
 expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
 expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"
 expect_error "jobs with a model flag"        "--model cannot be combined with --jobs" simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json" --model gpt3-1.3b
-expect_error "jobs with --export-chakra"     "--export-chakra cannot be combined with --jobs" simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json" --export-chakra "$TMP/et_out"
+expect_error "jobs with --export-chakra"     "--export-chakra exports one job; it cannot be combined with --jobs" simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json" --export-chakra "$TMP/et_out"
 expect_error "replay truncated .et"          "claims 10 bytes but 6 remain (truncated file?)" replay --trace "$TMP/truncated.et"
-expect_error "replay .et with --cpu-scale"   "--cpu-scale does not apply to Chakra execution traces" replay --trace "$TMP/truncated.et" --cpu-scale 2
-expect_error "replay empty .et directory"    "holds no Chakra .et file" replay --trace "$TMP/empty_et_dir"
+expect_error "replay empty .et directory"    "holds no .et file" replay --trace "$TMP/empty_et_dir"
 expect_error "calibrate unknown source"      "nccl-tests"          calibrate kineto x.json --cluster dgx-a100:8
 expect_error "calibrate malformed log"       "'12.x' is not a number" calibrate nccl-tests "$TMP/nccl_bad.log" --cluster dgx-a100:8 --op all-reduce --ranks 8
 expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2
