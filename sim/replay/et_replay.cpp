@@ -220,7 +220,10 @@ EtTimeline run_et_replay(const EtWorkload& w, const ReplayOptions& o, EtReplaySt
   // Collective instances: per group, the k-th collective of every member.
   std::vector<std::int64_t> instance_of(total, -1);
   std::vector<std::vector<std::size_t>> instances;
-  for (auto& [grp, per_rank] : issued) {
+  for (auto& entry : issued) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture bindings in lambdas.
+    const std::string& grp = entry.first;
+    auto& per_rank = entry.second;
     std::vector<std::size_t> members;  // rank indexes
     const auto gm = group_members.find(grp);
     if (gm != group_members.end()) {
