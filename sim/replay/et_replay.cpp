@@ -69,6 +69,20 @@ EtWorkload load_et_workload(const std::vector<std::string>& paths, const std::st
   std::map<int, std::string> seen;
   for (const auto& f : files) {
     ExecGraph g = import_chakra_et(f);
+    // Chakra's converter output has dependencies on ids that are not in the file and control dependencies on the
+    // node itself or on later nodes (an operator naming its kernel), which make cycles: dropped and counted.
+    std::set<std::int64_t> ids;
+    for (const auto& n : g.nodes) ids.insert(n.id);
+    for (auto& n : g.nodes) {
+      for (auto* deps : {&n.data_deps, &n.ctrl_deps}) {
+        const bool ctrl = deps == &n.ctrl_deps;
+        std::erase_if(*deps, [&](std::int64_t d) {
+          if (!ids.count(d)) return ++w.dropped_missing_deps, true;
+          if (d == n.id || (ctrl && d > n.id)) return ++w.dropped_cyclic_deps, true;
+          return false;
+        });
+      }
+    }
     if (g.rank < 0) throw FormatError(f + ": no rank in the file name (Chakra's convention is <prefix>.<rank>.et)");
     if (auto [it, fresh] = seen.emplace(g.rank, f); !fresh)
       throw FormatError(f + ": rank " + std::to_string(g.rank) + " is also " + it->second);
@@ -338,6 +352,8 @@ EtTimeline run_et_replay(const EtWorkload& w, const ReplayOptions& o, EtReplaySt
 EtReplayReport replay_et(const EtWorkload& w, const ReplayOptions& o) {
   EtReplayReport rep;
   rep.groups_source = w.groups_source;
+  rep.dropped_missing_deps = w.dropped_missing_deps;
+  rep.dropped_cyclic_deps = w.dropped_cyclic_deps;
   rep.groups = w.groups.size();
   ReplayOptions plain;
   plain.launch_latency_ns = o.launch_latency_ns;
@@ -392,6 +408,9 @@ std::string et_replay_summary(const EtReplayReport& r) {
        (r.groups_source.empty() ? std::string("none given (by pg_name)")
                                 : std::to_string(r.groups) + " from " + r.groups_source) +
        "\n";
+  if (r.dropped_missing_deps + r.dropped_cyclic_deps > 0)
+    s += "dependencies dropped: " + std::to_string(r.dropped_missing_deps) + " on nodes not in the file, " +
+         std::to_string(r.dropped_cyclic_deps) + " on the node itself or later control dependencies\n";
   s += "iteration time (replayed span): " + fmt_ms(r.span_ns) + "\n";
   if (r.edited) {
     char b[64];
@@ -442,6 +461,8 @@ std::string et_replay_json(const EtReplayReport& r, const ReplayOptions& o) {
                             {"communicator_groups", r.groups_source},
                             {"stats",
                              {{"nodes", r.stats.nodes},
+                              {"dropped_missing_dependencies", r.dropped_missing_deps},
+                              {"dropped_cyclic_dependencies", r.dropped_cyclic_deps},
                               {"compute_nodes", r.stats.compute_nodes},
                               {"collective_nodes", r.stats.collective_nodes},
                               {"collective_instances", r.stats.collective_instances},

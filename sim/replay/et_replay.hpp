@@ -45,6 +45,10 @@ struct EtWorkload {
   std::vector<ExecGraph> ranks;  ///< sorted by rank
   ChakraCommGroups groups;       ///< empty when no file was given or found
   std::string groups_source;     ///< the communicator-group file read ("" when none)
+  /// Dependencies load_et_workload dropped, as Chakra's converter output needs: on ids not in the file, and a node's
+  /// dependency on itself or control dependency on a later id (a CPU operator naming its own GPU kernel), which
+  /// make cycles. dtsim's own export has none.
+  std::size_t dropped_missing_deps = 0, dropped_cyclic_deps = 0;
 };
 
 /// Reads `paths` (.et files, or one directory: its .et files and its one "*comm_group.json") and `comm_groups`
@@ -82,6 +86,7 @@ struct EtReplayReport {
   std::vector<EtReplayRank> ranks;
   std::string groups_source;
   std::size_t groups = 0;
+  std::size_t dropped_missing_deps = 0, dropped_cyclic_deps = 0;  ///< EtWorkload's
   EtReplayStats stats;  ///< of the base replay (edit counts from the edited one)
   std::int64_t span_ns = 0;
   bool edited = false;
