@@ -65,6 +65,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -196,6 +197,16 @@ struct CbcDeleter {
   void operator()(Cbc_Model* m) const { Cbc_deleteModel(m); }
 };
 
+/// The start every solver shares: `pb` validated, and the infeasible answer when there are more stages than layers.
+std::optional<Solution> more_stages_than_layers(const Problem& pb, std::chrono::steady_clock::time_point t0) {
+  validate(pb);
+  if (pb.num_stages <= pb.num_layers) return std::nullopt;
+  Solution sol;
+  sol.status = "infeasible: more stages than layers";
+  sol.solve_s = seconds_since(t0);
+  return sol;
+}
+
 }  // namespace
 
 double evaluate(const Problem& pb, const std::vector<int>& stage_of_layer, const std::vector<int>& strategy_of_layer) {
@@ -219,15 +230,10 @@ double evaluate(const Problem& pb, const std::vector<int>& stage_of_layer, const
 }
 
 Solution brute_force(const Problem& pb) {
-  validate(pb);
   const auto t0 = std::chrono::steady_clock::now();
+  if (auto none = more_stages_than_layers(pb, t0)) return *none;
   const int L = pb.num_layers, p = pb.num_stages, K = pb.num_strategies;
   Solution sol;
-  if (p > L) {
-    sol.status = "infeasible: more stages than layers";
-    sol.solve_s = seconds_since(t0);
-    return sol;
-  }
   // |space| = C(L-1, p-1) * K^L
   double space = 1;
   for (int i = 1; i <= p - 1; ++i) space = space * (L - p + i) / i;
@@ -276,16 +282,11 @@ Solution brute_force(const Problem& pb) {
 }
 
 Solution solve_per_stage(const Problem& pb) {
-  validate(pb);
-  if (!pb.one_strategy_per_stage) bad("solve_per_stage needs one_strategy_per_stage");
   const auto t0 = std::chrono::steady_clock::now();
+  if (!pb.one_strategy_per_stage) bad("solve_per_stage needs one_strategy_per_stage");
+  if (auto none = more_stages_than_layers(pb, t0)) return *none;
   const int L = pb.num_layers, p = pb.num_stages, K = pb.num_strategies, m = pb.num_microbatches;
   Solution sol;
-  if (p > L) {
-    sol.status = "infeasible: more stages than layers";
-    sol.solve_s = seconds_since(t0);
-    return sol;
-  }
   const auto ul = static_cast<std::size_t>(L) + 1;
   // Prefix sums per strategy: time (compute + same-strategy re-sharding inside the stage), static and activation
   // memory.
@@ -399,15 +400,10 @@ Solution solve_per_stage(const Problem& pb) {
 }
 
 Solution solve(const Problem& pb) {
-  validate(pb);
   const auto t0 = std::chrono::steady_clock::now();
+  if (auto none = more_stages_than_layers(pb, t0)) return *none;
   const int L = pb.num_layers, p = pb.num_stages, K = pb.num_strategies, m = pb.num_microbatches;
   Solution sol;
-  if (p > L) {
-    sol.status = "infeasible: more stages than layers";
-    sol.solve_s = seconds_since(t0);
-    return sol;
-  }
 
   // Scales: times by the largest entry, memory rows by the limit.
   double ts = 0;

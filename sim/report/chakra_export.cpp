@@ -99,6 +99,17 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
       units.push_back(u);
     }
   }
+  // The unit of one task, with the task's rank, stream and simulated times.
+  auto task_unit = [&](UnitKind kind, std::size_t t) {
+    Unit u;
+    u.kind = kind;
+    u.rank = tasks[t].rank;
+    u.stream = tasks[t].stream;
+    u.task = static_cast<std::int32_t>(t);
+    u.end_s = res.end_s[t];
+    u.start_s = res.start_s[t];
+    return u;
+  };
   for (std::size_t t = 0; t < n; ++t) {
     const Task& k = tasks[t];
     if (coll_of[t] >= 0) continue;
@@ -107,13 +118,7 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
         throw ConfigError(
             "the Chakra export needs every rank simulated (--fold none): a transfer goes to a folded "
             "rank's mirror");
-      Unit s;
-      s.kind = UnitKind::SEND;
-      s.rank = k.rank;
-      s.stream = k.stream;
-      s.task = static_cast<std::int32_t>(t);
-      s.end_s = res.end_s[t];
-      s.start_s = res.start_s[t];
+      const Unit s = task_unit(UnitKind::SEND, t);
       unit_of[t] = static_cast<std::int32_t>(units.size());
       units.push_back(s);
       Unit r = s;
@@ -122,15 +127,8 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
       recv_of[t] = static_cast<std::int32_t>(units.size());
       units.push_back(r);
     } else if (k.kind == TaskKind::COMPUTE || k.kind == TaskKind::DELAY) {
-      Unit u;
-      u.kind = UnitKind::COMP;
-      u.rank = k.rank;
-      u.stream = k.stream;
-      u.task = static_cast<std::int32_t>(t);
-      u.end_s = res.end_s[t];
-      u.start_s = res.start_s[t];
       unit_of[t] = static_cast<std::int32_t>(units.size());
-      units.push_back(u);
+      units.push_back(task_unit(UnitKind::COMP, t));
     }
   }
   // A transfer's start-up DELAY (its only successor is the flow, on the same rank) is part of the send.
