@@ -37,10 +37,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("dp")) {
     plan.dp = vm["dp"].as<int>();
   } else {
-    int per_copy = plan.tp * plan.cp *
-                   (plan.has_stage_replicas() && static_cast<int>(plan.stage_replicas.size()) == plan.pp
-                        ? plan.devices_per_pipeline()
-                        : plan.pp);
+    const int per_copy = plan.pipeline_copy_gpus();
     if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
       throw ConfigError("simulate: one pipeline copy needs " + std::to_string(per_copy) +
                         " GPUs, which does not divide the " + std::to_string(cluster.total_gpus()) +

@@ -83,8 +83,7 @@ ParallelPlan plan_of(const py::handle& o, const ClusterSpec& cluster) {
   json j = to_json_value(o, "plan");
   ParallelPlan p = plan_from_json(j, "plan");
   if (!j.contains("dp")) {
-    const bool replicated = p.has_stage_replicas() && static_cast<int>(p.stage_replicas.size()) == p.pp;
-    const int per_copy = p.tp * p.cp * (replicated ? p.devices_per_pipeline() : p.pp);
+    const int per_copy = p.pipeline_copy_gpus();
     if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
       throw ConfigError("plan: one pipeline copy needs " + std::to_string(per_copy) +
                         " GPUs, which does not divide the " + std::to_string(cluster.total_gpus()) +

@@ -168,10 +168,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (a == Axis::DP) stride_dp = stride;
     stride *= plan.degree(a);
   }
-  // The TP links of a stage (heterogeneous plans: its own layout).
-  auto stage_tp_link = [&](const StageStrategy& st) {
-    TpLinks l = tp_links(c, cal, plan.tp, stride_tp, st.tp_layout, st.tp_depth);
-    if (plan.tp_comm_overlap) l.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : plan.tp;
+  // The TP links of a stage (heterogeneous plans: its own layout and degree).
+  auto stage_tp_link = [&](int s) {
+    const StageStrategy st = plan.stage_strategy(s);
+    const int tp = plan.stage_tp(s);
+    TpLinks l = tp_links(c, cal, tp, stride_tp, st.tp_layout, st.tp_depth);
+    if (plan.tp_comm_overlap) l.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : tp;
     // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
     l.group_size[0] = plan.cp;
     l.group[0] = hop(c, cal, plan.cp, plan.tp * stride_tp);
@@ -181,7 +183,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     l.group[2] = hop(c, cal, plan.expert_tp(), stride_tp);
     return l;
   };
-  const Link dp_link = hop(c, cal, plan.dp, stride_dp);
+  const Link dp_link_ordered = hop(c, cal, plan.dp, stride_dp);
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0);
@@ -190,7 +192,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden * dtype_bytes(m.dtype);
   for (int s = 0; s < p; ++s) {
     const ParallelPlan sv = plan.stage_view(s);
-    const TpLinks tp_link = stage_tp_link(plan.stage_strategy(s));
+    const TpLinks tp_link = stage_tp_link(s);
+    const int tp_s = plan.stage_tp(s);
     cost::Shape sh = cost::shape_of(sv, plan.micro_batch_size / plan.replicas(s));
     const auto layer = cost::layer_passes(m, sh);
     int moe_layers = 0;
@@ -220,7 +223,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     }
     // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is
     // re-sharded over this stage's TP group (an all-to-all of its shard).
-    const double reshard = ring_time_s(false, plan.tp, act_bytes / plan.replicas(s) / plan.tp, intra.alpha, intra.bw,
+    const double reshard = ring_time_s(false, tp_s, act_bytes / plan.replicas(s) / tp_s, intra.alpha, intra.bw,
                                        cal.collective_step_overhead_s);
     if (s > 0 && plan.stage_layouts_differ(s - 1, s)) f += reshard;
     if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b += reshard;
@@ -233,10 +236,11 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   double fill = 0;
   for (double t : stage_time) fill += t;
   fill -= bottleneck;
-  const double p2p = p > 1 ? pp_link.alpha + cal.p2p_overhead_s +
-                                 static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden *
-                                     dtype_bytes(m.dtype) / plan.tp / pp_link.bw
-                           : 0;
+  const double p2p = p > 1
+                         ? pp_link.alpha + cal.p2p_overhead_s +
+                               static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden *
+                                   dtype_bytes(m.dtype) / std::max(plan.stage_tp(0), plan.stage_tp(p - 1)) / pp_link.bw
+                         : 0;
   double bubble = fill + 2.0 * (p - 1) * p2p;
   if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
   if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
@@ -250,7 +254,9 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   for (int s = 0; s < p; ++s) {
     const int zero = plan.stage_strategy(s).zero_stage;
     const auto sm = memory::static_memory(m, plan.stage_view(s), s);
-    const int n = plan.dp * plan.cp * plan.replicas(s);
+    const int n = plan.dp * plan.cp * plan.replicas(s), tp_s = plan.stage_tp(s);
+    // Stage layout (replicas or per-stage TP degrees): the stage's replicas are tp_s apart, its copies further.
+    const Link dp_link = plan.uses_stage_layout() ? hop(c, cal, n, tp_s) : dp_link_ordered;
     // Dense gradients over dp x cp; the experts' over their (smaller) expert-data-parallel group, which runs after
     // (approximated as part of the same ring volume scaled by its group's share).
     const double grads = (sm.params - sm.expert_params + sm.expert_params * (plan.expert_dp() > 1 ? 1.0 : 0.0)) *
@@ -282,7 +288,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       // Gradient clipping: a pass over the gradient shard, then the norm's all-reduce over TP and DP (as lowered).
       step +=
           shard * (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype)) / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
-      if (plan.tp > 1) step += ring_time_s(true, plan.tp, 4, intra.alpha, intra.bw, cal.collective_step_overhead_s);
+      if (tp_s > 1) step += ring_time_s(true, tp_s, 4, intra.alpha, intra.bw, cal.collective_step_overhead_s);
       if (n > 1) step += ring_time_s(true, n, 4, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
     }
     opt_time = std::max(opt_time, step);

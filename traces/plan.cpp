@@ -399,14 +399,43 @@ std::array<Axis, 3> rank_order_from_string(const std::string& s, const std::stri
   return out;
 }
 
-int ParallelPlan::devices_per_pipeline() const {
+int ParallelPlan::stage_tp(int stage) const {
+  if (!has_stage_strategies()) return tp;
+  DTSIM_ASSERT(stage >= 0 && stage < static_cast<int>(stage_strategies.size()),
+               "stage " << stage << " of " << stage_strategies.size() << " stage strategies");
+  const int t = stage_strategies[static_cast<std::size_t>(stage)].tp;
+  return t > 0 ? t : tp;
+}
+
+bool ParallelPlan::has_stage_tp() const {
+  for (const StageStrategy& st : stage_strategies)
+    if (st.tp > 0 && st.tp != tp) return true;
+  return false;
+}
+
+int ParallelPlan::ranks_per_pipeline() const {
+  if (!uses_stage_layout()) return tp * pp;
   int n = 0;
-  for (int s = 0; s < pp; ++s) n += replicas(s);
+  for (int s = 0; s < pp; ++s) n += stage_tp(s) * replicas(s);
   return n;
 }
 
+int ParallelPlan::pipeline_copy_gpus() const {
+  const auto sized = [&](std::size_t n) { return n == 0 || n == static_cast<std::size_t>(pp); };
+  if (!sized(stage_replicas.size()) || !sized(stage_strategies.size())) return tp * cp * pp;
+  return cp * ranks_per_pipeline();
+}
+
 std::string to_string(const StageStrategy& st) {
-  std::string out = to_string(st.recompute) + " zero " + std::to_string(st.zero_stage);
+  std::string out;
+  if (st.tp > 0) {
+    out += "tp ";
+    out += std::to_string(st.tp);
+    out += ' ';
+  }
+  out += to_string(st.recompute);
+  out += " zero ";
+  out += std::to_string(st.zero_stage);
   if (st.sequence_parallel) out += " sp";
   if (st.tp_layout != TpLayout::D1) {
     out += ' ';
@@ -437,6 +466,7 @@ ParallelPlan ParallelPlan::stage_view(int stage) const {
   v.sequence_parallel = st.sequence_parallel;
   v.zero_stage = st.zero_stage;
   v.recompute = st.recompute;
+  v.tp = stage_tp(stage);
   v.stage_strategies.clear();
   return v;
 }
@@ -449,10 +479,10 @@ bool ParallelPlan::stage_layouts_differ(int a, int b) const {
 }
 
 int ParallelPlan::rank_of(const RankCoord& c) const {
-  if (has_stage_replicas()) {
+  if (uses_stage_layout()) {
     int offset = 0;
-    for (int s = 0; s < c.pp; ++s) offset += replicas(s);
-    return ((c.dp * devices_per_pipeline() + offset + c.rep) * tp) + c.tp;
+    for (int s = 0; s < c.pp; ++s) offset += stage_tp(s) * replicas(s);
+    return c.dp * ranks_per_pipeline() + offset + c.rep * stage_tp(c.pp) + c.tp;
   }
   int rank = 0, stride = 1;
   for (Axis a : rank_order) {
@@ -464,13 +494,16 @@ int ParallelPlan::rank_of(const RankCoord& c) const {
 
 RankCoord ParallelPlan::coord_of(int rank) const {
   RankCoord c;
-  if (has_stage_replicas()) {
-    c.tp = rank % tp;
-    int device = rank / tp;
-    c.dp = device / devices_per_pipeline();
-    device %= devices_per_pipeline();
-    while (device >= replicas(c.pp)) device -= replicas(c.pp++);
-    c.rep = device;
+  if (uses_stage_layout()) {
+    const int per = ranks_per_pipeline();
+    c.dp = rank / per;
+    int x = rank % per;
+    for (int w = stage_tp(0) * replicas(0); x >= w; w = stage_tp(c.pp) * replicas(c.pp)) {
+      x -= w;
+      ++c.pp;
+    }
+    c.rep = x / stage_tp(c.pp);
+    c.tp = x % stage_tp(c.pp);
     return c;
   }
   for (Axis a : rank_order) {
@@ -547,6 +580,13 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(ep, "ep");
   if (etp < 0) throw ConfigError(ctx + ": etp must be positive, got " + std::to_string(etp));
   validate_moe_cp(model);
+  if (has_stage_strategies() && static_cast<int>(stage_strategies.size()) != pp)
+    throw ConfigError(ctx + ": stage_strategies has " + std::to_string(stage_strategies.size()) +
+                      " entries but pp is " + std::to_string(pp));
+  for (int s = 0; s < static_cast<int>(stage_strategies.size()); ++s)
+    if (stage_strategies[static_cast<std::size_t>(s)].tp < 0)
+      throw ConfigError(ctx + ": stage_strategies[" + std::to_string(s) + "]: tp must be positive, got " +
+                        std::to_string(stage_strategies[static_cast<std::size_t>(s)].tp));
   if (has_stage_replicas()) {
     if (static_cast<int>(stage_replicas.size()) != pp)
       throw ConfigError(ctx + ": stage_replicas has " + std::to_string(stage_replicas.size()) + " entries but pp is " +
@@ -557,13 +597,27 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
         throw ConfigError(ctx + ": stage " + std::to_string(s) + " has " + std::to_string(stage_replicas[s]) +
                           " replicas, which do not divide the micro batch of " + std::to_string(micro_batch_size));
     }
+  }
+  if (has_stage_tp() && pp > 1 && model.tied_embeddings && stage_tp(0) != stage_tp(pp - 1))
+    throw ConfigError(ctx + ": '" + model.name + "' ties its input and output embeddings, so the first and last " +
+                      "stages need the same tp (stage 0 has " + std::to_string(stage_tp(0)) + ", stage " +
+                      std::to_string(pp - 1) + " has " + std::to_string(stage_tp(pp - 1)) + ")");
+  if (uses_stage_layout()) {
     // In 64 bits: the int world_size() is only safe once it equals the cluster's GPU count.
-    const std::int64_t devices = std::accumulate(stage_replicas.begin(), stage_replicas.end(), std::int64_t{0});
-    const std::int64_t world = static_cast<std::int64_t>(tp) * dp * devices;
+    std::int64_t per_copy = 0;
+    std::string terms;
+    for (int s = 0; s < pp; ++s) {
+      per_copy += static_cast<std::int64_t>(stage_tp(s)) * replicas(s);
+      if (s > 0) terms += '+';
+      terms += std::to_string(stage_tp(s));
+      terms += '*';
+      terms += std::to_string(replicas(s));
+    }
+    const std::int64_t world = per_copy * dp;
     if (world != cluster.total_gpus())
-      throw ConfigError(ctx + ": tp*dp*sum(stage_replicas) = " + std::to_string(tp) + "*" + std::to_string(dp) + "*" +
-                        std::to_string(devices) + " = " + std::to_string(world) + " does not match the " +
-                        std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
+      throw ConfigError(ctx + ": dp*sum(stage tp*replicas) = " + std::to_string(dp) + "*(" + terms +
+                        ") = " + std::to_string(world) + " does not match the " + std::to_string(cluster.total_gpus()) +
+                        " GPUs of cluster '" + cluster.name + "'");
   } else if (const std::int64_t world = static_cast<std::int64_t>(tp) * cp * pp * dp; world != cluster.total_gpus()) {
     throw ConfigError(ctx +
                       (cp > 1 ? ": tp*cp*pp*dp = " + std::to_string(tp) + "*" + std::to_string(cp) + "*"
@@ -590,6 +644,63 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (const std::int64_t per_step = static_cast<std::int64_t>(micro_batch_size) * dp; global_batch_size % per_step != 0)
     throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) +
                       " is not divisible by micro batch * dp = " + std::to_string(per_step));
+  if (!has_stage_strategies()) {
+    validate_intra_layer(model, cluster);
+  } else {
+    // Each stage's view must be a valid plan on its own; its error names the stage.
+    for (int s = 0; s < pp; ++s) {
+      try {
+        stage_view(s).validate_intra_layer(model, cluster);
+      } catch (const ConfigError& e) {
+        std::string what = e.what();
+        if (what.rfind(ctx + ": ", 0) == 0) what = what.substr(ctx.size() + 2);
+        throw ConfigError(ctx + ": stage_strategies[" + std::to_string(s) + "]: " + what);
+      }
+    }
+  }
+  if (pp > model.num_layers)
+    throw ConfigError(ctx + ": pp " + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) +
+                      " layers of '" + model.name + "'");
+  if (virtual_stages < 1) throw ConfigError(ctx + ": virtual stages must be positive");
+  if (schedule == Schedule::INTERLEAVED) {
+    if (pp < 2) throw ConfigError(ctx + ": the interleaved schedule needs pp >= 2");
+    if (num_microbatches() % pp != 0)
+      throw ConfigError(ctx + ": the interleaved schedule needs the number of micro-batches (" +
+                        std::to_string(num_microbatches()) + ") to be a multiple of pp (" + std::to_string(pp) + ")");
+  } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
+    throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
+  }
+  if (static_cast<std::int64_t>(pp) * virtual_stages > model.num_layers)
+    throw ConfigError(ctx +
+                      ": pp * virtual stages = " + std::to_string(static_cast<std::int64_t>(pp) * virtual_stages) +
+                      " exceeds the " + std::to_string(model.num_layers) + " layers of '" + model.name + "'");
+  if (schedule == Schedule::CUSTOM && static_cast<int>(custom_order.size()) != pp)
+    throw ConfigError(ctx + ": the custom schedule" + (custom_source.empty() ? "" : " '" + custom_source + "'") +
+                      " lists " + std::to_string(custom_order.size()) + " stages but pp is " + std::to_string(pp));
+  if (!layers_per_stage.empty()) {
+    const int n = static_cast<int>(layers_per_stage.size());
+    if (n != pp && n != pp * virtual_stages)
+      throw ConfigError(
+          ctx + ": layers_per_stage has " + std::to_string(layers_per_stage.size()) + " entries but pp is " +
+          std::to_string(pp) +
+          (virtual_stages > 1 ? " (pp * virtual stages is " + std::to_string(pp * virtual_stages) + ")" : ""));
+    if (n != pp * virtual_stages)
+      throw ConfigError(ctx + ": with " + std::to_string(virtual_stages) +
+                        " virtual stages, layers_per_stage must give all " + std::to_string(pp * virtual_stages) +
+                        " model chunks");
+    for (int l : layers_per_stage)
+      if (l <= 0) throw ConfigError(ctx + ": layers_per_stage entries must be positive");
+    const std::int64_t sum = std::accumulate(layers_per_stage.begin(), layers_per_stage.end(), std::int64_t{0});
+    if (sum != model.num_layers)
+      throw ConfigError(ctx + ": layers_per_stage sums to " + std::to_string(sum) + " but the model has " +
+                        std::to_string(model.num_layers) + " layers");
+  }
+  if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
+    throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
+}
+
+void ParallelPlan::validate_intra_layer(const TransformerSpec& model, const ClusterSpec& cluster) const {
+  const std::string ctx = "plan";
   // 1-D splits the heads tp ways; 2-D/2.5-D/3-D split them q ways (the hidden columns) [seed-algorithms §2].
   const int head_split = tp_layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(tp_layout, tp, tp_depth));
   if (model.heads % head_split != 0)
@@ -631,63 +742,9 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
                         " tokens of a micro-batch into " + std::to_string(rows) + " row blocks: not divisible");
     if (has_stage_replicas()) throw ConfigError(ctx + ": stage replication is only supported with the 1d layout");
   }
-  if (pp > model.num_layers)
-    throw ConfigError(ctx + ": pp " + std::to_string(pp) + " exceeds the " + std::to_string(model.num_layers) +
-                      " layers of '" + model.name + "'");
-  if (virtual_stages < 1) throw ConfigError(ctx + ": virtual stages must be positive");
-  if (schedule == Schedule::INTERLEAVED) {
-    if (pp < 2) throw ConfigError(ctx + ": the interleaved schedule needs pp >= 2");
-    if (num_microbatches() % pp != 0)
-      throw ConfigError(ctx + ": the interleaved schedule needs the number of micro-batches (" +
-                        std::to_string(num_microbatches()) + ") to be a multiple of pp (" + std::to_string(pp) + ")");
-  } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
-    throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
-  }
-  if (static_cast<std::int64_t>(pp) * virtual_stages > model.num_layers)
-    throw ConfigError(ctx +
-                      ": pp * virtual stages = " + std::to_string(static_cast<std::int64_t>(pp) * virtual_stages) +
-                      " exceeds the " + std::to_string(model.num_layers) + " layers of '" + model.name + "'");
-  if (schedule == Schedule::CUSTOM && static_cast<int>(custom_order.size()) != pp)
-    throw ConfigError(ctx + ": the custom schedule" + (custom_source.empty() ? "" : " '" + custom_source + "'") +
-                      " lists " + std::to_string(custom_order.size()) + " stages but pp is " + std::to_string(pp));
-  if (!layers_per_stage.empty()) {
-    const int n = static_cast<int>(layers_per_stage.size());
-    if (n != pp && n != pp * virtual_stages)
-      throw ConfigError(
-          ctx + ": layers_per_stage has " + std::to_string(layers_per_stage.size()) + " entries but pp is " +
-          std::to_string(pp) +
-          (virtual_stages > 1 ? " (pp * virtual stages is " + std::to_string(pp * virtual_stages) + ")" : ""));
-    if (n != pp * virtual_stages)
-      throw ConfigError(ctx + ": with " + std::to_string(virtual_stages) +
-                        " virtual stages, layers_per_stage must give all " + std::to_string(pp * virtual_stages) +
-                        " model chunks");
-    for (int l : layers_per_stage)
-      if (l <= 0) throw ConfigError(ctx + ": layers_per_stage entries must be positive");
-    const std::int64_t sum = std::accumulate(layers_per_stage.begin(), layers_per_stage.end(), std::int64_t{0});
-    if (sum != model.num_layers)
-      throw ConfigError(ctx + ": layers_per_stage sums to " + std::to_string(sum) + " but the model has " +
-                        std::to_string(model.num_layers) + " layers");
-  }
   if (zero_stage < 0 || zero_stage > 3)
     throw ConfigError(ctx + ": zero stage " + std::to_string(zero_stage) + " is not supported (known: 0, 1, 2, 3)");
-  if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
-    throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
   validate_precision_overlap(model, cluster);
-  if (has_stage_strategies()) {
-    if (static_cast<int>(stage_strategies.size()) != pp)
-      throw ConfigError(ctx + ": stage_strategies has " + std::to_string(stage_strategies.size()) +
-                        " entries but pp is " + std::to_string(pp));
-    // Each stage's view must be a valid plan on its own; its error names the stage.
-    for (int s = 0; s < pp; ++s) {
-      try {
-        stage_view(s).validate(model, cluster);
-      } catch (const ConfigError& e) {
-        std::string what = e.what();
-        if (what.rfind(ctx + ": ", 0) == 0) what = what.substr(ctx.size() + 2);
-        throw ConfigError(ctx + ": stage_strategies[" + std::to_string(s) + "]: " + what);
-      }
-    }
-  }
 }
 
 void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, const ClusterSpec& cluster) const {
@@ -748,6 +805,7 @@ void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
                         " ways: it must divide the " + std::to_string(model.heads) +
                         " heads and divide or be a multiple of the " + std::to_string(model.kv_heads) + " kv heads");
     if (has_stage_replicas()) throw ConfigError(ctx + ": context parallelism is not supported with stage replication");
+    if (has_stage_tp()) throw ConfigError(ctx + ": context parallelism is not supported with per-stage tp degrees");
     if (tp_layout != TpLayout::D1) throw ConfigError(ctx + ": context parallelism needs the 1d tensor-parallel layout");
   }
   if (!model.moe.enabled()) {
@@ -760,6 +818,9 @@ void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
       throw ConfigError(ctx + ": routing applies to mixture-of-experts models only ('" + model.name + "' is dense)");
     return;
   }
+  if (has_stage_tp())
+    throw ConfigError(ctx + ": per-stage tp degrees are not supported for mixture-of-experts models ('" + model.name +
+                      "')");
   if (tp > 1 && !sequence_parallel)
     throw ConfigError(ctx +
                       ": a mixture-of-experts model with tp > 1 needs sequence parallelism (--sequence-parallel), "
@@ -834,6 +895,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
                           {"sequence_parallel", st.sequence_parallel},
                           {"tp_layout", to_string(st.tp_layout)}};
       if (st.tp_layout == TpLayout::D2_5) o["tp_depth"] = st.tp_depth;
+      if (st.tp > 0 && st.tp != p.tp) o["tp"] = st.tp;
       a.push_back(std::move(o));
     }
     j["stage_strategies"] = std::move(a);
@@ -937,11 +999,13 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
       if (!o.is_object()) throw FormatError(sctx + " must be an object");
       json_util::reject_unknown(o, sctx,
                                 {"tp", "tp_layout", "tp_depth", "sequence_parallel", "zero_stage", "recompute"});
-      // Unset fields are the plan's own.
-      if (o.contains("tp") && get<int>(o, sctx, "tp") != p.tp)
-        throw ConfigError(sctx + ": tp " + std::to_string(get<int>(o, sctx, "tp")) + " differs from the plan's tp " +
-                          std::to_string(p.tp) + " (per-stage tensor-parallel degrees are not supported yet)");
+      // Unset fields are the plan's own (a tp equal to the plan's is stored as unset).
       StageStrategy st;
+      if (o.contains("tp")) {
+        st.tp = get<int>(o, sctx, "tp");
+        if (st.tp <= 0) throw ConfigError(sctx + ": tp must be positive, got " + std::to_string(st.tp));
+        if (st.tp == p.tp) st.tp = 0;
+      }
       st.tp_layout =
           o.contains("tp_layout") ? tp_layout_from_string(get<std::string>(o, sctx, "tp_layout"), sctx) : p.tp_layout;
       st.tp_depth = get_or<int>(o, sctx, "tp_depth", st.tp_layout == p.tp_layout ? p.tp_depth : 1);

@@ -111,18 +111,20 @@ struct RankCoord {
 
 /// The intra-layer strategy of one pipeline stage in a heterogeneous plan (ParallelPlan::stage_strategies): how the
 /// stage's layers use its tensor-parallel group (layout, sequence parallelism), how its data-parallel group shards
-/// the stage's weights, gradients and optimizer states (ZeRO stage), and its activation recompute. The stage's TP
-/// degree is the plan's.
+/// the stage's weights, gradients and optimizer states (ZeRO stage), its activation recompute, and its TP degree
+/// (0 = the plan's tp; a stage whose degree differs puts the plan on the stage layout, see ParallelPlan::stage_tp).
 struct StageStrategy {
   TpLayout tp_layout = TpLayout::D1;
   int tp_depth = 1;
   bool sequence_parallel = false;
   int zero_stage = 0;
   Recompute recompute = Recompute::NONE;
+  int tp = 0;
   bool operator==(const StageStrategy&) const = default;
 };
 
-/// "full zero 1 sp", "none zero 0 2d": a stage strategy in words (plan descriptions, the summary).
+/// "full zero 1 sp", "tp 2 none zero 0", "none zero 0 2d": a stage strategy in words (plan descriptions, the
+/// summary; the TP degree only when the stage sets one).
 std::string to_string(const StageStrategy& st);
 
 struct ParallelPlan {
@@ -196,22 +198,34 @@ struct ParallelPlan {
   /// kernels, per-iteration work).
   std::string stack;
 
-  int world_size() const { return tp * cp * dp * devices_per_pipeline(); }
+  int world_size() const { return cp * dp * ranks_per_pipeline(); }
   bool has_stage_strategies() const { return !stage_strategies.empty(); }
+  /// Tensor-parallel degree of `stage`: its stage strategy's tp, or the plan's.
+  int stage_tp(int stage) const;
+  /// True when some stage's TP degree differs from the plan's tp.
+  bool has_stage_tp() const;
+  /// True when ranks are laid out stage by stage (stage replication or per-stage TP degrees): inside a pipeline copy,
+  /// stage s takes stage_tp(s) x replicas(s) consecutive ranks (TP innermost, then its replicas), the stages follow
+  /// one another, then the dp pipeline copies; rank_order does not apply.
+  bool uses_stage_layout() const { return has_stage_replicas() || has_stage_tp(); }
+  /// Ranks of one pipeline copy (one cp slice): sum over the stages of stage_tp(s) x replicas(s).
+  int ranks_per_pipeline() const;
+  /// GPUs of one pipeline copy, cp x ranks_per_pipeline(), for filling a cluster with copies; tp cp pp when a per-stage
+  /// list does not have pp entries (validate() then names the problem).
+  int pipeline_copy_gpus() const;
   /// The intra-layer strategy of `stage`: its stage_strategies entry, or the plan's own fields.
   StageStrategy stage_strategy(int stage) const;
   /// The plan as seen by one stage: its strategy's fields in the plan's, stage_strategies cleared (what the cost
   /// and memory models of that stage take). The plan itself for a plan without stage strategies.
   ParallelPlan stage_view(int stage) const;
-  /// True when two stages' activations are laid out differently over the TP group (tp_layout, tp_depth).
+  /// True when two stages' activations are laid out differently over their TP groups (tp_layout, tp_depth; a
+  /// different 1-D degree is not a different layout: the pipeline transfer splits and gathers the pieces).
   bool stage_layouts_differ(int a, int b) const;
   int expert_tp() const { return etp > 0 ? etp : tp; }
   /// Expert-data-parallel degree: the ranks of a stage's tp x cp x dp block holding the same experts.
   int expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }
   /// Ranks that reduce the gradients of dense (non-expert) weights: dp x cp (Megatron's data-parallel-with-cp).
   int dense_grad_ranks() const { return dp * cp; }
-  /// Sum of the stage widths (pp without stage replication).
-  int devices_per_pipeline() const;
   bool has_stage_replicas() const { return !stage_replicas.empty(); }
   int replicas(int stage) const { return stage_replicas.empty() ? 1 : stage_replicas[stage]; }
   int num_microbatches() const { return global_batch_size / (micro_batch_size * dp); }
@@ -240,6 +254,9 @@ struct ParallelPlan {
   std::vector<int> chunk_layers(int num_layers) const;
   /// Throws ConfigError with one line naming the inconsistency.
   void validate(const TransformerSpec& model, const ClusterSpec& cluster) const;
+  /// The intra-layer part of validate() (head, hidden and vocabulary splits, sequence parallelism, the TP layout,
+  /// ZeRO, precision and overlap): checked on the plan, or on each stage's view of a heterogeneous plan.
+  void validate_intra_layer(const TransformerSpec& model, const ClusterSpec& cluster) const;
   /// The context- and expert-parallel part of validate().
   void validate_moe_cp(const TransformerSpec& model) const;
   /// The precision and overlap part of validate().

@@ -86,7 +86,7 @@ public:
     for (int s = 0; s < p_.pp; ++s) {
       if (per_stage[static_cast<std::size_t>(s)] == 0) continue;
       ParallelPlan share = p_.stage_view(s);
-      if (p_.has_stage_replicas()) share.micro_batch_size = p_.micro_batch_size / p_.replicas(s);
+      share.micro_batch_size = p_.micro_batch_size / p_.replicas(s);
       const PassCosts pc = default_pass_costs(m_, share);
       all += rank(first[static_cast<std::size_t>(s)], orders[static_cast<std::size_t>(s)], pc) *
              per_stage[static_cast<std::size_t>(s)];
@@ -208,7 +208,7 @@ private:
 
   Count overlapped(const cost::Step& st, const cost::Step* ag, const cost::Step* rs, const Group& tp,
                    bool* issued) const {
-    const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.tp;
+    const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : tp.n;
     const int first = ag ? cost::gemm_index(st.ops, true) : -1;
     int last = rs ? cost::gemm_index(st.ops, false) : -1;
     if (last == first) last = -1;
@@ -283,8 +283,10 @@ private:
                   : st.group == cost::CommGroup::ETP ? group(rank, GroupAxis::ETP)
                                                      : tp;
         if (st.group == cost::CommGroup::TP && st.axis != cost::TpAxis::ALL) {
-          const StageStrategy ss = p_.stage_strategy(p_.coord_of(rank).pp);
-          g.n = static_cast<int>(cost::tp_axis_members(ss.tp_layout, p_.tp, ss.tp_depth, st.axis, 0).size());
+          const int stage = p_.coord_of(rank).pp;
+          const StageStrategy ss = p_.stage_strategy(stage);
+          g.n =
+              static_cast<int>(cost::tp_axis_members(ss.tp_layout, p_.stage_tp(stage), ss.tp_depth, st.axis, 0).size());
           g.splits = false;
         }
         if (g.n <= 1) continue;
@@ -295,10 +297,26 @@ private:
     return c;
   }
 
+  /// Pipeline messages a rank at `rc` sends to stage `to`: its share of the micro-batch meets that many replicas
+  /// there, its TP slice that many TP ranks (Lowerer::lower_rank's send_pieces; one between equal widths).
+  int pieces(const RankCoord& rc, int to) const {
+    auto overlapping = [](int i, int a, int b) {  // slices [j/b, (j+1)/b) meeting [i/a, (i+1)/a)
+      int n = 0;
+      for (int j = 0; j < b; ++j)
+        n += std::min((i + 1.0) / a, (j + 1.0) / b) - std::max(static_cast<double>(i) / a, static_cast<double>(j) / b) >
+             1e-12;
+      return n;
+    };
+    return overlapping(rc.rep, p_.replicas(rc.pp), p_.replicas(to)) *
+           overlapping(rc.tp, p_.stage_tp(rc.pp), p_.stage_tp(to));
+  }
+
   /// Everything simulated rank `rank` (global) emits: Lowerer::lower_rank.
   Count rank(int rank, const std::vector<PipeOp>& order, const PassCosts& pc) const {
     const RankCoord rc = p_.coord_of(rank);
-    const int s = rc.pp, p = p_.pp, last_chunk = p * p_.virtual_stages - 1, zero = p_.stage_strategy(s).zero_stage;
+    const StageStrategy strategy = p_.stage_strategy(rc.pp);
+    const int s = rc.pp, p = p_.pp, last_chunk = p * p_.virtual_stages - 1, zero = strategy.zero_stage;
+    const int tp_s = p_.stage_tp(s), weight_replicas = strategy.tp_layout == TpLayout::D2_5 ? strategy.tp_depth : 1;
     const double e = dtype_bytes(m_.dtype);
     const auto chunk_layers = p_.chunk_layers(m_.num_layers);
     std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
@@ -309,7 +327,7 @@ private:
     const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = moe && p_.expert_dp() > 1;
     const double grad_scale = p_.fp32_grads ? 4.0 / e : 1.0;
     const cost::MoeLayerParams moe_params =
-        moe ? cost::moe_layer_params_per_rank(m_, p_.tp, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
+        moe ? cost::moe_layer_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
     const std::size_t moe_idx =
         pc.moe_layer.size() > 1 ? static_cast<std::size_t>((block_index(p_, rc) / p_.expert_tp()) % p_.ep) : 0;
 
@@ -319,13 +337,13 @@ private:
     };
     auto units_of = [&](int k) {
       std::vector<Unit> u;
-      if (k == 0) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, p_.tp) * e, 0});
+      if (k == 0) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, tp_s) * e, 0});
       for (int l = chunk_start[static_cast<std::size_t>(k)]; l < chunk_start[static_cast<std::size_t>(k) + 1]; ++l) {
         if (m_.is_moe_layer(l) && moe_idx < pc.moe_layer.size())
           u.push_back({&pc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
-        else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, p_.tp, p_.tp_weight_replicas()) * e, 0});
+        else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
       }
-      if (k == last_chunk) u.push_back({&pc.head, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * e, 0});
+      if (k == last_chunk) u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, 0});
       return u;
     };
     // The passes of one unit are the same for every micro-batch: count them once per (chunk, kind).
@@ -375,16 +393,16 @@ private:
       const double act_msg =
           static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * m_.seq_len / p_.cp * m_.hidden * e;
       // Heterogeneous plans: an all-to-all re-shards what comes from a stage of another TP layout.
-      const Count reshard = collective(tp, CollectiveKind::ALL_TO_ALL, act_msg / p_.tp);
+      const Count reshard = collective(tp, CollectiveKind::ALL_TO_ALL, act_msg / tp_s);
       if (k > 0) {
-        f += Count{1, 1} + (p_.tp > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
-        if (p_.tp > 1 && p_.stage_layouts_differ((k - 1) % p, s)) f += reshard;
-        b += Count{2, 3};
+        f += Count{1, 1} + (tp_s > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
+        if (tp_s > 1 && p_.stage_layouts_differ((k - 1) % p, s)) f += reshard;
+        b += Count{2, 3} * pieces(rc, (k - 1) % p);
       }
       if (k < last_chunk) {
-        f += {2, 3};
+        f += Count{2, 3} * pieces(rc, (k + 1) % p);
         b += {1, 1};
-        if (p_.tp > 1 && p_.stage_layouts_differ((k + 1) % p, s)) b += reshard;
+        if (tp_s > 1 && p_.stage_layouts_differ((k + 1) % p, s)) b += reshard;
       }
       if (p_.precision == Precision::FP8_DELAYED) {
         const double amax = static_cast<double>(units.size()) * 32;

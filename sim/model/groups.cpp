@@ -21,7 +21,7 @@ std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
   auto add = [&](RankCoord x) { out.push_back(p.rank_of(x)); };
   switch (ax) {
     case GroupAxis::TP:
-      for (int i = 0; i < p.tp; ++i) {
+      for (int i = 0; i < p.stage_tp(c.pp); ++i) {
         RankCoord x = c;
         x.tp = i;
         add(x);
@@ -43,6 +43,7 @@ std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
         RankCoord x = c;
         x.pp = st;
         x.rep = std::min(c.rep, p.replicas(st) - 1);
+        x.tp = c.tp * p.stage_tp(st) / p.stage_tp(c.pp);  // the first TP rank its pipeline transfer reaches
         add(x);
       }
       break;
@@ -73,6 +74,7 @@ std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
           RankCoord x = c;
           x.pp = st;
           x.rep = j;
+          x.tp = std::min(c.tp, p.stage_tp(st) - 1);  // tied embeddings: validate() keeps the end stages' tp equal
           add(x);
         }
       break;

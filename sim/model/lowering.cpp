@@ -82,6 +82,8 @@ private:
       if (p_.replicas(s) != p_.replicas(0)) return false;
     return true;
   }
+  /// True when every stage has the plan's TP degree.
+  bool uniform_tp() const { return !p_.has_stage_tp(); }
   const PassCosts& stage_costs(int stage) const { return stage_costs_.empty() ? costs_ : stage_costs_[stage]; }
   /// Bottleneck bandwidth of the hop from GPU a to GPU b (after calibrated efficiencies).
   double hop_bandwidth(Path path, int a, int b) const {
@@ -447,7 +449,8 @@ FoldDecision Lowerer::decide_folding() const {
   // a different role): the TP axis is simulated unfolded.
   bool all_d1 = true;
   for (int st = 0; st < p_.pp; ++st) all_d1 = all_d1 && p_.stage_strategy(st).tp_layout == TpLayout::D1;
-  bool want_tp = p_.tp > 1 && all_d1, want_dp = p_.dp * widest > 1;
+  // Stages of different TP degrees send their pipeline pieces to TP ranks of other indices: TP is simulated unfolded.
+  bool want_tp = p_.tp > 1 && all_d1 && uniform_tp(), want_dp = p_.dp * widest > 1;
   // Skewed routing gives the members of an EP group different work: the axes the EP group spans are simulated
   // unfolded (the EP group spans dp; it spans tp unless etp = tp).
   const bool skew = m_.moe.enabled() && p_.ep > 1 && !p_.routing.balanced();
@@ -855,7 +858,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
     RankCoord c = p_.coord_of(grank);
     const StageStrategy st = p_.stage_strategy(c.pp);
     members.clear();
-    for (int t : cost::tp_axis_members(st.tp_layout, p_.tp, st.tp_depth, tp_axis, c.tp)) {
+    for (int t : cost::tp_axis_members(st.tp_layout, p_.stage_tp(c.pp), st.tp_depth, tp_axis, c.tp)) {
       c.tp = t;
       members.push_back(p_.rank_of(c));
     }
@@ -1086,7 +1089,7 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
   // reduce-scatter of its last GEMM's output are cut into n pieces, each pipelined with the matching GEMM piece
   // (piece j of the GEMM waits for piece j of the all-gather; piece j of the reduce-scatter starts after GEMM piece
   // j). Exposed: the first all-gather piece (the last reduce-scatter piece) plus what the GEMM pieces cannot hide.
-  const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.tp;
+  const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.stage_tp(out_.ranks[si].coord.pp);
   const auto& ops = st.ops;
   const int first = ag ? cost::gemm_index(ops, true) : -1;
   int last = rs ? cost::gemm_index(ops, false) : -1;
@@ -1284,32 +1287,43 @@ void Lowerer::lower_rank(int si) {
   // One sample's hidden states on this rank (context parallelism: its seq_len / cp tokens).
   const double sample_bytes = static_cast<double>(m_.seq_len) / p_.cp * m_.hidden * e;
   const double act_msg = static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * sample_bytes;
+  // This stage's TP degree and weight copies inside its TP group (heterogeneous plans: its own).
+  const StageStrategy strategy = p_.stage_strategy(s);
+  const int tp_s = p_.stage_tp(s), weight_replicas = strategy.tp_layout == TpLayout::D2_5 ? strategy.tp_depth : 1;
   // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
-  const bool scatter_gather = p_.tp > 1;
+  const bool scatter_gather = tp_s > 1;
   const bool split = p_.split_backward();
-  const int zero = p_.stage_strategy(s).zero_stage;
+  const int zero = strategy.zero_stage;
   // Heterogeneous plans: a transfer from a stage whose TP layout differs is re-sharded over this rank's TP group.
   auto reshard = [&](int from_stage, Phase phase, int mb, std::int32_t pred) {
-    if (p_.tp == 1 || !p_.stage_layouts_differ(from_stage, s)) return pred;
-    return collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_TO_ALL, act_msg / p_.tp, phase,
+    if (tp_s == 1 || !p_.stage_layouts_differ(from_stage, s)) return pred;
+    return collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_TO_ALL, act_msg / tp_s, phase,
                       phase == Phase::FORWARD ? "reshard-activation" : "reshard-gradient", -1, mb, pred);
   };
   // Pipeline transfers to model chunk k: this replica's share of the micro-batch goes to every replica of the
-  // receiving stage whose share overlaps it (split/concat between stages of different widths).
+  // receiving stage whose share overlaps it (split/concat between stages of different widths). Inside a share,
+  // TP rank i of a stage of degree t sends the slice [i/t, (i+1)/t) of it (Megatron's scatter-gather; the whole
+  // share without TP) to each receiving TP rank whose slice overlaps it: rank i to rank i between equal degrees.
   auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred) {
-    const int to_stage = k % p, my_r = p_.replicas(s), to_r = p_.replicas(to_stage);
+    const int to_stage = k % p, my_r = p_.replicas(s), to_r = p_.replicas(to_stage), to_t = p_.stage_tp(to_stage);
     const double b = p_.micro_batch_size, lo = r.coord.rep * b / my_r, hi = (r.coord.rep + 1) * b / my_r;
+    const double t_lo = static_cast<double>(r.coord.tp) / tp_s, t_hi = (r.coord.tp + 1.0) / tp_s;
     for (int j = 0; j < to_r; ++j) {
       const double overlap = std::min(hi, (j + 1) * b / to_r) - std::max(lo, j * b / to_r);
       if (overlap <= 0) continue;
-      RankCoord c = r.coord;
-      c.pp = to_stage;
-      c.rep = j;
-      const int to_si = out_.sim_index_of[p_.rank_of(c)];
-      if (out_.ranks[to_si].global_rank != p_.rank_of(c)) continue;  // folded away (uniform widths: same piece)
-      const double bytes = overlap * sample_bytes / (scatter_gather ? p_.tp : 1);
-      sent_[{to_si, mb, k, dir}].push_back(p2p(si, to_si, bytes, dir == 0 ? Phase::FORWARD : Phase::BACKWARD,
-                                               dir == 0 ? "send-activation" : "send-gradient", mb, pred));
+      for (int u = 0; u < to_t; ++u) {
+        const double slice = std::min(t_hi, (u + 1.0) / to_t) - std::max(t_lo, static_cast<double>(u) / to_t);
+        if (slice <= 1e-12) continue;
+        RankCoord c = r.coord;
+        c.pp = to_stage;
+        c.rep = j;
+        c.tp = u;
+        const int to_si = out_.sim_index_of[p_.rank_of(c)];
+        if (out_.ranks[to_si].global_rank != p_.rank_of(c)) continue;  // folded away (uniform widths: same piece)
+        const double bytes = overlap * sample_bytes * slice;
+        sent_[{to_si, mb, k, dir}].push_back(p2p(si, to_si, bytes, dir == 0 ? Phase::FORWARD : Phase::BACKWARD,
+                                                 dir == 0 ? "send-activation" : "send-gradient", mb, pred));
+      }
     }
   };
 
@@ -1324,10 +1338,10 @@ void Lowerer::lower_rank(int si) {
   // MoE layers: this rank's EP index picks its passes under skewed routing.
   const std::size_t moe_idx = pc.moe_layer.size() > 1 ? static_cast<std::size_t>(ep_index(r.global_rank)) : 0;
   const cost::MoeLayerParams moe_params =
-      m_.moe.enabled() ? cost::moe_layer_params_per_rank(m_, p_.tp, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
+      m_.moe.enabled() ? cost::moe_layer_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
   auto units_of = [&](int k) {
     std::vector<Unit> u;
-    if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, p_.tp) * e, -1});
+    if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
     for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l) {
       if (m_.is_moe_layer(l)) {
         DTSIM_ASSERT(moe_idx < pc.moe_layer.size(), "no MoE layer costs for layer " << l);
@@ -1337,11 +1351,11 @@ void Lowerer::lower_rank(int si) {
                      (moe_params.dense + moe_params.expert) * e, l, moe_params.expert * e});
       } else {
         u.push_back({&layer_, layer_act_.stored, layer_.recompute.empty() ? 0 : layer_act_.transient,
-                     cost::layer_params_per_rank(m_, p_.tp, p_.tp_weight_replicas()) * e, l});
+                     cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, l});
       }
     }
     if (k == last_chunk)
-      u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, p_.tp, p_.pp) * e, -1});
+      u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, -1});
     return u;
   };
   const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = p_.expert_dp() > 1;
@@ -1561,7 +1575,7 @@ void Lowerer::lower_rank(int si) {
 
   // Tied embeddings split over the first and last stages: their gradients are summed before the step.
   if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1)) {
-    double bytes = static_cast<double>(m_.vocab) * m_.hidden / p_.tp * e;
+    double bytes = static_cast<double>(m_.vocab) * m_.hidden / tp_s * e;
     dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
                                  "embedding-grad", -1, -1, last_compute));
   }
@@ -1582,7 +1596,7 @@ void Lowerer::lower_rank(int si) {
     for (auto d : dp_done)
       if (d >= 0) g_.depend(d, norm_id);
     std::int32_t reduced = norm_id;
-    if (p_.tp > 1)
+    if (tp_s > 1)
       reduced = collective(si, GroupAxis::TP, Stream::DP, CollectiveKind::ALL_REDUCE, 4, Phase::OPTIMIZER, "grad-norm",
                            -1, -1, reduced);
     if (p_.dp > 1)
@@ -1640,7 +1654,7 @@ void Lowerer::setup_ranks() {
     SimRank sr;
     sr.global_rank = r;
     sr.coord = c;
-    sr.class_size = (fd.tp ? p_.tp : 1) * (fd.dp ? p_.dp * p_.replicas(c.pp) : 1);
+    sr.class_size = (fd.tp ? p_.stage_tp(c.pp) : 1) * (fd.dp ? p_.dp * p_.replicas(c.pp) : 1);
     if (!fd.share.empty()) {
       sr.nic_multiplicity = fd.share[r][0];
       sr.fabric_multiplicity = fd.share[r][1];
@@ -1693,7 +1707,7 @@ Lowered Lowerer::run() {
   // Once the first tensor-parallel group is lowered (its collectives hold every member's tasks), the graph's final
   // size is about nsim / group times the tasks so far: reserve it, so that a large unfolded graph is not copied
   // while it grows (and its peak memory is not twice its size).
-  const int first_group = std::min(nsim, out_.fold_tp ? 1 : p_.tp);
+  const int first_group = std::min(nsim, out_.fold_tp ? 1 : p_.stage_tp(0));
   for (int si = 0; si < nsim; ++si) {
     lower_rank(si);
     if (si + 1 == first_group && nsim > 4 * first_group) {

@@ -359,6 +359,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                       {"exposed_comm_s", rr.exposed_comm_s},
                       {"bubble_s", rr.bubble_s},
                       {"bubble_fraction", rr.bubble_fraction}});
+    if (in.plan->has_stage_tp()) stages.back()["tp"] = in.plan->stage_tp(s);
   }
   json oom = json::array();
   for (const auto& o : rep.oom)

@@ -186,7 +186,7 @@ expect_error "custom schedule bad pass"      "'X1'"                simulate "${M
 expect_error "custom schedule wrong stages"  "lists 3 stages"      simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule "custom:$TMP/custom_three_stages.json"
 expect_error "stage replicas wrong count"    "stage_replicas has 3 entries" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 2,1,1
 expect_error "stage replicas not dividing mbs" "do not divide the micro batch" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 3,5
-expect_error "stage replicas vs GPUs"        "sum(stage_replicas)" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 2,2
+expect_error "stage replicas vs GPUs"        "sum(stage tp*replicas)" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 2,2
 expect_error "stage replicas not integers"   "--stage-replicas"    simulate "${M[@]}" "${C[@]}" --stage-replicas 2,x --gbs 16
 expect_error "unknown recompute"             "'partial'"           simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute partial
 expect_error "zero stage 4"                  "zero stage 4"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 4
