@@ -132,6 +132,11 @@ void validate(const Problem& pb) {
       bad("stage_act_factor must be empty or have num_stages entries");
     for (double v : pb.stage_act_factor) check_value(v, "stage_act_factor");
   }
+  if (!pb.allowed.empty()) {
+    if (pb.allowed.size() != static_cast<std::size_t>(pb.num_stages)) bad("allowed must be empty or have num_stages rows");
+    for (const auto& row : pb.allowed)
+      if (row.size() != uk) bad("allowed rows must have num_strategies entries");
+  }
   if (std::isnan(pb.memory_limit_bytes) || pb.memory_limit_bytes < 0) bad("memory_limit_bytes must be >= 0");
   if (!(pb.time_limit_s > 0)) bad("time_limit_s must be > 0");
 }
@@ -165,6 +170,7 @@ double objective_unchecked(const Problem& pb, const std::vector<int>& st, const 
     const auto ul = static_cast<std::size_t>(l);
     const auto s = static_cast<std::size_t>(st[ul]);
     const auto k = static_cast<std::size_t>(kk[ul]);
+    if (!pb.allowed.empty() && !pb.allowed[s][k]) return kInf;
     stage_t[s] += pb.fwd_bwd_s[ul][k];
     stage_mem[s] += mem_of(pb, l, kk[ul], st[ul]);
     if (l + 1 < L) {
@@ -333,6 +339,7 @@ Solution solve_per_stage(const Problem& pb) {
               st == 0 ? (i == 0 ? 0.0 : kInf) : D[static_cast<std::size_t>(st - 1)][static_cast<std::size_t>(i)];
           if (before == kInf) continue;
           for (int k = 0; k < K; ++k) {
+            if (!pb.allowed.empty() && !pb.allowed[static_cast<std::size_t>(st)][static_cast<std::size_t>(k)]) continue;
             const double t = stage_time(i, j, k);
             if (t > cap || !fits(i, j, k, st)) continue;
             if (before + t + link < best) {
@@ -404,6 +411,7 @@ Solution solve(const Problem& pb) {
   if (auto none = more_stages_than_layers(pb, t0)) return *none;
   const int L = pb.num_layers, p = pb.num_stages, K = pb.num_strategies, m = pb.num_microbatches;
   Solution sol;
+  if (!pb.allowed.empty()) bad("solve: a per-stage strategy mask (allowed) needs solve_per_stage");
 
   // Scales: times by the largest entry, memory rows by the limit.
   double ts = 0;

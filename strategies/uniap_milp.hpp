@@ -45,6 +45,10 @@ struct Problem {
   std::vector<double> stage_act_factor;
   /// Every layer of a stage takes the same strategy (re-sharding inside a stage is not allowed).
   bool one_strategy_per_stage = false;
+  /// [stage][strategy]: whether the stage may use the strategy (empty = every strategy on every stage), e.g. tied
+  /// embeddings needing the same TP degree on the first and last stages. solve_per_stage, brute_force and evaluate
+  /// honour it; solve() (the MILP) rejects a non-empty mask.
+  std::vector<std::vector<char>> allowed;
 };
 
 struct Solution {
