@@ -41,6 +41,10 @@ if [[ $PART == uniap || $PART == all ]]; then
     run "$p-7.5b-a100" plan --planner "$p" --model megatron-7.5b --cluster dgx-a100:64 --gbs 512 --top 3
     run "$p-18b-v100" plan --planner "$p" --model megatron-18b --cluster dgx1-v100:32 --gbs 256 --top 3
     run "$p-70b-h100" plan --planner "$p" --model llama3-70b --cluster dgx-h100:256 --gbs 512 --top 3
+    # Memory-limited cases where a TP degree per stage is picked or ranked (found by a search over small models).
+    run "$p-7b-h100-32g" plan --planner "$p" --model llama2-7b --cluster dgx-h100:16 --gbs 16 --memory-limit 32 --top 3
+    run "$p-7b-a100-32g" plan --planner "$p" --model llama2-7b --cluster dgx-a100:16 --gbs 32 --memory-limit 32 --top 3
+    run "$p-7b-v100-24g" plan --planner "$p" --model llama2-7b --cluster dgx1-v100:16 --gbs 64 --memory-limit 24 --top 3
   done
   [[ $PART == uniap ]] && exit 0
 fi

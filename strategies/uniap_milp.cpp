@@ -133,7 +133,8 @@ void validate(const Problem& pb) {
     for (double v : pb.stage_act_factor) check_value(v, "stage_act_factor");
   }
   if (!pb.allowed.empty()) {
-    if (pb.allowed.size() != static_cast<std::size_t>(pb.num_stages)) bad("allowed must be empty or have num_stages rows");
+    if (pb.allowed.size() != static_cast<std::size_t>(pb.num_stages))
+      bad("allowed must be empty or have num_stages rows");
     for (const auto& row : pb.allowed)
       if (row.size() != uk) bad("allowed rows must have num_strategies entries");
   }

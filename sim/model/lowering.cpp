@@ -491,8 +491,10 @@ FoldDecision Lowerer::decide_folding() const {
       return d;
     }
   }
-  d.reason = !(want_tp || want_dp) ? (skew ? "not folded: skewed routing gives EP ranks different loads"
-                                           : "nothing to fold (tp = dp = 1)")
+  const bool uneven = !uniform_tp() || !uniform_replicas();
+  d.reason = !(want_tp || want_dp) ? (skew     ? "not folded: skewed routing gives EP ranks different loads"
+                                      : uneven ? "not folded: stages have different widths"
+                                               : "nothing to fold (tp = dp = 1)")
              : c_.num_leaves() > 1 || (c_.num_nodes > 1 && c_.inter.nics_per_node != c_.gpus_per_node)
                  ? "not folded: symmetric ranks sit under different leaf (rail) switches or share links unevenly, or "
                    "rings mix hop kinds"

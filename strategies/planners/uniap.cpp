@@ -108,7 +108,8 @@ public:
         const LayerChain& plain = chains.get(tp, mbs, Recompute::NONE);
         double per_batch = mbs * plain.range_compute(0, L);
         for (int rp : replica_options(tp, mbs, per_stage_))
-          per_batch = std::min(per_batch, mbs / rp * chains.get(tp / rp, mbs / rp, Recompute::NONE).range_compute(0, L));
+          per_batch =
+              std::min(per_batch, mbs / rp * chains.get(tp / rp, mbs / rp, Recompute::NONE).range_compute(0, L));
         for (int p = 1; p <= std::min(L, plain.devices); ++p) {
           if (plain.devices % p != 0) continue;
           const int dp = plain.devices / p;
@@ -176,8 +177,8 @@ public:
 private:
   /// Solves one (G = tp, p, dp, mbs, m) configuration over the strategies `ks`. A candidate when a placement fits
   /// memory.
-  static std::optional<Candidate> solve(const PlannerInput& in, Chains& chains, const std::vector<Strategy>& ks,
-                                        int tp, int p, int dp, int mbs, int m) {
+  static std::optional<Candidate> solve(const PlannerInput& in, Chains& chains, const std::vector<Strategy>& ks, int tp,
+                                        int p, int dp, int mbs, int m) {
     const LayerChain& ch = chains.get(tp, mbs, Recompute::NONE);
     const int L = ch.num_layers, K = static_cast<int>(ks.size());
     uniap::Problem pr;
