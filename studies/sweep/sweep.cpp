@@ -148,6 +148,20 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["tp_comm_overlap"] = known && p.tp_comm_overlap;
   r["overlap_param_gather"] = known && p.overlap_param_gather;
   r["cuda_graphs"] = known && p.cuda_graphs;
+  // Heterogeneous plans (a planner's pick): each stage's replicas and strategy, "" for uniform plans.
+  std::string replicas, strategies;
+  for (int s = 0; known && s < p.pp; ++s) {
+    if (p.has_stage_replicas()) {
+      if (s > 0) replicas += '/';
+      replicas += std::to_string(p.replicas(s));
+    }
+    if (p.has_stage_strategies()) {
+      if (s > 0) strategies += " | ";
+      strategies += to_string(p.stage_strategy(s));
+    }
+  }
+  r["stage_replicas"] = replicas;
+  r["stage_strategies"] = strategies;
 }
 
 /// The canonical inputs of a grid point (the id hashes them with the model, cluster and calibration contents).
@@ -636,8 +650,9 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
     }
   } catch (const std::exception& e) {
     Row f = row_skeleton(ex, s, "failed", e.what());
-    for (const char* k : {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout",
-                          "sequence_parallel", "precision", "tp_comm_overlap", "overlap_param_gather", "cuda_graphs"})
+    for (const char* k :
+         {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel",
+          "precision", "tp_comm_overlap", "overlap_param_gather", "cuda_graphs", "stage_replicas", "stage_strategies"})
       f[k] = r[k];  // a planner's chosen plan stays visible
     r = std::move(f);
   }
@@ -684,6 +699,8 @@ const char* const kColumns[] = {"id",
                                 "tp_comm_overlap",
                                 "overlap_param_gather",
                                 "cuda_graphs",
+                                "stage_replicas",
+                                "stage_strategies",
                                 "status",
                                 "error",
                                 "iteration_time_s",

@@ -285,6 +285,8 @@ TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
                                          "tp_comm_overlap",
                                          "overlap_param_gather",
                                          "cuda_graphs",
+                                         "stage_replicas",
+                                         "stage_strategies",
                                          "status",
                                          "error",
                                          "iteration_time_s",
@@ -367,7 +369,7 @@ TEST(SweepRows, SpecFileErrorAndCsv) {
     return n;
   };
   EXPECT_EQ(count(header), count(line));
-  EXPECT_EQ(count(header), 46u);  // 42 keys, memory_bytes as 5 columns
+  EXPECT_EQ(count(header), 48u);  // 44 keys, memory_bytes as 5 columns
 }
 
 // Expert and context parallelism as sweep knobs: mixtral-8x7b (8 experts, 32 heads, seq 4096) on 8 H100s, gbs 8,
@@ -422,7 +424,7 @@ TEST(SweepExpansion, PrecisionAndOverlapKnobs) {
   EXPECT_EQ(fp8["tp_comm_overlap"], false);
   EXPECT_LT(fp8["iteration_time_s"].get<double>(), 0.95 * bf16["iteration_time_s"].get<double>());
   EXPECT_LT(fp8["compute_s"].get<double>(), bf16["compute_s"].get<double>());
-  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,ok,"), std::string::npos) << sw::csv_line(fp8);
+  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,,,ok,"), std::string::npos) << sw::csv_line(fp8);
   EXPECT_EQ(sw::expand(plain, ".", false).scenarios.at(0).id, ex.scenarios[0].id);
 
   json a100 = spec;
