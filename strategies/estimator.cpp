@@ -211,6 +211,18 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       b += moe_layers *
            (steps_time(moe.recompute, c, cal, m.dtype, tp_link) + steps_time(moe.backward, c, cal, m.dtype, tp_link));
     }
+    // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
+    if (const int a = plan.cut_atoms(s - 1); a > 0) {
+      const auto part = cost::slice_atoms(layer, a, kLayerAtoms);
+      f += steps_time(part.forward, c, cal, m.dtype, tp_link) - steps_time(layer.forward, c, cal, m.dtype, tp_link);
+      b += steps_time(part.recompute, c, cal, m.dtype, tp_link) + steps_time(part.backward, c, cal, m.dtype, tp_link) -
+           steps_time(layer.recompute, c, cal, m.dtype, tp_link) - steps_time(layer.backward, c, cal, m.dtype, tp_link);
+    }
+    if (const int a = plan.cut_atoms(s); a > 0) {
+      const auto part = cost::slice_atoms(layer, 0, a);
+      f += steps_time(part.forward, c, cal, m.dtype, tp_link);
+      b += steps_time(part.recompute, c, cal, m.dtype, tp_link) + steps_time(part.backward, c, cal, m.dtype, tp_link);
+    }
     if (s == 0) {
       const auto emb = cost::embedding_passes(m, sh);
       f += steps_time(emb.forward, c, cal, m.dtype, tp_link);

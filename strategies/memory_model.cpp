@@ -34,6 +34,10 @@ double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan,
   double p = 0;
   if (!m.moe.enabled()) {
     p = plan.stage_layers(m.num_layers)[stage] * cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
+    // Boundaries inside layers: the first layer's first atoms run on the stage before, the next stage's first atoms
+    // here.
+    if (const int a = plan.cut_atoms(stage - 1); a > 0) p -= cost::layer_params_per_rank_atoms(m, plan.tp, 0, a);
+    if (const int a = plan.cut_atoms(stage); a > 0) p += cost::layer_params_per_rank_atoms(m, plan.tp, 0, a);
   } else {
     const auto per = cost::moe_layer_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
     const double dense = cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
@@ -94,6 +98,9 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
   double a = 0;
   if (!m.moe.enabled()) {
     a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
+    if (const int c = plan.cut_atoms(stage - 1); c > 0)  // the first layer from atom c on
+      a += cost::layer_activation_bytes_atoms(m, sh, c, kLayerAtoms).stored - cost::layer_activation_bytes(m, sh).stored;
+    if (const int c = plan.cut_atoms(stage); c > 0) a += cost::layer_activation_bytes_atoms(m, sh, 0, c).stored;
   } else {
     if (!plan.routing.balanced()) sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
     const double dense = cost::layer_activation_bytes(m, sh).stored,

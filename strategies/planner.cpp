@@ -25,6 +25,7 @@ std::string describe(const ParallelPlan& p) {
   };
   if (!p.layers_per_stage.empty()) list("layers", p.layers_per_stage);
   if (p.has_stage_replicas()) list("replicas", p.stage_replicas);
+  if (p.has_stage_cuts()) list("cut-atoms", p.stage_cut_atoms);
   if (p.has_stage_strategies()) {
     o << " stages";
     for (int st = 0; st < p.pp; ++st) o << (st ? " | " : " ") << to_string(p.stage_strategy(st));

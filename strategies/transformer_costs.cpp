@@ -157,8 +157,18 @@ Step coll(const std::string& name, CollectiveKind k, double bytes) {
 // Backward of a GEMM: input gradient and weight gradient, each as many FLOPs as the forward.
 std::vector<Op> gemm_bwd(const Op& fwd) {
   // dgrad: dY (m x n) * W^T (n x k); wgrad: X^T (k x m) * dY (m x n).
-  return {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes, false, fwd.m, fwd.n, fwd.k, fwd.batch},
-          {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true, fwd.k, fwd.m, fwd.n, fwd.batch}};
+  std::vector<Op> out = {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes, false, fwd.m, fwd.n, fwd.k, fwd.batch},
+                         {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true, fwd.k, fwd.m, fwd.n, fwd.batch}};
+  for (Op& o : out) o.atom = fwd.atom;
+  return out;
+}
+Op tagged(Op o, int atom) {
+  o.atom = static_cast<std::int8_t>(atom);
+  return o;
+}
+Step tagged(Step s, int atom) {
+  s.atom = static_cast<std::int8_t>(atom);
+  return s;
 }
 void append(std::vector<Op>& dst, const std::vector<Op>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 void append_steps(std::vector<Step>& dst, const std::vector<Step>& src) {
@@ -437,7 +447,7 @@ std::vector<Op> backward_of(const std::vector<Op>& fwd, const std::vector<std::s
       }
       append(out, b);
     } else {
-      out.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+      out.push_back(tagged(mem(it->name + "-bwd", 1.5 * it->bytes), it->atom));
     }
   }
   return out;
@@ -463,27 +473,31 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   const double act_bytes = d.T * d.h * d.e;  // one full hidden-state tensor of the micro-batch
   const double ffn_rank = d.f / d.t * (m.mlp == MlpKind::SWIGLU ? 2 : 1);
 
-  Op ln1 = mem("ln1", 2 * d.Tsp * d.h * d.e);
-  const AttentionProj ap = attention_proj(m, d);
+  // Ops and collectives carry their sub-layer atom (kLayerAtoms) for stages that end inside a layer.
+  Op ln1 = tagged(mem("ln1", 2 * d.Tsp * d.h * d.e), 0);
+  AttentionProj ap = attention_proj(m, d);
+  for (Op& o : ap.in) o.atom = 0;
+  ap.out.atom = 2;
   // Attention core: the unfused Megatron kernels, or FlashAttention. Context parallelism: the rank's sq = s / cp
   // queries attend to the whole sequence (causal load balance gives every rank 1/cp of the causal work).
   std::vector<Op> core, core_b;
   if (flash) {
     auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0);
-    core = {f};
-    core_b = {b};
+    core = {tagged(f, 1)};
+    core_b = {tagged(b, 1)};
   } else {
     core = attention_core(d, heads_rank, m.head_dim(), fused_softmax(m, sh));
+    for (Op& o : core) o.atom = 1;
     core_b = backward_of(core, {"qk", "av"});
   }
   Op proj = ap.out;
-  Op dropres1 = mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1));
-  Op ln2 = mem("ln2", 2 * d.Tsp * d.h * d.e);
-  Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
-  Op act =
-      mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e);
-  Op fc2 = gemm("fc2", d.T, d.f / d.t, d.h, d.e);
-  Op dropres2 = mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1));
+  Op dropres1 = tagged(mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1)), 2);
+  Op ln2 = tagged(mem("ln2", 2 * d.Tsp * d.h * d.e), 3);
+  Op fc1 = tagged(gemm("fc1", d.T, d.h, ffn_rank, d.e), 3);
+  Op act = tagged(
+      mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e), 3);
+  Op fc2 = tagged(gemm("fc2", d.T, d.f / d.t, d.h, d.e), 4);
+  Op dropres2 = tagged(mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1)), 4);
 
   // Context-parallel exchange around the core (per micro-batch of this rank: sq tokens of each sequence).
   const double qkv_bytes = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e, kv_block = d.T * (ap.k_w + ap.v_w) * d.e,
@@ -648,9 +662,9 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     DTSIM_ASSERT(sp || !tp, "a MoE layer with tp > 1 needs sequence parallelism");
     if (tp) {
       p.forward.push_back(compute("ln1", {ln1}));
-      p.forward.push_back(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes));
+      p.forward.push_back(tagged(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes), 0));
       attention_fwd(p.forward, {});
-      p.forward.push_back(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+      p.forward.push_back(tagged(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 2));
     } else {
       attention_fwd(p.forward, {ln1});
     }
@@ -660,41 +674,41 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
       p.forward.push_back(compute("residual", {dropres2}));
     } else {
       p.forward.push_back(compute("ln2", {dropres1, ln2}));
-      p.forward.push_back(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes));
+      p.forward.push_back(tagged(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes), 3));
       p.forward.push_back(compute("mlp", {fc1, act, fc2}));
-      p.forward.push_back(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+      p.forward.push_back(tagged(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 4));
       p.forward.push_back(compute("residual", {dropres2}));
     }
   } else {
     attention_fwd(p.forward, {ln1});
-    if (tp) p.forward.push_back(coll("attn-ar", CollectiveKind::ALL_REDUCE, act_bytes));
+    if (tp) p.forward.push_back(tagged(coll("attn-ar", CollectiveKind::ALL_REDUCE, act_bytes), 2));
     p.forward.push_back(compute("mlp", {dropres1, ln2, fc1, act, fc2, dropres2}));
-    if (tp) p.forward.push_back(coll("mlp-ar", CollectiveKind::ALL_REDUCE, act_bytes));
+    if (tp) p.forward.push_back(tagged(coll("mlp-ar", CollectiveKind::ALL_REDUCE, act_bytes), 4));
   }
 
   // Backward: the conjugate collectives (all-reduce of input gradients; AG <-> RS with SP).
   std::vector<Op> mlp_b;
   append(mlp_b, gemm_bwd(fc2));
-  mlp_b.push_back(mem(act.name + "-bwd", 1.5 * act.bytes));
+  mlp_b.push_back(tagged(mem(act.name + "-bwd", 1.5 * act.bytes), 3));
   append(mlp_b, gemm_bwd(fc1));
-  Op dropres2_b = mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1));
-  Op ln2_b = mem("ln2-bwd", 1.5 * ln2.bytes);
-  Op dropres1_b = mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1));
-  Op ln1_b = mem("ln1-bwd", 1.5 * ln1.bytes);
+  Op dropres2_b = tagged(mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1)), 4);
+  Op ln2_b = tagged(mem("ln2-bwd", 1.5 * ln2.bytes), 3);
+  Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1)), 2);
+  Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
   if (sp || moe) {
     p.backward.push_back(compute("residual-bwd", {dropres2_b}));
     if (moe) {
       append_steps(p.backward, moe_block().backward);
     } else {
-      p.backward.push_back(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+      p.backward.push_back(tagged(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 4));
       p.backward.push_back(compute("mlp-bwd", mlp_b));
-      p.backward.push_back(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+      p.backward.push_back(tagged(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 3));
     }
     if (tp) {
       p.backward.push_back(compute("ln2-bwd", {ln2_b, dropres1_b}));
-      p.backward.push_back(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+      p.backward.push_back(tagged(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 2));
       attention_bwd(p.backward, {}, {});
-      p.backward.push_back(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+      p.backward.push_back(tagged(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 0));
       p.backward.push_back(compute("ln1-bwd", {ln1_b}));
     } else {
       attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
@@ -703,9 +717,9 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     std::vector<Op> mb = {dropres2_b};
     append(mb, mlp_b);
     p.backward.push_back(compute("mlp-bwd", mb));
-    if (tp) p.backward.push_back(coll("mlp-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
+    if (tp) p.backward.push_back(tagged(coll("mlp-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 3));
     attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
-    if (tp) p.backward.push_back(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
+    if (tp) p.backward.push_back(tagged(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 0));
   }
 
   apply_precision(p, m, sh);
@@ -850,6 +864,116 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
       break;
   }
   return out;
+}
+
+const char* atom_name(int atom) {
+  static const char* const names[kLayerAtoms] = {"ln1-qkv", "attention-core", "proj", "ln2-fc1", "fc2"};
+  DTSIM_ASSERT(atom >= 0 && atom < kLayerAtoms, "atom " << atom);
+  return names[atom];
+}
+
+namespace {
+std::vector<Step> slice_steps(const std::vector<Step>& steps, int lo, int hi) {
+  std::vector<Step> out;
+  for (const Step& st : steps) {
+    if (st.kind == Step::Kind::COMPUTE) {
+      Step part = st;
+      part.ops.clear();
+      for (const Op& o : st.ops) {
+        DTSIM_ASSERT(o.atom >= 0, "op '" << o.name << "' of step '" << st.name << "' has no atom");
+        if (o.atom >= lo && o.atom < hi) part.ops.push_back(o);
+      }
+      if (!part.ops.empty()) out.push_back(std::move(part));
+    } else {
+      DTSIM_ASSERT(st.kind == Step::Kind::TP_COLLECTIVE && st.atom >= 0, "step '" << st.name << "' has no atom");
+      if (st.atom >= lo && st.atom < hi) out.push_back(st);
+    }
+  }
+  return out;
+}
+
+/// Per-atom activation bytes of a dense layer kept for the backward without recompute, split into the part that
+/// selective recompute drops (the attention scores of the unfused core) and the rest.
+struct AtomActivations {
+  double kept[kLayerAtoms] = {};
+  double scores = 0;  ///< atom 1
+};
+AtomActivations atom_activations(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const double sbh = d.T * d.h, t = d.t;
+  const double rep = sh.sequence_parallel ? 1 / t : 1;  // replicated kernels' inputs (sequence parallel: a 1/t)
+  const AttentionProj ap = attention_proj(m, d);
+  const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+  AtomActivations a;
+  // Korthikanti's replicated terms (LayerNorm inputs, QKV and FC1 inputs, dropout masks), by the atom that keeps
+  // them; the TP-split ones: q, k, v (core inputs), the projection input, the activation and FC2 inputs.
+  a.kept[0] = sbh * 2 * d.e * rep;
+  a.kept[1] = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
+  a.kept[2] = sbh * 1 * rep + d.T * ap.o_w * d.e;
+  a.kept[3] = sbh * 2 * d.e * rep + d.T * d.f * d.e * glu / t;
+  a.kept[4] = sbh * 1 * rep + d.T * d.f * d.e / t;
+  if (m.attention == AttentionKind::FLASH) a.kept[1] += d.b * (m.heads / t) * d.sq * 4;
+  else a.scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
+  return a;
+}
+}  // namespace
+
+LayerPasses slice_atoms(const LayerPasses& layer, int lo, int hi) {
+  DTSIM_ASSERT(0 <= lo && lo < hi && hi <= kLayerAtoms, "atoms [" << lo << ", " << hi << ")");
+  LayerPasses p;
+  p.forward = slice_steps(layer.forward, lo, hi);
+  p.recompute = slice_steps(layer.recompute, lo, hi);
+  p.backward = slice_steps(layer.backward, lo, hi);
+  split_backward(p);
+  return p;
+}
+
+double cut_extra_bytes(const TransformerSpec& m, const Shape& sh, int a) {
+  const Dims d = dims(m, sh);
+  const AttentionProj ap = attention_proj(m, d);
+  if (a == 1) return d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
+  if (a == 2) return d.T * ap.o_w * d.e;
+  if (a == 4) return d.T * d.f / d.t * d.e;
+  return 0;
+}
+
+ActivationBytes layer_activation_bytes_atoms(const TransformerSpec& m, const Shape& sh, int lo, int hi) {
+  DTSIM_ASSERT(0 <= lo && lo < hi && hi <= kLayerAtoms, "atoms [" << lo << ", " << hi << ")");
+  DTSIM_ASSERT(!m.moe.enabled() && !m.mla.enabled(), "atoms of a dense layer");
+  const AtomActivations a = atom_activations(m, sh);
+  double kept = 0;
+  for (int i = lo; i < hi; ++i) kept += a.kept[i];
+  const double scores = lo <= 1 && 1 < hi ? a.scores : 0;
+  ActivationBytes out;
+  switch (sh.recompute) {
+    case Recompute::NONE: out.stored = kept + scores; break;
+    case Recompute::SELECTIVE:
+      out.stored = kept;
+      out.transient = scores;
+      break;
+    case Recompute::FULL: {
+      // The slice's inputs: the hidden state and what else crosses the cut before it.
+      const Dims d = dims(m, sh);
+      out.stored = d.T * d.h * d.e / (sh.sequence_parallel ? d.t : 1) + cut_extra_bytes(m, sh, lo);
+      out.transient = kept + scores;
+      break;
+    }
+  }
+  return out;
+}
+
+double layer_params_per_rank_atoms(const TransformerSpec& m, int tp, int lo, int hi) {
+  DTSIM_ASSERT(0 <= lo && lo < hi && hi <= kLayerAtoms, "atoms [" << lo << ", " << hi << ")");
+  const double h = m.hidden, qd = m.q_dim(), kv = static_cast<double>(m.kv_heads) * m.head_dim(),
+               f = m.ffn_hidden, glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+  const bool bias = m.mlp == MlpKind::GELU;  // as TransformerSpec::layer_params
+  // Per atom: TP-split weights (and column-parallel biases), and what every TP rank holds (norms, row-parallel biases).
+  const double split[kLayerAtoms] = {h * (qd + 2 * kv) + (bias ? qd + 2 * kv : 0), 0, qd * h,
+                                     glu * h * f + (bias ? glu * f : 0), f * h};
+  const double whole[kLayerAtoms] = {2 * h, 0, bias ? h : 0, 2 * h, bias ? h : 0};
+  double p = 0;
+  for (int i = lo; i < hi; ++i) p += split[i] / tp + whole[i];
+  return p;
 }
 
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh) {

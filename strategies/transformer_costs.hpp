@@ -3,6 +3,7 @@
 // Activation formulas: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
 // (MLSys 2023), Table 2, generalised to ffn_hidden != 4h, GQA and SwiGLU (see seed-algorithms.md §6.6).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct Op {
   /// A GEMM in a low-precision format (FP8 recipes, MXFP8: GpuSpec::peak_fp8_flops; NVFP4: peak_fp4_flops), at the
   /// format's efficiency scale of the calibration. BF16 = the model's dtype.
   Precision precision = Precision::BF16;
+  /// Sub-layer atom of a dense layer's op (see kLayerAtoms); -1 = not tagged (other kinds of layers).
+  std::int8_t atom = -1;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
@@ -73,6 +76,7 @@ struct Step {
   bool a2a_combine = false;
   int ring_steps = 0;          ///< RING_ATTENTION: blocks (= cp)
   double ring_tail_bytes = 0;  ///< RING_ATTENTION: bytes sent after the last block
+  std::int8_t atom = -1;       ///< TP_COLLECTIVE of a dense layer: the atom it belongs to (see kLayerAtoms)
   double flops() const;
 };
 
@@ -141,6 +145,23 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
 /// Embedding output/dropout mask (first stage) and logits + fp32 loss buffers (last stage), per micro-batch.
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh);
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh);
+
+/// Sub-layer atoms of a dense layer (kLayerAtoms, traces/plan.hpp; ParallelPlan::stage_cut_atoms): 0 first norm +
+/// QKV projection, 1 attention core, 2 output projection with its TP reduction, dropout and residual add, 3 second
+/// norm + FC1 + activation, 4 FC2 with its TP reduction, dropout and residual. "ln1-qkv", "attention-core", "proj",
+/// "ln2-fc1", "fc2".
+const char* atom_name(int atom);
+/// The passes of atoms [lo, hi) of a dense layer: the ops and collectives tagged with those atoms, in order (a
+/// compute step of several atoms keeps its part).
+LayerPasses slice_atoms(const LayerPasses& layer, int lo, int hi);
+/// Activation bytes of atoms [lo, hi) of a dense layer (they sum to layer_activation_bytes over [0, kLayerAtoms);
+/// full recompute keeps the slice's inputs: the hidden state and what crosses the cut at lo).
+ActivationBytes layer_activation_bytes_atoms(const TransformerSpec& m, const Shape& sh, int lo, int hi);
+/// Parameters of atoms [lo, hi) of a dense layer on one TP rank (they sum to layer_params_per_rank).
+double layer_params_per_rank_atoms(const TransformerSpec& m, int tp, int lo, int hi);
+/// Bytes per micro-batch on one TP rank that cross a cut before atom `a`, besides the hidden state (the residual
+/// stream): the QKV output (a = 1), the attention core's output (a = 2), the activation's output (a = 4); 0 otherwise.
+double cut_extra_bytes(const TransformerSpec& m, const Shape& sh, int a);
 
 /// Parameters held by one TP rank: one layer, and the extra parameters of the first and last stages.
 /// `weight_replicas`: copies of each weight inside the TP group (2.5-D: the depth d; else 1).

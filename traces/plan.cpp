@@ -407,6 +407,17 @@ int ParallelPlan::stage_tp(int stage) const {
   return t > 0 ? t : tp;
 }
 
+bool ParallelPlan::has_stage_cuts() const {
+  for (int a : stage_cut_atoms)
+    if (a != 0) return true;
+  return false;
+}
+
+int ParallelPlan::cut_atoms(int boundary) const {
+  if (boundary < 0 || boundary >= static_cast<int>(stage_cut_atoms.size())) return 0;
+  return stage_cut_atoms[static_cast<std::size_t>(boundary)];
+}
+
 bool ParallelPlan::has_stage_tp() const {
   for (const StageStrategy& st : stage_strategies)
     if (st.tp > 0 && st.tp != tp) return true;
@@ -697,6 +708,31 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   }
   if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
     throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
+  if (!stage_cut_atoms.empty()) validate_cuts(model);
+}
+
+void ParallelPlan::validate_cuts(const TransformerSpec& model) const {
+  const std::string ctx = "plan";
+  if (static_cast<int>(stage_cut_atoms.size()) != pp - 1)
+    throw ConfigError(ctx + ": stage_cut_atoms has " + std::to_string(stage_cut_atoms.size()) +
+                      " entries but there are " + std::to_string(pp - 1) + " stage boundaries (pp - 1)");
+  for (int a : stage_cut_atoms)
+    if (a < 0 || a >= kLayerAtoms)
+      throw ConfigError(ctx + ": stage_cut_atoms entries must be in 0.." + std::to_string(kLayerAtoms - 1) + ", got " +
+                        std::to_string(a));
+  if (!has_stage_cuts()) return;
+  std::string obstacle;
+  if (model.moe.enabled()) obstacle = "mixture-of-experts layers";
+  else if (model.mla.enabled()) obstacle = "multi-head latent attention";
+  else if (virtual_stages != 1) obstacle = "several model chunks per stage";
+  else if (cp > 1) obstacle = "context parallelism";
+  else if (precision != Precision::BF16) obstacle = "precision " + to_string(precision);
+  else if (tp_comm_overlap) obstacle = "TP communication overlap";
+  else if (has_stage_replicas() || has_stage_tp()) obstacle = "stage replication or per-stage tp degrees";
+  for (int s = 0; s < pp && obstacle.empty(); ++s)
+    if (stage_strategy(s).tp_layout != TpLayout::D1) obstacle = "the " + to_string(stage_strategy(s).tp_layout) + " layout";
+  if (!obstacle.empty()) throw ConfigError(ctx + ": stage boundaries inside layers (stage_cut_atoms) do not support " +
+                                           obstacle);
 }
 
 void ParallelPlan::validate_intra_layer(const TransformerSpec& model, const ClusterSpec& cluster) const {
@@ -866,6 +902,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
       {"dp_overlap", p.dp_overlap},
       {"dp_bucket_bytes", p.dp_bucket_bytes}};
   if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
+  if (p.has_stage_cuts()) j["stage_cut_atoms"] = p.stage_cut_atoms;
   if (!p.device_map.empty()) j["device_map"] = p.device_map;
   if (p.cp > 1) {
     j["cp"] = p.cp;
@@ -929,6 +966,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "dp_overlap",
                              "dp_bucket_bytes",
                              "stage_replicas",
+                             "stage_cut_atoms",
                              "device_map",
                              "tp_layout",
                              "tp_depth",
@@ -961,6 +999,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.global_batch_size = get<int>(j, ctx, "global_batch_size");
   p.layers_per_stage = get_or<std::vector<int>>(j, ctx, "layers_per_stage", {});
   p.stage_replicas = get_or<std::vector<int>>(j, ctx, "stage_replicas", {});
+  p.stage_cut_atoms = get_or<std::vector<int>>(j, ctx, "stage_cut_atoms", {});
   p.device_map = get_or<std::vector<int>>(j, ctx, "device_map", {});
   const std::string sched = get_or<std::string>(j, ctx, "schedule", "1f1b");
   if (sched == "custom") {

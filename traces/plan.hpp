@@ -123,6 +123,12 @@ struct StageStrategy {
   bool operator==(const StageStrategy&) const = default;
 };
 
+/// Sub-layer atoms of a dense transformer layer, where a pipeline stage may end inside a layer (RaNNC's operator-level
+/// partitioning, ParallelPlan::stage_cut_atoms): 0 first norm + QKV projection, 1 attention core, 2 output projection
+/// (+ its TP reduction, dropout, residual), 3 second norm + FC1 + activation, 4 FC2 (+ TP reduction, dropout,
+/// residual). strategies/transformer_costs.hpp splits a layer's costs by them.
+constexpr int kLayerAtoms = 5;
+
 /// "full zero 1 sp", "tp 2 none zero 0", "none zero 0 2d": a stage strategy in words (plan descriptions, the
 /// summary; the TP degree only when the stage sets one).
 std::string to_string(const StageStrategy& st);
@@ -193,6 +199,12 @@ struct ParallelPlan {
   /// the plan's. Where neighbouring stages' layouts differ, the activation (forward) and its gradient (backward)
   /// are re-sharded over the receiving stage's TP group (an all-to-all) after the pipeline transfer.
   std::vector<StageStrategy> stage_strategies;
+  /// Stage boundaries inside layers (RaNNC's operator-level partitioning): pp - 1 entries, one per boundary, in
+  /// [0, kLayerAtoms). Entry s = a > 0 moves atoms [0, a) of the first layer of stage s + 1 to the end of stage s
+  /// (that layer still counts in stage s + 1's layers_per_stage); 0 = the boundary is between layers. Empty = every
+  /// boundary between layers. Needs dense layers without MLA, one model chunk per stage, the 1-D layout, one TP degree
+  /// and no stage replication, no context parallelism, bf16 GEMMs, no TP communication overlap.
+  std::vector<int> stage_cut_atoms;
   /// The software stack the run is on (traces/stack_profile.hpp): a shipped profile's name or a .json file; ""
   /// = the default (kDefaultStack). It supplies the calibration's software values (host issue, p2p, attention
   /// kernels, per-iteration work).
@@ -200,6 +212,11 @@ struct ParallelPlan {
 
   int world_size() const { return cp * dp * ranks_per_pipeline(); }
   bool has_stage_strategies() const { return !stage_strategies.empty(); }
+  /// True when some stage boundary lies inside a layer.
+  bool has_stage_cuts() const;
+  /// Atoms of the first layer of stage `boundary` + 1 that run on stage `boundary` (0 without a cut; 0 for
+  /// boundary < 0 or >= pp - 1).
+  int cut_atoms(int boundary) const;
   /// Tensor-parallel degree of `stage`: its stage strategy's tp, or the plan's.
   int stage_tp(int stage) const;
   /// True when some stage's TP degree differs from the plan's tp.
@@ -257,6 +274,8 @@ struct ParallelPlan {
   /// The intra-layer part of validate() (head, hidden and vocabulary splits, sequence parallelism, the TP layout,
   /// ZeRO, precision and overlap): checked on the plan, or on each stage's view of a heterogeneous plan.
   void validate_intra_layer(const TransformerSpec& model, const ClusterSpec& cluster) const;
+  /// The stage_cut_atoms part of validate().
+  void validate_cuts(const TransformerSpec& model) const;
   /// The context- and expert-parallel part of validate().
   void validate_moe_cp(const TransformerSpec& model) const;
   /// The precision and overlap part of validate().

@@ -85,9 +85,7 @@ public:
     Count all;
     for (int s = 0; s < p_.pp; ++s) {
       if (per_stage[static_cast<std::size_t>(s)] == 0) continue;
-      ParallelPlan share = p_.stage_view(s);
-      share.micro_batch_size = p_.micro_batch_size / p_.replicas(s);
-      const PassCosts pc = default_pass_costs(m_, share);
+      const PassCosts pc = stage_pass_costs(m_, p_, s);
       all += rank(first[static_cast<std::size_t>(s)], orders[static_cast<std::size_t>(s)], pc) *
              per_stage[static_cast<std::size_t>(s)];
     }
@@ -339,11 +337,14 @@ private:
       std::vector<Unit> u;
       if (k == 0) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, tp_s) * e, 0});
       for (int l = chunk_start[static_cast<std::size_t>(k)]; l < chunk_start[static_cast<std::size_t>(k) + 1]; ++l) {
-        if (m_.is_moe_layer(l) && moe_idx < pc.moe_layer.size())
+        if (l == chunk_start[static_cast<std::size_t>(k)] && p_.cut_atoms(s - 1) > 0)
+          u.push_back({&pc.front, pc.front_params * e, 0});
+        else if (m_.is_moe_layer(l) && moe_idx < pc.moe_layer.size())
           u.push_back({&pc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
         else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
       }
       if (k == last_chunk) u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, 0});
+      if (p_.cut_atoms(s) > 0) u.push_back({&pc.back, pc.back_params * e, 0});
       return u;
     };
     // The passes of one unit are the same for every micro-batch: count them once per (chunk, kind).

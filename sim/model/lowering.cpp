@@ -1296,6 +1296,14 @@ void Lowerer::lower_rank(int si) {
   const bool scatter_gather = tp_s > 1;
   const bool split = p_.split_backward();
   const int zero = strategy.zero_stage;
+  // Stage boundaries inside layers: the stage's first layer from atom a_in on, and the next stage's first layer up
+  // to atom a_out (one model chunk per stage, one TP degree, no replicas). Besides the hidden state, a cut sends
+  // what else crosses it (q, k, v; the core's output; the activation's output), each TP rank its own shard, and the
+  // gradients of the same back.
+  const int a_in = p_.cut_atoms(s - 1), a_out = p_.cut_atoms(s);
+  const cost::Shape cut_shape = a_in + a_out > 0 ? cost::shape_of(p_, p_.micro_batch_size) : cost::Shape{};
+  const double cut_fwd_bytes = a_out > 0 ? cost::cut_extra_bytes(m_, cut_shape, a_out) : 0.0,
+               cut_bwd_bytes = a_in > 0 ? cost::cut_extra_bytes(m_, cut_shape, a_in) : 0.0;
   // Heterogeneous plans: a transfer from a stage whose TP layout differs is re-sharded over this rank's TP group.
   auto reshard = [&](int from_stage, Phase phase, int mb, std::int32_t pred) {
     if (tp_s == 1 || !p_.stage_layouts_differ(from_stage, s)) return pred;
@@ -1322,7 +1330,8 @@ void Lowerer::lower_rank(int si) {
         c.tp = u;
         const int to_si = out_.sim_index_of[p_.rank_of(c)];
         if (out_.ranks[to_si].global_rank != p_.rank_of(c)) continue;  // folded away (uniform widths: same piece)
-        const double bytes = overlap * sample_bytes * slice;
+        const double extra = u == r.coord.tp ? (dir == 0 ? cut_fwd_bytes : cut_bwd_bytes) * overlap / b : 0.0;
+        const double bytes = overlap * sample_bytes * slice + extra;
         sent_[{to_si, mb, k, dir}].push_back(p2p(si, to_si, bytes, dir == 0 ? Phase::FORWARD : Phase::BACKWARD,
                                                  dir == 0 ? "send-activation" : "send-gradient", mb, pred));
       }
@@ -1341,11 +1350,16 @@ void Lowerer::lower_rank(int si) {
   const std::size_t moe_idx = pc.moe_layer.size() > 1 ? static_cast<std::size_t>(ep_index(r.global_rank)) : 0;
   const cost::MoeLayerParams moe_params =
       m_.moe.enabled() ? cost::moe_layer_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp()) : cost::MoeLayerParams{};
+  auto partial = [&](const cost::LayerPasses& passes, const cost::ActivationBytes& act, double params, int l) {
+    return Unit{&passes, act.stored, passes.recompute.empty() ? 0 : act.transient, params * e, l};
+  };
   auto units_of = [&](int k) {
     std::vector<Unit> u;
     if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
     for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l) {
-      if (m_.is_moe_layer(l)) {
+      if (l == chunk_start[k] && a_in > 0) {
+        u.push_back(partial(pc.front, pc.front_act, pc.front_params, l));
+      } else if (m_.is_moe_layer(l)) {
         DTSIM_ASSERT(moe_idx < pc.moe_layer.size(), "no MoE layer costs for layer " << l);
         const auto& lp = pc.moe_layer[moe_idx];
         const auto& la = pc.moe_layer_act[moe_idx];
@@ -1358,6 +1372,7 @@ void Lowerer::lower_rank(int si) {
     }
     if (k == last_chunk)
       u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, -1});
+    if (a_out > 0) u.push_back(partial(pc.back, pc.back_act, pc.back_params, chunk_start[k + 1]));
     return u;
   };
   const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = p_.expert_dp() > 1;
@@ -1746,14 +1761,13 @@ Lowered Lowerer::run_collective(CollectiveKind kind, double bytes) {
 
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan) {
   const cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size);
-  PassCosts pc{cost::layer_passes(model, sh),
-               cost::embedding_passes(model, sh),
-               cost::head_passes(model, sh),
-               cost::layer_activation_bytes(model, sh),
-               cost::embedding_activation_bytes(model, sh),
-               cost::head_activation_bytes(model, sh),
-               {},
-               {}};
+  PassCosts pc;
+  pc.layer = cost::layer_passes(model, sh);
+  pc.embedding = cost::embedding_passes(model, sh);
+  pc.head = cost::head_passes(model, sh);
+  pc.layer_act = cost::layer_activation_bytes(model, sh);
+  pc.embedding_act = cost::embedding_activation_bytes(model, sh);
+  pc.head_act = cost::head_activation_bytes(model, sh);
   if (model.moe.enabled()) {
     cost::Shape msh = sh;
     const bool skew = !plan.routing.balanced() || plan.routing.capacity_factor > 0;
@@ -1778,18 +1792,38 @@ Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const Pa
               const Calibration& cal, const SimOptions& opt) {
   const PassCosts base = default_pass_costs(model, plan);
   Lowerer lw(model, cluster, plan, cal, opt, base);
-  if (plan.has_stage_replicas() || plan.has_stage_strategies()) {
-    // Each replica of stage s computes micro_batch_size / replicas(s) samples of every micro-batch, with the
-    // stage's own intra-layer strategy (heterogeneous plans).
+  if (needs_stage_costs(plan)) {
     std::vector<PassCosts> per_stage;
-    for (int s = 0; s < plan.pp; ++s) {
-      ParallelPlan share = plan.stage_view(s);
-      share.micro_batch_size = plan.micro_batch_size / plan.replicas(s);
-      per_stage.push_back(default_pass_costs(model, share));
-    }
+    for (int s = 0; s < plan.pp; ++s) per_stage.push_back(stage_pass_costs(model, plan, s));
     lw.set_stage_costs(std::move(per_stage));
   }
   return lw.run();
+}
+
+bool needs_stage_costs(const ParallelPlan& plan) {
+  return plan.has_stage_replicas() || plan.has_stage_strategies() || plan.has_stage_cuts();
+}
+
+PassCosts stage_pass_costs(const TransformerSpec& model, const ParallelPlan& plan, int stage) {
+  // Each replica of the stage computes micro_batch_size / replicas samples of every micro-batch, with the stage's
+  // own intra-layer strategy (heterogeneous plans).
+  ParallelPlan share = plan.stage_view(stage);
+  share.micro_batch_size = plan.micro_batch_size / plan.replicas(stage);
+  PassCosts pc = default_pass_costs(model, share);
+  const int a_in = plan.cut_atoms(stage - 1), a_out = plan.cut_atoms(stage);
+  if (a_in == 0 && a_out == 0) return pc;
+  const cost::Shape sh = cost::shape_of(share, share.micro_batch_size);
+  if (a_in > 0) {
+    pc.front = cost::slice_atoms(pc.layer, a_in, kLayerAtoms);
+    pc.front_act = cost::layer_activation_bytes_atoms(model, sh, a_in, kLayerAtoms);
+    pc.front_params = cost::layer_params_per_rank_atoms(model, share.tp, a_in, kLayerAtoms);
+  }
+  if (a_out > 0) {
+    pc.back = cost::slice_atoms(pc.layer, 0, a_out);
+    pc.back_act = cost::layer_activation_bytes_atoms(model, sh, 0, a_out);
+    pc.back_params = cost::layer_params_per_rank_atoms(model, share.tp, 0, a_out);
+  }
+  return pc;
 }
 
 Lowered lower_collective(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,

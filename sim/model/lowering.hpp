@@ -140,8 +140,19 @@ struct PassCosts {
   /// load sets its expert GEMMs).
   std::vector<cost::LayerPasses> moe_layer;
   std::vector<cost::ActivationBytes> moe_layer_act;
+  /// Stage boundaries inside layers (ParallelPlan::stage_cut_atoms): atoms [a, kLayerAtoms) of the stage's first
+  /// layer (`front`, when the boundary before the stage cuts at a > 0) and atoms [0, b) of the next stage's first
+  /// layer (`back`, b > 0), with their activations and parameters on one rank.
+  cost::LayerPasses front, back;
+  cost::ActivationBytes front_act, back_act;
+  double front_params = 0, back_params = 0;
 };
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan);
+/// The costs of stage `stage` of `plan`: its view of the plan (heterogeneous plans), its replicas' share of the
+/// micro-batch, and the partial layers at boundaries inside layers.
+PassCosts stage_pass_costs(const TransformerSpec& model, const ParallelPlan& plan, int stage);
+/// True when the stages need costs of their own (stage replicas, stage strategies or boundaries inside layers).
+bool needs_stage_costs(const ParallelPlan& plan);
 
 /// Which network path connects GPUs a and b.
 Path path_between(const ClusterSpec& c, int gpu_a, int gpu_b);

@@ -454,6 +454,10 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     o << " | stage replicas";
     for (int s = 0; s < plan.pp; ++s) o << (s ? "," : " ") << plan.replicas(s);
   }
+  if (plan.has_stage_cuts()) {
+    o << " | boundaries inside layers (atoms before the cut)";
+    for (int s = 0; s + 1 < plan.pp; ++s) o << (s ? "," : " ") << plan.cut_atoms(s);
+  }
   o << "\n";
   if (plan.has_stage_strategies()) {
     o << "stage strategies:";
