@@ -29,7 +29,7 @@ if [[ $PART == capacity || $PART == all ]]; then
   ladder=examples/models/bert-ladder/bert-large.json
   for l in 6 12 18 24 30 36 42 48 54 60 66 72; do ladder+=,examples/models/bert-ladder/bert-h8192-l$l.json; done
   run capacity-bert-v100 capacity --cluster dgx1-v100:32 --gbs 64 --models "$ladder" \
-    --planners megatron-tp,rannc,rannc-paper,grid,uniap,dapple,luo,pipedream
+    --planners megatron-tp,rannc,rannc-layers,rannc-paper,grid,uniap,dapple,luo,pipedream
   [[ $PART == capacity ]] && exit 0
 fi
 [[ $PART == search || $PART == uniap || $PART == all ]] || exit 0

@@ -99,7 +99,8 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
   if (!m.moe.enabled()) {
     a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
     if (const int c = plan.cut_atoms(stage - 1); c > 0)  // the first layer from atom c on
-      a += cost::layer_activation_bytes_atoms(m, sh, c, kLayerAtoms).stored - cost::layer_activation_bytes(m, sh).stored;
+      a +=
+          cost::layer_activation_bytes_atoms(m, sh, c, kLayerAtoms).stored - cost::layer_activation_bytes(m, sh).stored;
     if (const int c = plan.cut_atoms(stage); c > 0) a += cost::layer_activation_bytes_atoms(m, sh, 0, c).stored;
   } else {
     if (!plan.routing.balanced()) sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);

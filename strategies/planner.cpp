@@ -50,11 +50,12 @@ std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "uniap") return make_uniap_planner(true);
   if (name == "uniap-k1") return make_uniap_planner(false);
   if (name == "luo") return make_luo_planner();
-  if (name == "rannc") return make_rannc_planner(false);
-  if (name == "rannc-paper") return make_rannc_planner(true);
+  if (name == "rannc") return make_rannc_planner(false, true);
+  if (name == "rannc-paper") return make_rannc_planner(true, true);
+  if (name == "rannc-layers") return make_rannc_planner(false, false);
   std::string known;
   for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("unknown planner '" + name + "' (known: " + known + ", rannc-paper, uniap-k1)");
+  throw ConfigError("unknown planner '" + name + "' (known: " + known + ", rannc-paper, rannc-layers, uniap-k1)");
 }
 
 }  // namespace dtsim::planning

@@ -964,8 +964,8 @@ ActivationBytes layer_activation_bytes_atoms(const TransformerSpec& m, const Sha
 
 double layer_params_per_rank_atoms(const TransformerSpec& m, int tp, int lo, int hi) {
   DTSIM_ASSERT(0 <= lo && lo < hi && hi <= kLayerAtoms, "atoms [" << lo << ", " << hi << ")");
-  const double h = m.hidden, qd = m.q_dim(), kv = static_cast<double>(m.kv_heads) * m.head_dim(),
-               f = m.ffn_hidden, glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+  const double h = m.hidden, qd = m.q_dim(), kv = static_cast<double>(m.kv_heads) * m.head_dim(), f = m.ffn_hidden,
+               glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
   const bool bias = m.mlp == MlpKind::GELU;  // as TransformerSpec::layer_params
   // Per atom: TP-split weights (and column-parallel biases), and what every TP rank holds (norms, row-parallel biases).
   const double split[kLayerAtoms] = {h * (qd + 2 * kv) + (bias ? qd + 2 * kv : 0), 0, qd * h,

@@ -728,11 +728,12 @@ void ParallelPlan::validate_cuts(const TransformerSpec& model) const {
   else if (cp > 1) obstacle = "context parallelism";
   else if (precision != Precision::BF16) obstacle = "precision " + to_string(precision);
   else if (tp_comm_overlap) obstacle = "TP communication overlap";
-  else if (has_stage_replicas() || has_stage_tp()) obstacle = "stage replication or per-stage tp degrees";
+  else if (has_stage_tp()) obstacle = "per-stage tp degrees";
   for (int s = 0; s < pp && obstacle.empty(); ++s)
-    if (stage_strategy(s).tp_layout != TpLayout::D1) obstacle = "the " + to_string(stage_strategy(s).tp_layout) + " layout";
-  if (!obstacle.empty()) throw ConfigError(ctx + ": stage boundaries inside layers (stage_cut_atoms) do not support " +
-                                           obstacle);
+    if (stage_strategy(s).tp_layout != TpLayout::D1)
+      obstacle = "the " + to_string(stage_strategy(s).tp_layout) + " layout";
+  if (!obstacle.empty())
+    throw ConfigError(ctx + ": stage boundaries inside layers (stage_cut_atoms) do not support " + obstacle);
 }
 
 void ParallelPlan::validate_intra_layer(const TransformerSpec& model, const ClusterSpec& cluster) const {

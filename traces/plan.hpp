@@ -202,8 +202,8 @@ struct ParallelPlan {
   /// Stage boundaries inside layers (RaNNC's operator-level partitioning): pp - 1 entries, one per boundary, in
   /// [0, kLayerAtoms). Entry s = a > 0 moves atoms [0, a) of the first layer of stage s + 1 to the end of stage s
   /// (that layer still counts in stage s + 1's layers_per_stage); 0 = the boundary is between layers. Empty = every
-  /// boundary between layers. Needs dense layers without MLA, one model chunk per stage, the 1-D layout, one TP degree
-  /// and no stage replication, no context parallelism, bf16 GEMMs, no TP communication overlap.
+  /// boundary between layers. Needs dense layers without MLA, one model chunk per stage, the 1-D layout, one TP degree,
+  /// no context parallelism, bf16 GEMMs, no TP communication overlap (stage replicas may differ).
   std::vector<int> stage_cut_atoms;
   /// The software stack the run is on (traces/stack_profile.hpp): a shipped profile's name or a .json file; ""
   /// = the default (kDefaultStack). It supplies the calibration's software values (host issue, p2p, attention

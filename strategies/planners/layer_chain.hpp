@@ -24,9 +24,14 @@ struct LayerChain {
   std::vector<double> static_bytes;      ///< weights + gradients + optimizer states (no ZeRO)
   std::vector<double> act_stored_bytes;  ///< stored activations of one sample
   double boundary_bytes = 0;             ///< activation sent between two layers, one sample
-  LinkCost intra, inter;                 ///< device-to-device inside a node / across nodes
-  int devices_per_node = 1;              ///< planner devices (TP groups) per node
-  int devices = 1;                       ///< planner devices in the cluster
+  /// Atom chains (build_atom_chain): elements per layer (kLayerAtoms; 1 for a layer chain), and per boundary j
+  /// (before element j, num_layers + 1 entries) the bytes of one sample that cross it; empty = boundary_bytes.
+  int atoms_per_layer = 1;
+  std::vector<double> cut_bytes;
+  double bytes_at(int j) const { return cut_bytes.empty() ? boundary_bytes : cut_bytes[static_cast<std::size_t>(j)]; }
+  LinkCost intra, inter;     ///< device-to-device inside a node / across nodes
+  int devices_per_node = 1;  ///< planner devices (TP groups) per node
+  int devices = 1;           ///< planner devices in the cluster
   double memory_limit_bytes = 0;
   double reserved_bytes = 0;
 
@@ -47,6 +52,17 @@ struct LayerChain {
 /// Profiles the model's layers with tensor parallelism `tp` (sequence parallel when tp > 1) at micro-batch
 /// `profile_batch` (costs are per sample: the profile divided by the batch) with recompute `rc`.
 LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch = 1, Recompute rc = Recompute::NONE);
+
+/// The same model as a chain of sub-layer atoms (RaNNC's operator-level atoms: kLayerAtoms per layer, from the cost
+/// model's kernels; num_layers = layers x kLayerAtoms, the embedding joining the first atom and the head the last).
+/// Only for models whose layers can be cut (dense, no MLA).
+LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch = 1, Recompute rc = Recompute::NONE);
+
+/// Layers per stage and stage_cut_atoms of a plan whose stages end after atom-chain elements `ends` (ascending, the
+/// last = the chain's length); false when some stage would hold no layer's last atom (a plan counts a cut layer in
+/// the later stage, and every stage needs a layer).
+bool atom_stages(const LayerChain& atoms, const std::vector<int>& ends, std::vector<int>* layers,
+                 std::vector<int>* cut_atoms);
 
 /// A pipeline plan of the partitioning planners: tp from the chain (sequence parallel when > 1), stages with
 /// `layers` and `replicas` (stage replication omitted when all are 1), `copies` pipeline copies.

@@ -1,12 +1,16 @@
 // RaNNC planner (Tanaka et al., IPDPS'21), after its released partitioner (seed-algorithms §1 [C]):
-//  A. atomic subcomponents: dtsim's models are layer chains, so the atoms are the transformer layers (the
-//     embedding joins the first, the head the last); RaNNC's op-level atoms and duplication of batch-independent
-//     ops need an op graph, which dtsim does not have yet.
+//  A. atomic subcomponents: the cost model's kernels grouped into kLayerAtoms atoms per layer (first norm + QKV,
+//     attention core, output projection, second norm + FC1 + activation, FC2; build_atom_chain), the embedding
+//     joining the first and the head the last; stages may end between any two atoms (ParallelPlan::stage_cut_atoms),
+//     and a cut costs the hidden state plus what crosses it (q, k, v; the core's output; the activation's output).
+//     Models whose layers cannot be cut (MoE, MLA) and "rannc-layers" use whole layers as atoms. RaNNC's replication
+//     of batch-independent operators has nothing to act on here: every kernel of a transformer layer reads the
+//     batch (the weights are parameters, not operators), so no atom is duplicated.
 //  B. coarsening into blocks: passes over the blocks in ascending cost, each merging a block with its unmatched
 //     successor when the merged block fits memory and costs at most mu + 2 sigma (the profiling rule), until the
 //     count stops changing or reaches min_partition_num = 5; then the cheapest block is merged into the
-//     neighbour giving the cheaper result until at most max_partition_num = 32 blocks remain. Costs are sums of
-//     the layers' (RaNNC's "profile_by_acc" mode).
+//     neighbour giving the cheaper result, memory permitting, until at most max_partition_num = 32 blocks remain. Costs
+//     are sums of the layers' (RaNNC's "profile_by_acc" mode).
 //  C. stage DP with replication: for nodes per pipeline k (divisors of the node count, ascending; R = nodes / k
 //     pipeline copies, Dg devices per pipeline) and micro-batch counts m = 1, 2, 4, ... <= 32, a DP over
 //     (stages s, blocks b, devices d) with power-of-two replicas r per stage, r <= B / (R m), minimising
@@ -27,6 +31,7 @@
 #include "strategies/memory_model.hpp"
 #include "strategies/planners/layer_chain.hpp"
 #include "strategies/planners/registry.hpp"
+#include "traces/error.hpp"
 
 namespace dtsim::planning {
 namespace {
@@ -41,15 +46,17 @@ struct Block {
 
 class RanncPlanner final : public Planner {
 public:
-  explicit RanncPlanner(bool paper_constants) : paper_(paper_constants) {}
-  std::string name() const override { return paper_ ? "rannc-paper" : "rannc"; }
+  RanncPlanner(bool paper_constants, bool op_atoms) : paper_(paper_constants), ops_(op_atoms) {}
+  std::string name() const override { return paper_ ? "rannc-paper" : ops_ ? "rannc" : "rannc-layers"; }
 
   PlannerResult plan(const PlannerInput& in) const override {
     const auto t0 = std::chrono::steady_clock::now();
     PlannerResult r;
     r.planner = name();
-    const LayerChain plain = build_chain(in, in.tensor_parallel, 1, Recompute::NONE);
-    const LayerChain ckpt = build_chain(in, in.tensor_parallel, 1, Recompute::FULL);
+    const bool atoms = ops_ && !in.model.moe.enabled() && !in.model.mla.enabled();
+    const auto chain = atoms ? build_atom_chain : build_chain;
+    const LayerChain plain = chain(in, in.tensor_parallel, 1, Recompute::NONE);
+    const LayerChain ckpt = chain(in, in.tensor_parallel, 1, Recompute::FULL);
     const double limit = plain.memory_limit_bytes * (1 - kMemMargin) - plain.reserved_bytes;
     const auto blocks = coarsen(plain, limit);
     const int N = static_cast<int>(blocks.size());
@@ -73,7 +80,7 @@ public:
   }
 
 private:
-  bool paper_;
+  bool paper_, ops_;
 
   LinkCost p2p(const LayerChain& ch, bool cross) const {
     if (paper_) return {0.0, 20.0 * 1073741824.0};
@@ -117,16 +124,27 @@ private:
       if (next.size() == blocks.size()) break;
       blocks = std::move(next);
     }
-    while (static_cast<int>(blocks.size()) > kMaxPartitions) {  // mergeSmall
-      int s = 0;
-      for (int i = 1; i < static_cast<int>(blocks.size()); ++i)
-        if (eval(blocks[i]) < eval(blocks[s])) s = i;
-      const bool has_prev = s > 0, has_next = s + 1 < static_cast<int>(blocks.size());
-      const double with_prev = has_prev ? eval({blocks[s - 1].begin, blocks[s].end}) : kInf;
-      const double with_next = has_next ? eval({blocks[s].begin, blocks[s + 1].end}) : kInf;
-      const int a = with_prev <= with_next ? s - 1 : s;
-      blocks[a].end = blocks[a + 1].end;
-      blocks.erase(blocks.begin() + a + 1);
+    // mergeSmall: the block of smallest cost merges into its predecessor or successor, whichever gives the smaller
+    // merged cost, memory permitting (the next smallest is tried when neither fits), until at most
+    // max_partition_num blocks remain or no merge fits.
+    while (static_cast<int>(blocks.size()) > kMaxPartitions) {
+      const int n = static_cast<int>(blocks.size());
+      std::vector<int> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return eval(blocks[a]) < eval(blocks[b]); });
+      int into = -1;  // merge blocks[into] and blocks[into + 1]
+      for (int s : order) {
+        const Block prev{s > 0 ? blocks[s - 1].begin : 0, blocks[s].end};
+        const Block next{blocks[s].begin, s + 1 < n ? blocks[s + 1].end : 0};
+        const double with_prev = s > 0 && fits(prev) ? eval(prev) : kInf;
+        const double with_next = s + 1 < n && fits(next) ? eval(next) : kInf;
+        if (with_prev == kInf && with_next == kInf) continue;
+        into = with_prev <= with_next ? s - 1 : s;
+        break;
+      }
+      if (into < 0) break;
+      blocks[into].end = blocks[into + 1].end;
+      blocks.erase(blocks.begin() + into + 1);
     }
     return blocks;
   }
@@ -144,18 +162,23 @@ private:
     std::vector<Cell> V(static_cast<std::size_t>(Smax + 1) * (N + 1) * (Dg + 1));
     V[at(0, 0, 0)] = {0.0, 0.0, -1, -1};
     const double eb = dtype_bytes(in.model.dtype);
+    const int A = ch.atoms_per_layer;
+    // A stage must hold some layer's last atom (a plan counts a cut layer in the later stage).
+    auto holds_a_layer = [&](int b0, int b1) { return blocks[b1 - 1].end / A > blocks[b0].begin / A; };
     auto stage_cost = [&](int b0, int b1, int r, double& f, double& bw, double& mem) {
       const int lo = blocks[b0].begin, hi = blocks[b1 - 1].end;
       const double per_replica = static_cast<double>(mbs) / r;
       f = per_replica * ch.range_forward(lo, hi);
       bw = per_replica * ch.range_compute(lo, hi) - f;
       const bool cross = r * ch.tp > in.cluster.gpus_per_node;
-      const double c = (lo > 0 ? 1 : 0) + (hi < ch.num_layers ? 1 : 0);
-      const double ct = c * p2p(ch, cross).time_s(per_replica * ch.boundary_bytes);
+      const double ct = (lo > 0 ? p2p(ch, cross).time_s(per_replica * ch.bytes_at(lo)) : 0.0) +
+                        (hi < ch.num_layers ? p2p(ch, cross).time_s(per_replica * ch.bytes_at(hi)) : 0.0);
       f += ct;
       bw += ct;
       const int in_flight = m;  // fill-drain: every micro-batch's (checkpointed) inputs are held
       mem = ch.range_static(lo, hi) + per_replica * ch.range_act(lo, hi) * in_flight;
+      // Checkpointing a stage that starts inside a layer keeps what crosses its first cut.
+      if (m > 1 && lo % A != 0) mem += per_replica * ch.bytes_at(lo) * in_flight;
     };
     for (int s = 1; s <= Smax; ++s)
       for (int b = s; b <= N; ++b)
@@ -166,7 +189,7 @@ private:
             const int dp = d - r;
             for (int bp = b - 1; bp >= s - 1; --bp) {
               const Cell& prev = V[at(s - 1, bp, dp)];
-              if (prev.f == kInf) continue;
+              if (prev.f == kInf || !holds_a_layer(bp, b)) continue;
               double f, bw, mem;
               stage_cost(bp, b, r, f, bw, mem);
               if (mem > limit) break;  // a longer stage only needs more memory
@@ -194,14 +217,14 @@ private:
     }
     std::reverse(b_end.begin(), b_end.end());
     std::reverse(d_end.begin(), d_end.end());
-    std::vector<int> layers, reps;
+    std::vector<int> ends, reps;
     std::vector<double> F, Bw, AR;
     for (int s = 0, b0 = 0, d0 = 0; s < S; ++s) {
       const int r = d_end[s] - d0;
       double f, bw, mem;
       stage_cost(b0, b_end[s], r, f, bw, mem);
       const int lo = blocks[b0].begin, hi = blocks[b_end[s] - 1].end;
-      layers.push_back(hi - lo);
+      ends.push_back(hi);
       reps.push_back(r);
       F.push_back(f);
       Bw.push_back(bw);
@@ -218,7 +241,11 @@ private:
       t_est += fm + bm;
     }
     t_est += *std::max_element(AR.begin(), AR.end());
+    std::vector<int> layers, cuts;
+    const bool whole = atom_stages(ch, ends, &layers, &cuts);
+    DTSIM_ASSERT(whole, "a RaNNC stage holds no layer");
     ParallelPlan plan = pipeline_plan(in, ch, layers, reps, R, mbs, Schedule::GPIPE);
+    if (std::any_of(cuts.begin(), cuts.end(), [](int a) { return a != 0; })) plan.stage_cut_atoms = cuts;
     plan.recompute = m > 1 ? Recompute::FULL : Recompute::NONE;
     auto cand = make_candidate(in, std::move(plan), t_est, 0.0);
     if (!cand.estimate.fits) return std::nullopt;
@@ -228,8 +255,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Planner> make_rannc_planner(bool paper_constants) {
-  return std::make_unique<RanncPlanner>(paper_constants);
+std::unique_ptr<Planner> make_rannc_planner(bool paper_constants, bool op_atoms) {
+  return std::make_unique<RanncPlanner>(paper_constants, op_atoms);
 }
 
 }  // namespace dtsim::planning

@@ -14,8 +14,9 @@ std::unique_ptr<Planner> make_dapple_planner();
 std::unique_ptr<Planner> make_uniap_planner(bool per_stage);
 /// After Luo et al. (INFOCOM'22): partition + device mapping over pairwise links + micro-batch scheduler.
 std::unique_ptr<Planner> make_luo_planner();
-/// `paper_constants`: the released code's 20 GiB/s P2P and 10 GiB/s all-reduce instead of the cluster's links.
-std::unique_ptr<Planner> make_rannc_planner(bool paper_constants);
+/// `paper_constants`: the released code's 20 GiB/s P2P and 10 GiB/s all-reduce instead of the cluster's links;
+/// `op_atoms`: sub-layer atoms (stages may end inside a layer) instead of whole layers.
+std::unique_ptr<Planner> make_rannc_planner(bool paper_constants, bool op_atoms);
 
 /// Sorts the feasible candidates by the planner's prediction (stable: ties keep generation order) and records
 /// the search time since `t0`.

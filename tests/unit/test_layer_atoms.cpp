@@ -56,8 +56,8 @@ TEST(LayerAtoms, AtomsAddUpToTheLayer) {
           sh.tp = tp;
           sh.sequence_parallel = sp;
           sh.recompute = rc;
-          const std::string what = std::string(name) + " tp " + std::to_string(tp) + (sp ? " sp " : " ") +
-                                   to_string(rc);
+          const std::string what =
+              std::string(name) + " tp " + std::to_string(tp) + (sp ? " sp " : " ") + to_string(rc);
           const LayerPasses full = layer_passes(m, sh);
           Totals f, r, b, bi, bw;
           for (int a = 0; a < kLayerAtoms; ++a) {
