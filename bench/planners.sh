@@ -3,7 +3,8 @@
 # capacity against a deadline) with the shipped presets. Usage: bench/planners.sh [path/to/dtsim] OUT_DIR [PART]
 # (PART: bakeoff, search, uniap or all, the default; run search on an otherwise idle machine: it reports times).
 # PART uniap: UniAP with a strategy per stage ("uniap") against one strategy for the model ("uniap-k1").
-# PART capacity: the largest enlarged BERT (examples/models/bert-ladder/) each planner fits on 32 V100s (RaNNC's claim).
+# PART capacity: the largest enlarged BERT (examples/models/bert-ladder/) each planner fits on 32 V100s (RaNNC's claim),
+# on the 6-layer ladder and one layer at a time from 60 to 66 layers.
 # Each case's stdout goes to OUT_DIR/<case>.txt, its JSON to OUT_DIR/<case>/, its wall time to OUT_DIR/times.tsv.
 set -euo pipefail
 DTSIM=${1:-build/bin/dtsim}
@@ -30,6 +31,11 @@ if [[ $PART == capacity || $PART == all ]]; then
   for l in 6 12 18 24 30 36 42 48 54 60 66 72; do ladder+=,examples/models/bert-ladder/bert-h8192-l$l.json; done
   run capacity-bert-v100 capacity --cluster dgx1-v100:32 --gbs 64 --models "$ladder" \
     --planners megatron-tp,rannc,rannc-layers,rannc-paper,grid,uniap,dapple,luo,pipedream
+  # One layer at a time between 60 and 66 layers: where cutting inside layers could matter.
+  fine=examples/models/bert-ladder/bert-h8192-l60.json
+  for l in 61 62 63 64 65 66; do fine+=,examples/models/bert-ladder/bert-h8192-l$l.json; done
+  run capacity-bert-v100-fine capacity --cluster dgx1-v100:32 --gbs 64 --models "$fine" \
+    --planners rannc,rannc-layers,rannc-paper,grid,uniap
   [[ $PART == capacity ]] && exit 0
 fi
 [[ $PART == search || $PART == uniap || $PART == all ]] || exit 0
