@@ -714,8 +714,8 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
 void ParallelPlan::validate_cuts(const TransformerSpec& model) const {
   const std::string ctx = "plan";
   if (static_cast<int>(stage_cut_atoms.size()) != pp - 1)
-    throw ConfigError(ctx + ": stage_cut_atoms has " + std::to_string(stage_cut_atoms.size()) +
-                      " entries but there are " + std::to_string(pp - 1) + " stage boundaries (pp - 1)");
+    throw ConfigError(ctx + ": stage_cut_atoms has " + std::to_string(stage_cut_atoms.size()) + " entries for " +
+                      std::to_string(pp - 1) + " stage boundaries (one per boundary: pp - 1)");
   for (int a : stage_cut_atoms)
     if (a < 0 || a >= kLayerAtoms)
       throw ConfigError(ctx + ": stage_cut_atoms entries must be in 0.." + std::to_string(kLayerAtoms - 1) + ", got " +

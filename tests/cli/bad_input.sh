@@ -45,6 +45,19 @@ cat >"$TMP/plan_bad_nmb.json" <<'EOF'
 {"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "global_batch_size": 16,
  "num_microbatches": 3}
 EOF
+# Three strategies for two stages; per-stage TP on a model that ties its embeddings; cuts for a wrong pp.
+cat >"$TMP/plan_stage_count.json" <<'EOF'
+{"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 1, "global_batch_size": 8,
+ "stage_strategies": [{}, {}, {}]}
+EOF
+cat >"$TMP/plan_tied_ends.json" <<'EOF'
+{"schema_version": 1, "tp": 2, "pp": 2, "dp": 1, "micro_batch_size": 2, "global_batch_size": 8,
+ "stage_replicas": [1, 2], "stage_strategies": [{}, {"tp": 1}]}
+EOF
+cat >"$TMP/plan_cut_count.json" <<'EOF'
+{"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "global_batch_size": 16,
+ "stage_cut_atoms": [1, 2]}
+EOF
 cat >"$TMP/plan_ok.json" <<'EOF'
 {"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "global_batch_size": 16}
 EOF
@@ -253,6 +266,9 @@ expect_error "tp layout not a square"        "cannot arrange tp 8"  simulate "${
 expect_error "tp layout 2.5d without depth"  "needs its depth"     simulate "${M[@]}" --cluster dgx-a100:8 --tp 8 --tp-layout 2.5d --gbs 8
 expect_error "unknown tp layout"             "'4d'"                simulate "${M[@]}" --cluster dgx-a100:8 --tp 8 --tp-layout 4d --gbs 8
 expect_error "device map reuses a GPU"       "to two ranks"        simulate "${M[@]}" --cluster dgx-a100:8 --plan "$TMP/plan_bad_map.json"
+expect_error "stage strategies vs pp"        "stage_strategies has 3 entries" simulate "${M[@]}" --cluster dgx-a100:8 --plan "$TMP/plan_stage_count.json"
+expect_error "per-stage tp, tied embeddings" "need the same tp"    simulate "${M[@]}" --cluster dgx-a100:4 --plan "$TMP/plan_tied_ends.json"
+expect_error "cuts inside layers vs pp"      "stage_cut_atoms has 2 entries for 1" simulate "${M[@]}" --cluster dgx-a100:8 --plan "$TMP/plan_cut_count.json"
 expect_error "--network bogus"              "'bogus'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --network bogus
 expect_error "jobs sharing GPUs"             "both use GPU 4"      simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_overlap.json"
 expect_error "job outside the cluster"       "are not all in the"  simulate --cluster dgx-a100:8 --jobs "$TMP/jobs_outside.json"

@@ -198,7 +198,7 @@ TEST(StageCuts, JsonRoundTripAndErrors) {
   EXPECT_EQ(error_of<Error>([&] {
               plan({2, 0}).validate(model(), c8);
             }),
-            "plan: stage_cut_atoms has 2 entries but there are 3 stage boundaries (pp - 1)");
+            "plan: stage_cut_atoms has 2 entries for 3 stage boundaries (one per boundary: pp - 1)");
   EXPECT_EQ(error_of<Error>([&] {
               plan({2, 5, 0}).validate(model(), c8);
             }),
