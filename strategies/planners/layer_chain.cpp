@@ -18,6 +18,21 @@ bool LayerChain::spans_nodes(int base, int first, int count) const {
   return lo / devices_per_node != hi / devices_per_node;
 }
 
+namespace {
+/// The chain's prefix sums, for O(1) range queries.
+void fill_prefix_sums(LayerChain& ch) {
+  auto prefix = [&](const std::vector<double>& v, std::vector<double>& out) {
+    out.assign(v.size() + 1, 0.0);
+    for (std::size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
+  };
+  prefix(ch.compute_s, ch.pre_compute);
+  prefix(ch.forward_s, ch.pre_forward);
+  prefix(ch.params, ch.pre_params);
+  prefix(ch.static_bytes, ch.pre_static);
+  prefix(ch.act_stored_bytes, ch.pre_act);
+}
+}  // namespace
+
 LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recompute rc) {
   const auto& m = in.model;
   const auto& c = in.cluster;
@@ -70,15 +85,7 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   ch.devices = c.total_gpus() / tp;
   ch.memory_limit_bytes = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : c.gpu.memory_bytes;
   ch.reserved_bytes = cal.reserved_memory_bytes;
-  auto prefix = [&](const std::vector<double>& v, std::vector<double>& out) {
-    out.assign(v.size() + 1, 0.0);
-    for (std::size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
-  };
-  prefix(ch.compute_s, ch.pre_compute);
-  prefix(ch.forward_s, ch.pre_forward);
-  prefix(ch.params, ch.pre_params);
-  prefix(ch.static_bytes, ch.pre_static);
-  prefix(ch.act_stored_bytes, ch.pre_act);
+  fill_prefix_sums(ch);
   return ch;
 }
 
@@ -141,15 +148,7 @@ LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch, R
   one.micro_batch = 1;
   ch.cut_bytes.assign(static_cast<std::size_t>(L * A + 1), ch.boundary_bytes);
   for (int j = 0; j <= L * A; ++j) ch.cut_bytes[static_cast<std::size_t>(j)] += cost::cut_extra_bytes(m, one, j % A);
-  auto prefix = [&](const std::vector<double>& v, std::vector<double>& out) {
-    out.assign(v.size() + 1, 0.0);
-    for (std::size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
-  };
-  prefix(ch.compute_s, ch.pre_compute);
-  prefix(ch.forward_s, ch.pre_forward);
-  prefix(ch.params, ch.pre_params);
-  prefix(ch.static_bytes, ch.pre_static);
-  prefix(ch.act_stored_bytes, ch.pre_act);
+  fill_prefix_sums(ch);
   return ch;
 }
 

@@ -22,6 +22,7 @@
 #include "strategies/estimator.hpp"
 #include "strategies/planner.hpp"
 #include "tests/support/error_of.hpp"
+#include "tests/support/stage_enumeration.hpp"
 
 using dtsim::testing::error_of;
 #include "traces/json_util.hpp"
@@ -240,34 +241,14 @@ TEST(StageStrategies, UniapPickIsWithinOnePercentOfTheBestAssignment) {
   ASSERT_FALSE(r.ranked.empty());
   const ParallelPlan pick = r.ranked.front().plan;
   ASSERT_TRUE(pick.has_stage_strategies()) << planning::describe(pick);
-  SimOptions opt;
-  opt.network = NetworkMode::ANALYTIC;
-  auto simulate_plan = [&](const ParallelPlan& p) {
-    Inputs x{&in.model, &in.cluster, &p, &in.calibration, &opt};
-    const Simulation sim = simulate(x);
-    double peak = 0;
-    for (const auto& rr : sim.report.ranks) peak = std::max(peak, rr.peak_bytes);
-    return std::pair{sim.report.iteration_time_s, peak};
-  };
-  const auto [pick_s, pick_peak] = simulate_plan(pick);
+  const auto [pick_s, pick_peak] = testing::simulate_analytic(in, pick);
   EXPECT_LE(pick_peak, in.memory_limit_bytes);
-  const StageStrategy kinds[4] = {{TpLayout::D1, 1, pick.sequence_parallel, 0, Recompute::NONE},
-                                  {TpLayout::D1, 1, pick.sequence_parallel, 1, Recompute::NONE},
-                                  {TpLayout::D1, 1, pick.sequence_parallel, 0, Recompute::FULL},
-                                  {TpLayout::D1, 1, pick.sequence_parallel, 1, Recompute::FULL}};
-  const int p = pick.pp;
-  int combos = 1, fit = 0;
-  for (int s = 0; s < p; ++s) combos *= 4;
-  double best = std::numeric_limits<double>::infinity();
-  for (int c = 0; c < combos; ++c) {
-    ParallelPlan q = pick;
-    q.stage_strategies.clear();
-    for (int s = 0, code = c; s < p; ++s, code /= 4) q.stage_strategies.push_back(kinds[code % 4]);
-    const auto [t, peak] = simulate_plan(q);
-    if (peak > in.memory_limit_bytes) continue;
-    ++fit;
-    best = std::min(best, t);
-  }
+  std::vector<std::pair<int, StageStrategy>> kinds;
+  for (Recompute rc : {Recompute::NONE, Recompute::FULL})
+    for (int zero : {0, 1}) kinds.emplace_back(0, StageStrategy{TpLayout::D1, 1, pick.sequence_parallel, zero, rc});
+  const testing::Enumeration e = testing::enumerate_stage_kinds(in, pick, kinds);
+  const int fit = e.fit, combos = e.combos;
+  const double best = e.best_s;
   std::printf("[uniap] pick %s: %.4f s; best of %d fitting assignments of %d: %.4f s\n",
               planning::describe(pick).c_str(), pick_s, fit, combos, best);
   EXPECT_LT(fit, combos);  // the limit binds

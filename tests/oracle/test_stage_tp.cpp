@@ -21,6 +21,7 @@
 #include "strategies/estimator.hpp"
 #include "strategies/planner.hpp"
 #include "tests/support/error_of.hpp"
+#include "tests/support/stage_enumeration.hpp"
 #include "traces/json_util.hpp"
 
 namespace dtsim {
@@ -270,19 +271,10 @@ TEST(StageTp, UniapPicksADegreePerStageWithinOnePercentOfTheBestAssignment) {
   const planning::Candidate& top = r.ranked.front();
   const ParallelPlan pick = top.plan;
   ASSERT_TRUE(pick.has_stage_tp()) << planning::describe(pick);
-  SimOptions opt;
-  opt.network = NetworkMode::ANALYTIC;
-  auto simulate_plan = [&](const ParallelPlan& p) {
-    Inputs x{&in.model, &in.cluster, &p, &in.calibration, &opt};
-    const Simulation sim = simulate(x);
-    double peak = 0;
-    for (const auto& rr : sim.report.ranks) peak = std::max(peak, rr.peak_bytes);
-    return std::pair{sim.report.iteration_time_s, peak};
-  };
-  const auto [pick_s, pick_peak] = simulate_plan(pick);
+  const auto [pick_s, pick_peak] = testing::simulate_analytic(in, pick);
   EXPECT_LE(pick_peak, in.memory_limit_bytes);
   EXPECT_NEAR(top.estimate.iteration_s, pick_s, 0.02 * pick_s);
-  const int p = pick.pp, g = pick.tp;  // g: the GPUs of a stage per pipeline copy
+  const int g = pick.tp;  // the GPUs of a stage per pipeline copy
   std::vector<std::pair<int, StageStrategy>> kinds;
   for (int rep : {1, 2})
     for (Recompute rc : {Recompute::NONE, Recompute::FULL})
@@ -295,23 +287,9 @@ TEST(StageTp, UniapPicksADegreePerStageWithinOnePercentOfTheBestAssignment) {
         st.recompute = rc;
         kinds.emplace_back(rep, st);
       }
-  const int k = static_cast<int>(kinds.size());
-  int combos = 1, fit = 0;
-  for (int s = 0; s < p; ++s) combos *= k;
-  double best = std::numeric_limits<double>::infinity();
-  for (int c = 0; c < combos; ++c) {
-    ParallelPlan q = pick;
-    q.stage_strategies.clear();
-    q.stage_replicas.clear();
-    for (int s = 0, code = c; s < p; ++s, code /= k) {
-      q.stage_replicas.push_back(kinds[static_cast<std::size_t>(code % k)].first);
-      q.stage_strategies.push_back(kinds[static_cast<std::size_t>(code % k)].second);
-    }
-    const auto [t, peak] = simulate_plan(q);
-    if (peak > in.memory_limit_bytes) continue;
-    ++fit;
-    best = std::min(best, t);
-  }
+  const testing::Enumeration e = testing::enumerate_stage_kinds(in, pick, kinds);
+  const int fit = e.fit, combos = e.combos;
+  const double best = e.best_s;
   std::printf("[uniap] pick %s: %.4f s (predicted %.4f s); best of %d fitting assignments of %d: %.4f s\n",
               planning::describe(pick).c_str(), pick_s, top.estimate.iteration_s, fit, combos, best);
   EXPECT_LT(fit, combos);  // the limit binds
