@@ -1794,6 +1794,7 @@ Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const Pa
   Lowerer lw(model, cluster, plan, cal, opt, base);
   if (needs_stage_costs(plan)) {
     std::vector<PassCosts> per_stage;
+    per_stage.reserve(static_cast<std::size_t>(plan.pp));
     for (int s = 0; s < plan.pp; ++s) per_stage.push_back(stage_pass_costs(model, plan, s));
     lw.set_stage_costs(std::move(per_stage));
   }

@@ -121,11 +121,12 @@ LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch, R
   auto pass_s = [&](const cost::LayerPasses& p) {
     return per * (time_s(p.forward) + time_s(p.recompute) + time_s(p.backward));
   };
-  ch.compute_s.assign(static_cast<std::size_t>(L * A), 0.0);
+  const std::size_t n = static_cast<std::size_t>(L) * static_cast<std::size_t>(A);
+  ch.compute_s.assign(n, 0.0);
   ch.forward_s = ch.params = ch.act_stored_bytes = ch.compute_s;
   for (int l = 0; l < L; ++l)
     for (int a = 0; a < A; ++a) {
-      const auto j = static_cast<std::size_t>(l * A + a);
+      const std::size_t j = static_cast<std::size_t>(l) * static_cast<std::size_t>(A) + static_cast<std::size_t>(a);
       ch.compute_s[j] = a_compute[static_cast<std::size_t>(a)];
       ch.forward_s[j] = a_forward[static_cast<std::size_t>(a)];
       ch.params[j] = a_params[static_cast<std::size_t>(a)];
@@ -146,7 +147,7 @@ LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch, R
   // crosses a cut inside a layer.
   cost::Shape one = sh;
   one.micro_batch = 1;
-  ch.cut_bytes.assign(static_cast<std::size_t>(L * A + 1), ch.boundary_bytes);
+  ch.cut_bytes.assign(n + 1, ch.boundary_bytes);
   for (int j = 0; j <= L * A; ++j) ch.cut_bytes[static_cast<std::size_t>(j)] += cost::cut_extra_bytes(m, one, j % A);
   fill_prefix_sums(ch);
   return ch;

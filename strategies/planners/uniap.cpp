@@ -108,8 +108,8 @@ public:
         const LayerChain& plain = chains.get(tp, mbs, Recompute::NONE);
         double per_batch = mbs * plain.range_compute(0, L);
         for (int rp : replica_options(tp, mbs, per_stage_))
-          per_batch =
-              std::min(per_batch, mbs / rp * chains.get(tp / rp, mbs / rp, Recompute::NONE).range_compute(0, L));
+          per_batch = std::min(per_batch, static_cast<double>(mbs) / rp *
+                                              chains.get(tp / rp, mbs / rp, Recompute::NONE).range_compute(0, L));
         for (int p = 1; p <= std::min(L, plain.devices); ++p) {
           if (plain.devices % p != 0) continue;
           const int dp = plain.devices / p;
