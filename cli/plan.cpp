@@ -16,7 +16,7 @@ int cmd_plan(int argc, char** argv, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
-    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid | pipedream | dapple | rannc | rannc-paper | uniap | luo")
+    ("planner", po::value<std::string>()->default_value("grid"), "planner: grid | pipedream | dapple | rannc | rannc-paper | rannc-layers | uniap | uniap-k1 | luo")
     ("out", po::value<std::string>(), "write plan.json, candidates.json and the chosen plan's summary.json/trace.json")
     ("quiet,q", "print nothing on success");
   // clang-format on

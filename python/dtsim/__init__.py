@@ -166,7 +166,8 @@ def plan(model, cluster, global_batch_size, planner="grid", top=5, calibration=N
     a :class:`PlanResult` whose ``best`` is the fastest candidate that fits memory (its ``.plan`` is a plan dict
     for simulate()).
 
-    planner: "grid" | "pipedream" | "dapple" | "rannc" | "rannc-paper" | "uniap" | "luo". model and cluster: preset
+    planner: "grid" | "pipedream" | "dapple" | "rannc" | "rannc-paper" | "rannc-layers" | "uniap" | "uniap-k1" |
+    "luo". model and cluster: preset
     names or JSON file paths. network: "flow" | "analytic" for the simulations. memory_limit_bytes: default the
     device's. tensor_parallel: GPUs of one node acting as one device (pipedream, dapple). precision: GEMM precision
     of every candidate ("bf16", "fp8", ...). seq_len: overrides the model's sequence length.
