@@ -562,7 +562,7 @@ void ParallelPlan::place_ranks(std::vector<int> gpu_of_rank) {
     return true;
   };
   if (matches(*this)) return;
-  if (!has_stage_replicas()) {  // rank_order only applies without stage replication
+  if (!uses_stage_layout()) {  // rank_order does not apply to the stage layout
     std::array<Axis, 3> order = {Axis::TP, Axis::DP, Axis::PP};
     std::sort(order.begin(), order.end());
     do {
