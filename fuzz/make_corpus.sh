@@ -98,6 +98,11 @@ for i, spec in enumerate(["dgx-a100:1024:fat-tree:16:1", "dgx-h100:64:rail:4:2",
     put("fuzz_cluster", "preset%d.txt" % i, spec)  # preset strings (--cluster NAME:GPUS[:FABRIC...])
 put_json("fuzz_plan", "replicas.json", {"schema_version": 1, "tp": 1, "pp": 4, "dp": 1, "micro_batch_size": 6,
          "global_batch_size": 24, "stage_replicas": [3, 2, 2, 1], "recompute": "selective"})
+put_json("fuzz_plan", "stage_tp.json", {"schema_version": 1, "tp": 8, "pp": 3, "dp": 1, "micro_batch_size": 2,
+         "global_batch_size": 8, "sequence_parallel": True, "stage_replicas": [1, 2, 1],
+         "stage_strategies": [{}, {"tp": 4, "recompute": "full"}, {"zero_stage": 1}]})
+put_json("fuzz_plan", "cuts.json", {"schema_version": 1, "tp": 2, "pp": 3, "dp": 1, "micro_batch_size": 2,
+         "global_batch_size": 8, "stage_replicas": [1, 2, 1], "stage_cut_atoms": [2, 4]})
 put_json("fuzz_plan", "layouts.json", {"tp": 8, "pp": 1, "dp": 1, "micro_batch_size": 2, "global_batch_size": 4,
          "tp_layout": "2.5d", "tp_depth": 2, "rank_order": "pp,tp,dp", "device_map": [7, 6, 5, 4, 3, 2, 1, 0]})
 put_json("fuzz_plan", "interleaved.json", {"tp": 1, "pp": 2, "dp": 1, "micro_batch_size": 1, "global_batch_size": 4,
