@@ -17,7 +17,8 @@ struct PlanRequest {
   int global_batch_size = 0;      ///< required
   double memory_limit_bytes = 0;  ///< 0 = the device's
   int tensor_parallel = 1;        ///< pipedream, dapple: GPUs of one node acting as one device
-  std::string planner = "grid";   ///< grid | pipedream | dapple | rannc | rannc-paper | rannc-layers | uniap | uniap-k1 | luo (plan() only)
+  std::string planner = "grid";   ///< grid | pipedream | dapple | rannc | rannc-paper | rannc-layers | uniap | uniap-k1
+                                  ///< | luo (plan() only)
   int top = 5;                    ///< the planner's best candidates simulated (1..100)
   std::string network = "flow";   ///< flow | analytic, for the simulations
   /// Precision of the linear layers' GEMMs in every candidate (precision_from_string: bf16, fp8, fp8-current, ...);
