@@ -2,7 +2,9 @@
 // for every pipeline width w (devices of one pipeline; rp = devices / w identical pipeline replicas) and
 // micro-batch size, a dynamic program over (layer prefix j, devices used m) chooses the last stage's layers and
 // replica count m' minimising the bottleneck
-//     A[j][m] = min_{k < j, m'} max( A[k][m - m'],  (b / m') * T(k..j),  2 X(boundary k) ),
+//     A[j][m] = min_{k < j, m'} max( A[k][m - m'],  (b / m') * T_{b/m'}(k..j),  2 X(boundary k) ),
+// with T_{b'} the layers' per-sample time profiled at the batch b' each replica runs (as DAPPLE's profiler measures
+// each layer at the micro-batch a device computes),
 // with memory per stage replica checked under the early-backward schedule (in flight: at most the micro-batches
 // of the stages downstream, ceil((w - devices before) / m'), and at most M). The chosen plan is scored with the
 // released planner's analytical latency
@@ -93,7 +95,8 @@ public:
     const auto t0 = std::chrono::steady_clock::now();
     PlannerResult r;
     r.planner = name();
-    const LayerChain ch = build_chain(in, in.tensor_parallel);
+    ChainCache chains(in);
+    const LayerChain& ch = chains.get(in.tensor_parallel, 1);
     const PairLinks links(in.cluster, in.calibration);
     const int G = ch.devices;
     for (int w = 1; w <= G; w *= 2) {
@@ -103,7 +106,7 @@ public:
         if (in.global_batch_size % (mbs * rp) != 0) continue;
         const int M = in.global_batch_size / (mbs * rp);
         ++r.considered;
-        if (auto cand = solve(in, ch, links, w, rp, mbs, M)) r.ranked.push_back(std::move(*cand));
+        if (auto cand = solve(in, ch, chains, links, w, rp, mbs, M)) r.ranked.push_back(std::move(*cand));
         else ++r.over_memory;
       }
     }
@@ -112,8 +115,10 @@ public:
   }
 
 private:
-  static std::optional<Candidate> solve(const PlannerInput& in, const LayerChain& ch, const PairLinks& links, int w,
-                                        int rp, int mbs, int M) {
+  /// `ch`: the chain profiled at one sample (links, parameters, limits); `chains` gives the layer times and
+  /// activations at the batch a replica runs.
+  static std::optional<Candidate> solve(const PlannerInput& in, const LayerChain& ch, ChainCache& chains,
+                                        const PairLinks& links, int w, int rp, int mbs, int M) {
     const int L = ch.num_layers;
     const auto idx = [w](int j, int m) { return static_cast<std::size_t>(j) * (w + 1) + m; };
     std::vector<double> A((L + 1) * static_cast<std::size_t>(w + 1), kInf);
@@ -138,9 +143,10 @@ private:
             if (before == 0 && k != 0) break;
             const double prev = A[idx(k, before)];
             if (prev == kInf) continue;
-            const double mem = ch.range_static(k, j) + per_replica * ch.range_act(k, j) * in_flight;
+            const LayerChain& at = chains.get(ch.tp, mbs / r);
+            const double mem = ch.range_static(k, j) + per_replica * at.range_act(k, j) * in_flight;
             if (mem > limit) continue;
-            const double v = std::max({prev, per_replica * ch.range_compute(k, j), x});
+            const double v = std::max({prev, per_replica * at.range_compute(k, j), x});
             if (v < A[idx(j, m)]) A[idx(j, m)] = v, from_k[idx(j, m)] = k, from_r[idx(j, m)] = r;
           }
         }
@@ -169,7 +175,8 @@ private:
       std::vector<double> stage_s(static_cast<std::size_t>(p)), x_s(static_cast<std::size_t>(p), 0.0),
           ar_s(stage_s.size());
       for (int s = 0, first = 0; s < p; ++s) {
-        stage_s[s] = static_cast<double>(mbs) / reps_of[s] * ch.range_compute(first, first + layers[s]);
+        stage_s[s] = static_cast<double>(mbs) / reps_of[s] *
+                     chains.get(ch.tp, mbs / reps_of[s]).range_compute(first, first + layers[s]);
         if (s > 0)
           for (int c = 0; c < rp; ++c)  // the slowest copy's boundary (first replicas of the two stages)
             x_s[s] = std::max(

@@ -2,6 +2,8 @@
 // see it (they profile each layer once and scale by batch and replica count), plus the two link classes of a
 // two-level cluster (inside a node, between nodes). Shared by the partitioning planners.
 #pragma once
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "strategies/planner.hpp"
@@ -52,6 +54,23 @@ struct LayerChain {
 /// Profiles the model's layers with tensor parallelism `tp` (sequence parallel when tp > 1) at micro-batch
 /// `profile_batch` (costs are per sample: the profile divided by the batch) with recompute `rc`.
 LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch = 1, Recompute rc = Recompute::NONE);
+
+/// Layer chains by (tp, profile batch, recompute), each built once per search (profiling a layer at the batch a
+/// device runs: kernels grow more efficient with the batch, which a per-sample cost scaled linearly misses).
+class ChainCache {
+public:
+  explicit ChainCache(const PlannerInput& in) : in_(in) {}
+  const LayerChain& get(int tp, int batch, Recompute rc = Recompute::NONE) {
+    const auto key = std::make_tuple(tp, batch, static_cast<int>(rc));
+    auto it = chains_.find(key);
+    if (it == chains_.end()) it = chains_.emplace(key, build_chain(in_, tp, batch, rc)).first;
+    return it->second;
+  }
+
+private:
+  const PlannerInput& in_;
+  std::map<std::tuple<int, int, int>, LayerChain> chains_;
+};
 
 /// The same model as a chain of sub-layer atoms (RaNNC's operator-level atoms: kLayerAtoms per layer, from the cost
 /// model's kernels; num_layers = layers x kLayerAtoms, the embedding joining the first atom and the head the last).

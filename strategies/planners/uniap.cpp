@@ -53,22 +53,6 @@ struct Strategy {
   int replicas = 1;
 };
 
-/// Layer chains by (tp, profile batch, recompute), built once per search.
-class Chains {
-public:
-  explicit Chains(const PlannerInput& in) : in_(in) {}
-  const LayerChain& get(int tp, int batch, Recompute rc) {
-    const auto key = std::make_tuple(tp, batch, static_cast<int>(rc));
-    auto it = chains_.find(key);
-    if (it == chains_.end()) it = chains_.emplace(key, build_chain(in_, tp, batch, rc)).first;
-    return it->second;
-  }
-
-private:
-  const PlannerInput& in_;
-  std::map<std::tuple<int, int, int>, LayerChain> chains_;
-};
-
 /// Replica counts a stage of `g` GPUs per copy may use at micro-batch `mbs`: 1, and (per-stage planner) 2, 4, 8
 /// where they divide both (the TP degree g / r then divides whatever g divides).
 std::vector<int> replica_options(int g, int mbs, bool per_stage) {
@@ -92,7 +76,7 @@ public:
     const auto& model = in.model;
     const int n = in.cluster.total_gpus();
     const int L = model.num_layers;
-    Chains chains(in);
+    ChainCache chains(in);
     // Configurations are solved in order of a lower bound, min over the replica options of the model's compute
     // (1 + (m-1)/p) (perfect balance, free transfers); once the bound reaches the kKeep-th best prediction the rest
     // are pruned (exact for the best kKeep). ZeRO-1 and full recompute only cost time in this model, so the K = 1
@@ -177,8 +161,8 @@ public:
 private:
   /// Solves one (G = tp, p, dp, mbs, m) configuration over the strategies `ks`. A candidate when a placement fits
   /// memory.
-  static std::optional<Candidate> solve(const PlannerInput& in, Chains& chains, const std::vector<Strategy>& ks, int tp,
-                                        int p, int dp, int mbs, int m) {
+  static std::optional<Candidate> solve(const PlannerInput& in, ChainCache& chains, const std::vector<Strategy>& ks,
+                                        int tp, int p, int dp, int mbs, int m) {
     const LayerChain& ch = chains.get(tp, mbs, Recompute::NONE);
     const int L = ch.num_layers, K = static_cast<int>(ks.size());
     uniap::Problem pr;
