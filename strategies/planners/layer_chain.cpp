@@ -19,8 +19,61 @@ bool LayerChain::spans_nodes(int base, int first, int count) const {
 }
 
 namespace {
-/// The chain's prefix sums, for O(1) range queries.
-void fill_prefix_sums(LayerChain& ch) {
+/// One element of a chain (a layer, or an atom of one), per sample: forward, and forward + recompute + backward
+/// times, parameters on one device and stored activations.
+struct Element {
+  double forward_s = 0, compute_s = 0, params = 0, act_bytes = 0;
+};
+
+/// The per-device shape a chain profiles at: TP `tp` (sequence parallel when > 1), micro-batch `batch`, recompute.
+cost::Shape chain_shape(int tp, int batch, Recompute rc) {
+  cost::Shape sh;
+  sh.micro_batch = batch;
+  sh.tp = tp;
+  sh.sequence_parallel = tp > 1;
+  sh.recompute = rc;
+  return sh;
+}
+
+/// The passes `p` profiled at `sh` (costs per sample: the profile divided by the batch).
+Element element(const PlannerInput& in, const cost::Shape& sh, const cost::LayerPasses& p, double params,
+                double act_bytes) {
+  const double per = 1.0 / sh.micro_batch;
+  auto time_s = [&](const std::vector<cost::Step>& st) {
+    return estimate::steps_time_s(st, in.cluster, in.calibration, in.model.dtype, sh.tp);
+  };
+  return {per * time_s(p.forward), per * (time_s(p.forward) + time_s(p.recompute) + time_s(p.backward)), params,
+          per * act_bytes};
+}
+
+/// Fills the chain's per-element arrays with `per_layer` repeated over the model's layers, the embedding joining the
+/// first element and the head the last, then its static bytes and prefix sums (for O(1) range queries).
+void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh,
+                   const std::vector<Element>& per_layer) {
+  const auto& m = in.model;
+  const std::size_t n = per_layer.size() * static_cast<std::size_t>(m.num_layers);
+  ch.num_layers = static_cast<int>(n);
+  ch.forward_s.assign(n, 0.0);
+  ch.compute_s = ch.params = ch.act_stored_bytes = ch.forward_s;
+  for (std::size_t j = 0; j < n; ++j) {
+    const Element& e = per_layer[j % per_layer.size()];
+    ch.forward_s[j] = e.forward_s;
+    ch.compute_s[j] = e.compute_s;
+    ch.params[j] = e.params;
+    ch.act_stored_bytes[j] = e.act_bytes;
+  }
+  const Element emb = element(in, sh, cost::embedding_passes(m, sh), cost::first_stage_extra_params(m, sh.tp),
+                              cost::embedding_activation_bytes(m, sh).stored);
+  const Element head = element(in, sh, cost::head_passes(m, sh), cost::last_stage_extra_params(m, sh.tp, 2),
+                               cost::head_activation_bytes(m, sh).stored);
+  for (auto [j, e] : {std::pair{std::size_t{0}, &emb}, std::pair{n - 1, &head}}) {
+    ch.forward_s[j] += e->forward_s;
+    ch.compute_s[j] += e->compute_s;
+    ch.params[j] += e->params;
+    ch.act_stored_bytes[j] += e->act_bytes;
+  }
+  ch.static_bytes.clear();
+  for (double p : ch.params) ch.static_bytes.push_back(memory::static_memory_for_params(p, m.dtype, 0, 1).total());
   auto prefix = [&](const std::vector<double>& v, std::vector<double>& out) {
     out.assign(v.size() + 1, 0.0);
     for (std::size_t i = 0; i < v.size(); ++i) out[i + 1] = out[i] + v[i];
@@ -41,36 +94,11 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
     throw ConfigError("planner: tensor-parallel degree " + std::to_string(tp) + " must divide the " +
                       std::to_string(c.gpus_per_node) + " GPUs of a node");
   LayerChain ch;
-  ch.num_layers = m.num_layers;
   ch.tp = tp;
-  cost::Shape sh;
-  sh.micro_batch = profile_batch;
-  sh.tp = tp;
-  sh.sequence_parallel = tp > 1;
-  sh.recompute = rc;
-  const double per = 1.0 / profile_batch;
-  auto pass_s = [&](const cost::LayerPasses& p) {
-    return per * (estimate::steps_time_s(p.forward, c, cal, m.dtype, tp) +
-                  estimate::steps_time_s(p.recompute, c, cal, m.dtype, tp) +
-                  estimate::steps_time_s(p.backward, c, cal, m.dtype, tp));
-  };
-  auto fwd_s = [&](const cost::LayerPasses& p) { return per * estimate::steps_time_s(p.forward, c, cal, m.dtype, tp); };
-  const double layer_s = pass_s(cost::layer_passes(m, sh));
-  ch.forward_s.assign(m.num_layers, fwd_s(cost::layer_passes(m, sh)));
-  ch.forward_s.front() += fwd_s(cost::embedding_passes(m, sh));
-  ch.forward_s.back() += fwd_s(cost::head_passes(m, sh));
-  const double layer_params = cost::layer_params_per_rank(m, tp);
-  const double layer_act = per * cost::layer_activation_bytes(m, sh).stored;
-  ch.compute_s.assign(m.num_layers, layer_s);
-  ch.params.assign(m.num_layers, layer_params);
-  ch.act_stored_bytes.assign(m.num_layers, layer_act);
-  ch.compute_s.front() += pass_s(cost::embedding_passes(m, sh));
-  ch.compute_s.back() += pass_s(cost::head_passes(m, sh));
-  ch.params.front() += cost::first_stage_extra_params(m, tp);
-  ch.params.back() += cost::last_stage_extra_params(m, tp, 2);
-  ch.act_stored_bytes.front() += per * cost::embedding_activation_bytes(m, sh).stored;
-  ch.act_stored_bytes.back() += per * cost::head_activation_bytes(m, sh).stored;
-  for (double p : ch.params) ch.static_bytes.push_back(memory::static_memory_for_params(p, m.dtype, 0, 1).total());
+  const cost::Shape sh = chain_shape(tp, profile_batch, rc);
+  fill_elements(ch, in, sh,
+                {element(in, sh, cost::layer_passes(m, sh), cost::layer_params_per_rank(m, tp),
+                         cost::layer_activation_bytes(m, sh).stored)});
   ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
   ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   // Byte counts of the chain are per GPU (boundary_bytes and params are a TP rank's shard): every GPU of a TP
@@ -85,71 +113,33 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   ch.devices = c.total_gpus() / tp;
   ch.memory_limit_bytes = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : c.gpu.memory_bytes;
   ch.reserved_bytes = cal.reserved_memory_bytes;
-  fill_prefix_sums(ch);
   return ch;
 }
 
 LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch, Recompute rc) {
   const auto& m = in.model;
-  const auto& c = in.cluster;
-  const auto& cal = in.calibration;
   // The layer chain supplies links, device counts and limits; its per-layer arrays are replaced by per-atom ones.
   LayerChain ch = build_chain(in, tp, profile_batch, rc);
-  const int L = m.num_layers, A = kLayerAtoms;
-  ch.num_layers = L * A;
+  const int A = kLayerAtoms;
   ch.atoms_per_layer = A;
-  cost::Shape sh;
-  sh.micro_batch = profile_batch;
-  sh.tp = tp;
-  sh.sequence_parallel = tp > 1;
-  sh.recompute = rc;
-  const double per = 1.0 / profile_batch;
+  const cost::Shape sh = chain_shape(tp, profile_batch, rc);
   const auto layer = cost::layer_passes(m, sh);
-  auto time_s = [&](const std::vector<cost::Step>& st) { return estimate::steps_time_s(st, c, cal, m.dtype, tp); };
-  std::vector<double> a_compute(A), a_forward(A), a_params(A), a_act(A);
+  std::vector<Element> atoms;
   for (int a = 0; a < A; ++a) {
-    const auto part = cost::slice_atoms(layer, a, a + 1);
-    a_forward[a] = per * time_s(part.forward);
-    a_compute[a] = a_forward[a] + per * (time_s(part.recompute) + time_s(part.backward));
-    a_params[a] = cost::layer_params_per_rank_atoms(m, tp, a, a + 1);
     // Under full recompute a stage keeps the inputs of its first atom; the layer chain's rule (the layer input per
     // layer) is kept for whole layers: the atom that starts a layer carries it, the others nothing.
-    a_act[a] = rc == Recompute::FULL ? (a == 0 ? per * cost::layer_activation_bytes(m, sh).stored : 0.0)
-                                     : per * cost::layer_activation_bytes_atoms(m, sh, a, a + 1).stored;
+    const double act = rc == Recompute::FULL ? (a == 0 ? cost::layer_activation_bytes(m, sh).stored : 0.0)
+                                             : cost::layer_activation_bytes_atoms(m, sh, a, a + 1).stored;
+    atoms.push_back(
+        element(in, sh, cost::slice_atoms(layer, a, a + 1), cost::layer_params_per_rank_atoms(m, tp, a, a + 1), act));
   }
-  const cost::LayerPasses emb = cost::embedding_passes(m, sh), head = cost::head_passes(m, sh);
-  auto pass_s = [&](const cost::LayerPasses& p) {
-    return per * (time_s(p.forward) + time_s(p.recompute) + time_s(p.backward));
-  };
-  const std::size_t n = static_cast<std::size_t>(L) * static_cast<std::size_t>(A);
-  ch.compute_s.assign(n, 0.0);
-  ch.forward_s = ch.params = ch.act_stored_bytes = ch.compute_s;
-  for (int l = 0; l < L; ++l)
-    for (int a = 0; a < A; ++a) {
-      const std::size_t j = static_cast<std::size_t>(l) * static_cast<std::size_t>(A) + static_cast<std::size_t>(a);
-      ch.compute_s[j] = a_compute[static_cast<std::size_t>(a)];
-      ch.forward_s[j] = a_forward[static_cast<std::size_t>(a)];
-      ch.params[j] = a_params[static_cast<std::size_t>(a)];
-      ch.act_stored_bytes[j] = a_act[static_cast<std::size_t>(a)];
-    }
-  // The embedding joins the first atom, the head the last (as the layer chain's first and last layers).
-  ch.compute_s.front() += pass_s(emb);
-  ch.forward_s.front() += per * time_s(emb.forward);
-  ch.act_stored_bytes.front() += per * cost::embedding_activation_bytes(m, sh).stored;
-  ch.params.front() += cost::first_stage_extra_params(m, tp);
-  ch.compute_s.back() += pass_s(head);
-  ch.forward_s.back() += per * time_s(head.forward);
-  ch.act_stored_bytes.back() += per * cost::head_activation_bytes(m, sh).stored;
-  ch.params.back() += cost::last_stage_extra_params(m, tp, 2);
-  ch.static_bytes.clear();
-  for (double p : ch.params) ch.static_bytes.push_back(memory::static_memory_for_params(p, m.dtype, 0, 1).total());
+  fill_elements(ch, in, sh, atoms);
   // Bytes of one sample crossing each boundary: the hidden state (a TP rank's shard, as boundary_bytes) and what else
   // crosses a cut inside a layer.
-  cost::Shape one = sh;
-  one.micro_batch = 1;
-  ch.cut_bytes.assign(n + 1, ch.boundary_bytes);
-  for (int j = 0; j <= L * A; ++j) ch.cut_bytes[static_cast<std::size_t>(j)] += cost::cut_extra_bytes(m, one, j % A);
-  fill_prefix_sums(ch);
+  const cost::Shape one = chain_shape(tp, 1, rc);
+  ch.cut_bytes.assign(static_cast<std::size_t>(ch.num_layers) + 1, ch.boundary_bytes);
+  for (int j = 0; j <= ch.num_layers; ++j)
+    ch.cut_bytes[static_cast<std::size_t>(j)] += cost::cut_extra_bytes(m, one, j % A);
   return ch;
 }
 
