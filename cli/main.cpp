@@ -1,10 +1,21 @@
 // dtsim: thin main. Every user error becomes one line on stderr and exit code 2.
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
 
 #include "cli/cli.hpp"
 #include "traces/error.hpp"
+
+namespace {
+/// Exit code 3 without running the exit handlers: a simulation that broke an invariant may leave SimGrid's engine
+/// mid-run, and its own exit handlers would then crash (SIGSEGV) after dtsim's message.
+int internal_exit() {
+  std::cout.flush();
+  std::cerr.flush();
+  std::_Exit(3);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -21,9 +32,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const dtsim::InternalError& e) {
     std::cerr << "dtsim: " << e.what() << "\n";
-    return 3;
+    return internal_exit();
   } catch (const std::exception& e) {
     std::cerr << "dtsim: internal error: " << e.what() << "\n";
-    return 3;
+    return internal_exit();
   }
 }

@@ -2,9 +2,12 @@
 // over dtsim::simulate and dtsim::simulate_jobs (dtsim/dtsim.hpp).
 #include "cli/commands.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli/options.hpp"
 #include "cli/sim_flags.hpp"
@@ -17,6 +20,11 @@ namespace {
 /// The plan given by the flags (no --plan): TP/PP/DP degrees (DP defaults to what fills the cluster), batch,
 /// schedule, recompute, ZeRO, sequence parallelism, TP layout, explicit stages, rank order, DP overlap and bucket.
 ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& cluster) {
+  // Degrees and sizes are positive: checked here, before the default --dp divides the cluster by them.
+  for (const char* flag : {"tp", "pp", "cp", "ep", "etp", "dp", "mbs", "gbs", "tp-overlap-chunks"})
+    if (vm.count(flag) && vm[flag].as<int>() < 1)
+      throw ConfigError(std::string("--") + flag + " must be positive, got " +
+                        std::to_string(vm[flag].as<int>()));
   ParallelPlan plan;
   plan.tp = vm.count("tp") ? vm["tp"].as<int>() : 1;
   plan.pp = vm.count("pp") ? vm["pp"].as<int>() : 1;
@@ -37,6 +45,8 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("dp")) {
     plan.dp = vm["dp"].as<int>();
   } else {
+    for (int r : plan.stage_replicas)
+      if (r < 1) throw ConfigError("--stage-replicas entries must be positive integers, got " + std::to_string(r));
     const int per_copy = plan.pipeline_copy_gpus();
     if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
       throw ConfigError("simulate: one pipeline copy needs " + std::to_string(per_copy) +
@@ -74,6 +84,13 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   plan.overlap_param_gather = vm.count("overlap-param-gather") > 0;
   if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
   plan.cuda_graphs = vm.count("cuda-graphs") > 0;
+  // Flags that act only with others: validate() refuses each that would have no effect.
+  for (const char* flag : {"tp-overlap-chunks", "fsdp-prefetch", "cp-kind", "etp", "dispatcher"})
+    if (vm.count(flag)) {
+      std::string key = flag;
+      std::replace(key.begin(), key.end(), '-', '_');
+      plan.given_options.push_back(key);
+    }
   return plan;
 }
 
@@ -106,6 +123,38 @@ const char* const kPlanFlags[] = {"tp",
                                   "overlap-param-gather",
                                   "fsdp-prefetch",
                                   "cuda-graphs"};
+
+/// A file of a dtsim Chakra export: "<prefix>.<rank>.et" or "<prefix>.comm_group.json".
+bool is_chakra_export_file(const std::filesystem::directory_entry& e) {
+  if (!e.is_regular_file()) return false;
+  const std::string n = e.path().filename().string();
+  if (n.size() > 16 && n.ends_with(".comm_group.json")) return true;
+  if (!n.ends_with(".et")) return false;
+  const std::string stem = n.substr(0, n.size() - 3);
+  const auto dot = stem.rfind('.');
+  return dot != std::string::npos && dot > 0 && dot + 1 < stem.size() &&
+         stem.find_first_not_of("0123456789", dot + 1) == std::string::npos;
+}
+
+/// The files of a previous export in --export-chakra DIR, replaced whole by this run's; ConfigError (before the
+/// simulation) when DIR holds anything else, so a user's directory is never mixed with or emptied by an export.
+std::vector<std::filesystem::path> previous_chakra_export(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> old;
+  if (!fs::exists(dir, ec)) return old;
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError("simulate: --export-chakra '" + dir + "' exists and is not a directory");
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!is_chakra_export_file(e))
+      throw ConfigError("simulate: --export-chakra '" + dir + "' holds '" + e.path().filename().string() +
+                        "', which is not part of a dtsim Chakra export; give an empty or new directory");
+    old.push_back(e.path());
+  }
+  if (ec) throw ConfigError("simulate: --export-chakra '" + dir + "' cannot be read: " + ec.message());
+  std::sort(old.begin(), old.end());
+  return old;
+}
 
 /// `simulate --jobs FILE`: several jobs sharing --cluster.
 int simulate_jobs_cli(const po::variables_map& vm, std::ostream& out) {
@@ -251,6 +300,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
   }
   opt.export_chakra = vm.count("export-chakra") > 0;
+  const auto old_export =
+      opt.export_chakra ? previous_chakra_export(vm["export-chakra"].as<std::string>()) : std::vector<std::filesystem::path>{};
   SimulateResult r = simulate(in, opt);
   if (opt.export_chakra) {  // the export's files ("chakra/...") go to their own directory
     Files chakra, rest;
@@ -258,7 +309,14 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
       if (f.first.rfind("chakra/", 0) == 0) chakra.emplace_back(f.first.substr(7), std::move(f.second));
       else rest.push_back(std::move(f));
     }
-    write_files(vm["export-chakra"].as<std::string>(), chakra);
+    const std::string dir = vm["export-chakra"].as<std::string>();
+    write_files(dir, chakra);
+    // A previous export is replaced whole: its files that this one did not rewrite (more ranks, another prefix) go.
+    for (const auto& p : old_export)
+      if (std::none_of(chakra.begin(), chakra.end(), [&](const auto& f) { return p.filename() == f.first; })) {
+        std::error_code ec;
+        std::filesystem::remove(p, ec);
+      }
     r.files = std::move(rest);
   }
   if (vm.count("out")) write_files(vm["out"].as<std::string>(), r.files);

@@ -13,9 +13,12 @@ if ! bash tests/cli/bad_input.sh "$DTSIM" >"$log" 2>&1; then
   echo "make_errors_table.sh: tests/cli/bad_input.sh failed; table not written" >&2
   exit 1
 fi
-python3 - "$log" tests/cli/bad_input.sh docs/errors.md <<'PY'
+limits=$(mktemp)
+trap 'rm -f "$log" "$limits"' EXIT
+"$DTSIM" presets --limits >"$limits"
+python3 - "$log" tests/cli/bad_input.sh docs/errors.md "$limits" <<'PY'
 import re, sys
-log, script, out = sys.argv[1:4]
+log, script, out, limits = sys.argv[1:5]
 # Section of each case: the last "# ---- title ----" comment above its expect_* line.
 section_of, section = {}, "other"
 for line in open(script):
@@ -45,5 +48,9 @@ with open(out, "w") as f:
     f.write("| # | Area | Bad input | Message |\n|---|---|---|---|\n")
     for i, (sec, case, msg) in enumerate(rows, 1):
         f.write("| %d | %s | %s | `%s` |\n" % (i, cell(sec), cell(case), cell(msg)))
+    f.write("\n## The range of every number an input can give\n\n"
+            "From `dtsim presets --limits` (traces/limits.hpp). A value outside its range is refused where it is read,\n"
+            "with one line naming the field, the value and the range (exit 2).\n\n")
+    f.write(open(limits).read())
 print("make_errors_table.sh: wrote %s (%d cases)" % (out, len(rows)))
 PY

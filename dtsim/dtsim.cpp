@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "dtsim/internal.hpp"
@@ -16,6 +19,7 @@
 #include "sim/simulate.hpp"
 #include "studies/collective_bench.hpp"
 #include "studies/multi_job.hpp"
+#include "traces/limits.hpp"
 #include "traces/output.hpp"
 #include "traces/units.hpp"
 
@@ -24,6 +28,16 @@ namespace dtsim {
 void write_files(const std::string& dir, const Files& files) { write_outputs(dir, files); }
 
 std::string version() { return DTSIM_VERSION; }
+
+std::string input_limits_markdown() {
+  std::string t = "| input | fields | range |\n|---|---|---|\n";
+  for (const auto& e : limits::table()) t += "| " + e.input + " | " + e.fields + " | " + limits::describe(e.range) + " |\n";
+  t += "| plan, flags | tp, pp, dp, cp, ep, etp, micro and global batch | integers >= 1; GPU counts at most " +
+       std::to_string(limits::kMaxGpus) + ", products of degrees checked in 64 bits |\n";
+  t += "| model JSON | num_layers, hidden, heads, ffn_hidden, seq_len, vocab, experts | positive integers below 2^31 whose "
+       "parameter count is at most 10^15 |\n";
+  return t;
+}
 std::string simgrid_version() { return sim::simgrid_version(); }
 
 Presets presets() {
@@ -162,7 +176,10 @@ void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOp
     sim::SimOptions folded = opt;
     folded.fold = sim::FoldMode::AUTO;
     const sim::Footprint a = sim::estimate_footprint(in.model, in.cluster, in.plan, in.calibration, folded, outputs);
-    if (a.simulated_ranks < f.simulated_ranks) fixes.push_back("drop --fold none (" + sim::bytes_text(a.bytes) + ")");
+    if (a.simulated_ranks < f.simulated_ranks)
+      fixes.push_back((options.export_chakra ? "drop --export-chakra, which simulates every rank (folded: "
+                                             : "drop --fold none (") +
+                      sim::bytes_text(a.bytes) + ")");
   } else if (f.simulated_ranks > in.plan.pp && !f.fold_tp && !f.fold_dp) {
     why = f.fold_reason;
   }
@@ -175,6 +192,39 @@ void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOp
   throw ConfigError(msg + "or raise --max-memory");
 }
 
+}  // namespace detail
+
+namespace detail {
+std::string write_reproducer(const Inputs& in, const SimulateOptions& options) {
+  const nlohmann::json j = {
+      {"schema", "dtsim.reproducer"},
+      {"dtsim_version", DTSIM_VERSION},
+      {"model", to_json(in.model)},
+      {"cluster", to_json(in.cluster)},
+      {"plan", to_json(in.plan, in.model.num_layers)},
+      {"calibration", to_json(in.calibration)},
+      {"options",
+       {{"collectives", options.collectives},
+        {"fold", options.fold},
+        {"collective_algorithm", options.collective_algorithm},
+        {"network", options.network},
+        {"engine", options.engine},
+        {"channels", options.channels},
+        {"interference", options.interference},
+        {"export_chakra", options.export_chakra}}}};
+  const std::string text = j.dump(2) + "\n";
+  // Named by the content: the same failing run writes the same file.
+  const std::string name = "dtsim-reproducer-" + std::to_string(std::hash<std::string>{}(text) % 1000000007ULL) + ".json";
+  std::error_code ec;
+  auto dir = std::filesystem::temp_directory_path(ec);
+  if (ec) dir = ".";
+  const auto path = dir / name;
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) return "the run's inputs could not be written to " + path.string();
+  return "the run's inputs (model, cluster, plan, calibration, options) are in " + path.string() +
+         "; please report it";
+}
 }  // namespace detail
 
 double default_max_memory_bytes() {
@@ -254,12 +304,16 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
                                                                         : 0,
                         options.perfetto});
   sim::ChakraExport chakra;
-  const sim::Simulation s = options.export_chakra
-                                ? sim::simulate(si, {},
-                                                [&](const sim::Lowered& low, const sim::EngineResult& res) {
-                                                  chakra = sim::chakra_export(low, res);
-                                                })
-                                : sim::simulate(si);
+  sim::Simulation s;
+  try {
+    s = options.export_chakra ? sim::simulate(si, {},
+                                              [&](const sim::Lowered& low, const sim::EngineResult& res) {
+                                                chakra = sim::chakra_export(low, res);
+                                              })
+                              : sim::simulate(si);
+  } catch (const InternalError& e) {
+    throw InternalError(std::string(e.what()) + "; " + detail::write_reproducer(in, options));
+  }
   SimulateResult r = result_of(s);
   r.text = sim::human_summary(si, s.lowered, s.engine, s.report);
   r.files.emplace_back("summary.json", sim::summary_json(si, s.lowered, s.engine, s.report).dump(2) + "\n");

@@ -59,6 +59,10 @@ struct Inputs {
   Calibration calibration;
 };
 
+/// The documented finite range of every number an input can give (traces/limits.hpp), as a Markdown table: what
+/// `dtsim presets --limits` prints and docs/errors.md includes.
+std::string input_limits_markdown();
+
 /// The calibration named by `spec` (a JSON file; "" = the built-in one of `cluster`'s GPU).
 Calibration resolve_calibration(const std::string& spec, const ClusterSpec& cluster);
 /// Loads what `spec` names (the plan only when spec.plan is given). Throws ConfigError naming the bad field.

@@ -17,4 +17,7 @@ sim::NetworkMode network_mode(const std::string& network, const std::string& com
 /// The inputs must be validated.
 void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOptions& options,
                   const sim::FootprintOutputs& outputs = {});
+/// Writes the inputs and options of a run that broke an invariant to a reproducer file (dtsim.reproducer JSON in the
+/// temporary directory, named by its content) and returns the sentence that names it, for the InternalError.
+std::string write_reproducer(const Inputs& in, const SimulateOptions& options);
 }  // namespace dtsim::detail

@@ -339,6 +339,17 @@ PublishedResult validate_published(const PublishedRequest& req) {
   const auto results = sim::predict_rows(
       d.rows, [&](const sim::PublishedRow& r) -> const Calibration& { return d.cal_of_gpu.at(r.gpu); }, d.network);
   const auto sc = sim::score(results);
+  if (sc.rows == 0 && sc.measured_oom_rows == 0) {
+    // Nothing to score: a MAPE of zero rows would read as a perfect prediction.
+    std::string first;
+    for (const auto& r : results)
+      if (!r.failure.empty()) {
+        first = r.failure;
+        break;
+      }
+    throw ConfigError("validate published: no row could be scored (" + std::to_string(results.size()) + " rows, " +
+                      std::to_string(sc.failed) + " failed" + (first.empty() ? "" : "; the first: " + first) + ")");
+  }
   PublishedResult out;
   out.rows = sc.rows;
   out.failed = sc.failed;
@@ -374,6 +385,9 @@ CrossValidateResult cross_validate(const FitRequest& req) {
   for (const auto& path : req.data)
     sources.push_back({std::filesystem::path(path).filename().string(), sim::load_published(path)});
   const sim::CvReport rep = sim::cross_validate(sources, req.max_evaluations, req.max_error_weight);
+  if (rep.rows == 0)
+    throw ConfigError("validate published --cross-validate: no row of the " + std::to_string(sources.size()) +
+                      " sources could be scored");
   CrossValidateResult out;
   out.rows = rep.rows;
   out.pooled_mape = rep.pooled_mape;
@@ -401,6 +415,11 @@ FitResult fit(const FitRequest& req) {
   const double tail_weight = req.max_error_weight;
   if (!(tail_weight >= 0)) throw ConfigError("validate fit: --max-error-weight must be at least 0");
   auto fr = sim::fit_published(d.rows, d.cal_of_gpu.begin()->second, req.max_evaluations, tail_weight);
+  // The objective is 1e9 while any row fails (validate/published/published.cpp): nothing was fitted.
+  if (!(fr.objective_before < 1e8))
+    throw ConfigError("validate fit: some of the " + std::to_string(d.rows.size()) +
+                      " rows cannot be simulated, so nothing can be fitted (`dtsim validate published` names each "
+                      "failure)");
   nlohmann::json prov = fr.calibration.provenance.is_object() ? fr.calibration.provenance : nlohmann::json::object();
   prov["fit"] = {{"sources", req.data},
                  {"split", req.split},

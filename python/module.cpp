@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -45,11 +46,18 @@ std::string name_of(const py::handle& o, const std::string& what) {
 json to_json_value(const py::handle& o, const std::string& what) {
   std::string text;
   try {
-    text = py::module_::import("json").attr("dumps")(o).cast<std::string>();
+    // allow_nan=False: NaN and infinities are not JSON; the error names them instead of a parse error later.
+    text = py::module_::import("json").attr("dumps")(o, py::arg("allow_nan") = false).cast<std::string>();
   } catch (const py::error_already_set& e) {
+    std::string why = py::str(e.value()).cast<std::string>();
+    if (why.find("Out of range float") != std::string::npos) why = "a value is NaN or infinite";
+    throw ConfigError(what + ": not representable as JSON (" + why + ")");
+  }
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
     throw ConfigError(what + ": not representable as JSON (" + std::string(e.what()) + ")");
   }
-  return json::parse(text);
 }
 
 py::object from_json_value(const json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
@@ -83,6 +91,9 @@ ParallelPlan plan_of(const py::handle& o, const ClusterSpec& cluster) {
   json j = to_json_value(o, "plan");
   ParallelPlan p = plan_from_json(j, "plan");
   if (!j.contains("dp")) {
+    // Degrees are positive (as validate() says) before the default dp divides the cluster by them.
+    for (const auto& [v, name] : {std::pair{p.tp, "tp"}, std::pair{p.pp, "pp"}, std::pair{p.cp, "cp"}})
+      if (v < 1) throw ConfigError(std::string("plan: ") + name + " must be positive, got " + std::to_string(v));
     const int per_copy = p.pipeline_copy_gpus();
     if (per_copy <= 0 || cluster.total_gpus() % per_copy != 0)
       throw ConfigError("plan: one pipeline copy needs " + std::to_string(per_copy) +
@@ -140,7 +151,19 @@ SimulateOptions simulate_options_of(const py::handle& d, const std::string& comm
        {"trace_link_count", [&](const py::object& v) { o.trace_link_count = py::str(v).cast<std::string>(); }},
        {"perfetto", [&](const py::object& v) { o.perfetto = v.cast<bool>(); }},
        {"export_chakra", [&](const py::object& v) { o.export_chakra = v.cast<bool>(); }},
-       {"max_memory_bytes", [&](const py::object& v) { o.max_memory_bytes = v.is_none() ? -1.0 : v.cast<double>(); }}});
+       {"max_memory_bytes", [&](const py::object& v) {
+          if (v.is_none()) {
+            o.max_memory_bytes = -1.0;  // None: no limit
+            return;
+          }
+          if (py::isinstance<py::bool_>(v)) throw py::cast_error();
+          const double bytes = v.cast<double>();
+          // As the CLI's --max-memory: a positive finite size (0 and negatives are the API's own encodings).
+          if (!(bytes > 0) || !std::isfinite(bytes))
+            throw ConfigError(command + ": option 'max_memory_bytes' must be a positive number of bytes or None (no "
+                              "limit), got " + py::str(v).cast<std::string>());
+          o.max_memory_bytes = bytes;
+        }}});
   return o;
 }
 

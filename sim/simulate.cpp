@@ -2,6 +2,7 @@
 
 #include "sim/engine/analytic_runtime.hpp"
 #include "sim/engine/maxmin_runtime.hpp"
+#include "sim/report/invariants.hpp"
 #include "traces/routing.hpp"
 
 #include "strategies/schedule.hpp"
@@ -45,6 +46,7 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
   // peak memory).
   s.lowered.graph.release_edges();
   s.report = analyze(in, s.lowered, s.engine);
+  check_invariants(in, s.lowered, s.engine, s.report);
   return s;
 }
 

@@ -1201,14 +1201,19 @@ double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Cali
   return step.kind == Step::Kind::RING_ATTENTION ? t * step.ring_steps : t;
 }
 
-double model_forward_flops_per_sample(const TransformerSpec& m) {
+double model_forward_flops_per_sample(const TransformerSpec& m, double routed_kept_fraction) {
+  DTSIM_ASSERT(routed_kept_fraction > 0 && routed_kept_fraction <= 1, "kept fraction " << routed_kept_fraction);
   Shape sh;  // b = 1, t = 1, balanced routing
   double f = 0;
   for (const auto& s : layer_passes(m, sh).forward) f += s.flops();
   f *= m.num_layers - m.num_moe_layers();
   if (m.num_moe_layers() > 0) {
     double fm = 0;
-    for (const auto& s : layer_passes(m, sh, true).forward) fm += s.flops();
+    // Tokens dropped by a capacity factor skip the experts: not the model's work (Megatron-Core's capacity
+    // dropping, moe_utils.py); one EP rank holding the kept share describes the layer.
+    Shape kept = sh;
+    if (routed_kept_fraction < 1) kept.ep_loads = {routed_kept_fraction};
+    for (const auto& s : layer_passes(m, kept, true).forward) fm += s.flops();
     f += fm * m.num_moe_layers();
   }
   for (const auto& s : head_passes(m, sh).forward) f += s.flops();

@@ -207,7 +207,8 @@ bool gemm_misaligned(const Op& op, DType dtype);
 /// pays its cube root, 4-byte (also an odd fp32 dimension) the square of the cube root.
 double gemm_alignment_factor(const Op& op, DType dtype, const Calibration& cal);
 
-/// Model FLOPs of one forward pass of one sample (all layers, embedding and head, no parallelism).
-double model_forward_flops_per_sample(const TransformerSpec& m);
+/// Model FLOPs of one forward pass of one sample (all layers, embedding and head, no parallelism); MoE layers count
+/// the routed token-slots a capacity factor keeps (`routed_kept_fraction`, Routing::kept_fraction).
+double model_forward_flops_per_sample(const TransformerSpec& m, double routed_kept_fraction = 1.0);
 
 }  // namespace dtsim::cost

@@ -6,6 +6,7 @@
 #include "traces/calibration_data.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/limits.hpp"
 
 namespace dtsim {
 using json_util::get;
@@ -15,16 +16,14 @@ void Calibration::validate(const std::string& ctx) const {
   auto in01 = [&](double v, const char* f) {
     if (!(v > 0 && v <= 1)) throw ConfigError(ctx + ": " + f + " must be in (0, 1], got " + std::to_string(v));
   };
-  auto nonneg = [&](double v, const char* f) {
-    if (!(v >= 0)) throw ConfigError(ctx + ": " + f + " must not be negative, got " + std::to_string(v));
-  };
+  auto in_range = [&](double v, const char* f, const limits::Range& r) { limits::check(v, r, ctx, f); };
   in01(gemm_efficiency_max, "compute.gemm_efficiency_max");
   in01(gemm_misaligned_efficiency, "compute.gemm_misaligned_efficiency");
   in01(memory_bandwidth_efficiency, "compute.memory_bandwidth_efficiency");
   in01(flash_attention_efficiency, "compute.flash_attention_efficiency");
   in01(intra_bandwidth_efficiency, "network.intra_bandwidth_efficiency");
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
-  nonneg(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops");
+  in_range(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops", limits::kFlopScale);
   if (!(gemm_efficiency_exponent >= 0.25 && gemm_efficiency_exponent <= 8))
     throw ConfigError(ctx + ": compute.gemm_efficiency_exponent must be in [0.25, 8], got " +
                       std::to_string(gemm_efficiency_exponent));
@@ -36,33 +35,34 @@ void Calibration::validate(const std::string& ctx) const {
                       std::pair{interference_flash_slowdown, "compute.interference_flash_slowdown"},
                       std::pair{interference_collective_slowdown, "compute.interference_collective_slowdown"}})
     if (!(v >= 0 && v <= 10)) throw ConfigError(ctx + ": " + f + " must be in [0, 10], got " + std::to_string(v));
-  nonneg(kernel_launch_s, "compute.kernel_launch_s");
-  nonneg(host_issue_s, "compute.host_issue_s");
-  nonneg(host_collective_issue_s, "compute.host_collective_issue_s");
+  in_range(kernel_launch_s, "compute.kernel_launch_s", limits::kOverhead);
+  in_range(host_issue_s, "compute.host_issue_s", limits::kOverhead);
+  in_range(host_collective_issue_s, "compute.host_collective_issue_s", limits::kOverhead);
   if (!(fa2_attention_efficiency >= 0 && fa2_attention_efficiency <= 1))
     throw ConfigError(ctx + ": compute.fa2_attention_efficiency must be in [0, 1], got " +
                       std::to_string(fa2_attention_efficiency));
-  nonneg(per_iteration_s, "compute.per_iteration_s");
-  nonneg(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param");
-  nonneg(collective_step_overhead_s, "network.collective_step_overhead_s");
-  nonneg(p2p_overhead_s, "network.p2p_overhead_s");
-  nonneg(reserved_memory_bytes, "memory.reserved_memory_bytes");
+  in_range(per_iteration_s, "compute.per_iteration_s", limits::kIterationOverhead);
+  in_range(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param", limits::kBytesPerParam);
+  in_range(collective_step_overhead_s, "network.collective_step_overhead_s", limits::kOverhead);
+  in_range(p2p_overhead_s, "network.p2p_overhead_s", limits::kOverhead);
+  in_range(reserved_memory_bytes, "memory.reserved_memory_bytes", limits::kReservedBytes);
   for (std::size_t i = 0; i < collective_algorithms.size(); ++i) {
     const auto& r = collective_algorithms[i];
     const std::string w = ctx + ": network.collective_algorithms[" + std::to_string(i) + "]";
     if (r.op != "all-reduce") throw ConfigError(w + ": op '" + r.op + "' is not supported (known: all-reduce)");
     if (r.algorithm != "ring" && r.algorithm != "tree" && r.algorithm != "hierarchical" && r.algorithm != "nvls")
       throw ConfigError(w + ": algorithm '" + r.algorithm + "' is not known (known: ring, tree, hierarchical, nvls)");
-    if (!(r.max_bytes > 0)) throw ConfigError(w + ": max_bytes must be positive");
+    limits::check(r.max_bytes, limits::kMessageBytes, w, "max_bytes");
   }
   for (std::size_t i = 0; i < network_segments.size(); ++i) {
     const auto& g = network_segments[i];
     const std::string w = ctx + ": network.segments[" + std::to_string(i) + "]";
     if (g.link != "intra" && g.link != "inter")
       throw ConfigError(w + ": link '" + g.link + "' is not known (known: intra, inter)");
-    if (!(g.max_bytes > 0)) throw ConfigError(w + ": max_bytes must be positive");
-    if (!(g.latency_factor >= 0) || !(g.bandwidth_factor > 0))
-      throw ConfigError(w + ": latency_factor must be >= 0 and bandwidth_factor > 0");
+    limits::check(g.max_bytes, limits::kMessageBytes, w, "max_bytes");
+    limits::check(g.latency_factor, limits::kFactor, w, "latency_factor");
+    limits::check(g.bandwidth_factor, limits::kFactor, w, "bandwidth_factor");
+    if (!(g.bandwidth_factor > 0)) throw ConfigError(w + ": bandwidth_factor must be positive");
   }
 }
 

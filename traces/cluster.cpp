@@ -8,6 +8,7 @@
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/limits.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim {
@@ -15,7 +16,7 @@ using json_util::get;
 using json_util::get_or;
 
 namespace {
-constexpr long kMaxGpus = 1L << 20;  // far beyond any cluster; keeps every GPU index an int
+constexpr long kMaxGpus = limits::kMaxGpus;
 }  // namespace
 
 int ClusterSpec::leaf_of(int gpu_id) const {
@@ -47,21 +48,22 @@ void ClusterSpec::validate() const {
   if (static_cast<long long>(num_nodes) * gpus_per_node > kMaxGpus)
     throw ConfigError(ctx + ": " + std::to_string(num_nodes) + " x " + std::to_string(gpus_per_node) +
                       " GPUs is more than the supported " + std::to_string(kMaxGpus));
-  if (gpu.peak_fp16_flops <= 0 || gpu.peak_bf16_flops <= 0 || gpu.peak_fp32_flops <= 0)
-    throw ConfigError(ctx + ": gpu '" + gpu.name +
-                      "' needs positive peak_fp16_flops, peak_bf16_flops, peak_fp32_flops");
-  if (!(gpu.peak_fp8_flops >= 0) || !(gpu.peak_fp4_flops >= 0))
-    throw ConfigError(ctx + ": gpu '" + gpu.name + "' peak_fp8_flops and peak_fp4_flops must not be negative");
-  if (gpu.hbm_Bps <= 0) throw ConfigError(ctx + ": gpu.hbm_Bps must be positive");
-  if (gpu.memory_bytes <= 0) throw ConfigError(ctx + ": gpu.memory_bytes must be positive");
-  if (intra.bandwidth_Bps <= 0) throw ConfigError(ctx + ": intra_node.bandwidth_Bps must be positive");
-  if (intra.latency_s < 0) throw ConfigError(ctx + ": intra_node.latency_s must not be negative");
+  const std::string gctx = ctx + ": gpu '" + gpu.name + "'";
+  limits::check(gpu.peak_fp16_flops, limits::kPeakFlops, gctx, "peak_fp16_flops");
+  limits::check(gpu.peak_bf16_flops, limits::kPeakFlops, gctx, "peak_bf16_flops");
+  limits::check(gpu.peak_fp32_flops, limits::kPeakFlops, gctx, "peak_fp32_flops");
+  limits::check_or_zero(gpu.peak_fp8_flops, limits::kPeakFlops, gctx, "peak_fp8_flops");
+  limits::check_or_zero(gpu.peak_fp4_flops, limits::kPeakFlops, gctx, "peak_fp4_flops");
+  limits::check(gpu.hbm_Bps, limits::kBandwidth, ctx, "gpu.hbm_Bps");
+  limits::check(gpu.memory_bytes, limits::kDeviceMemory, ctx, "gpu.memory_bytes");
+  limits::check(intra.bandwidth_Bps, limits::kBandwidth, ctx, "intra_node.bandwidth_Bps");
+  limits::check(intra.latency_s, limits::kLatency, ctx, "intra_node.latency_s");
   if (intra.kind != "nvswitch")
     throw ConfigError(ctx + ": intra_node.kind '" + intra.kind + "' is not supported (known: nvswitch)");
   if (num_nodes > 1 || inter.nics_per_node > 0) {
     if (inter.nics_per_node <= 0) throw ConfigError(ctx + ": inter_node.nics_per_node must be positive");
-    if (inter.nic_bandwidth_Bps <= 0) throw ConfigError(ctx + ": inter_node.nic_bandwidth_Bps must be positive");
-    if (inter.latency_s < 0) throw ConfigError(ctx + ": inter_node.latency_s must not be negative");
+    limits::check(inter.nic_bandwidth_Bps, limits::kBandwidth, ctx, "inter_node.nic_bandwidth_Bps");
+    limits::check(inter.latency_s, limits::kLatency, ctx, "inter_node.latency_s");
     if (inter.nics_per_node > gpus_per_node || gpus_per_node % inter.nics_per_node != 0)
       throw ConfigError(ctx + ": gpus_per_node " + std::to_string(gpus_per_node) +
                         " must be a multiple of inter_node.nics_per_node " + std::to_string(inter.nics_per_node));
@@ -82,8 +84,8 @@ void ClusterSpec::validate() const {
       const auto& l = graph.links[i];
       if (l.a < 0 || l.b < 0 || l.a >= nv || l.b >= nv || l.a == l.b)
         throw ConfigError(ctx + ": graph link " + std::to_string(i) + " does not join two different vertices");
-      if (!(l.bandwidth_Bps > 0) || !(l.latency_s >= 0))
-        throw ConfigError(ctx + ": graph link " + std::to_string(i) + " needs a positive bandwidth and a latency >= 0");
+      limits::check(l.bandwidth_Bps, limits::kBandwidth, ctx, "graph link " + std::to_string(i) + " bandwidth_Bps");
+      limits::check(l.latency_s, limits::kLatency, ctx, "graph link " + std::to_string(i) + " latency_s");
     }
   }
   if (inter.topology != "switch" && inter.topology != "fat-tree" && inter.topology != "rail")
@@ -91,13 +93,11 @@ void ClusterSpec::validate() const {
                       "' is not known (known: switch, fat-tree, rail)");
   if (inter.topology != "switch") {
     if (inter.nodes_per_leaf <= 0) throw ConfigError(ctx + ": inter_node.nodes_per_leaf must be positive");
-    if (!(inter.oversubscription >= 1) || !std::isfinite(inter.oversubscription))
-      throw ConfigError(ctx + ": inter_node.oversubscription must be a number >= 1");
-    if (inter.spine_latency_s < 0) throw ConfigError(ctx + ": inter_node.spine_latency_s must not be negative");
+    limits::check(inter.oversubscription, limits::kOversubscription, ctx, "inter_node.oversubscription");
+    limits::check(inter.spine_latency_s, limits::kLatency, ctx, "inter_node.spine_latency_s");
     if (inter.leaves_per_pod < 0 || (inter.leaves_per_pod > 0 && inter.topology != "fat-tree"))
       throw ConfigError(ctx + ": inter_node.leaves_per_pod needs the fat-tree topology and must not be negative");
-    if (!(inter.pod_oversubscription >= 1) || !std::isfinite(inter.pod_oversubscription))
-      throw ConfigError(ctx + ": inter_node.pod_oversubscription must be a number >= 1");
+    limits::check(inter.pod_oversubscription, limits::kOversubscription, ctx, "inter_node.pod_oversubscription");
   }
 }
 

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "chakra_et.pb.h"
 #include "traces/archive.hpp"
@@ -1056,7 +1057,19 @@ void fill_from_protobuf(const pb::Node& n, std::size_t index, const std::string&
 
 /// A Chakra .et stream: varint-length-prefixed messages, GlobalMetadata first (as Chakra's feeder reads it), then
 /// Nodes. Each message must fit in what remains of the file and parse whole.
+/// libprotobuf's own log lines (an ERROR for invalid UTF-8 in a string field, say) are dropped from the first Chakra
+/// read on: dtsim reports a bad trace in its one line (issue Guard: third-party logging never reaches the user on
+/// bad input). Once per process, thread-safe (a function-local static; SetLogHandler itself is not).
+void quiet_protobuf() {
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+    return true;
+  }();
+  (void)quiet;
+}
+
 ExecGraph build_chakra_et(std::string_view bytes, const std::string& source) {
+  quiet_protobuf();
   ExecGraph g;
   g.source = source;
   g.format = "chakra-et";
@@ -1138,7 +1151,9 @@ bool is_protobuf_member(const ArchiveMember& m) {
 std::vector<Loaded> load_documents(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec)
-    throw FormatError(path + ": empty file (no JSON document)");
+    throw FormatError(path + (ends_with(path, ".et") || ends_with(path, ".et.gz")
+                                  ? ": empty file (no Chakra GlobalMetadata record)"
+                                  : ": empty file (no JSON document)"));
   std::vector<ArchiveMember> members = read_archive_members(path);
   const std::string file_name = std::filesystem::path(path).filename().string();
   std::vector<Loaded> docs;

@@ -32,7 +32,10 @@ void reject_unknown(const json& j, const std::string& ctx, const std::set<std::s
   if (!j.is_object()) throw ConfigError(ctx + ": expected a JSON object");
   for (const auto& [key, value] : j.items()) {
     (void)value;
-    if (!allowed.count(key)) throw ConfigError(ctx + ": unknown field '" + key + "'");
+    if (allowed.count(key)) continue;
+    std::string known;
+    for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
+    throw ConfigError(ctx + ": unknown field '" + key + "' (known: " + known + ")");
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/limits.hpp"
 
 namespace dtsim {
 using json_util::get;
@@ -85,16 +86,24 @@ Dispatcher dispatcher_from_string(const std::string& s, const std::string& ctx) 
   if (s == "allgather") return Dispatcher::ALL_GATHER;
   throw ConfigError(ctx + ": unknown MoE dispatcher '" + s + "' (known: alltoall, allgather)");
 }
-double parse_number(const std::string& t, const std::string& what, const std::string& ctx) {
+/// A number of a --routing spec, in `range`: "not a number" only for text that is none; a number outside the range
+/// (or beyond a double, such as 1e-320 or 1e400) names the range.
+double parse_number(const std::string& t, const std::string& what, const std::string& ctx,
+                    const limits::Range& range) {
   std::size_t used = 0;
   double v = 0;
+  bool out_of_range = false;
   try {
     v = std::stod(t, &used);
+  } catch (const std::out_of_range&) {
+    out_of_range = true;  // underflow (1e-320) or overflow (1e400): a number, but not one dtsim can use
+    used = t.size();
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != t.size() || !std::isfinite(v))
-    throw ConfigError(ctx + ": " + what + " '" + t + "' is not a number");
+  if (used == 0 || used != t.size()) throw ConfigError(ctx + ": " + what + " '" + t + "' is not a number");
+  if (out_of_range || !std::isfinite(v) || v < range.lo || v > range.hi)
+    throw ConfigError(ctx + ": " + what + " '" + t + "' is outside its range " + limits::describe(range));
   return v;
 }
 }  // namespace
@@ -117,6 +126,16 @@ std::vector<double> Routing::expert_fractions(int experts) const {
   return f;
 }
 
+double Routing::kept_fraction(int experts) const {
+  if (!(capacity_factor > 0)) return 1.0;
+  Routing uncapped = *this;
+  uncapped.capacity_factor = 0;
+  const double cap = capacity_factor / experts;
+  double kept = 0;
+  for (double f : uncapped.expert_fractions(experts)) kept += std::min(f, cap);
+  return std::min(1.0, kept);
+}
+
 Routing routing_from_string(const std::string& spec, const std::string& ctx) {
   Routing r;
   std::string s = spec;
@@ -129,15 +148,12 @@ Routing routing_from_string(const std::string& spec, const std::string& ctx) {
       r.pad_to_capacity = true;
       cf = cf.substr(0, cf.size() - 4);
     }
-    r.capacity_factor = parse_number(cf, "capacity factor", ctx);
-    if (!(r.capacity_factor > 0)) throw ConfigError(ctx + ": capacity factor must be positive, got '" + cf + "'");
+    r.capacity_factor = parse_number(cf, "capacity factor", ctx, limits::kCapacityFactor);
   }
   if (s == "balanced") return r;
   if (s.rfind("skew:", 0) == 0) {
     r.kind = Routing::Kind::SKEW;
-    r.skew = parse_number(s.substr(5), "routing skew", ctx);
-    if (r.skew < 0 || r.skew > 8)
-      throw ConfigError(ctx + ": routing skew must be in [0, 8], got '" + s.substr(5) + "'");
+    r.skew = parse_number(s.substr(5), "routing skew", ctx, limits::kRoutingSkew);
     return r;
   }
   if (s.rfind("loads:", 0) == 0) {
@@ -151,18 +167,19 @@ Routing routing_from_string(const std::string& spec, const std::string& ctx) {
       for (const auto& x : j) {
         if (!x.is_number())
           throw ConfigError(ctx + ": routing loads file '" + list + "' must hold a JSON list of numbers");
+        limits::check(x.get<double>(), limits::kRoutingLoad, ctx + ": routing loads file '" + list + "'",
+                      "load " + std::to_string(r.loads.size()));
         r.loads.push_back(x.get<double>());
       }
     } else {
       std::stringstream in(list);
       std::string item;
-      while (std::getline(in, item, ',')) r.loads.push_back(parse_number(item, "routing load", ctx));
+      while (std::getline(in, item, ','))
+        r.loads.push_back(parse_number(item, "routing load", ctx, limits::kRoutingLoad));
     }
-    double sum = 0;
-    for (double x : r.loads) {
-      if (!(x >= 0)) throw ConfigError(ctx + ": routing loads must be non-negative");
-      sum += x;
-    }
+    if (r.loads.size() > 1 << 16) throw ConfigError(ctx + ": routing gives more than 65536 loads");
+    double sum = 0;  // at most 65536 loads of at most 1e12 each: finite
+    for (double x : r.loads) sum += x;
     if (r.loads.empty() || !(sum > 0)) throw ConfigError(ctx + ": routing loads must not all be zero");
     for (auto& x : r.loads) x /= sum;  // fractions
     return r;
@@ -590,6 +607,7 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(cp, "cp");
   positive(ep, "ep");
   if (etp < 0) throw ConfigError(ctx + ": etp must be positive, got " + std::to_string(etp));
+  validate_options_used(model);
   validate_moe_cp(model);
   if (has_stage_strategies() && static_cast<int>(stage_strategies.size()) != pp)
     throw ConfigError(ctx + ": stage_strategies has " + std::to_string(stage_strategies.size()) +
@@ -814,6 +832,27 @@ void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, cons
   if (!stack.empty()) (void)stack_profile(stack);  // ConfigError naming the known stacks
 }
 
+void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
+  const std::string ctx = "plan";
+  auto given = [&](const char* key) {
+    return std::find(given_options.begin(), given_options.end(), key) != given_options.end();
+  };
+  auto no_effect = [&](const char* key, const std::string& why) {
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    throw ConfigError(ctx + ": " + key + " (--" + flag + ") has no effect " + why);
+  };
+  if (given("tp_overlap_chunks") && !tp_comm_overlap)
+    no_effect("tp_overlap_chunks", "without tp_comm_overlap (--tp-comm-overlap)");
+  if (given("fsdp_prefetch") && zero_stage != 3)
+    no_effect("fsdp_prefetch", "unless zero stage is 3 (ZeRO-3/FSDP; this plan has " + std::to_string(zero_stage) + ")");
+  if (given("cp_kind") && cp == 1) no_effect("cp_kind", "with cp 1 (no context parallelism)");
+  if (!model.moe.enabled()) {
+    for (const char* key : {"etp", "dispatcher"})
+      if (given(key)) no_effect(key, "on a dense model ('" + model.name + "' has no experts)");
+  }
+}
+
 void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
   const std::string ctx = "plan";
   if (tp_layout != TpLayout::D1 && tp > 1 &&
@@ -1022,6 +1061,12 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.overlap_param_gather = get_or<bool>(j, ctx, "overlap_param_gather", false);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);
+  // Options that act only with others: recorded when not at their default (a plan dtsim wrote reads back).
+  if (p.tp_overlap_chunks != 0) p.given_options.emplace_back("tp_overlap_chunks");
+  if (p.fsdp_prefetch != 1) p.given_options.emplace_back("fsdp_prefetch");
+  if (p.cp_kind != CpKind::RING) p.given_options.emplace_back("cp_kind");
+  if (p.dispatcher != Dispatcher::ALL_TO_ALL) p.given_options.emplace_back("dispatcher");
+  if (p.etp != 0) p.given_options.emplace_back("etp");
   p.stack = get_or<std::string>(j, ctx, "stack", "");
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);

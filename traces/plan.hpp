@@ -66,6 +66,9 @@ struct Routing {
   /// Fraction of the routed token-slots each expert receives (experts entries, sums to 1), after the capacity cap
   /// (dropped slots leave the sum below 1; padding to capacity raises every expert to its capacity).
   std::vector<double> expert_fractions(int experts) const;
+  /// Fraction of the routed token-slots the experts compute (1 without a capacity factor; below 1 when the capacity
+  /// drops tokens). Padding slots are not counted: they are not the model's work.
+  double kept_fraction(int experts) const;
 };
 /// "balanced", "skew:S" (Zipf exponent S), "loads:FILE" or "loads:f1,f2,..."; "cf:X" suffix sets the capacity factor.
 Routing routing_from_string(const std::string& s, const std::string& ctx);
@@ -190,6 +193,10 @@ struct ParallelPlan {
   /// ZeRO-3 / FSDP: units whose parameter all-gather may run ahead of the unit computing (FSDP2's forward/backward
   /// prefetch). 0 = gather each unit only when the previous one is done; 1 = one ahead (FSDP2's default).
   int fsdp_prefetch = 1;
+  /// Options the user gave explicitly whose effect depends on the rest of the plan, by their plan-JSON key
+  /// ("tp_overlap_chunks", "fsdp_prefetch", "cp_kind", "etp", "dispatcher"): CLI flags when given, JSON keys when not
+  /// at their default. validate() refuses each that would have no effect (one rule for flags and files).
+  std::vector<std::string> given_options;
   /// CUDA graphs (Megatron-Core --enable-cuda-graph, torch.compile "reduce-overhead"): every layer pass is one
   /// captured graph, issued by the host as one launch (host_issue_s once instead of once per kernel, collectives in
   /// the graph cost the host nothing).
@@ -276,6 +283,8 @@ struct ParallelPlan {
   void validate_intra_layer(const TransformerSpec& model, const ClusterSpec& cluster) const;
   /// The stage_cut_atoms part of validate().
   void validate_cuts(const TransformerSpec& model) const;
+  /// The given_options part of validate(): an option given explicitly that would have no effect in this plan.
+  void validate_options_used(const TransformerSpec& model) const;
   /// The context- and expert-parallel part of validate().
   void validate_moe_cp(const TransformerSpec& model) const;
   /// The precision and overlap part of validate().

@@ -6,6 +6,7 @@
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/limits.hpp"
 #include "traces/stack_data.hpp"
 
 namespace dtsim {
@@ -13,13 +14,10 @@ using json_util::get;
 using json_util::get_or;
 
 void StackProfile::validate(const std::string& ctx) const {
-  auto nonneg = [&](double v, const char* f) {
-    if (!(v >= 0)) throw ConfigError(ctx + ": " + f + " must not be negative, got " + std::to_string(v));
-  };
-  nonneg(host_issue_s, "host_issue_s");
-  nonneg(host_collective_issue_s, "host_collective_issue_s");
-  nonneg(p2p_overhead_s, "p2p_overhead_s");
-  nonneg(per_iteration_s, "per_iteration_s");
+  limits::check(host_issue_s, limits::kOverhead, ctx, "host_issue_s");
+  limits::check(host_collective_issue_s, limits::kOverhead, ctx, "host_collective_issue_s");
+  limits::check(p2p_overhead_s, limits::kOverhead, ctx, "p2p_overhead_s");
+  limits::check(per_iteration_s, limits::kIterationOverhead, ctx, "per_iteration_s");
   if (name.empty()) throw ConfigError(ctx + ": 'name' must not be empty");
 }
 

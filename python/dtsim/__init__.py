@@ -131,6 +131,8 @@ def simulate(model, cluster, plan, calibration=None, options=None, out=None):
     links_frame(). Raises ConfigError / FormatError for bad input, and ConfigError before it starts for a run
     whose estimated memory is above max_memory_bytes (default 90% of this machine's memory).
     """
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"simulate: options: expected a dict of option names to values, not {type(options).__name__}")
     opts = dict(options or {})
     if out is not None:
         opts.setdefault("trace", True)

@@ -1740,7 +1740,10 @@ Lowered Lowerer::run() {
                  "no pipeline transfer for rank " << w.si << " micro-batch " << w.mb << " chunk " << w.chunk);
     for (auto flow : it->second) g_.depend(flow, w.task);
   }
-  out_.model_flops_per_iteration = 3.0 * cost::model_forward_flops_per_sample(m_) * p_.global_batch_size;
+  out_.model_flops_per_iteration =
+      3.0 *
+      cost::model_forward_flops_per_sample(m_, m_.moe.enabled() ? p_.routing.kept_fraction(m_.moe.experts) : 1.0) *
+      p_.global_batch_size;
   return finish();
 }
 

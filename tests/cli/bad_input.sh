@@ -282,7 +282,7 @@ expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M
 expect_error "disconnected graph"            "disconnected"        simulate "${M[@]}" --cluster "$TMP/graph_disconnected.json" --tp 2 --gbs 2
 expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"
 expect_error "fat-tree without leaf size"    "needs nodes per leaf" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree "${P[@]}"
-expect_error "fat-tree undersubscribed"      "oversubscription must be a number >= 1" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1:0.5 "${P[@]}"
+expect_error "fat-tree undersubscribed"      "oversubscription = 0.5 is outside its range [1, 1024]" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1:0.5 "${P[@]}"
 expect_error "collective group larger than cluster" "does not fit" collective --cluster dgx-a100:16 --ranks 32
 expect_error "collective unknown op"         "'all-to-some'"       collective --cluster dgx-a100:8 --op all-to-some
 expect_error "collective bad size"           "unknown unit"        collective --cluster dgx-a100:8 --bytes 12XB
@@ -341,6 +341,77 @@ expect_error "model file int field > 2^31"   "is not an integer from" simulate -
 expect_error "model file over 10^15 params"  "10^15 parameters"    simulate --model "$TMP/model_huge.json" "${C[@]}" "${P[@]}"
 expect_error "plan file tp*pp beyond int"    "= 4294967296 does not match" simulate "${T[@]}" --plan "$TMP/plan_overflow.json"
 expect_error "cluster fabric count 1e20"     "is not an integer from 0" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1e20 --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 16
+
+# ---- Guard (issue 38): bounded numbers, results that cannot be true, options with no effect ------------------------
+# A stack profile / calibration / cluster number far outside what is physical was accepted (1e308 s of host issue
+# deadlocked the task graph and crashed SimGrid's exit handlers); routing loads and capacity factors at the limits of a
+# double gave MFU above 100%. Every number's range: `dtsim limits` (docs/errors.md).
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+sed '0,/"host_issue_s"/s/"host_issue_s": [0-9.e-]*/"host_issue_s": 1e308/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_1e308.json"
+sed '0,/"p2p_overhead_s"/s/"p2p_overhead_s": [0-9.e-]*/"p2p_overhead_s": -1e-6/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_negative.json"
+sed '0,/"kernel_launch_s"/s/"kernel_launch_s": [0-9.e-]*/"kernel_launch_s": 1e308/' "$REPO/traces/calibration/h100-sxm5-80gb.json" >"$TMP/calib_launch_1e308.json"
+cat >"$TMP/cluster_bw_1e308.json" <<'JSON'
+{"schema_version": 1, "gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 8,
+ "intra_node": {"bandwidth_Bps": 1e308, "latency_s": 1e-6}}
+JSON
+cat >"$TMP/cluster_latency_1e9.json" <<'JSON'
+{"schema_version": 1, "gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 8,
+ "intra_node": {"bandwidth_Bps": 4.5e11, "latency_s": 1e9}}
+JSON
+MX=(--model mixtral-8x7b --cluster dgx-h100:16 --tp 2 --ep 2 --sequence-parallel --mbs 1 --gbs 16 --network analytic)
+H8=(--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --mbs 1)
+expect_error "stack host_issue_s 1e308"       "host_issue_s = 1e+308 is outside its range [0, 1] s" simulate "${H8[@]}" --stack "$TMP/stack_1e308.json"
+expect_error "stack p2p overhead negative"    "p2p_overhead_s = -1e-06 is outside its range" simulate "${H8[@]}" --stack "$TMP/stack_negative.json"
+expect_error "calibration kernel launch 1e308" "compute.kernel_launch_s = 1e+308 is outside its range" simulate "${H8[@]}" --calibration "$TMP/calib_launch_1e308.json"
+expect_error "cluster bandwidth 1e308"        "intra_node.bandwidth_Bps = 1e+308 is outside its range" simulate --model gpt3-1.3b --cluster "$TMP/cluster_bw_1e308.json" --gbs 16 --mbs 1
+expect_error "cluster latency 1e9 s"          "intra_node.latency_s = 1e+09 is outside its range [0, 1] s" simulate --model gpt3-1.3b --cluster "$TMP/cluster_latency_1e9.json" --gbs 16 --mbs 1
+expect_error "routing loads 1e308"            "routing load '1e308' is outside its range [0, 1e+12]" simulate "${MX[@]}" --routing loads:1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308
+expect_error "routing load 1e-320"            "routing load '1e-320' is outside its range" simulate "${MX[@]}" --routing loads:1e-320,1,1,1,1,1,1,1
+expect_error "routing load not a number"      "routing load 'x' is not a number" simulate "${MX[@]}" --routing loads:x,1,1,1,1,1,1,1
+expect_error "capacity factor 1e-9"           "capacity factor '1e-9' is outside its range [0.01, 1024]" simulate "${MX[@]}" --routing skew:1,cf:1e-9
+expect_error "capacity factor 1e400"          "capacity factor '1e400' is outside its range" simulate "${MX[@]}" --routing cf:1e400
+expect_error "--cp 0"                         "--cp must be positive, got 0" simulate "${M[@]}" "${C[@]}" --cp 0 --mbs 1 --gbs 8
+expect_error "--pp -1 (default dp)"           "--pp must be positive, got -1" simulate "${M[@]}" "${C[@]}" --pp -1 --mbs 1 --gbs 8
+expect_error "--etp 0"                        "--etp must be positive, got 0" simulate "${MX[@]}" --etp 0
+expect_error "--stage-replicas 0 (default dp)" "--stage-replicas entries must be positive" simulate "${M[@]}" "${C[@]}" --stage-replicas 0,1 --mbs 2 --gbs 16
+# One rule for options that act only with others: refused with the reason, from flags and plan files alike.
+printf '{"tp": 2, "pp": 1, "dp": 4, "micro_batch_size": 1, "global_batch_size": 8, "fsdp_prefetch": 2}' >"$TMP/plan_fsdp_prefetch.json"
+expect_error "--tp-overlap-chunks without overlap" "tp_overlap_chunks (--tp-overlap-chunks) has no effect without tp_comm_overlap" simulate "${M[@]}" "${C[@]}" "${P[@]}" --tp-overlap-chunks 4
+expect_error "--fsdp-prefetch without ZeRO-3" "fsdp_prefetch (--fsdp-prefetch) has no effect unless zero stage is 3" simulate "${M[@]}" "${C[@]}" "${P[@]}" --fsdp-prefetch 2
+expect_error "plan file fsdp_prefetch without ZeRO-3" "fsdp_prefetch (--fsdp-prefetch) has no effect" simulate "${M[@]}" "${C[@]}" --plan "$TMP/plan_fsdp_prefetch.json"
+expect_error "--cp-kind with cp 1"            "cp_kind (--cp-kind) has no effect with cp 1" simulate "${M[@]}" "${C[@]}" "${P[@]}" --cp-kind a2a
+expect_error "--etp on a dense model"         "etp (--etp) has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --etp 2
+expect_error "--dispatcher on a dense model"  "dispatcher (--dispatcher) has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --dispatcher allgather
+# The published-data harness: no MAPE of zero rows; degree products in 64 bits; unknown keys and bad times refused.
+cat >"$TMP/rows_all_fail.json" <<'JSON'
+[{"hidden": 1024, "heads": 16, "num_layers": 2, "micro_batch": 1, "global_batch": -16, "cluster": "dgx-h100:1",
+  "measured_s": 0.01}]
+JSON
+cat >"$TMP/rows_overflow.json" <<'JSON'
+[{"hidden": 1024, "heads": 16, "num_layers": 2, "tp": 65536, "dp": 65536, "micro_batch": 1, "global_batch": 65536,
+  "measured_s": 0.01}]
+JSON
+cat >"$TMP/rows_unknown_key.json" <<'JSON'
+[{"hidden": 1024, "heads": 16, "num_layers": 2, "micro_batch": 1, "global_batch": 1, "cluster": "dgx-h100:1",
+  "precison": "fp8", "measured_s": 0.01}]
+JSON
+cat >"$TMP/rows_time_1e308.json" <<'JSON'
+[{"hidden": 1024, "heads": 16, "num_layers": 2, "micro_batch": 1, "global_batch": 1, "cluster": "dgx-h100:1",
+  "measured_s": 1e308}]
+JSON
+expect_error "validate: every row fails"      "no row could be scored (1 rows, 1 failed" validate published --data "$TMP/rows_all_fail.json"
+expect_error "validate: tp*dp beyond int"     "tp*pp*dp = 65536*1*65536 is beyond what dtsim models" validate published --data "$TMP/rows_overflow.json"
+expect_error "validate: row with unknown key" "unknown field 'precison'" validate published --data "$TMP/rows_unknown_key.json"
+expect_error "validate: measured time 1e308"  "measured time = 1e+308 is outside its range" validate published --data "$TMP/rows_time_1e308.json"
+# Chakra: an empty .et is not "no JSON document"; libprotobuf's own ERROR line (invalid UTF-8 in a string field) is not
+# printed; an export never mixes with a directory of other files.
+: >"$TMP/empty.et"
+printf '\x04\x0a\x02\xff\xfe' >"$TMP/bad_utf8.et"
+mkdir -p "$TMP/export_foreign" && echo "notes" >"$TMP/export_foreign/notes.txt"
+expect_error "replay: empty .et"              "empty file (no Chakra GlobalMetadata" replay --trace "$TMP/empty.et"
+expect_error "replay: .et with invalid UTF-8" "bad_utf8.et" replay --trace "$TMP/bad_utf8.et"
+expect_error "export into a foreign directory" "holds 'notes.txt', which is not part of a dtsim Chakra export" simulate "${T[@]}" "${P[@]}" --network analytic --export-chakra "$TMP/export_foreign"
+if [[ $(ls "$TMP/export_foreign") != notes.txt ]]; then fail "export into a foreign directory: the directory changed"; fi
 
 # ---- an existing --out directory is left untouched by a bad input ------------------------------------
 # expect_untouched NAME ARGS... -- --out points at a directory holding keep.txt (content and mtime fixed);

@@ -13,6 +13,7 @@
 #include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/limits.hpp"
 #include "traces/stack_profile.hpp"
 #include "validate/published/published_json.hpp"
 
@@ -112,7 +113,7 @@ std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path
               a = to_int(f[4], ctx), L = to_int(f[5], ctx), s = to_int(f[6], ctx), tp = to_int(f[7], ctx),
               dp = to_int(f[8], ctx), pp = to_int(f[9], ctx);
     const double ms = to_number(f[10], ctx);
-    if (tp * dp * pp != gpus) throw FormatError(ctx + ": TP*DP*PP != GPUs");
+    if (limits::checked_product({tp, dp, pp}, ctx, "TP*DP*PP") != gpus) throw FormatError(ctx + ": TP*DP*PP != GPUs");
     if (!(ms > 0)) throw FormatError(ctx + ": iteration time must be positive");
     PublishedRow r;
     r.index = static_cast<int>(rows.size());
@@ -131,9 +132,16 @@ std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path
 PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int index) {
   using json_util::get;
   using json_util::get_or;
+  json_util::reject_unknown(j, ctx,
+                            {"hidden", "heads", "num_layers", "seq_len", "vocab", "ffn_hidden", "tp", "pp", "dp",
+                             "micro_batch", "global_batch", "recompute", "schedule", "sequence_parallel", "zero_stage",
+                             "precision", "stack", "cluster", "gpu", "measured_s", "measured_ms", "group", "measure"});
   PublishedRow r;
   r.index = index;
   const int tp = get_or<int>(j, ctx, "tp", 1);
+  // The GPU count is a product of the degrees: in 64 bits, bounded, before it names a cluster.
+  (void)limits::checked_product({tp, get_or<int>(j, ctx, "pp", 1), get_or<int>(j, ctx, "dp", 1)}, ctx, "tp*pp*dp",
+                                limits::kMaxGpus);
   r.model =
       gpt_model(get<int>(j, ctx, "hidden"), get<int>(j, ctx, "heads"), get<int>(j, ctx, "num_layers"),
                 get_or<int>(j, ctx, "seq_len", 2048), get_or<int>(j, ctx, "vocab", 50257), tp, VocabSharding::PADDED);
@@ -144,6 +152,7 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   set_schedule(r.plan, get_or<std::string>(j, ctx, "schedule", "1f1b"), ctx);
   r.plan.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   r.plan.zero_stage = get_or<int>(j, ctx, "zero_stage", 0);
+  r.plan.precision = precision_from_string(get_or<std::string>(j, ctx, "precision", "bf16"), ctx);
   r.plan.stack = get_or<std::string>(j, ctx, "stack", "megatron-lm");  // Megatron-LM papers and README by default
   (void)stack_profile(r.plan.stack);                                   // an unknown stack names the known ones
   r.cluster = get_or<std::string>(j, ctx, "cluster", "dgx-a100:" + std::to_string(r.plan.world_size()));
@@ -153,7 +162,7 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
                       "' (" + r.gpu + ")");
   if (j.contains("measured_s")) r.measured_s = get<double>(j, ctx, "measured_s");
   else r.measured_s = get<double>(j, ctx, "measured_ms") / 1000.0;
-  if (!(r.measured_s > 0)) throw FormatError(ctx + ": measured time must be positive");
+  limits::check(r.measured_s, limits::kMeasuredTime, ctx, "measured time");
   r.group = get_or<std::string>(j, ctx, "group", r.model.name);
   r.measure = get_or<std::string>(j, ctx, "measure", "iteration");
   if (r.measure != "iteration" && r.measure != "layer")
@@ -172,7 +181,7 @@ std::vector<PublishedRow> parse_generic_csv(std::istream& in, const std::string&
     for (std::size_t i = 0; i < names.size(); ++i) {
       const auto& n = names[i];
       if (n == "schedule" || n == "recompute" || n == "cluster" || n == "group" || n == "gpu" || n == "measure" ||
-          n == "stack")
+          n == "stack" || n == "precision")
         j[n] = f[i];
       else if (n == "sequence_parallel") j[n] = f[i] == "1" || f[i] == "true";
       else if (n == "measured_s" || n == "measured_ms") j[n] = to_number(f[i], ctx);

@@ -503,6 +503,30 @@ void measured_of(const json& row, const std::string& ctx, Stack stack, Published
   }
 }
 
+/// The keys a published-data row may have (the union over the sources in ../shared/measurements and
+/// tests/data/published; README there documents each). Keys ending in _note, _source or _detail are the curators'
+/// commentary and pass. Anything else is refused with the known ones listed, so that a typo ("precison") is not
+/// predicted as if it were absent.
+void check_row_keys(const json& row, const std::string& ctx) {
+  static const std::set<std::string> known = {
+      "async_tp", "batch_size_per_dp", "cluster", "compile", "cp", "cp_comm_type", "cp_rotate_method",
+      "cross_entropy_fusion", "distributed_optimizer", "dp", "ep", "etp", "flags", "framework", "fsdp", "fsdp_degree",
+      "ga", "gbs", "gpu", "gpu_memory_bytes_sailor_config", "gpu_types", "gpus", "gpus_per_node", "heterogeneous", "id",
+      "inferred", "layers_run", "local_batch_size", "mbs", "measured", "measurement_method", "model", "moe_capacity",
+      "moe_dispatcher", "network", "nodes", "outcome", "overlap", "per_stage_plan", "pipeline_list_as_given",
+      "plan_file", "pp", "pp_microbatches", "pp_schedule", "precision", "quote", "recompute", "seq", "sequence_parallel",
+      "source", "sp_ulysses", "system", "table", "tokens_B_in_stage", "tokens_per_batch_printed", "tp", "vp",
+      "zero_stage", "zone"};
+  for (const auto& [key, value] : row.items()) {
+    (void)value;
+    if (known.count(key) || key.ends_with("_note") || key.ends_with("_source") || key.ends_with("_detail")) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw ConfigError(ctx + ": unknown field '" + key + "' (known: " + list +
+                      "; and commentary keys ending in _note, _source or _detail)");
+  }
+}
+
 PublishedRow row_of(const json& row, int index, const std::string& path, Stack stack, const json& shapes,
                     const Notes& doc_notes) {
   PublishedRow r;
@@ -513,6 +537,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
   Notes notes = doc_notes;
   try {
     if (!row.is_object()) throw ConfigError(ctx + ": expected a JSON object");
+    check_row_keys(row, ctx);
     r.group = group_of(row, stack, shapes);
     for (const auto& f : json_util::get_or<std::vector<std::string>>(row, ctx, "flags", {})) notes.add(f);
     measured_of(row, ctx, stack, r, notes);
