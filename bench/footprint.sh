@@ -2,7 +2,7 @@
 # bench/footprint.sh [DTSIM] -- the memory estimate of `dtsim simulate` (sim/model/footprint.*, the --max-memory guard)
 # against the measured peak RSS (/usr/bin/time -f %M) of the runs its constants were fitted to; prints one markdown
 # table row per run (README, "Memory guard"). The estimate is read from the refusal message of the same run under
-# --max-memory 1 (the CLI prints it nowhere else). Takes ~3 minutes and ~4 GB on a 2-core machine.
+# --max-memory 1 (the CLI prints it nowhere else). Takes ~6 minutes and ~4 GB on a 2-core machine (FOOTPRINT_LONG=1: ~18 minutes).
 set -euo pipefail
 DTSIM=${1:-build/bin/dtsim}
 [ -x "$DTSIM" ] || { echo "footprint.sh: $DTSIM is not an executable (build first)" >&2; exit 2; }
@@ -54,3 +54,23 @@ run P - "${G175[@]}" --cluster dgx-a100:1024 --dp 16 --gbs 1536 --fold none
 run Q out "${G13[@]}" --cluster dgx-a100:64 --dp 16 --gbs 128 --fold none
 run R out "${G175[@]}" --cluster dgx-a100:1024 --dp 16 --gbs 1536 --recompute full --collectives steps
 run S out "${G175[@]}" --cluster dgx-a100:256 --dp 4 --gbs 384 --fold none --perfetto
+# Issue Guard: the estimate on every benchmark's configuration (bench/moe.sh, bench/scale.sh) and on the 2026 MoE
+# configurations that used to end in std::bad_alloc, within +-25% of the measured peak.
+QW=(--model qwen3-235b-a22b --cluster dgx-b200:256 --pp 8 --ep 8 --dp 32 --precision mxfp8 --mbs 1 --gbs 256)
+DS256=(--model deepseek-v3 --cluster dgx-b200:256 --pp 16 --ep 8 --dp 16 --mbs 1 --gbs 256)
+Q30=(--model qwen3-30b-a3b --cluster dgx-h100:64 --ep 64 --dp 64 --mbs 1 --gbs 256 --zero 1 --fp32-grads)
+DSB=(--model deepseek-v3 --cluster dgx-h100:2048 --pp 16 --ep 64 --dp 128 --mbs 1 --gbs 2048 --zero 1 --fp32-grads
+     --recompute full --rank-order tp,pp,dp)
+run T - "${QW[@]}" --network analytic
+run U - "${QW[@]}"
+run V - "${DS256[@]}" --network analytic
+run W - "${DS256[@]}"
+run X - "${Q30[@]}"
+run Y - "${Q30[@]}" --routing skew:1.0
+run Z - "${DSB[@]}"
+run AA - --model gpt3-175b --tp 8 --pp 8 --mbs 1 --cluster dgx-a100:1048576 --dp 16384 --gbs 1572864
+run AB - --model gpt3-175b --tp 8 --pp 8 --mbs 1 --cluster dgx-a100:16384:fat-tree:16:4 --dp 256 --gbs 24576
+# DeepSeek-V3 on 2,048 H100s with skewed routing: every rank simulated, ~11 minutes on 2 cores (FOOTPRINT_LONG=1).
+if [[ ${FOOTPRINT_LONG:-0} == 1 ]]; then
+  run AC - --model deepseek-v3 --cluster dgx-h100:2048 --pp 16 --ep 64 --dp 128 --routing skew:1.0 --mbs 1 --gbs 2048
+fi

@@ -124,7 +124,10 @@ void read_keys(const py::handle& d, const std::string& what, const std::vector<s
       }
     if (!found) {
       std::string known;
-      for (const auto& s : setters) known += (known.empty() ? "" : ", ") + std::string(s.first);
+      for (const auto& s : setters) {
+        if (!known.empty()) known.append(", ");
+        known.append(s.first);
+      }
       throw ConfigError(what + ": unknown option '" + key + "' (known: " + known + ")");
     }
   }

@@ -15,8 +15,9 @@ std::string number(double v) {
 }  // namespace
 
 std::string describe(const Range& r) {
-  std::string s = "[" + number(r.lo) + ", " + number(r.hi) + "]";
-  if (*r.unit) s += std::string(" ") + r.unit;
+  std::string s = "[";
+  s.append(number(r.lo)).append(", ").append(number(r.hi)).append("]");
+  if (*r.unit) s.append(" ").append(r.unit);
   return s;
 }
 
@@ -37,7 +38,8 @@ long long checked_product(std::initializer_list<long long> factors, const std::s
   std::string terms;
   bool overflow = false;
   for (long long f : factors) {
-    terms += (terms.empty() ? "" : "*") + std::to_string(f);
+    if (!terms.empty()) terms.append("*");
+    terms.append(std::to_string(f));
     if (f < 0) throw ConfigError(ctx + ": " + what + " has a negative factor (" + std::to_string(f) + ")");
     if (overflow) continue;
     if (f != 0 && p > max / f) overflow = true;

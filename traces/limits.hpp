@@ -1,5 +1,5 @@
 // The documented finite range of every number a user can give (issue Guard): one table, checked where each value
-// is read, listed by `dtsim limits` and in docs/errors.md. A value outside its range is a ConfigError that names
+// is read, listed by `dtsim presets --limits` and in docs/errors.md. A value outside its range is a ConfigError that names
 // the field, the value and the range on one line.
 //
 // The ranges are wide on purpose: they exclude what cannot be physical (a 1e308 s kernel launch, a negative
@@ -34,7 +34,7 @@ inline constexpr Range kIterationOverhead{0, 3600, "s"};     ///< once per itera
 inline constexpr Range kFlopScale{0, 1e18, "FLOP"};          ///< a GEMM size such as the half-efficiency point
 inline constexpr Range kBytesPerParam{0, 1024, "B"};         ///< optimizer bytes per parameter
 inline constexpr Range kReservedBytes{0, 1e15, "B"};         ///< memory set aside per GPU
-inline constexpr Range kMessageBytes{1, 1e18, "B"};          ///< a message-size boundary of a calibration segment
+inline constexpr Range kMessageBytes{1, 1e300, "B"};  ///< a message-size boundary (1e300: the catch-all last segment)
 inline constexpr Range kFactor{0, 1e3, ""};                  ///< a latency or bandwidth multiplier
 // Plans and workloads.
 inline constexpr Range kBucketBytes{1, 1e15, "B"};           ///< a DP gradient bucket
@@ -64,7 +64,7 @@ struct Entry {
   std::string input, fields;
   Range range;
 };
-/// Every range above with the inputs that use it (the `dtsim limits` table; docs/errors.md includes it).
+/// Every range above with the inputs that use it (the `dtsim presets --limits` table; docs/errors.md includes it).
 const std::vector<Entry>& table();
 
 }  // namespace dtsim::limits

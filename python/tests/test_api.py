@@ -7,6 +7,7 @@ Environment (set by ctest): DTSIM (the dtsim binary), DTSIM_SHARED (../shared), 
 import json
 import os
 import pickle
+import re
 import subprocess
 from pathlib import Path
 
@@ -154,6 +155,39 @@ def test_bad_options_and_plans_are_config_errors():
 def test_memory_guard_refuses_before_running():
     with pytest.raises(dtsim.ConfigError, match="memory"):
         dtsim.simulate("gpt3-1.3b", "dgx-a100:8", SMALL_PLAN, options={"max_memory_bytes": 1e6})
+
+
+@pytest.mark.parametrize("options, message", [
+    (["network"], "options: expected a dict"),
+    ("analytic", "options: expected a dict"),
+    ({"max_memory_bytes": 0}, "max_memory_bytes' must be a positive number"),
+    ({"max_memory_bytes": -1}, "max_memory_bytes' must be a positive number"),
+    ({"max_memory_bytes": float("nan")}, "max_memory_bytes' must be a positive number"),
+    ({"max_memory_bytes": float("inf")}, "max_memory_bytes' must be a positive number"),
+    ({"max_memory_bytes": "1GB"}, "option 'max_memory_bytes' has the wrong type"),
+    ({"channels": 2.5}, "option 'channels' has the wrong type"),
+    ({"channels": 0}, "--channels must be between 1 and 64"),
+    ({"network": 3}, "option 'network' has the wrong type"),
+])
+def test_bad_options_raise_config_error(options, message):
+    """Issue Guard: every wrong option type or value is a ConfigError with the CLI's message, never a builtin
+    exception, and the memory guard cannot be switched off by 0, -1 or NaN (None is "no limit")."""
+    if isinstance(options, dict) and "network" not in options:
+        options = dict(options, network="analytic")  # never SimGrid: no child process for an error
+    with pytest.raises(dtsim.ConfigError, match=re.escape(message)):
+        dtsim.simulate("gpt3-1.3b", "dgx-a100:8", SMALL_PLAN, options=options)
+
+
+@pytest.mark.parametrize("plan, message", [
+    (dict(SMALL_PLAN, dp_bucket_bytes=float("nan")), "plan: not representable as JSON \\(a value is NaN or infinite\\)"),
+    (dict(SMALL_PLAN, tp=float("inf")), "plan: not representable as JSON"),
+    ({"cp": 0, "micro_batch_size": 1, "global_batch_size": 8}, "plan: cp must be positive, got 0"),
+    (dict(SMALL_PLAN, fsdp_prefetch=2), "fsdp_prefetch \\(--fsdp-prefetch\\) has no effect unless zero stage is 3"),
+    (dict(SMALL_PLAN, routing="skew:1,cf:1e-9"), "capacity factor '1e-9' is outside its range"),
+])
+def test_bad_plan_values_raise_config_error(plan, message):
+    with pytest.raises(dtsim.ConfigError, match=message):
+        dtsim.simulate("gpt3-1.3b", "dgx-a100:8", plan, options={"network": "analytic"})
 
 
 # ---- planners, sweeps, validation --------------------------------------------------------------------------------

@@ -1728,10 +1728,16 @@ Lowered Lowerer::run() {
   for (int si = 0; si < nsim; ++si) {
     lower_rank(si);
     if (si + 1 == first_group && nsim > 4 * first_group) {
+      // Only the first group's own tasks scale with the ranks: a collective over a wider group (EP, DP) lowered with
+      // its first member already holds the other members' tasks, and counting those nsim times over reserved
+      // terabytes for DeepSeek-V3 at EP 64 (issue Guard). Edges and host spans scale as the own share of the tasks.
+      std::size_t own = 0;
+      for (const auto& t : g_.tasks()) own += t.rank >= 0 && t.rank < first_group ? 1 : 0;
+      const double share = g_.size() > 0 ? static_cast<double>(own) / static_cast<double>(g_.size()) : 0.0;
       const double scale = 1.1 * nsim / first_group;
-      g_.reserve(static_cast<std::size_t>(scale * static_cast<double>(g_.size())),
-                 static_cast<std::size_t>(scale * static_cast<double>(g_.edge_count())),
-                 static_cast<std::size_t>(scale * static_cast<double>(g_.host_spans().size())));
+      g_.reserve(static_cast<std::size_t>(scale * static_cast<double>(own)),
+                 static_cast<std::size_t>(scale * share * static_cast<double>(g_.edge_count())),
+                 static_cast<std::size_t>(scale * share * static_cast<double>(g_.host_spans().size())));
     }
   }
   for (const auto& w : waiting_) {

@@ -345,7 +345,7 @@ expect_error "cluster fabric count 1e20"     "is not an integer from 0" simulate
 # ---- Guard (issue 38): bounded numbers, results that cannot be true, options with no effect ------------------------
 # A stack profile / calibration / cluster number far outside what is physical was accepted (1e308 s of host issue
 # deadlocked the task graph and crashed SimGrid's exit handlers); routing loads and capacity factors at the limits of a
-# double gave MFU above 100%. Every number's range: `dtsim limits` (docs/errors.md).
+# double gave MFU above 100%. Every number's range: `dtsim presets --limits` (docs/errors.md).
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 sed '0,/"host_issue_s"/s/"host_issue_s": [0-9.e-]*/"host_issue_s": 1e308/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_1e308.json"
 sed '0,/"p2p_overhead_s"/s/"p2p_overhead_s": [0-9.e-]*/"p2p_overhead_s": -1e-6/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_negative.json"

@@ -51,6 +51,18 @@ if cmp -s <(grep -v '"source"\|communicator_groups' "$TMP/rep/replay.json") \
   <(grep -v '"source"\|communicator_groups' "$TMP/rep2/replay.json"); then ok "replay of the listed files: same result"
 else fail "replay of the listed files differs from the directory's"; fi
 
+# 3b. Re-exporting a smaller run into the directory of a larger export replaces it whole (issue Guard: the old
+# ranks' files used to stay, and the directory no longer replayed).
+"$DTSIM" "${RUN[@]}" --export-chakra "$TMP/c" -q
+"$DTSIM" simulate --model gpt3-1.3b --cluster dgx-a100:4 --tp 2 --pp 2 --dp 1 --mbs 2 --gbs 8 --network analytic \
+  --export-chakra "$TMP/c" -q
+listing=$(find "$TMP/c" -mindepth 1 -printf "%f\n" | sort | tr '\n' ' ' | sed 's/ $//')
+if [[ $listing == "dtsim.0.et dtsim.1.et dtsim.2.et dtsim.3.et dtsim.comm_group.json" ]]; then
+  ok "re-export of 4 ranks over 8: $listing"
+else fail "re-export of 4 ranks over 8 left '$listing'"; fi
+if "$DTSIM" replay --trace "$TMP/c" -q >/dev/null 2>"$TMP/c.stderr"; then ok "the re-exported directory replays"
+else fail "the re-exported directory does not replay: $(cat "$TMP/c.stderr")"; fi
+
 # 4. Bad input: one error line, exit 2, nothing written.
 expect_error() {
   local name=$1 want=$2 dir=$3

@@ -515,7 +515,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
       "inferred", "layers_run", "local_batch_size", "mbs", "measured", "measurement_method", "model", "moe_capacity",
       "moe_dispatcher", "network", "nodes", "outcome", "overlap", "per_stage_plan", "pipeline_list_as_given",
       "plan_file", "pp", "pp_microbatches", "pp_schedule", "precision", "quote", "recompute", "seq", "sequence_parallel",
-      "source", "sp_ulysses", "system", "table", "tokens_B_in_stage", "tokens_per_batch_printed", "tp", "vp",
+      "source", "source_override", "sp_ulysses", "system", "table", "tokens_B_in_stage", "tokens_per_batch_printed", "tp", "vp",
       "zero_stage", "zone"};
   for (const auto& [key, value] : row.items()) {
     (void)value;
@@ -537,10 +537,10 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
   Notes notes = doc_notes;
   try {
     if (!row.is_object()) throw ConfigError(ctx + ": expected a JSON object");
-    check_row_keys(row, ctx);
     r.group = group_of(row, stack, shapes);
     for (const auto& f : json_util::get_or<std::vector<std::string>>(row, ctx, "flags", {})) notes.add(f);
     measured_of(row, ctx, stack, r, notes);
+    check_row_keys(row, ctx);
     const int gpus = req_int(row, ctx, "gpus");
     if (gpus <= 0) throw ConfigError(ctx + ": gpus must be positive");
     const Hardware hw = hardware_of(row, ctx, gpus, notes);
