@@ -69,6 +69,8 @@ run X - "${Q30[@]}"
 run Y - "${Q30[@]}" --routing skew:1.0
 run Z - "${DSB[@]}"
 run AA - --model gpt3-175b --tp 8 --pp 8 --mbs 1 --cluster dgx-a100:1048576 --dp 16384 --gbs 1572864
+run AD - "${M18[@]}" --network analytic --export-chakra "$TMP/chakra-AD"
+run AE - "${G13[@]}" --cluster dgx-a100:64 --dp 16 --gbs 128 --export-chakra "$TMP/chakra-AE"
 run AB - --model gpt3-175b --tp 8 --pp 8 --mbs 1 --cluster dgx-a100:16384:fat-tree:16:4 --dp 256 --gbs 24576
 # DeepSeek-V3 on 2,048 H100s with skewed routing: every rank simulated, ~11 minutes on 2 cores (FOOTPRINT_LONG=1).
 if [[ ${FOOTPRINT_LONG:-0} == 1 ]]; then

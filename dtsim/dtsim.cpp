@@ -302,7 +302,7 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
                         trace.ranks == sim::TraceRequest::Ranks::ALL    ? -1
                         : trace.ranks == sim::TraceRequest::Ranks::LIST ? static_cast<int>(trace.rank_list.size())
                                                                         : 0,
-                        options.perfetto});
+                        options.perfetto, options.export_chakra});
   sim::ChakraExport chakra;
   sim::Simulation s;
   try {

@@ -27,7 +27,11 @@ namespace {
 // Re-measure when TaskGraph, the engines or the report change.
 constexpr double kBytesBase = 44e6;           ///< process, SimGrid, presets and calibrations before the first task
 constexpr double kBytesPerTask = 70;          ///< graph, engine state, start/end times, report, per task
-constexpr double kBytesPerTaskAnalytic = 30;  ///< the analytic engine's per-link load changes, per task
+/// The analytic engine's own structures per task: its pending counts and order (4 + 4 bytes) and, while it sweeps
+/// the links, each flow's entry in its links' lists (4 bytes per link crossed). Was 30 while every link's load
+/// changes were kept for the whole run (72 bytes per link crossed); sizes of the structures, checked against
+/// bench/footprint.sh rows O, T and V (issue Guard, 2026-11-28).
+constexpr double kBytesPerTaskAnalytic = 8;
 constexpr double kBytesPerEdge = 4;           ///< per dependency edge as counted here (before de-duplication)
 /// Per host-issue span kept outside the graph (HostSpan, 24 bytes) and, with spans, each task's release time (8 bytes):
 /// sizes of the structures, not fitted.
@@ -36,6 +40,11 @@ constexpr double kBytesPerTaskRelease = 8;
 constexpr double kBytesPerRankPairSimgrid = 620;  ///< SimGrid's full-zone routing table: quadratic in simulated ranks
 constexpr double kBytesPerTracedTask = 200;   ///< trace.json, per task or host span of a traced rank (text, JSON tree)
 constexpr double kBytesPerTaskPerfetto = 35;  ///< trace.pftrace, per task or host span (every rank)
+/// --export-chakra: each rank's ExecGraph (a node per task with its name, dependencies and attributes), the encoded
+/// .et bytes and the collectives' records, per task. Measured on three exports (2026-11-28, analytic network:
+/// gpt3-1.3b on 64 A100s, 127 k tasks, +58 MB; megatron-18b on 128 A100s, 758 k tasks, +341 MB; Mixtral EP 2 on 16
+/// H100s, 244 k tasks, +117 MB over the same runs' estimates without it): 450-480 bytes per task.
+constexpr double kBytesPerTaskChakra = 460;
 /// trace.json's default selection (sim/report/trace_select.hpp, kTraceAllRanksUpTo): every rank up to this many.
 constexpr int kTraceAllRanks = 64;
 
@@ -519,6 +528,7 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   }
   // trace.pftrace: a slice per task and per host span (and each span's start while rendering).
   if (outputs.perfetto) f.bytes += kBytesPerTaskPerfetto * (f.tasks + f.host_spans) + 8 * f.host_spans;
+  if (outputs.chakra) f.bytes += kBytesPerTaskChakra * f.tasks;
   return f;
 }
 

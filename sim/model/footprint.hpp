@@ -32,6 +32,7 @@ struct FootprintOutputs {
   bool trace = false;     ///< trace.json
   int trace_ranks = 0;    ///< ranks in trace.json: 0 = the default selection (trace_select.hpp), -1 = all, N = N listed
   bool perfetto = false;  ///< trace.pftrace (every simulated rank)
+  bool chakra = false;    ///< the Chakra export (every rank's execution graph and .et bytes)
 };
 
 /// Predicts the footprint of simulating `plan`. The inputs must already be validated (sim::validate_inputs).
