@@ -23,8 +23,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   // Degrees and sizes are positive: checked here, before the default --dp divides the cluster by them.
   for (const char* flag : {"tp", "pp", "cp", "ep", "etp", "dp", "mbs", "gbs", "tp-overlap-chunks"})
     if (vm.count(flag) && vm[flag].as<int>() < 1)
-      throw ConfigError(std::string("--") + flag + " must be positive, got " +
-                        std::to_string(vm[flag].as<int>()));
+      throw ConfigError(std::string("--") + flag + " must be positive, got " + std::to_string(vm[flag].as<int>()));
   ParallelPlan plan;
   plan.tp = vm.count("tp") ? vm["tp"].as<int>() : 1;
   plan.pp = vm.count("pp") ? vm["pp"].as<int>() : 1;
@@ -300,8 +299,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
   }
   opt.export_chakra = vm.count("export-chakra") > 0;
-  const auto old_export =
-      opt.export_chakra ? previous_chakra_export(vm["export-chakra"].as<std::string>()) : std::vector<std::filesystem::path>{};
+  const auto old_export = opt.export_chakra ? previous_chakra_export(vm["export-chakra"].as<std::string>())
+                                            : std::vector<std::filesystem::path>{};
   SimulateResult r = simulate(in, opt);
   if (opt.export_chakra) {  // the export's files ("chakra/...") go to their own directory
     Files chakra, rest;

@@ -31,10 +31,12 @@ std::string version() { return DTSIM_VERSION; }
 
 std::string input_limits_markdown() {
   std::string t = "| input | fields | range |\n|---|---|---|\n";
-  for (const auto& e : limits::table()) t += "| " + e.input + " | " + e.fields + " | " + limits::describe(e.range) + " |\n";
+  for (const auto& e : limits::table())
+    t += "| " + e.input + " | " + e.fields + " | " + limits::describe(e.range) + " |\n";
   t += "| plan, flags | tp, pp, dp, cp, ep, etp, micro and global batch | integers >= 1; GPU counts at most " +
        std::to_string(limits::kMaxGpus) + ", products of degrees checked in 64 bits |\n";
-  t += "| model JSON | num_layers, hidden, heads, ffn_hidden, seq_len, vocab, experts | positive integers below 2^31 whose "
+  t += "| model JSON | num_layers, hidden, heads, ffn_hidden, seq_len, vocab, experts | positive integers below 2^31 "
+       "whose "
        "parameter count is at most 10^15 |\n";
   return t;
 }
@@ -196,25 +198,25 @@ void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOp
 
 namespace detail {
 std::string write_reproducer(const Inputs& in, const SimulateOptions& options) {
-  const nlohmann::json j = {
-      {"schema", "dtsim.reproducer"},
-      {"dtsim_version", DTSIM_VERSION},
-      {"model", to_json(in.model)},
-      {"cluster", to_json(in.cluster)},
-      {"plan", to_json(in.plan, in.model.num_layers)},
-      {"calibration", to_json(in.calibration)},
-      {"options",
-       {{"collectives", options.collectives},
-        {"fold", options.fold},
-        {"collective_algorithm", options.collective_algorithm},
-        {"network", options.network},
-        {"engine", options.engine},
-        {"channels", options.channels},
-        {"interference", options.interference},
-        {"export_chakra", options.export_chakra}}}};
+  const nlohmann::json j = {{"schema", "dtsim.reproducer"},
+                            {"dtsim_version", DTSIM_VERSION},
+                            {"model", to_json(in.model)},
+                            {"cluster", to_json(in.cluster)},
+                            {"plan", to_json(in.plan, in.model.num_layers)},
+                            {"calibration", to_json(in.calibration)},
+                            {"options",
+                             {{"collectives", options.collectives},
+                              {"fold", options.fold},
+                              {"collective_algorithm", options.collective_algorithm},
+                              {"network", options.network},
+                              {"engine", options.engine},
+                              {"channels", options.channels},
+                              {"interference", options.interference},
+                              {"export_chakra", options.export_chakra}}}};
   const std::string text = j.dump(2) + "\n";
   // Named by the content: the same failing run writes the same file.
-  const std::string name = "dtsim-reproducer-" + std::to_string(std::hash<std::string>{}(text) % 1000000007ULL) + ".json";
+  const std::string name =
+      "dtsim-reproducer-" + std::to_string(std::hash<std::string>{}(text) % 1000000007ULL) + ".json";
   std::error_code ec;
   auto dir = std::filesystem::temp_directory_path(ec);
   if (ec) dir = ".";
@@ -222,8 +224,7 @@ std::string write_reproducer(const Inputs& in, const SimulateOptions& options) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   if (!f) return "the run's inputs could not be written to " + path.string();
-  return "the run's inputs (model, cluster, plan, calibration, options) are in " + path.string() +
-         "; please report it";
+  return "the run's inputs (model, cluster, plan, calibration, options) are in " + path.string() + "; please report it";
 }
 }  // namespace detail
 

@@ -163,8 +163,10 @@ SimulateOptions simulate_options_of(const py::handle& d, const std::string& comm
           const double bytes = v.cast<double>();
           // As the CLI's --max-memory: a positive finite size (0 and negatives are the API's own encodings).
           if (!(bytes > 0) || !std::isfinite(bytes))
-            throw ConfigError(command + ": option 'max_memory_bytes' must be a positive number of bytes or None (no "
-                              "limit), got " + py::str(v).cast<std::string>());
+            throw ConfigError(command +
+                              ": option 'max_memory_bytes' must be a positive number of bytes or None (no "
+                              "limit), got " +
+                              py::str(v).cast<std::string>());
           o.max_memory_bytes = bytes;
         }}});
   return o;

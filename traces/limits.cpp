@@ -54,8 +54,8 @@ long long checked_product(std::initializer_list<long long> factors, const std::s
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
       {"cluster JSON", "gpu.peak_*_flops (fp8/fp4: 0 = none)", kPeakFlops},
-      {"cluster JSON", "gpu.hbm_Bps, intra_node.bandwidth_Bps, inter_node.nic_bandwidth_Bps, graph links' bandwidth_Bps",
-       kBandwidth},
+      {"cluster JSON",
+       "gpu.hbm_Bps, intra_node.bandwidth_Bps, inter_node.nic_bandwidth_Bps, graph links' bandwidth_Bps", kBandwidth},
       {"cluster JSON", "gpu.memory_bytes", kDeviceMemory},
       {"cluster JSON", "intra_node.latency_s, inter_node.latency_s, inter_node.spine_latency_s, graph links' latency_s",
        kLatency},

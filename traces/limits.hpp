@@ -1,6 +1,6 @@
 // The documented finite range of every number a user can give (issue Guard): one table, checked where each value
-// is read, listed by `dtsim presets --limits` and in docs/errors.md. A value outside its range is a ConfigError that names
-// the field, the value and the range on one line.
+// is read, listed by `dtsim presets --limits` and in docs/errors.md. A value outside its range is a ConfigError that
+// names the field, the value and the range on one line.
 //
 // The ranges are wide on purpose: they exclude what cannot be physical (a 1e308 s kernel launch, a negative
 // bandwidth) and what would overflow the arithmetic downstream (times past 1e9 s, byte counts past 2^63), never a
@@ -23,28 +23,28 @@ struct Range {
 };
 
 // Quantities of hardware.
-inline constexpr Range kPeakFlops{1e9, 1e19, "FLOP/s"};      ///< a GPU's peak at one precision (0 allowed: none)
-inline constexpr Range kBandwidth{1e6, 1e16, "B/s"};         ///< a link, NIC or memory bandwidth
-inline constexpr Range kDeviceMemory{1e6, 1e15, "B"};        ///< a GPU's memory
-inline constexpr Range kLatency{0, 1, "s"};                  ///< one hop or one link
-inline constexpr Range kOversubscription{1, 1024, ""};       ///< a fat-tree tier's down:up ratio
+inline constexpr Range kPeakFlops{1e9, 1e19, "FLOP/s"};  ///< a GPU's peak at one precision (0 allowed: none)
+inline constexpr Range kBandwidth{1e6, 1e16, "B/s"};     ///< a link, NIC or memory bandwidth
+inline constexpr Range kDeviceMemory{1e6, 1e15, "B"};    ///< a GPU's memory
+inline constexpr Range kLatency{0, 1, "s"};              ///< one hop or one link
+inline constexpr Range kOversubscription{1, 1024, ""};   ///< a fat-tree tier's down:up ratio
 // Software overheads and calibration factors.
-inline constexpr Range kOverhead{0, 1, "s"};                 ///< per kernel, per collective step, per message
-inline constexpr Range kIterationOverhead{0, 3600, "s"};     ///< once per iteration (optimizer step, logging)
-inline constexpr Range kFlopScale{0, 1e18, "FLOP"};          ///< a GEMM size such as the half-efficiency point
-inline constexpr Range kBytesPerParam{0, 1024, "B"};         ///< optimizer bytes per parameter
-inline constexpr Range kReservedBytes{0, 1e15, "B"};         ///< memory set aside per GPU
+inline constexpr Range kOverhead{0, 1, "s"};              ///< per kernel, per collective step, per message
+inline constexpr Range kIterationOverhead{0, 3600, "s"};  ///< once per iteration (optimizer step, logging)
+inline constexpr Range kFlopScale{0, 1e18, "FLOP"};       ///< a GEMM size such as the half-efficiency point
+inline constexpr Range kBytesPerParam{0, 1024, "B"};      ///< optimizer bytes per parameter
+inline constexpr Range kReservedBytes{0, 1e15, "B"};      ///< memory set aside per GPU
 inline constexpr Range kMessageBytes{1, 1e300, "B"};  ///< a message-size boundary (1e300: the catch-all last segment)
-inline constexpr Range kFactor{0, 1e3, ""};                  ///< a latency or bandwidth multiplier
+inline constexpr Range kFactor{0, 1e3, ""};           ///< a latency or bandwidth multiplier
 // Plans and workloads.
-inline constexpr Range kBucketBytes{1, 1e15, "B"};           ///< a DP gradient bucket
-inline constexpr Range kRoutingLoad{0, 1e12, ""};            ///< one expert's relative load (loads are normalised)
-inline constexpr Range kRoutingSkew{0, 8, ""};               ///< Zipf exponent over the experts
-inline constexpr Range kCapacityFactor{0.01, 1024, ""};      ///< Megatron-Core's moe_expert_capacity_factor
+inline constexpr Range kBucketBytes{1, 1e15, "B"};       ///< a DP gradient bucket
+inline constexpr Range kRoutingLoad{0, 1e12, ""};        ///< one expert's relative load (loads are normalised)
+inline constexpr Range kRoutingSkew{0, 8, ""};           ///< Zipf exponent over the experts
+inline constexpr Range kCapacityFactor{0.01, 1024, ""};  ///< Megatron-Core's moe_expert_capacity_factor
 // Measured runs (published-data rows, calibration inputs).
-inline constexpr Range kMeasuredTime{1e-6, 1e6, "s"};        ///< one measured iteration
-inline constexpr Range kMeasuredMemory{0, 1e15, "B"};        ///< one measured peak
-inline constexpr Range kMfu{0, 1, ""};                        ///< a measured or reported MFU (fraction)
+inline constexpr Range kMeasuredTime{1e-6, 1e6, "s"};  ///< one measured iteration
+inline constexpr Range kMeasuredMemory{0, 1e15, "B"};  ///< one measured peak
+inline constexpr Range kMfu{0, 1, ""};                 ///< a measured or reported MFU (fraction)
 
 /// Throws ConfigError "<ctx>: <field> = <value> is outside [lo, hi] <unit>" unless lo <= v <= hi (NaN and
 /// infinities fail).

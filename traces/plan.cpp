@@ -88,8 +88,7 @@ Dispatcher dispatcher_from_string(const std::string& s, const std::string& ctx) 
 }
 /// A number of a --routing spec, in `range`: "not a number" only for text that is none; a number outside the range
 /// (or beyond a double, such as 1e-320 or 1e400) names the range.
-double parse_number(const std::string& t, const std::string& what, const std::string& ctx,
-                    const limits::Range& range) {
+double parse_number(const std::string& t, const std::string& what, const std::string& ctx, const limits::Range& range) {
   std::size_t used = 0;
   double v = 0;
   bool out_of_range = false;
@@ -845,7 +844,8 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
   if (given("tp_overlap_chunks") && !tp_comm_overlap)
     no_effect("tp_overlap_chunks", "without tp_comm_overlap (--tp-comm-overlap)");
   if (given("fsdp_prefetch") && zero_stage != 3)
-    no_effect("fsdp_prefetch", "unless zero stage is 3 (ZeRO-3/FSDP; this plan has " + std::to_string(zero_stage) + ")");
+    no_effect("fsdp_prefetch",
+              "unless zero stage is 3 (ZeRO-3/FSDP; this plan has " + std::to_string(zero_stage) + ")");
   if (given("cp_kind") && cp == 1) no_effect("cp_kind", "with cp 1 (no context parallelism)");
   if (!model.moe.enabled()) {
     for (const char* key : {"etp", "dispatcher"})

@@ -65,7 +65,8 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       const Task& t = g.tasks()[i];
       if (t.kind != TaskKind::FLOW) continue;
       pf.route_into(t, &route);
-      for (int l : route) flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
+      for (int l : route)
+        flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
     }
   }
   // Busy time (at least one payload streaming) and peak load per link.

@@ -25,14 +25,14 @@ namespace {
 // the engine and the report; the flow engines cost alike per task (SimGrid creates and frees its activities as tasks
 // run) except for SimGrid's full-zone routing table; the analytic engine keeps every flow's load changes per link.
 // Re-measure when TaskGraph, the engines or the report change.
-constexpr double kBytesBase = 44e6;           ///< process, SimGrid, presets and calibrations before the first task
-constexpr double kBytesPerTask = 70;          ///< graph, engine state, start/end times, report, per task
+constexpr double kBytesBase = 44e6;   ///< process, SimGrid, presets and calibrations before the first task
+constexpr double kBytesPerTask = 70;  ///< graph, engine state, start/end times, report, per task
 /// The analytic engine's own structures per task: its pending counts and order (4 + 4 bytes) and, while it sweeps
 /// the links, each flow's entry in its links' lists (4 bytes per link crossed). Was 30 while every link's load
 /// changes were kept for the whole run (72 bytes per link crossed); sizes of the structures, checked against
 /// bench/footprint.sh rows O, T and V (issue Guard, 2026-11-28).
 constexpr double kBytesPerTaskAnalytic = 8;
-constexpr double kBytesPerEdge = 4;           ///< per dependency edge as counted here (before de-duplication)
+constexpr double kBytesPerEdge = 4;  ///< per dependency edge as counted here (before de-duplication)
 /// Per host-issue span kept outside the graph (HostSpan, 24 bytes) and, with spans, each task's release time (8 bytes):
 /// sizes of the structures, not fitted.
 constexpr double kBytesPerHostSpan = 24;

@@ -11,9 +11,7 @@ namespace {
 
 constexpr double kRel = 1e-6;  // relative tolerance: the engines' own rounding
 
-[[noreturn]] void violated(const std::string& what) {
-  throw InternalError("result invariant violated: " + what);
-}
+[[noreturn]] void violated(const std::string& what) { throw InternalError("result invariant violated: " + what); }
 
 bool finite_nonneg(double v) { return std::isfinite(v) && v >= 0; }
 
@@ -64,8 +62,8 @@ void check_invariants(const Inputs& in, const Lowered& low, const EngineResult& 
   const auto& plan = *in.plan;
   const double peak = fastest_peak_flops(*in.model, *in.cluster, plan);
   const double gpus = plan.world_size();
-  for (const auto& [flops, name] : {std::pair{low.model_flops_per_iteration, "model"},
-                                    std::pair{low.hardware_flops_per_iteration, "executed"}}) {
+  for (const auto& [flops, name] :
+       {std::pair{low.model_flops_per_iteration, "model"}, std::pair{low.hardware_flops_per_iteration, "executed"}}) {
     const double rate = flops / T / gpus;
     if (!finite_nonneg(flops) || rate > peak * (1 + kRel))
       violated(std::string(name) + " FLOPs of " + num(rate / 1e12) + " TFLOP/s per GPU exceed the GPU's peak of " +

@@ -208,7 +208,8 @@ TEST(StageStrategies, JsonRoundTripAndErrors) {
               plan_of(R"({"tp": 2, "pp": 2, "micro_batch_size": 1, "global_batch_size": 8,
                           "stage_strategies": [{"zero": 1}, {}]})");
             }),
-            "plan file 'p.json': stage_strategies[0]: unknown field 'zero' (known: recompute, sequence_parallel, tp, tp_depth, "
+            "plan file 'p.json': stage_strategies[0]: unknown field 'zero' (known: recompute, sequence_parallel, tp, "
+            "tp_depth, "
             "tp_layout, zero_stage)");
   ParallelPlan bad = base_plan(2, 4, 2);
   bad.stage_strategies.resize(3);

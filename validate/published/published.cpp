@@ -132,10 +132,11 @@ std::vector<PublishedRow> parse_vtrain(std::istream& in, const std::string& path
 PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int index) {
   using json_util::get;
   using json_util::get_or;
-  json_util::reject_unknown(j, ctx,
-                            {"hidden", "heads", "num_layers", "seq_len", "vocab", "ffn_hidden", "tp", "pp", "dp",
-                             "micro_batch", "global_batch", "recompute", "schedule", "sequence_parallel", "zero_stage",
-                             "precision", "stack", "cluster", "gpu", "measured_s", "measured_ms", "group", "measure"});
+  json_util::reject_unknown(
+      j, ctx, {"hidden",     "heads",     "num_layers",  "seq_len",      "vocab",     "ffn_hidden", "tp",
+               "pp",         "dp",        "micro_batch", "global_batch", "recompute", "schedule",   "sequence_parallel",
+               "zero_stage", "precision", "stack",       "cluster",      "gpu",       "measured_s", "measured_ms",
+               "group",      "measure"});
   PublishedRow r;
   r.index = index;
   const int tp = get_or<int>(j, ctx, "tp", 1);
