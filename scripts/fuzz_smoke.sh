@@ -3,7 +3,8 @@
 # build-fuzz, builds their seed corpus (fuzz/make_corpus.sh) and runs every target for a few seconds on it
 # (fuzz/run.sh). Skipped, with a message, where clang++ or the libFuzzer runtime is missing (setup.sh installs
 # clang and libclang-rt-14-dev).
-# Environment: DTSIM_FUZZ_DIR (default build-fuzz), DTSIM_FUZZ_SECONDS (per target, default 15), JOBS (default nproc).
+# Environment: DTSIM_FUZZ_DIR (default build-fuzz), DTSIM_FUZZ_SECONDS (per target, default 15), JOBS (default nproc),
+# DTSIM_GRAMMAR_SEEDS (default "1 2") and DTSIM_GRAMMAR_CASES (per seed, default 250) for fuzz/input_grammar.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DTSIM_FUZZ_DIR:-build-fuzz}
@@ -29,4 +30,16 @@ corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 fuzz/make_corpus.sh "$corpus"
 fuzz/run.sh --seconds "${DTSIM_FUZZ_SECONDS:-15}" --jobs "${JOBS:-$(nproc)}" --dict "$DIR" "$corpus"
+# The input-grammar fuzzer (fuzz/input_grammar.py, issue Guard) on the release binary: random flag combinations and
+# mutated JSON inputs through the whole CLI; any exit code but 0 and 2, a crash, output left by a failed run, a
+# summary that breaks an invariant or a run dying of bad_alloc fails the stage. Fixed seeds: the same cases every run.
+DTSIM_BIN=${DTSIM_BUILD_DIR:-build}/bin/dtsim
+if [[ -x $DTSIM_BIN ]]; then
+  for seed in ${DTSIM_GRAMMAR_SEEDS:-1 2}; do
+    python3 fuzz/input_grammar.py --dtsim "$DTSIM_BIN" --seed "$seed" --cases "${DTSIM_GRAMMAR_CASES:-250}" \
+      --timeout 60 --jobs "${JOBS:-$(nproc)}"
+  done
+else
+  echo "fuzz smoke: input grammar skipped ($DTSIM_BIN not built)"
+fi
 echo "fuzz smoke: passed (build ${built}s, total $((SECONDS - start))s)"

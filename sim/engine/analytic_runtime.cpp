@@ -105,7 +105,9 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       load += e.rate;
       peak = std::max(peak, load);
     }
-    res.link_stats[l].peak_utilization = peak / res.link_stats[l].bandwidth_Bps;
+    // Unshared flows: the demand may pass the capacity; the utilisation cannot (issue Guard).
+    res.link_stats[l].peak_demand = peak / res.link_stats[l].bandwidth_Bps;
+    res.link_stats[l].peak_utilization = std::min(1.0, res.link_stats[l].peak_demand);
   }
   count_folded_copies(pf, &res);
   return res;

@@ -24,6 +24,9 @@ struct LinkStats {
   /// Folding with multiplicity (PlatformLink::multiplicity): each simulated flow stood for this many; bandwidth_Bps
   /// and bytes are the real link's (its capacity, every copy's bytes).
   int multiplicity = 1;
+  /// Analytic engine only (0 elsewhere): the highest concurrent demand / bandwidth of its unshared flows, which may
+  /// pass 1 where the flow engines would share the link; peak_utilization is then min(1, peak_demand).
+  double peak_demand = 0;
 };
 
 struct EngineResult {

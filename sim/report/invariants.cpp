@@ -73,8 +73,7 @@ void check_invariants(const Inputs& in, const Lowered& low, const EngineResult& 
     if (!finite_nonneg(l.bytes) || !finite_nonneg(l.busy_s) || l.busy_s > t_max)
       violated("link " + l.name + ": " + num(l.bytes) + " B, busy " + num(l.busy_s) + " s in an iteration of " +
                num(T) + " s");
-    // The analytic engine does not share links (alpha-beta per flow): its peak is the demand, which may pass 1.
-    if (!finite_nonneg(l.peak_utilization) || (res.engine != "analytic" && l.peak_utilization > 1 + kRel))
+    if (!finite_nonneg(l.peak_utilization) || l.peak_utilization > 1 + kRel || !finite_nonneg(l.peak_demand))
       violated("link " + l.name + ": peak utilisation " + num(l.peak_utilization) + " is above 1");
   }
   if (!plan.routing.loads.empty()) {

@@ -15,9 +15,8 @@ namespace dtsim::sim {
 ///  - per rank, compute, exposed communication and bubble are finite, >= 0 and at most the iteration time;
 ///  - model and executed FLOP rates at most the GPU's peak at the fastest precision the plan uses (so MFU <= 1 for a
 ///    plan in the model's dtype);
-///  - every link: bytes and busy time finite and >= 0, busy time at most the iteration, peak utilisation <= 1 on the
-///  flow engines (the analytic engine's peak is the
-///    demand of unshared flows);
+///  - every link: bytes and busy time finite and >= 0, busy time at most the iteration, peak utilisation <= 1 (the
+///    analytic engine's unshared demand, which may pass 1, is LinkStats::peak_demand);
 ///  - MoE routing loads finite, >= 0, with a positive sum.
 /// Tolerances are relative 1e-6 (the engines' own rounding). Throws InternalError("result invariant violated: ...").
 void check_invariants(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep);

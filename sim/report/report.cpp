@@ -283,6 +283,7 @@ nlohmann::json links_json(const EngineResult& res, double T) {
                    {"busy_fraction", T > 0 ? l.busy_s / T : 0},
                    {"avg_utilization", avg_utilization(l, T)},
                    {"peak_utilization", l.peak_utilization}});
+    if (res.engine == "analytic") out.back()["peak_demand"] = l.peak_demand;
     // Folding with multiplicity: the simulated flows each stood for this many real ones (counted in bytes).
     if (l.multiplicity > 1) out.back()["multiplicity"] = l.multiplicity;
   }
