@@ -356,7 +356,8 @@ TEST(LinkSharing, AnalyticIgnoresSharingAndReportsOversubscription) {
   int seen = 0;
   for (const auto& l : res.link_stats)
     if (l.name == "nvl-up0") {
-      EXPECT_NEAR(l.peak_utilization, 2.0, 1e-9);  // two flows at full rate: 2x oversubscribed
+      EXPECT_NEAR(l.peak_demand, 2.0, 1e-9);       // two flows at full rate: 2x oversubscribed
+      EXPECT_NEAR(l.peak_utilization, 1.0, 1e-9);  // a link carries at most its capacity (issue Guard)
       ++seen;
     }
   EXPECT_EQ(seen, 1);
