@@ -23,14 +23,14 @@ run() {  # run NAME -|out ARGS...: one table row
   shift 2
   local out=() msg est tasks rss meas est_mb
   if [[ $with_out == out ]]; then out=(--out "$TMP/$name"); fi
-  msg=$("$DTSIM" simulate "$@" "${out[@]}" --max-memory 1 2>&1 >/dev/null || true)
+  msg=$("$DTSIM" "${CMD:-simulate}" "$@" "${out[@]}" --max-memory 1 2>&1 >/dev/null || true)
   est=$(grep -oP 'about \K[0-9.]+ [MG]B' <<<"$msg") || { echo "footprint.sh: $name: no estimate in: $msg" >&2; exit 1; }
   tasks=$(grep -oP '\(\K[0-9.]+( [Mk])?(?= tasks)' <<<"$msg")
-  rss=$( { /usr/bin/time -f "%M" "$DTSIM" simulate "$@" "${out[@]}" --max-memory none -q >/dev/null; } 2>&1 | tail -n 1)
+  rss=$( { /usr/bin/time -f "%M" "$DTSIM" "${CMD:-simulate}" "$@" "${out[@]}" --max-memory none -q >/dev/null; } 2>&1 | tail -n 1)
   rm -rf "${TMP:?}/$name"
   meas=$(awk -v k="$rss" 'BEGIN { printf "%.0f", k * 1024 / 1e6 }')
   est_mb=$(to_mb "$est")
-  printf '| %s | `%s` | %s | %s MB | %.0f MB | %+.1f%% |\n' "$name" "$*${out[*]:+ --out DIR}" "$tasks" "$meas" "$est_mb" \
+  printf '| %s | `%s%s` | %s | %s MB | %.0f MB | %+.1f%% |\n' "$name" "${CMD:+$CMD }" "$*${out[*]:+ --out DIR}" "$tasks" "$meas" "$est_mb" \
     "$(awk -v e="$est_mb" -v m="$meas" 'BEGIN { print (e / m - 1) * 100 }')"
 }
 
@@ -72,6 +72,11 @@ run AA - --model gpt3-175b --tp 8 --pp 8 --mbs 1 --cluster dgx-a100:1048576 --dp
 run AD - "${M18[@]}" --network analytic --export-chakra "$TMP/chakra-AD"
 run AE - "${G13[@]}" --cluster dgx-a100:64 --dp 16 --gbs 128 --export-chakra "$TMP/chakra-AE"
 run AB - --model gpt3-175b --tp 8 --pp 8 --mbs 1 --cluster dgx-a100:16384:fat-tree:16:4 --dp 256 --gbs 24576
+# dtsim collective (CMD=collective): an all-to-all starts all n(n-1) flows at once (the max-min engine above 64 ranks).
+CMD=collective run AF - --cluster dgx-h100:256 --op all-to-all --bytes 1MiB
+CMD=collective run AG - --cluster dgx-h100:1024 --op all-to-all --bytes 1MiB
+CMD=collective run AH - --cluster dgx-h100:64 --op all-to-all --bytes 1MiB
+CMD=collective run AI - --cluster dgx-h100:1024 --op all-reduce --bytes 1GiB
 # DeepSeek-V3 on 2,048 H100s with skewed routing: every rank simulated, ~11 minutes on 2 cores (FOOTPRINT_LONG=1).
 if [[ ${FOOTPRINT_LONG:-0} == 1 ]]; then
   run AC - --model deepseek-v3 --cluster dgx-h100:2048 --pp 16 --ep 64 --dp 128 --routing skew:1.0 --mbs 1 --gbs 2048

@@ -32,6 +32,9 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     ("network", po::value<std::string>()->default_value("flow"), "flow | analytic")
     ("channels", po::value<int>()->default_value(1), "parallel flows per ring transfer (NCCL channels)")
     ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("max-memory", po::value<std::string>(),
+     "refuse, before it starts, a collective whose estimated memory is above SIZE (e.g. 8GB; none: no limit; "
+     "default: 90% of this machine's memory)")
     ("out", po::value<std::string>(), "write collective.tsv and collective.json into this directory")
     ("quiet,q", "print nothing on success");
   // clang-format on
@@ -47,6 +50,10 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   req.op = vm["op"].as<std::string>();
   req.calibration = value_or(vm, "calibration");
   req.options = simulate_options(vm, "collective", "algo");
+  if (vm.count("max-memory")) {
+    const std::string mm = vm["max-memory"].as<std::string>();
+    req.options.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "collective: --max-memory");
+  }
   if (vm.count("bytes") && vm.count("sweep")) throw ConfigError("collective: give --bytes or --sweep, not both");
   std::vector<double>& sizes = req.sizes_bytes;
   if (vm.count("sweep")) {

@@ -11,6 +11,7 @@
 #include "strategies/capacity.hpp"
 #include "studies/plan/capacity_deadline.hpp"
 #include "studies/plan/plan_search.hpp"
+#include "traces/limits.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
@@ -25,7 +26,9 @@ void cluster_input(const std::string& cluster, const std::string& calibration, i
   // Planners cost plans of the default software stack (the plans they emit name none).
   in.calibration = with_stack(resolve_calibration(calibration, in.cluster), kDefaultStack);
   in.global_batch_size = global_batch_size;
-  if (in.global_batch_size <= 0) throw ConfigError(cmd + ": --gbs must be positive");
+  if (in.global_batch_size <= 0 || in.global_batch_size > limits::kMaxGlobalBatch)
+    throw ConfigError(cmd + ": --gbs must be from 1 to " + std::to_string(limits::kMaxGlobalBatch) + ", got " +
+                      std::to_string(in.global_batch_size));
   if (memory_limit_bytes < 0) throw ConfigError(cmd + ": --memory-limit must be positive");
   in.memory_limit_bytes = memory_limit_bytes;
 }
@@ -279,6 +282,9 @@ DeadlineResult deadline(const DeadlineRequest& req) {
   in.days = req.days;
   in.price_per_gpu_hour = req.price_per_gpu_hour;
   if (req.global_batch_size != 0) {
+    if (req.global_batch_size < 0 || req.global_batch_size > limits::kMaxGlobalBatch)
+      throw ConfigError("capacity: --gbs must be from 1 to " + std::to_string(limits::kMaxGlobalBatch) + ", got " +
+                        std::to_string(req.global_batch_size));
     in.global_batch_size = req.global_batch_size;
   } else {
     // About 4M tokens: a power of two times the odd part of the node size (1 for 8-GPU nodes; 9 for 72-GPU NVL72

@@ -27,6 +27,16 @@ void validate_inputs(const Inputs& in) {
   }
 }
 
+EngineResult run_engine(const Lowered& low, const ClusterSpec& cluster, const Calibration& cal, const SimOptions& opt,
+                        const std::vector<int>& gpus, const std::vector<RankShare>& share) {
+  const FlowEngine fe = opt.engine;
+  const bool maxmin =
+      fe == FlowEngine::MAXMIN || (fe == FlowEngine::AUTO && static_cast<int>(low.ranks.size()) > kSimgridUpToRanks);
+  return opt.network == NetworkMode::ANALYTIC ? run_analytic(low.graph, cluster, cal, gpus, share)
+         : maxmin                             ? run_maxmin(low.graph, cluster, cal, gpus, share)
+                                              : run_on_simgrid(low.graph, cluster, cal, gpus, share);
+}
+
 Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust,
                     const std::function<void(const Lowered&, const EngineResult&)>& inspect) {
   validate_inputs(in);
@@ -34,13 +44,7 @@ Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjus
   s.lowered = lower(*in.model, *in.cluster, *in.plan, *in.calibration, *in.options);
   if (adjust) adjust(s.lowered);
   const auto [gpus, share] = platform_ranks(s.lowered, *in.plan, in.options->first_gpu);
-  const FlowEngine fe = in.options->engine;
-  const bool maxmin = fe == FlowEngine::MAXMIN ||
-                      (fe == FlowEngine::AUTO && static_cast<int>(s.lowered.ranks.size()) > kSimgridUpToRanks);
-  s.engine = in.options->network == NetworkMode::ANALYTIC
-                 ? run_analytic(s.lowered.graph, *in.cluster, *in.calibration, gpus, share)
-             : maxmin ? run_maxmin(s.lowered.graph, *in.cluster, *in.calibration, gpus, share)
-                      : run_on_simgrid(s.lowered.graph, *in.cluster, *in.calibration, gpus, share);
+  s.engine = run_engine(s.lowered, *in.cluster, *in.calibration, *in.options, gpus, share);
   if (inspect) inspect(s.lowered, s.engine);
   // The reports need the tasks and their times, not the dependency lists: freed before the analysis (a large run's
   // peak memory).

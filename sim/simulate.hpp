@@ -22,6 +22,11 @@ void validate_inputs(const Inputs& in);
 /// keeps its tasks and host spans but not its dependency lists or release times (TaskGraph::release_edges; lower()
 /// gives a graph with them). `inspect`, when given, sees the graph with its dependencies and release times and the
 /// engine's times once it has run, before they are freed (the Chakra export reads them).
+/// Runs a lowered graph on the engine `opt` selects: analytic, or the flow engines (FlowEngine::AUTO: SimGrid up to
+/// kSimgridUpToRanks simulated ranks, dtsim's max-min above).
+EngineResult run_engine(const Lowered& low, const ClusterSpec& cluster, const Calibration& cal, const SimOptions& opt,
+                        const std::vector<int>& gpus, const std::vector<RankShare>& share);
+
 Simulation simulate(const Inputs& in, const std::function<void(Lowered&)>& adjust = {},
                     const std::function<void(const Lowered&, const EngineResult&)>& inspect = {});
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 
-#include "sim/engine/analytic_runtime.hpp"
 #include "sim/engine/isolate.hpp"
+#include "sim/simulate.hpp"
 
 namespace dtsim::sim {
 
@@ -28,22 +28,40 @@ cost::CollectiveKind collective_kind_from_string(const std::string& s, const std
                     "' (known: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce)");
 }
 
-CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
-                               cost::CollectiveKind kind, double bytes) {
+namespace {
+/// The model, plan and options a collective is lowered with: one TP group of n ranks.
+struct Setup {
+  TransformerSpec model = model_preset("gpt3-1.3b");  // only its dtype is used
+  ParallelPlan plan;
+  SimOptions opt;
+};
+Setup setup(const ClusterSpec& cluster, const SimOptions& options, int n, cost::CollectiveKind kind, double bytes) {
   if (n < 1 || n > cluster.total_gpus())
     throw ConfigError("collective: group of " + std::to_string(n) + " ranks does not fit the " +
                       std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
   if (!(bytes > 0)) throw ConfigError("collective: message size must be positive");
-  TransformerSpec model = model_preset("gpt3-1.3b");  // only its dtype is used
-  ParallelPlan plan;
-  plan.tp = n;
-  plan.global_batch_size = 1;
-  SimOptions opt = options;
-  if (kind == cost::CollectiveKind::BROADCAST || kind == cost::CollectiveKind::REDUCE) opt.fold = FoldMode::NONE;
-  Lowered low = lower_collective(model, cluster, plan, cal, opt, kind, bytes);
+  Setup s;
+  s.plan.tp = n;
+  s.plan.global_batch_size = 1;
+  s.opt = options;
+  if (kind == cost::CollectiveKind::BROADCAST || kind == cost::CollectiveKind::REDUCE) s.opt.fold = FoldMode::NONE;
+  return s;
+}
+}  // namespace
+
+Footprint collective_footprint(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
+                               cost::CollectiveKind kind, double bytes) {
+  const Setup s = setup(cluster, options, n, kind, bytes);
+  return estimate_collective_footprint(s.model, cluster, s.plan, cal, s.opt, kind, bytes);
+}
+
+CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
+                               cost::CollectiveKind kind, double bytes) {
+  const Setup s = setup(cluster, options, n, kind, bytes);
+  const ParallelPlan& plan = s.plan;
+  Lowered low = lower_collective(s.model, cluster, plan, cal, s.opt, kind, bytes);
   const auto [gpus, share] = platform_ranks(low, plan, 0);
-  EngineResult res = options.network == NetworkMode::FLOW ? run_on_simgrid(low.graph, cluster, cal, gpus, share)
-                                                          : run_analytic(low.graph, cluster, cal, gpus, share);
+  EngineResult res = run_engine(low, cluster, cal, s.opt, gpus, share);
   CollectivePoint pt;
   pt.bytes = bytes;
   for (double e : res.end_s) pt.time_s = std::max(pt.time_s, e);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/model/footprint.hpp"
 #include "sim/model/lowering.hpp"
 
 namespace dtsim::sim {
@@ -23,6 +24,9 @@ cost::CollectiveKind collective_kind_from_string(const std::string& s, const std
 /// One collective over the first `n` GPUs of `cluster` (all at once, from t = 0). Uses the SimGrid engine when
 /// options.network is FLOW, so it can run once per process; collective_sweep isolates each point.
 CollectivePoint run_collective(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
+                               cost::CollectiveKind kind, double bytes);
+/// The footprint run_collective would have (sim::estimate_collective_footprint on the same model and plan).
+Footprint collective_footprint(const ClusterSpec& cluster, const Calibration& cal, const SimOptions& options, int n,
                                cost::CollectiveKind kind, double bytes);
 /// Every size in its own child process (SimGrid: one engine per process).
 std::vector<CollectivePoint> collective_sweep(const ClusterSpec& cluster, const Calibration& cal,

@@ -13,8 +13,12 @@ using json_util::get;
 using json_util::get_or;
 
 void Calibration::validate(const std::string& ctx) const {
+  // An efficiency is a fraction of a peak: (0, 1], and at least limits::kEfficiency.lo (1e-6) so that a time divided
+  // by it stays finite (a denormal such as 1e-320 would make every kernel last longer than the universe).
   auto in01 = [&](double v, const char* f) {
-    if (!(v > 0 && v <= 1)) throw ConfigError(ctx + ": " + f + " must be in (0, 1], got " + std::to_string(v));
+    if (!(v >= limits::kEfficiency.lo && v <= limits::kEfficiency.hi))
+      throw ConfigError(ctx + ": " + f + " must be in (0, 1] (at least " + limits::number(limits::kEfficiency.lo) +
+                        "), got " + limits::number(v));
   };
   auto in_range = [&](double v, const char* f, const limits::Range& r) { limits::check(v, r, ctx, f); };
   in01(gemm_efficiency_max, "compute.gemm_efficiency_max");
@@ -38,9 +42,10 @@ void Calibration::validate(const std::string& ctx) const {
   in_range(kernel_launch_s, "compute.kernel_launch_s", limits::kOverhead);
   in_range(host_issue_s, "compute.host_issue_s", limits::kOverhead);
   in_range(host_collective_issue_s, "compute.host_collective_issue_s", limits::kOverhead);
-  if (!(fa2_attention_efficiency >= 0 && fa2_attention_efficiency <= 1))
-    throw ConfigError(ctx + ": compute.fa2_attention_efficiency must be in [0, 1], got " +
-                      std::to_string(fa2_attention_efficiency));
+  if (!(fa2_attention_efficiency == 0 ||
+        (fa2_attention_efficiency >= limits::kEfficiency.lo && fa2_attention_efficiency <= 1)))
+    throw ConfigError(ctx + ": compute.fa2_attention_efficiency must be 0 (none) or in [1e-06, 1], got " +
+                      limits::number(fa2_attention_efficiency));
   in_range(per_iteration_s, "compute.per_iteration_s", limits::kIterationOverhead);
   in_range(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param", limits::kBytesPerParam);
   in_range(collective_step_overhead_s, "network.collective_step_overhead_s", limits::kOverhead);

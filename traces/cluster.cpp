@@ -91,6 +91,10 @@ void ClusterSpec::validate() const {
   if (inter.topology != "switch" && inter.topology != "fat-tree" && inter.topology != "rail")
     throw ConfigError(ctx + ": inter_node.topology '" + inter.topology +
                       "' is not known (known: switch, fat-tree, rail)");
+  // Fat-tree and rail fields are refused on a topology that does not use them (one rule: no silent no-ops).
+  if (inter.topology == "switch" && (inter.leaves_per_pod != 0 || inter.nodes_per_leaf != 0))
+    throw ConfigError(ctx + ": inter_node." + (inter.leaves_per_pod != 0 ? "leaves_per_pod" : "nodes_per_leaf") +
+                      " needs the fat-tree or rail topology (topology is 'switch')");
   if (inter.topology != "switch") {
     if (inter.nodes_per_leaf <= 0) throw ConfigError(ctx + ": inter_node.nodes_per_leaf must be positive");
     limits::check(inter.oversubscription, limits::kOversubscription, ctx, "inter_node.oversubscription");

@@ -6,13 +6,11 @@
 #include "traces/error.hpp"
 
 namespace dtsim::limits {
-namespace {
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
-}  // namespace
 
 std::string describe(const Range& r) {
   std::string s = "[";
@@ -68,6 +66,7 @@ const std::vector<Entry>& table() {
       {"calibration JSON", "memory.reserved_memory_bytes", kReservedBytes},
       {"calibration JSON", "network.collective_algorithms[].max_bytes, network.segments[].max_bytes", kMessageBytes},
       {"calibration JSON", "network.segments[].latency_factor, bandwidth_factor (> 0)", kFactor},
+      {"calibration JSON", "compute.*_efficiency*, network.*_bandwidth_efficiency", kEfficiency},
       {"plan JSON, --dp-bucket-mb", "dp_bucket_bytes", kBucketBytes},
       {"--routing loads:..., routing loads file", "each expert's load (normalised to fractions)", kRoutingLoad},
       {"--routing skew:S", "S", kRoutingSkew},

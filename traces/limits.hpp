@@ -36,8 +36,10 @@ inline constexpr Range kBytesPerParam{0, 1024, "B"};      ///< optimizer bytes p
 inline constexpr Range kReservedBytes{0, 1e15, "B"};      ///< memory set aside per GPU
 inline constexpr Range kMessageBytes{1, 1e300, "B"};  ///< a message-size boundary (1e300: the catch-all last segment)
 inline constexpr Range kFactor{0, 1e3, ""};           ///< a latency or bandwidth multiplier
+inline constexpr Range kEfficiency{1e-6, 1, ""};      ///< a fraction of a peak (GEMM, memory, link efficiency)
 // Plans and workloads.
 inline constexpr Range kBucketBytes{1, 1e15, "B"};       ///< a DP gradient bucket
+inline constexpr long long kMaxGlobalBatch = 1LL << 24;  ///< samples per iteration (16,777,216; 2026 runs use < 65,536)
 inline constexpr Range kRoutingLoad{0, 1e12, ""};        ///< one expert's relative load (loads are normalised)
 inline constexpr Range kRoutingSkew{0, 8, ""};           ///< Zipf exponent over the experts
 inline constexpr Range kCapacityFactor{0.01, 1024, ""};  ///< Megatron-Core's moe_expert_capacity_factor
@@ -51,6 +53,8 @@ inline constexpr Range kMfu{0, 1, ""};                 ///< a measured or report
 void check(double v, const Range& r, const std::string& ctx, const std::string& field);
 /// check() that also accepts exactly 0 (an optional quantity: "none").
 void check_or_zero(double v, const Range& r, const std::string& ctx, const std::string& field);
+/// A number as the messages print it (printf "%.6g").
+std::string number(double v);
 /// "[lo, hi] unit" as the messages and the table print it.
 std::string describe(const Range& r);
 

@@ -12,6 +12,7 @@ using json_util::get_or;
 
 namespace {
 constexpr double kMaxParams = 1e15;  // ~1000x the largest published dense models; keeps every size an exact int64
+constexpr int kMaxSeqLen = 1 << 24;  // tokens per sequence (see validate())
 }  // namespace
 
 int dtype_bytes(DType d) { return d == DType::FP32 ? 4 : 2; }
@@ -141,6 +142,11 @@ void TransformerSpec::validate() const {
   positive(kv_heads, "kv_heads");
   positive(ffn_hidden, "ffn_hidden");
   positive(seq_len, "seq_len");
+  // 2^24 = 16,777,216 tokens: beyond the longest context trained in 2026 (10M, Llama 4 Scout), and small enough that
+  // token counts (seq_len x micro-batch) and the attention's seq_len^2 terms stay exact in the cost model's doubles.
+  if (seq_len > kMaxSeqLen)
+    throw ConfigError(ctx + ": field 'seq_len' must be at most " + std::to_string(kMaxSeqLen) + ", got " +
+                      std::to_string(seq_len));
   positive(vocab, "vocab");
   non_negative(head_dim_override, "head_dim");
   // Mixture of experts: experts == 0 is a dense model (the other moe fields are then not used).

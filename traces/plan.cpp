@@ -14,6 +14,7 @@
 #include "traces/limits.hpp"
 
 namespace dtsim {
+constexpr std::int64_t kMaxMicroBatches = 1 << 20;  ///< micro-batches per replica per iteration (validate())
 using json_util::get;
 using json_util::get_or;
 
@@ -603,6 +604,9 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(dp, "dp");
   positive(micro_batch_size, "micro batch size");
   positive(global_batch_size, "global batch size");
+  if (global_batch_size > limits::kMaxGlobalBatch)
+    throw ConfigError(ctx + ": global batch size must be at most " + std::to_string(limits::kMaxGlobalBatch) +
+                      ", got " + std::to_string(global_batch_size));
   positive(cp, "cp");
   positive(ep, "ep");
   if (etp < 0) throw ConfigError(ctx + ": etp must be positive, got " + std::to_string(etp));
@@ -672,6 +676,15 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (const std::int64_t per_step = static_cast<std::int64_t>(micro_batch_size) * dp; global_batch_size % per_step != 0)
     throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) +
                       " is not divisible by micro batch * dp = " + std::to_string(per_step));
+  // Every micro-batch is a pass in the schedules, the estimator and the lowering: bounded so that their
+  // O(micro-batches) structures are built in well under a second (and the memory guard refuses what would not fit
+  // before the work).
+  if (const std::int64_t per_step = static_cast<std::int64_t>(micro_batch_size) * dp;
+      global_batch_size / per_step > kMaxMicroBatches)
+    throw ConfigError(ctx + ": global batch " + std::to_string(global_batch_size) + " is " +
+                      std::to_string(global_batch_size / per_step) + " micro-batches of " +
+                      std::to_string(micro_batch_size) + " per data-parallel replica; dtsim models at most " +
+                      std::to_string(kMaxMicroBatches) + " (raise --mbs or dp)");
   if (!has_stage_strategies()) {
     validate_intra_layer(model, cluster);
   } else {

@@ -88,10 +88,11 @@ public:
     drain();
     resolve();
     while (!events_.empty()) {
-      now_ = events_.top().t;
-      while (!events_.empty() && events_.top().t == now_) {
-        const Event e = events_.top();
-        events_.pop();
+      now_ = events_.front().t;
+      while (!events_.empty() && events_.front().t == now_) {
+        const Event e = events_.front();
+        std::pop_heap(events_.begin(), events_.end(), std::greater<>());
+        events_.pop_back();
         if (e.kind == LATENCY_DONE) {
           start_sharing(e.id);
         } else if (e.kind == RELEASED) {
@@ -117,7 +118,19 @@ private:
   }
 
   void push(double t, std::uint8_t kind, std::int32_t id, std::uint32_t version) {
-    events_.push({t, seq_++, id, version, kind});
+    events_.push_back({t, seq_++, id, version, kind});
+    std::push_heap(events_.begin(), events_.end(), std::greater<>());
+    if (events_.size() > 2 * events_kept_ + 4096) compact_events();
+  }
+  /// Every re-solve gives each variable of the component a new completion event and leaves its old one in the heap:
+  /// with F flows sharing one component (an all-to-all) that is O(F^2) stale events. Dropping them when they
+  /// outnumber the rest keeps the heap O(live events); (t, seq) orders events totally, so the pops are unchanged.
+  void compact_events() {
+    std::erase_if(events_, [&](const Event& e) {
+      return e.kind == VAR_DONE && (!vars_[e.id].alive || vars_[e.id].version != e.version);
+    });
+    std::make_heap(events_.begin(), events_.end(), std::greater<>());
+    events_kept_ = events_.size();
   }
   /// Every predecessor of `id` has ended: it starts now, or at its release time if that is later.
   void make_ready(std::int32_t id) {
@@ -381,7 +394,8 @@ private:
   std::vector<std::int32_t> free_;
   std::vector<std::int32_t> pending_;
   std::deque<std::int32_t> ready_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::vector<Event> events_;    ///< a min-heap on (t, seq)
+  std::size_t events_kept_ = 0;  ///< events after the last compaction
   std::uint64_t seq_ = 0;
   std::vector<int> dirty_, comp_cons_, route_;
   std::vector<std::int32_t> comp_vars_;

@@ -45,6 +45,14 @@ constexpr double kBytesPerTaskPerfetto = 35;  ///< trace.pftrace, per task or ho
 /// gpt3-1.3b on 64 A100s, 127 k tasks, +58 MB; megatron-18b on 128 A100s, 758 k tasks, +341 MB; Mixtral EP 2 on 16
 /// H100s, 244 k tasks, +117 MB over the same runs' estimates without it): 450-480 bytes per task.
 constexpr double kBytesPerTaskChakra = 460;
+/// Flows in flight at once, per flow: dtsim's max-min engine keeps a Variable (88 bytes), its constraint list (4 bytes
+/// a link, heap-allocated), its entry in each link's list and up to two pending completion events (32 bytes each);
+/// SimGrid keeps a CommImpl and its network action. Counted only where the estimate knows the concurrency (dtsim
+/// collective: an all-to-all starts every flow at once). Measured 2026-11-28 on all-to-alls of 1 MiB on dgx-h100
+/// (Release): max-min 256 ranks, 65 k flows, +13 MB and 1,024 ranks, 1.05 M flows, +218 MB over the per-task
+/// estimate (200-210 bytes a flow); SimGrid 128 ranks, 16 k flows, +39 MB (heaptrack: 2.4 kB a flow).
+constexpr double kBytesPerConcurrentFlowMaxmin = 210;
+constexpr double kBytesPerConcurrentFlowSimgrid = 2400;
 /// trace.json's default selection (sim/report/trace_select.hpp, kTraceAllRanksUpTo): every rank up to this many.
 constexpr int kTraceAllRanks = 64;
 
@@ -99,6 +107,21 @@ public:
              per_stage[static_cast<std::size_t>(s)];
     }
     return all;
+  }
+
+  /// The tasks of one `kind` collective of `bytes` over the TP group (dtsim collective: tp = the group), summed over
+  /// the simulated ranks.
+  Count single_collective(CollectiveKind kind, double bytes) const {
+    if (probe_.ranks.empty()) return {};
+    // One group: every member's share is the same (the builders are symmetric).
+    const Group g = group(probe_.ranks.front().global_rank, GroupAxis::TP);
+    return collective(g, kind, bytes) * static_cast<double>(probe_.ranks.size());
+  }
+  /// Flows in flight at once in that collective: every flow of an all-to-all, a ring step's flows otherwise.
+  double single_collective_concurrency(CollectiveKind kind) const {
+    if (probe_.ranks.empty()) return 0;
+    const double n = group(probe_.ranks.front().global_rank, GroupAxis::TP).n, ranks = probe_.ranks.size();
+    return kind == CollectiveKind::ALL_TO_ALL ? (n - 1) * ranks : ranks * std::max(1, opt_.channels);
   }
 
 private:
@@ -488,23 +511,49 @@ std::string with_commas(double v) {
   return out;
 }
 
-}  // namespace
+void add_bytes(Footprint& f, const ParallelPlan& plan, const SimOptions& opt, const FootprintOutputs& outputs);
 
-Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
-                             const Calibration& cal, const SimOptions& opt, const FootprintOutputs& outputs) {
-  // The lowering's own folding decision and simulated ranks, from one small all-gather over the TP groups (an
-  // all-gather is always a ring: no algorithm rule, no node constraint applies).
-  const Lowered probe = lower_collective(model, cluster, plan, cal, opt, cost::CollectiveKind::ALL_GATHER, 1);
+/// The folding decision and simulated ranks of the probe.
+Footprint from_probe(const Lowered& probe, const ParallelPlan& plan) {
   Footprint f;
   f.world = plan.world_size();
   f.simulated_ranks = static_cast<int>(probe.ranks.size());
   f.fold_tp = probe.fold_tp;
   f.fold_dp = probe.fold_dp;
   f.fold_reason = probe.fold_reason;
+  return f;
+}
+}  // namespace
+
+Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+                             const Calibration& cal, const SimOptions& opt, const FootprintOutputs& outputs) {
+  // The lowering's own folding decision and simulated ranks (lower_ranks: no tasks).
+  const Lowered probe = lower_ranks(model, cluster, plan, cal, opt);
+  Footprint f = from_probe(probe, plan);
   const Count c = Estimator(model, cluster, plan, cal, opt, probe).total();
   f.tasks = c.tasks;
   f.edges = c.edges;
   f.host_spans = c.host;
+  add_bytes(f, plan, opt, outputs);
+  return f;
+}
+
+Footprint estimate_collective_footprint(const TransformerSpec& model, const ClusterSpec& cluster,
+                                        const ParallelPlan& plan, const Calibration& cal, const SimOptions& opt,
+                                        cost::CollectiveKind kind, double bytes) {
+  const Lowered probe = lower_ranks(model, cluster, plan, cal, opt);
+  Footprint f = from_probe(probe, plan);
+  const Estimator est(model, cluster, plan, cal, opt, probe);
+  const Count c = est.single_collective(kind, bytes);
+  f.tasks = c.tasks;
+  f.edges = c.edges;
+  f.concurrent_flows = est.single_collective_concurrency(kind);
+  add_bytes(f, plan, opt, {});
+  return f;
+}
+
+namespace {
+void add_bytes(Footprint& f, const ParallelPlan& plan, const SimOptions& opt, const FootprintOutputs& outputs) {
   const double ranks = f.simulated_ranks;
   f.bytes = kBytesBase + kBytesPerTask * f.tasks + kBytesPerEdge * f.edges;
   if (f.host_spans > 0) f.bytes += kBytesPerHostSpan * f.host_spans + kBytesPerTaskRelease * f.tasks;
@@ -514,9 +563,10 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   } else if (opt.engine == FlowEngine::MAXMIN ||
              (opt.engine == FlowEngine::AUTO && f.simulated_ranks > kSimgridUpToRanks)) {
     f.engine = "dtsim-maxmin";
+    f.bytes += kBytesPerConcurrentFlowMaxmin * f.concurrent_flows;
   } else {
     f.engine = "simgrid-flow";
-    f.bytes += kBytesPerRankPairSimgrid * ranks * ranks;
+    f.bytes += kBytesPerRankPairSimgrid * ranks * ranks + kBytesPerConcurrentFlowSimgrid * f.concurrent_flows;
   }
   if (outputs.trace) {
     // trace.json holds every simulated rank up to kTraceAllRanks by default, else up to three per stage.
@@ -529,8 +579,8 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   // trace.pftrace: a slice per task and per host span (and each span's start while rendering).
   if (outputs.perfetto) f.bytes += kBytesPerTaskPerfetto * (f.tasks + f.host_spans) + 8 * f.host_spans;
   if (outputs.chakra) f.bytes += kBytesPerTaskChakra * f.tasks;
-  return f;
 }
+}  // namespace
 
 std::string bytes_text(double bytes) {
   char b[32];

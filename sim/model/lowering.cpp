@@ -65,6 +65,11 @@ public:
 
   Lowered run();
   Lowered run_collective(CollectiveKind kind, double bytes);
+  /// The simulated ranks and the folding decision only (no tasks): what the footprint estimate needs.
+  Lowered run_ranks() {
+    setup_ranks();
+    return std::move(out_);
+  }
   void set_stage_costs(std::vector<PassCosts> c) { stage_costs_ = std::move(c); }
 
 private:
@@ -1840,6 +1845,12 @@ Lowered lower_collective(const TransformerSpec& model, const ClusterSpec& cluste
                          const Calibration& cal, const SimOptions& opt, cost::CollectiveKind kind, double bytes) {
   const PassCosts none{};
   return Lowerer(model, cluster, plan, cal, opt, none).run_collective(kind, bytes);
+}
+
+Lowered lower_ranks(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+                    const Calibration& cal, const SimOptions& opt) {
+  const PassCosts none{};
+  return Lowerer(model, cluster, plan, cal, opt, none).run_ranks();
 }
 
 }  // namespace dtsim::sim

@@ -167,5 +167,8 @@ Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const Pa
 /// benchmarks and oracle tests. `model` only provides the dtype; no compute is generated.
 Lowered lower_collective(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
                          const Calibration& cal, const SimOptions& opt, cost::CollectiveKind kind, double bytes);
+/// The simulated ranks (Lowered::ranks, sim_index_of) and the folding decision of `plan`, without its tasks.
+Lowered lower_ranks(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,
+                    const Calibration& cal, const SimOptions& opt);
 
 }  // namespace dtsim::sim

@@ -172,7 +172,7 @@ TEST(Api, PlanChoosesAFittingCandidateAndWritesItsFiles) {
   EXPECT_NE(file_named(r.files, "candidates.json"), nullptr);
   EXPECT_EQ(file_named(r.files, "plan.json"), nullptr);  // only with simulate_chosen
   req.global_batch_size = 0;
-  EXPECT_EQ(error_of([&] { plan(req); }), "plan: --gbs must be positive");
+  EXPECT_EQ(error_of([&] { plan(req); }), "plan: --gbs must be from 1 to 16777216, got 0");
 }
 
 TEST(Api, PresetsListWhatTheLoadersAccept) {
