@@ -20,7 +20,8 @@ keys, truncation), and a few mutated plan / capacity / collective / validate / r
 Each case runs in a fresh temp dir ($T in printed commands) with TMPDIR=$T, under RLIMIT_AS and a timeout.
 
 Run:   fuzz/input_grammar.py --dtsim build/bin/dtsim --seed 1 --cases 200 --timeout 20 --jobs 2 \
-           [--findings-dir DIR] [--minimize]
+           [--findings-dir DIR] [--minimize] [--verbose]
+       (a case takes ~0.1 s: 200 cases ~15 s on 2 cores; the default 1500 cases ~2-3 minutes)
 Output: one line per finding "FINDING kind rc=N [why] :: command :: first stderr line" (in case order), then
 `input grammar: N cases, K findings`. --findings-dir gets one folder per finding (inputs, cmd.sh, finding.txt);
 --minimize drops flags from each distinct finding while it still reproduces, and prints the shortest command.
@@ -30,7 +31,7 @@ import tempfile
 
 PRE = "dtsim: error: "
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INTV = ["1", "2", "4", "8", "0", "-1", "2147483647", "4294967296", "1e308", "nan", "two", "65536"]
+INTV = ["1", "2", "4", "8", "0", "-1", "2147483647", "4294967296", "1e308", "nan", "two", "65536", "1073741824"]
 DBLV = INTV + ["1e-320", "inf", "-inf", "-0", "0.5"]
 GARB = ["", "bogus", ",", ":", "::", "1,", "-1", "0", "nan", "1e308", "x" * 3000, "\u00e9\u2603", "%s%n", ".", "/"]
 SIZES = ["8GB", "512MiB", "1", "0", "-1", "1e308", "1e308GB", "nan", "inf", "none", "1KB", "99999999999999999999GB",
@@ -45,36 +46,34 @@ ENUMS = {
     "schedule": ["gpipe", "1f1b", "1f1b:dapple", "1f1b:megatron", "interleaved:2", "interleaved:4", "interleaved:1",
                  "interleaved:-1", "interleaved:2147483647", "interleaved:1e308", "interleaved:nan", "zb-h1", "zb-h2",
                  "custom", "custom:/dev/null", "1f1b:"],
-    "recompute": ["none", "selective", "full"], "tp-layout": ["1d", "2d", "2.5d:2", "2.5d:0", "2.5d:-1", "3d",
-                                                             "2.5d:2147483647", "2.5d"],
+    "recompute": ["none", "selective", "full"],
+    "tp-layout": ["1d", "2d", "2.5d:2", "2.5d:0", "2.5d:-1", "3d", "2.5d:2147483647", "2.5d"],
     "precision": ["bf16", "fp8", "fp8-current", "fp8-rowwise", "mxfp8", "nvfp4", "fp8-delayed", "fp8-tensorwise"],
     "stack": ["megatron-core", "megatron-lm", "megatron-deepspeed", "torchtitan", "/dev/null", ".json"],
     "collectives": ["flow", "steps"], "fold": ["auto", "none"], "network": ["flow", "analytic"],
-    "collective-algo": ["auto", "ring", "hierarchical", "tree", "nvls"], "algo": ["auto", "ring", "hierarchical",
-                                                                                 "tree", "nvls"],
-    "engine": ["auto", "simgrid", "maxmin"], "planner": ["grid", "pipedream", "dapple", "rannc", "rannc-paper",
-                                                         "rannc-layers", "uniap", "uniap-k1", "luo"],
+    "collective-algo": ["auto", "ring", "hierarchical", "tree", "nvls"], "engine": ["auto", "simgrid", "maxmin"],
+    "planner": ["grid", "pipedream", "dapple", "rannc", "rannc-paper", "rannc-layers", "uniap", "uniap-k1", "luo"],
     "op": ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "send-recv"],
-    "split": ["all", "train", "test"], "model": MODELS, "cluster": CLUSTERS, "models": ["gpt3-1.3b", "megatron-1.7b",
-                                                                                        "megatron-1.7b,gpt5"],
+    "split": ["all", "train", "test"], "model": MODELS, "cluster": CLUSTERS,
+    "models": ["gpt3-1.3b", "megatron-1.7b", "megatron-1.7b,gpt5"],
     "planners": ["grid", "grid,dapple", "megatron-tp"], "gpu": ["dgx-h100", "h100-sxm5-80gb", "b900", "dgx-a100"],
-    "trace-ranks": RANKS, "max-memory": SIZES, "bytes": SIZES, "tokens": ["1B", "300B", "1T", "2e12", "0", "-1B",
-                                                                        "1e308", "12XB", "nan"],
-    "sweep": ["8:1GiB", "1GiB:8", "1:1", "0:8", "8:1e308GB", "x:y", "8"], "rank-order": [
-        "tp,dp,pp", "dp,tp,pp", "pp,dp,tp", "tp,cp,dp,pp", "tp,ep,pp", "tp,tp,pp", "tp,dp", ""],
-}
+    "trace-ranks": RANKS, "max-memory": SIZES, "bytes": SIZES,
+    "tokens": ["1B", "300B", "1T", "2e12", "0", "-1B", "1e308", "12XB", "nan"],
+    "scale-kernels": ["gemm=0.5", "gemm|cutlass=2", "(=1", "gemm=nan", "gemm=-1", "gemm=1e308", "=", "gemm"],
+    "sweep": ["8:1GiB", "1GiB:8", "1:1", "0:8", "8:1e308GB", "x:y", "8"],
+    "rank-order": ["tp,dp,pp", "dp,tp,pp", "pp,dp,tp", "tp,cp,dp,pp", "tp,ep,pp", "tp,tp,pp", "tp,dp", ""]}
+ENUMS["algo"] = ENUMS["collective-algo"]
 INTS = {"tp", "pp", "dp", "cp", "ep", "etp", "seq-len", "mbs", "gbs", "zero", "tp-overlap-chunks", "fsdp-prefetch",
         "channels", "top", "ranks", "max-gpus", "max-evals", "collective-group"}
 LISTS = {"layers-per-stage", "stage-replicas"}
-NOVALUE = {"out", "export-chakra", "help", "jobs", "plan", "spec", "data", "trace", "comm-groups", "member"}
+NOVALUE = {"out", "export-chakra", "help", "jobs", "plan", "spec", "data", "trace"}
 
-# Valid small bases: (subcommand words, [[flag, value], [flag], ...]).
-def _groups(s):
-    out, toks = [], shlex.split(s)
-    for t in toks:
-        if t.startswith("--"): out.append([t])
-        else: out[-1].append(t)
+def _groups(s):  # "--a 1 --b" -> [["--a", "1"], ["--b"]]
+    out = []
+    for t in shlex.split(s): out.append([t]) if t.startswith("--") else out[-1].append(t)
     return out
+
+
 SIM = "simulate"
 BASES = [
     "--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --mbs 1 --network analytic",
@@ -82,7 +81,7 @@ BASES = [
     "--model llama3-8b --cluster dgx-h100:8 --tp 2 --pp 2 --gbs 16 --mbs 1 --network analytic",
     "--model gpt3-1.3b --cluster dgx-a100:16 --tp 2 --pp 2 --dp 4 --mbs 2 --gbs 16 --network analytic",
     "--model qwen3-30b-a3b --cluster dgx-b200:8 --ep 8 --gbs 8 --network analytic",
-    "--model deepseek-v3 --cluster gb200-nvl72:72 --ep 8 --pp 4 --gbs 72 --network analytic",
+    "--model deepseek-v3 --cluster gb200-nvl72:72 --ep 4 --pp 2 --gbs 72 --network analytic",
     "--model llama3-8b --cluster dgx-h100:8 --cp 2 --gbs 8 --schedule interleaved:2 --pp 2 --network analytic",
 ]
 TINY = {"schema_version": 1, "name": "tiny", "num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024,
@@ -98,15 +97,17 @@ ROWS = [{"hidden": 1024, "heads": 16, "num_layers": 2, "micro_batch": 1, "global
 OTHER = [("plan", "--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --top 1 --network analytic"),
          ("plan", "--planner dapple --model gpt3-1.3b --cluster dgx-a100:8 --gbs 16 --top 1 --network analytic"),
          ("capacity", "--cluster dgx-h100:8 --gbs 16 --models gpt3-1.3b --planners grid"),
-         ("capacity", "--model gpt3-1.3b --tokens 1B --days 1 --gpu dgx-h100 --max-gpus 64 --top 1"),
+         ("capacity deadline", "--model gpt3-1.3b --tokens 1B --days 1 --gpu dgx-h100 --max-gpus 64 --top 1"),
          ("collective", "--cluster dgx-h100:16 --bytes 1MiB --network analytic"),
          ("collective", "--cluster dgx-a100:16 --op all-to-all --sweep 8:1MiB --algo ring"),
          ("replay", "--trace @T@/et"), ("validate published", "--data @T@/rows.json"),
-         ("sweep", "--spec @T@/sweep.json --dry-run")]
-
-
-def load(p):
-    with open(os.path.join(ROOT, p)) as f: return json.load(f)
+         ("sweep", "--spec @T@/sweep.json --dry-run"), ("sweep", "--spec @T@/sweep.json")]
+# `capacity --help` shows the ladder mode only; the deadline mode (--model/--tokens) takes these.
+DEADLINE = {f: True for f in ["model", "tokens", "days", "gpu", "price-per-gpu-hour", "gbs", "max-gpus", "top",
+                              "network", "memory-limit", "calibration"]}
+SEEDS = {}  # JSON documents (model, plan, cluster) from a real summary.json, and a Chakra export ("et") for replay
+get = lambda o, p: get(o[p[0]], p[1:]) if p else o  # noqa: E731  (o[p0][p1]...)
+load = lambda p: json.load(open(os.path.join(ROOT, p)))  # noqa: E731
 
 
 def help_flags(dtsim, cmd):
@@ -114,8 +115,8 @@ def help_flags(dtsim, cmd):
     r = subprocess.run([dtsim] + cmd.split() + ["--help"], capture_output=True, text=True, timeout=60)
     flags = {}
     for line in r.stdout.splitlines():
-        m = re.match(r"\s+(?:-\w \[ )?--([a-z0-9-]+)(?: \])?(?: (\[?=?arg))?", line)
-        if m: flags[m.group(1)] = bool(m.group(2))
+        m = re.match(r"  (?:-\w \[ )?--([a-z0-9-]+)(?: \])?(?: (\[?=?arg))?", line)
+        if m: flags.setdefault(m.group(1), bool(m.group(2)))
     return flags
 
 
@@ -164,13 +165,9 @@ def mutate_json(rng, doc):
     return text[: rng.randrange(1, max(2, len(text)))] if op == "cut" else text
 
 
-def get(o, p):
-    for k in p: o = o[k]
-    return o
-
-
 def set_group(groups, flag, val):
     grp = ["--" + flag] + ([] if val is None else [val])
+    if flag == "trace-links": grp = ["--trace-links" + ("" if val is None else "=" + val)]
     for i, gr in enumerate(groups):
         if gr[0] == "--" + flag: groups[i] = grp; return
     groups.append(grp)
@@ -200,7 +197,8 @@ class Gen:
                    "plan": [{"schema_version": 1, "tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2,
                              "global_batch_size": 16}] + self.seeds.get("plan", []),
                    "stack": [load("traces/stacks/%s.json" % s) for s in ENUMS["stack"][:4]],
-                   "calibration": [load("traces/calibration/a100-sxm4-80gb.json")],
+                   "calibration": [load("traces/calibration/%s.json" % n) for n in ("a100-sxm4-80gb",
+                                                                                     "h100-sxm5-80gb")],
                    "cluster": [load("examples/nvlink-chain-8gpu.json")] + self.seeds.get("cluster", []),
                    "schedule": [CUSTOM], "jobs": [load("examples/two-jobs-shared-nics.json")]}[kind]
             files["in.json"] = mutate_json(rng, rng.choice(src))
@@ -209,6 +207,7 @@ class Gen:
                     [["--network", "analytic"]]
             elif kind in ("stack", "calibration"):
                 groups = [["--model", "gpt3-1.3b"], ["--" + kind, "@T@/in.json"]] + _groups(P8)
+                if "h100" in files["in.json"][:400]: groups[2][1] = "dgx-h100:8"
             elif kind == "cluster": groups = _groups("--model gpt3-1.3b --gbs 16 --tp 2 --network analytic") + \
                     [["--cluster", "@T@/in.json"]]
             elif kind == "schedule": groups = [["--model", "gpt3-1.3b"], ["--schedule", "custom:@T@/in.json"]] + \
@@ -216,11 +215,11 @@ class Gen:
             else: groups = [["--cluster", "dgx-a100:32"], ["--jobs", "@T@/in.json"], ["--network", "analytic"]]
         else:  # another command, one flag mutation or one file mutation
             cmd, base = rng.choice(OTHER)
-            groups = _groups(base)
+            groups, flags = _groups(base), DEADLINE if cmd == "capacity deadline" else self.help[cmd]
+            cmd = cmd.split(" deadline")[0]
             if cmd == "sweep": files["sweep.json"] = mutate_json(rng, SWEEP)
             elif cmd == "validate published": files["rows.json"] = mutate_json(rng, ROWS)
             if cmd in ("plan", "capacity", "collective", "replay") or rng.random() < 0.5:
-                flags = self.help[cmd]
                 f = rng.choice(sorted(x for x in flags if x not in NOVALUE))
                 set_group(groups, f, value_for(rng, f) if flags[f] else None)
         if cmd == SIM and rng.random() < 0.1: set_group(groups, "network", "flow")
@@ -230,13 +229,9 @@ class Gen:
         return {"cmd": cmd, "groups": groups, "files": files, "keep": keep}
 
 
-def show(c):
-    words = []
-    for a in c["cmd"].split() + [a for gr in c["groups"] for a in gr]:
-        q = shlex.quote(a)
-        if "@T@" in a and not re.search(r"[\"$`\\\s]", a): q = '"' + a.replace("@T@", "$T") + '"'
-        words.append(q)
-    return "dtsim " + " ".join(words)
+def show(c):  # the command line, with the case's temp dir as "$T"
+    q = lambda a: '"%s"' % a.replace("@T@", "$T") if "@T@" in a and not re.search(r"[\"$`\\\s]", a) else shlex.quote(a)
+    return "dtsim " + " ".join(q(a) for a in c["cmd"].split() + [a for gr in c["groups"] for a in gr])
 
 
 def setup(c, d):
@@ -300,7 +295,8 @@ def run_case(c, args, keep=False):
         elif rc == 2:
             probs = []
             if "std::bad_alloc" in err: kind, why = "oom", "not refused up front"
-            if len(err.splitlines()) != 1 or not err.endswith("\n"): probs.append("%d stderr lines" % len(err.splitlines()))
+            if len(err.splitlines()) != 1 or not err.endswith("\n"):
+                probs.append("%d stderr lines" % len(err.splitlines()))
             if not err.startswith(PRE): probs.append("stderr lacks the prefix")
             if out: probs.append("stdout not empty")
             now = sorted(os.listdir(d))
@@ -318,7 +314,7 @@ def run_case(c, args, keep=False):
             for s in sums:
                 try: bad = check_summary(s)
                 except (ValueError, KeyError, TypeError, AttributeError) as e: bad = ["summary.json: %s" % e]
-                if bad: kind, why = "invariant", "; ".join(bad[:3]) + (" (+%d)" % (len(bad) - 3) if len(bad) > 3 else "")
+                if bad: kind, why = "invariant", "; ".join(bad[:3]) + (" (+%d more)" % (len(bad) - 3)) * (len(bad) > 3)
         res = {"kind": kind, "rc": rc, "why": why, "first": first[:300], "err": err[-4000:], "out": out[-2000:]}
         if kind and keep: res["dir"], d = d, None
         return res
@@ -348,16 +344,13 @@ def signature(r): return (r["kind"], r["rc"], re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?",
 
 
 def minimize(c, r, args):
-    """Greedily drops flag groups (and then each value's length) while the finding keeps its signature."""
+    """Greedily drops flag groups while the finding keeps its signature (kind, exit code, first stderr line)."""
     sig, i = signature(r), 0
     while i < len(c["groups"]):
         t = dict(c, groups=c["groups"][:i] + c["groups"][i + 1:])
         if signature(run_case(t, args)) == sig: c = t
         else: i += 1
     return c
-
-
-SEEDS = {}
 
 
 def make_seeds(args):
@@ -376,22 +369,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtsim", default=os.path.join(ROOT, "build/bin/dtsim"))
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cases", type=int, default=200)
+    ap.add_argument("--cases", type=int, default=1500, help="default: about 2 minutes with --jobs 2")
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--mem-gib", type=float, default=4)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--findings-dir")
     ap.add_argument("--workdir", default=None, help="where the per-case temp dirs go (default: system temp)")
     ap.add_argument("--minimize", action="store_true")
+    ap.add_argument("--verbose", action="store_true", help="print every case: exit code, command, first stderr line")
     args = ap.parse_args()
     args.dtsim = os.path.abspath(args.dtsim)
     seed_dir = make_seeds(args)
     try:
         gen, rng = Gen(args.dtsim, SEEDS), random.Random(args.seed)
         cases = [gen.case(rng) for _ in range(args.cases)]
-        with cf.ThreadPoolExecutor(args.jobs) as ex: results = list(ex.map(lambda c: run_case(c, args, bool(args.findings_dir)), cases))
+        with cf.ThreadPoolExecutor(args.jobs) as ex:
+            results = list(ex.map(lambda c: run_case(c, args, bool(args.findings_dir)), cases))
         found, seen = 0, {}
         for i, (c, r) in enumerate(zip(cases, results)):
+            if args.verbose: print("case %d rc=%s :: %s :: %s" % (i, r["rc"], show(c), r["first"][:160]))
             if not r["kind"]: continue
             found += 1
             print("FINDING %s rc=%s [%s] :: %s :: %s" % (r["kind"], r["rc"], r["why"], show(c), r["first"]),
