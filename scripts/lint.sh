@@ -23,6 +23,8 @@ for a in "$@"; do
     *) files+=("$a") ;;
   esac
 done
+explicit=0
+[ ${#files[@]} -eq 0 ] || explicit=1
 [ ${#files[@]} -gt 0 ] || mapfile -t files < <(git ls-files '*.cpp' '*.hpp' | grep -v '^tests/golden/')
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -44,6 +46,12 @@ for f in sys.argv[2:]:
         print(f)
 PY
 )
+  # Without explicit files, the tests' and fuzz targets' units are left to the compilers' warnings and the sanitizer
+  # run (CI time, issue Guard: 55 of 167 units, and gtest's macro expansions make each the slowest to analyse); name
+  # them (scripts/lint.sh tests/unit/x.cpp) to check them.
+  if [ "$explicit" = 0 ]; then
+    mapfile -t units < <(printf '%s\n' "${units[@]}" | grep -vE '^(tests|fuzz)/')
+  fi
   echo "lint: clang-tidy over ${#units[@]} translation units ($JOBS jobs)"
   printf '%s\n' "${units[@]}" |
     xargs -r -P "$JOBS" -I{} sh -c '"$0" -p "$1" --quiet "$2" > "$3/$(echo "$2" | tr / _).tidy" 2>/dev/null || true' \
