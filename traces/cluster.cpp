@@ -114,6 +114,10 @@ const std::vector<GpuSpec>& gpus() {
   static const std::vector<GpuSpec> list = {
       {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 0, 0, 2039e9, 80 * units::kGiB},
       {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB},
+      // H800 SXM5 80GB: the H100 SXM5's GH100 die and HBM3 for the Chinese market, with NVLink cut to 400 GB/s per GPU
+      // (the dgx-h800 preset). 989 TFLOP/s dense BF16 and 3.4 TB/s HBM as MegaScale-MoE's Table 4 lists it (arXiv
+      // 2505.11432); FP8 and FP32 as the H100 SXM5 (same silicon: an estimate, no H800 datasheet retrieved).
+      {"h800-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB},
       // V100 SXM2 32GB: 125 TFLOP/s FP16 tensor (no BF16: the FP16 figure is used), 15.7 FP32, 900 GB/s HBM2.
       {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 0, 0, 900e9, 32 * units::kGiB},
       // A100 PCIe 80GB: same tensor-core peaks as the SXM part, 1,935 GB/s HBM2e.
@@ -239,6 +243,9 @@ const std::vector<ClusterPreset>& cluster_presets() {
       {"dgx-a100", "a100-sxm4-80gb", 8, 300e9, 1e-6, 8, 200 * units::kGbit_Bps, 2e-6},
       {"dgx-h100", "h100-sxm5-80gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
       {"dgx-h200", "h200-sxm-141gb", 8, 450e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
+      // HGX H800: NVLink 400 GB/s per GPU (MegaScale-MoE Table 4) = 200 GB/s per direction; the DeepSeek-V3 report
+      // (arXiv 2412.19437, sec. 3.2.2) measures 160 GB/s over it and 50 GB/s (400 Gb/s) of InfiniBand per GPU.
+      {"dgx-h800", "h800-sxm5-80gb", 8, 200e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
       {"dgx-b200", "b200-sxm-180gb", 8, 900e9, 1e-6, 8, 400 * units::kGbit_Bps, 2e-6},
       {"dgx-b300", "b300", 8, 900e9, 1e-6, 8, 800 * units::kGbit_Bps, 2e-6},
       {"gb200-nvl72", "gb200", 72, 900e9, 1e-6, 72, 400 * units::kGbit_Bps, 2e-6},

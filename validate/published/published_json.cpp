@@ -104,7 +104,8 @@ std::string stack_name(const json& row, const std::string& ctx, Stack stack) {
 // ---- model -------------------------------------------------------------------------------------------------
 
 /// The model of a row: the document's shape `name` with the row's sequence length, depth and precision.
-TransformerSpec shape_model(const json& shapes, const std::string& name, const std::string& ctx, Stack stack) {
+TransformerSpec shape_model(const json& shapes, const std::string& name, const std::string& ctx, Stack stack,
+                            Notes& notes) {
   if (!shapes.contains(name)) throw ConfigError(ctx + ": model '" + name + "' is not in the file's model_shapes");
   const json& s = shapes.at(name);
   const std::string sctx = ctx + ": model_shapes['" + name + "']";
@@ -113,7 +114,19 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   m.name = name;
   m.num_layers = req_int(s, sctx, "layers");
   m.hidden = req_int(s, sctx, "hidden");
-  m.ffn_hidden = req_int(s, sctx, "ffn_hidden");
+  // Shapes a paper leaves out (large_scale_papers.json: MegaScale's GPT-175B/530B, Nemotron-4, MegaScale-MoE) follow
+  // one rule, each with a note: a dense FFN of 4h (GPT's; the sources' own FLOP counts assume it), and an MoE model's
+  // FFN width is its experts' (every layer MoE unless dense_layers says otherwise).
+  const bool moe_shape = present(s, "moe");
+  if (present(s, "ffn_hidden")) {
+    m.ffn_hidden = req_int(s, sctx, "ffn_hidden");
+  } else if (moe_shape) {
+    m.ffn_hidden = req_int(s.at("moe"), sctx + ".moe", "expert_ffn_hidden");
+    notes.add("ffn_hidden not stated: the experts' width assumed for dense layers");
+  } else {
+    m.ffn_hidden = 4 * m.hidden;
+    notes.add("ffn_hidden not stated: 4h assumed");
+  }
   m.heads = req_int(s, sctx, "heads");
   m.kv_heads = opt_int(s, sctx, "kv_heads").value_or(m.heads);
   m.vocab = req_int(s, sctx, "vocab");
@@ -121,9 +134,16 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
     m.head_dim_override = *hd;
   m.tied_embeddings = opt_bool(s, sctx, "tied_embeddings").value_or(false);
   m.learned_pos_embedding = starts_with(lower(opt_str(s, sctx, "position_embedding")), "learned");
-  const std::string mlp = lower(opt_str(s, sctx, "mlp"));
+  std::string mlp = lower(opt_str(s, sctx, "mlp"));
+  if (mlp.empty()) {
+    // Not stated: GPT's GELU MLP for a dense model, SwiGLU experts for an MoE (as every MoE of 2024-26 and the
+    // MegaScale-MoE 352B's parameter count imply).
+    mlp = moe_shape ? "swiglu" : "gelu";
+    notes.add("mlp not stated: " + mlp + " assumed");
+  }
   if (starts_with(mlp, "swiglu")) m.mlp = MlpKind::SWIGLU;
-  else if (starts_with(mlp, "gelu") || starts_with(mlp, "relu")) m.mlp = MlpKind::GELU;  // ReLU: the same GEMMs
+  else if (starts_with(mlp, "gelu") || starts_with(mlp, "relu") || starts_with(mlp, "squared_relu"))
+    m.mlp = MlpKind::GELU;  // (squared) ReLU: the same two GEMMs
   else throw ConfigError(sctx + ": mlp '" + mlp + "' is not known (known: swiglu, gelu, relu)");
   // Megatron-Core with TransformerEngine and torchtitan (SDPA) run flash attention; the 2023 Megatron-DeepSpeed
   // fork of SAILOR the unfused kernels.
@@ -191,9 +211,16 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
     if (contains(g, "96gb") || contains(g, "94") || contains(g, "hbm2e") || contains(g, "500 w"))
       notes.add("'" + gpu +
                 "' simulated as h100-sxm5-80gb (80 GiB HBM3, 3.35 TB/s, 700 W): capacity, bandwidth, clocks differ");
+  } else if (starts_with(g, "h800")) {
+    preset = "dgx-h800", gpu_name = "h800-sxm5-80gb";
+    notes.add("H800 calibration copied from the H100's (same GH100 die; NVLink 400 GB/s in the dgx-h800 preset)");
   } else if (starts_with(g, "a100")) {
     preset = "dgx-a100", gpu_name = "a100-sxm4-80gb";
     if (!contains(g, "sxm")) notes.add("A100 form factor not stated: the SXM4 80GB part (dgx-a100) assumed");
+  } else if (starts_with(g, "nvidia ampere") && contains(g, "a100-class")) {
+    // MegaScale (arXiv 2402.15627): "NVIDIA Ampere GPUs", MFU over 312 TFLOP/s: the A100's BF16 peak.
+    preset = "dgx-a100", gpu_name = "a100-sxm4-80gb";
+    notes.add("GPU SKU not stated (Ampere, MFU over 312 TFLOP/s): A100 SXM4 80GB (dgx-a100) assumed");
   } else {
     const std::string kind = gpu.substr(0, gpu.find_first_of(" (-"));
     throw ConfigError(ctx + ": no GPU preset for " + kind + " (gpu '" + gpu +
@@ -351,7 +378,10 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
       notes.add("pp micro-batches not stated: torchtitan's default (pp = " + std::to_string(p.pp) +
                 ") gives micro-batch " + std::to_string(p.micro_batch_size));
   } else {
-    throw ConfigError(ctx + ": field 'mbs' is missing or null and no local batch / pp micro-batches give it");
+    // Not stated (the large-scale papers): one sequence per micro-batch, the smallest and most common choice at
+    // scale; the memory it needs is not checked against the run (the papers' runs fit).
+    p.micro_batch_size = 1;
+    notes.add("micro-batch size not stated: 1 assumed");
   }
   p.recompute = recompute_of(row, ctx, stack, notes);
   const std::string sched = lower(opt_str(row, ctx, "pp_schedule"));
@@ -367,7 +397,13 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   // reshard_after_forward=False: still ZeRO-3 here); Megatron's distributed optimizer shards optimizer states.
   if (opt_bool(row, ctx, "fsdp").value_or(false)) p.zero_stage = 3;
   else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
-  else p.zero_stage = opt_int(row, ctx, "zero_stage").value_or(0);
+  else if (present(row, "zero_stage") && row.at("zero_stage").is_string()) {
+    // Free text that starts with the stage ("1 (DeepSpeed BF16_Optimizer ...)", large_scale_papers.json).
+    const std::string z = json_util::get<std::string>(row, ctx, "zero_stage");
+    if (z.empty() || z[0] < '0' || z[0] > '3' || (z.size() > 1 && std::isdigit(static_cast<unsigned char>(z[1]))))
+      throw ConfigError(ctx + ": zero_stage '" + z + "' does not start with a stage 0-3");
+    p.zero_stage = z[0] - '0';
+  } else p.zero_stage = opt_int(row, ctx, "zero_stage").value_or(0);
   // Megatron-LM with bf16 accumulates and reduces gradients in fp32 main_grad buffers by default
   // (accumulate_allreduce_grads_in_fp32 is set for --bf16). torchtitan's FSDP2 keeps fp32 sharded parameters and
   // gradients with no separate master copy: 16 bytes per parameter, which the ZeRO-3 accounting (2 + 2 + 12) matches.
@@ -375,6 +411,12 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   // torchtitan's TP always shards the norms' activations (SequenceParallel); elsewhere the row says.
   const auto sp = opt_bool(row, ctx, "sequence_parallel");
   p.sequence_parallel = p.tp > 1 && sp.value_or(stack == Stack::TORCHTITAN);
+  // Megatron-Core refuses an MoE layer with TP but without sequence parallelism (megatron/core/transformer/moe): a run
+  // that does not say ran with it.
+  if (!sp && p.tp > 1 && model.moe.enabled() && !p.sequence_parallel) {
+    p.sequence_parallel = true;
+    notes.add("sequence parallelism not stated: on (Megatron-Core requires it for MoE with TP)");
+  }
   p.cp_kind = cp_kind_of(row, ctx, stack, notes);
   if (present(row, "moe_dispatcher")) {
     const std::string d = lower(json_util::get<std::string>(row, ctx, "moe_dispatcher"));
@@ -424,6 +466,10 @@ Precision precision_of(const json& row, const std::string& ctx, const std::strin
 
 DType dtype_of(const json& row, const std::string& ctx, Stack stack, std::string& precision, Notes& notes) {
   precision = lower(opt_str(row, ctx, "precision"));
+  if (precision.ends_with(" [?]")) {  // the curators' weak inference (large_scale_papers.json conventions)
+    precision.resize(precision.size() - 4);
+    notes.add("precision " + precision + " inferred by the data's curators, not stated by the source");
+  }
   if (precision.empty() && stack == Stack::MEGATRON_DEEPSPEED) {
     // SAILOR's framework trains in fp32 unless the launcher passes --fp16/--bf16 (its one Clariden launcher,
     // run_opt.slurm, passes neither), and SAILOR's validate.py simulates every validation plan with fp16=False.
@@ -589,14 +635,19 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
   try {
     if (!row.is_object()) throw ConfigError(ctx + ": expected a JSON object");
     r.group = group_of(row, stack, shapes);
-    for (const auto& f : json_util::get_or<std::vector<std::string>>(row, ctx, "flags", {})) notes.add(f);
+    for (const auto& f : json_util::get_or<std::vector<std::string>>(row, ctx, "flags", {})) {
+      // MegaScale's own rows change the model (parallel block, sliding-window attention, LAMB): not this model.
+      if (starts_with(f, "model_modified_by_system"))
+        throw ConfigError(ctx + ": the system changes the model (" + f + "): not expressible");
+      notes.add(f);
+    }
     measured_of(row, ctx, stack, r, notes);
     check_row_keys(row, ctx);
     const int gpus = req_int(row, ctx, "gpus");
     if (gpus <= 0) throw ConfigError(ctx + ": gpus must be positive");
     const Hardware hw = hardware_of(row, ctx, gpus, notes);
     const std::string model_name = json_util::get<std::string>(row, ctx, "model");
-    r.model = shape_model(shapes, model_name, ctx, stack);
+    r.model = shape_model(shapes, model_name, ctx, stack, notes);
     if (const auto layers = opt_int(row, ctx, "layers_run")) r.model.num_layers = *layers;
     if (r.model.moe.enabled() && r.model.moe.dense_layers >= r.model.num_layers)
       throw ConfigError(ctx + ": " + std::to_string(r.model.num_layers) + " layers run, all of them dense");
