@@ -417,7 +417,7 @@ TEST(SharedMeasurements, LargeScalePapersScoreTheirTimedRows) {
   EXPECT_EQ(mlm.cluster, "dgx-a100:12288");
   EXPECT_EQ(mlm.gpu, "a100-sxm4-80gb");
   EXPECT_EQ(mlm.model.ffn_hidden, 4 * mlm.model.hidden);  // not stated: 4h
-  EXPECT_EQ(mlm.plan.micro_batch_size, 1);              // not stated: 1
+  EXPECT_EQ(mlm.plan.micro_batch_size, 1);                // not stated: 1
   EXPECT_EQ(mlm.plan.schedule, Schedule::INTERLEAVED);
   const auto& moe = row_by_id(rows, "megascalemoe-t3-mlm-1440");
   EXPECT_TRUE(moe.failure.empty()) << moe.failure;
