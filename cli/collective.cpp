@@ -50,10 +50,7 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   req.op = vm["op"].as<std::string>();
   req.calibration = value_or(vm, "calibration");
   req.options = simulate_options(vm, "collective", "algo");
-  if (vm.count("max-memory")) {
-    const std::string mm = vm["max-memory"].as<std::string>();
-    req.options.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "collective: --max-memory");
-  }
+  req.options.max_memory_bytes = parse_max_memory(vm, "collective");
   if (vm.count("bytes") && vm.count("sweep")) throw ConfigError("collective: give --bytes or --sweep, not both");
   std::vector<double>& sizes = req.sizes_bytes;
   if (vm.count("sweep")) {

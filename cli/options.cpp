@@ -51,6 +51,12 @@ po::variables_map parse(const po::options_description& desc, int argc, char** ar
   return vm;
 }
 
+double parse_max_memory(const po::variables_map& vm, const std::string& command) {
+  if (!vm.count("max-memory")) return 0;
+  const std::string mm = vm["max-memory"].as<std::string>();
+  return mm == "none" ? -1 : parse_bytes(mm, command + ": --max-memory");
+}
+
 double parse_bytes(const std::string& s, const std::string& what) {
   std::size_t pos = 0;
   double v = 0;

@@ -16,6 +16,8 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& what);
 po::variables_map parse(const po::options_description& desc, int argc, char** argv);
 /// A size such as 1048576, 64KiB, 1MiB, 1GiB, 1GB (positive).
 double parse_bytes(const std::string& s, const std::string& what);
+/// --max-memory SIZE | none into SimulateOptions::max_memory_bytes (none: -1, no limit; absent: 0, the default).
+double parse_max_memory(const po::variables_map& vm, const std::string& command);
 /// The string value of option `key`, or `fallback` when it was not given.
 std::string value_or(const po::variables_map& vm, const std::string& key, const std::string& fallback = "");
 /// Parses argv (argv[0] is the subcommand) with boost's own checks and messages, the first word that is not an

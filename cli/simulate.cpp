@@ -294,10 +294,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (opt.trace_links) opt.trace_link_count = vm["trace-links"].as<std::string>();
   opt.trace_ranks = vm["trace-ranks"].as<std::string>();
   opt.perfetto = vm.count("out") && vm.count("perfetto");
-  if (vm.count("max-memory")) {
-    const std::string mm = vm["max-memory"].as<std::string>();
-    opt.max_memory_bytes = mm == "none" ? -1 : parse_bytes(mm, "simulate: --max-memory");
-  }
+  opt.max_memory_bytes = parse_max_memory(vm, "simulate");
   opt.export_chakra = vm.count("export-chakra") > 0;
   const auto old_export = opt.export_chakra ? previous_chakra_export(vm["export-chakra"].as<std::string>())
                                             : std::vector<std::filesystem::path>{};

@@ -165,9 +165,13 @@ sim::NetworkMode network_mode(const std::string& net, const std::string& cmd) {
   throw ConfigError(cmd + ": --network '" + net + "' is not known (known: flow, analytic)");
 }
 
+double memory_limit_bytes(const SimulateOptions& options) {
+  return options.max_memory_bytes == 0 ? default_max_memory_bytes() : options.max_memory_bytes;
+}
+
 void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOptions& options,
                   const sim::FootprintOutputs& outputs) {
-  const double limit = options.max_memory_bytes == 0 ? default_max_memory_bytes() : options.max_memory_bytes;
+  const double limit = memory_limit_bytes(options);
   if (limit < 0 || !std::isfinite(limit)) return;
   const sim::Footprint f = sim::estimate_footprint(in.model, in.cluster, in.plan, in.calibration, opt, outputs);
   if (f.bytes <= limit) return;
@@ -397,18 +401,19 @@ CollectiveResult collective(const CollectiveRequest& req) {
   if (n < 1 || n > cluster.total_gpus())
     throw ConfigError("collective: --ranks " + std::to_string(n) + " does not fit the " +
                       std::to_string(cluster.total_gpus()) + " GPUs of cluster '" + cluster.name + "'");
-  // Refused up front when the largest point would not fit (issue Guard): an all-to-all lowers n(n-1) flows.
-  const double limit = so.max_memory_bytes == 0 ? default_max_memory_bytes() : so.max_memory_bytes;
-  if (limit > 0 && std::isfinite(limit))
-    for (double bytes : req.sizes_bytes) {
-      const sim::Footprint f = sim::collective_footprint(cluster, cal, opt, n, kind, bytes);
-      if (f.bytes > limit)
-        throw ConfigError("collective: " + req.op + " of " + sim::bytes_text(bytes) + " over " + std::to_string(n) +
-                          " GPUs would need about " + sim::describe(f) + " but the memory limit is " +
-                          sim::bytes_text(limit) + ": use fewer --ranks" +
-                          (so.collectives == "steps" ? std::string(", --collectives flow") : std::string()) +
-                          (so.fold == "none" ? std::string(", --fold auto") : std::string()));
-    }
+  // Refused up front when the largest point would not fit (issue Guard): an all-to-all lowers n(n-1) flows. A
+  // collective's tasks never fall as its size grows (chunk counts only rise), so the largest size is the one to check.
+  const double limit = detail::memory_limit_bytes(so);
+  if (limit > 0 && std::isfinite(limit)) {
+    const double bytes = *std::max_element(req.sizes_bytes.begin(), req.sizes_bytes.end());
+    const sim::Footprint f = sim::collective_footprint(cluster, cal, opt, n, kind, bytes);
+    if (f.bytes > limit)
+      throw ConfigError("collective: " + req.op + " of " + sim::bytes_text(bytes) + " over " + std::to_string(n) +
+                        " GPUs would need about " + sim::describe(f) + " but the memory limit is " +
+                        sim::bytes_text(limit) + ": use fewer --ranks" +
+                        (so.collectives == "steps" ? std::string(", --collectives flow") : std::string()) +
+                        (so.fold == "none" ? std::string(", --fold auto") : std::string()));
+  }
   std::vector<sim::CollectivePoint> pts;
   if (req.sizes_bytes.size() == 1) pts.push_back(sim::run_collective(cluster, cal, opt, n, kind, req.sizes_bytes[0]));
   else pts = sim::collective_sweep(cluster, cal, opt, n, kind, req.sizes_bytes);

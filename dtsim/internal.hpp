@@ -12,6 +12,9 @@ namespace dtsim::detail {
 sim::SimOptions sim_options(const SimulateOptions& options);
 /// "flow" | "analytic"; ConfigError "CMD: --network 'X' is not known (known: flow, analytic)".
 sim::NetworkMode network_mode(const std::string& network, const std::string& command);
+/// The memory limit a run is held to: options.max_memory_bytes, or default_max_memory_bytes() when it is 0
+/// (negative: no limit).
+double memory_limit_bytes(const SimulateOptions& options);
 /// ConfigError (one line: the estimate, the limit, what to change) when the run's estimated peak memory
 /// (sim::estimate_footprint) is above options.max_memory_bytes (0: default_max_memory_bytes(); negative: no limit).
 /// The inputs must be validated.
