@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/footprint.sh [DTSIM] -- the memory estimate of `dtsim simulate` (sim/model/footprint.*, the --max-memory guard)
 # against the measured peak RSS (/usr/bin/time -f %M) of the runs its constants were fitted to; prints one markdown
-# table row per run (README, "Memory guard"). The estimate is read from the refusal message of the same run under
-# --max-memory 1 (the CLI prints it nowhere else). Takes ~6 minutes and ~4 GB on a 2-core machine (FOOTPRINT_LONG=1: ~18 minutes).
+# table row per run (docs/benchmarks.md, "Memory guard"). The estimate is read from the refusal message of the same
+# run under --max-memory 1 (the CLI prints it nowhere else). Takes ~6 minutes and ~4 GB on a 2-core machine (FOOTPRINT_LONG=1: ~18 minutes).
 set -euo pipefail
 DTSIM=${1:-build/bin/dtsim}
 [ -x "$DTSIM" ] || { echo "footprint.sh: $DTSIM is not an executable (build first)" >&2; exit 2; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the planner figures of README "What is modelled" (bake-off tables, search times on GPT-3 175B,
+# Regenerates the planner figures of docs/planning.md (bake-off tables, search times on GPT-3 175B,
 # capacity against a deadline) with the shipped presets. Usage: bench/planners.sh [path/to/dtsim] OUT_DIR [PART]
 # (PART: bakeoff, search, uniap or all, the default; run search on an otherwise idle machine: it reports times).
 # PART uniap: UniAP with a strategy per stage ("uniap") against one strategy for the model ("uniap-k1").

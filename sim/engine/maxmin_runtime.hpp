@@ -4,8 +4,8 @@
 //
 // Why: SimGrid 3.32 keeps every activity started outside an actor in one list that each completion searches
 // linearly, and its full-zone routing table is quadratic in the hosts; an unfolded 1,024-GPU iteration spent two
-// thirds of its time in that search and ~700 MB in the table before the first task (profiles in README,
-// Performance). This engine is the same model, event for event: tasks start when their last predecessor ends;
+// thirds of its time in that search and ~700 MB in the table before the first task (profiles in docs/modelling.md,
+// "Network"). This engine is the same model, event for event: tasks start when their last predecessor ends;
 // COMPUTE and DELAY tasks run on their rank's compute host or on its stream's timer host (execs on one host share it
 // in proportion to their priority); a FLOW waits for its route's latency, then shares every link of its route
 // max-min fairly with the flows in their bandwidth phase. Rates are re-solved only in the connected component of

@@ -19,7 +19,7 @@ namespace {
 // to 30 M tasks over 2 to 1,024 simulated ranks: folded and unfolded, flow and steps collectives, SimGrid, max-min and
 // analytic engines, with and without --out / --perfetto; 2-core development machine, 2026-11-26, Release build after
 // 162e36f (40-byte Task, predecessor counts not stored, dependency lists freed before the report). Worst error -8% /
-// +6%; README "Memory guard" has the table, bench/footprint.sh the runs. Re-measured the same day with the host's
+// +6%; docs/benchmarks.md "Memory guard" has the table, bench/footprint.sh the runs. Re-measured the same day with the host's
 // issue outside the graph (host spans and release times, sized below): the same constants, worst -8% / +5%.
 // The lowered graph stays resident through
 // the engine and the report; the flow engines cost alike per task (SimGrid creates and frees its activities as tasks

@@ -329,7 +329,7 @@ expect_error "dp bucket size NaN"            "bucket"              simulate "${M
 expect_error "dp bucket size infinite"       "bucket"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --dp-bucket-mb inf
 expect_error "stray positional argument"     "false"               simulate "${M[@]}" "${C[@]}" "${P[@]}" --sequence-parallel false
 
-# Fuzzing findings (fuzz/, README "Reliability"): a number beyond double escaped as an internal error (exit 3);
+# Fuzzing findings (fuzz/, docs/testing.md "Reliability"): a number beyond double escaped as an internal error (exit 3);
 # int fields out of range were wrapped (4294967297 read as 1) or converted with undefined behaviour; products of
 # valid degrees overflowed int.
 printf '{"num_layers": 2, "hidden": 1e400, "heads": 16, "seq_len": 1024, "vocab": 32000}' >"$TMP/model_1e400.json"

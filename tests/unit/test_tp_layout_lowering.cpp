@@ -161,7 +161,7 @@ TEST(TpLayoutLowering, PlanValidationNamesTheProblem) {
 }
 
 // On 64 V100s (8 DGX-1 nodes) 3-D beats 1-D for an 8192-wide transformer, the direction of Bian et al.'s
-// 64-GPU result; README records the measured ratios.
+// 64-GPU result; docs/planning.md records the measured ratios.
 TEST(TpLayoutLowering, ThreeDBeatsOneDOnSixtyFourV100s) {
   auto run = [](TpLayout layout) {
     return in_child([layout] {

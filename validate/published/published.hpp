@@ -7,7 +7,7 @@
 // its mapping). Predictions carry the simulated peak memory next to the time; rows with a measured peak are scored
 // on memory too.
 //
-// Config mapping for Megatron-DeepSpeed GPT runs (the vTrain rows; documented in README):
+// Config mapping for Megatron-DeepSpeed GPT runs (the vTrain rows; documented in docs/accuracy.md):
 //   model  GPT-2 style: vocabulary 50,257 sharded as 50257 // TP rows per rank, unpadded, as vTrain's model code
 //          does (generic rows: padded to a multiple of 128 x TP, Megatron's --make-vocab-size-divisible-by 128),
 //          learned position embeddings, tied input/output embeddings,
