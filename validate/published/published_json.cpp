@@ -14,6 +14,7 @@
 #include "traces/json_util.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
+#include "validate/published/flop_conventions.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -104,6 +105,18 @@ std::string stack_name(const json& row, const std::string& ctx, Stack stack) {
 // ---- model -------------------------------------------------------------------------------------------------
 
 /// The model of a row: the document's shape `name` with the row's sequence length, depth and precision.
+/// The released tokenizer's size of a model whose paper does not state it (large_scale_papers.json leaves it null):
+/// Mixtral-8x22B and MoE Parallel Folding's fine-grained variant of it (mistralai/Mixtral-8x22B-v0.1 config.json,
+/// the v3 tokenizer; 32,000 would change the FLOPs by 0.01%), Qwen2-57B-A14B (Qwen/Qwen2-57B-A14B config.json; the
+/// data's note: --make-vocab-size-divisible-by 1187 x 128), DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json, as
+/// the deepseek-v3 preset). 0 when not known.
+int known_vocab(const std::string& model) {
+  if (model == "Mixtral-8x22B" || model == "Mixtral-8x22B-G8T8") return 32768;
+  if (model == "Qwen2-57B-A14B") return 151936;
+  if (model == "DeepSeek-V3") return 129280;
+  return 0;
+}
+
 TransformerSpec shape_model(const json& shapes, const std::string& name, const std::string& ctx, Stack stack,
                             Notes& notes) {
   if (!shapes.contains(name)) throw ConfigError(ctx + ": model '" + name + "' is not in the file's model_shapes");
@@ -129,7 +142,12 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   }
   m.heads = req_int(s, sctx, "heads");
   m.kv_heads = opt_int(s, sctx, "kv_heads").value_or(m.heads);
-  m.vocab = req_int(s, sctx, "vocab");
+  if (present(s, "vocab") || !known_vocab(name)) {
+    m.vocab = req_int(s, sctx, "vocab");
+  } else {
+    m.vocab = known_vocab(name);
+    notes.add("vocab not stated by the source: the released tokenizer's " + std::to_string(m.vocab) + " assumed");
+  }
   if (const auto hd = opt_int(s, sctx, "head_dim"); hd && (m.heads <= 0 || *hd * m.heads != m.hidden))
     m.head_dim_override = *hd;
   m.tied_embeddings = opt_bool(s, sctx, "tied_embeddings").value_or(false);
@@ -260,6 +278,7 @@ Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Not
 }
 
 CpKind cp_kind_of(const json& row, const std::string& ctx, Stack stack, Notes& notes) {
+  if (opt_int(row, ctx, "sp_ulysses").value_or(1) > 1) return CpKind::ALL_TO_ALL;
   if (present(row, "cp_comm_type")) {
     const std::string t = lower(json_util::get<std::string>(row, ctx, "cp_comm_type"));
     if (t == "a2a" || t == "alltoall" || t == "all_to_all") return CpKind::ALL_TO_ALL;
@@ -350,6 +369,13 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   p.pp = req_int(row, ctx, "pp");
   p.dp = req_int(row, ctx, "dp");
   p.cp = opt_int(row, ctx, "cp").value_or(1);
+  // DeepSpeed-Ulysses sequence parallelism (MegaScale-MoE's attention) splits the sequence and exchanges heads with
+  // all-to-alls around attention: context parallelism of the all-to-all kind (cp_kind_of), as Megatron-Core's a2a CP.
+  if (const auto ulysses = opt_int(row, ctx, "sp_ulysses"); ulysses && *ulysses > 1) {
+    if (p.cp > 1) throw ConfigError(ctx + ": both cp and sp_ulysses");
+    p.cp = *ulysses;
+    notes.add("Ulysses sequence parallelism " + std::to_string(p.cp) + " predicted as all-to-all context parallelism");
+  }
   p.ep = opt_int(row, ctx, "ep").value_or(1);
   p.etp = opt_int(row, ctx, "etp").value_or(0);
   if (!model.moe.enabled() && p.etp == p.tp) p.etp = 0;  // a dense row's "etp = tp" is the default
@@ -450,8 +476,8 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
 Precision precision_of(const json& row, const std::string& ctx, const std::string& precision, Stack stack,
                        Notes& notes) {
   if (precision != "fp8") return Precision::BF16;
-  const std::string detail = lower(opt_str(row, ctx, "quantization_detail") + " " + opt_str(row, ctx, "float8_recipe") +
-                                   " " + opt_str(row, ctx, "fp8_recipe"));
+  const std::string detail = lower(opt_str(row, ctx, "precision") + " " + opt_str(row, ctx, "quantization_detail") +
+                                   " " + opt_str(row, ctx, "float8_recipe") + " " + opt_str(row, ctx, "fp8_recipe"));
   if (contains(detail, "rowwise")) return Precision::FP8_ROWWISE;
   if (contains(detail, "tensorwise") || contains(detail, "current")) return Precision::FP8_CURRENT;
   if (contains(detail, "delayed")) return Precision::FP8_DELAYED;
@@ -480,6 +506,8 @@ DType dtype_of(const json& row, const std::string& ctx, Stack stack, std::string
     notes.add("precision not stated: bf16 assumed");
     return DType::BF16;
   }
+  // "fp8 (delayed scaling)": the recipe in parentheses (precision_of reads it from the row's precision too)
+  if (starts_with(precision, "fp8 (") && precision.ends_with(")")) precision = "fp8";
   if (precision == "bf16") return DType::BF16;
   if (precision == "fp16") return DType::FP16;
   if (precision == "fp32") return DType::FP32;
@@ -519,7 +547,33 @@ std::string group_of(const json& row, Stack stack, const json& shapes) {
   return moe ? "moe" : "dense";
 }
 
-void measured_of(const json& row, const std::string& ctx, Stack stack, PublishedRow& r, Notes& notes) {
+/// The FLOP count a source used for its MFU and model TFLOP/s (flop_conventions.hpp): the row's "flop_convention",
+/// else the convention its publication states (large_scale_papers.json "conventions": mfu_definitions); nullopt when
+/// neither says.
+std::optional<FlopConvention> flop_convention_of(const json& row, const std::string& ctx) {
+  if (present(row, "flop_convention")) {
+    const std::string name = json_util::get<std::string>(row, ctx, "flop_convention");
+    if (const auto c = flop_convention_named(name)) return c;
+    throw ConfigError(ctx + ": flop_convention '" + name + "' is not known (known: palm, megatron-2021, " +
+                      "megatron-core-2025)");
+  }
+  const std::string source = opt_str(row, ctx, "source");
+  if (source == "llama3") return FlopConvention::PALM;  // Table 4 "BF16 MFU", citing Chowdhery et al.
+  if (source == "megascale") return FlopConvention::MEGATRON_2021;
+  // "Model TFLOPS Utilization" of Megatron-Core (the count is Megatron-LM's num_floating_point_operations)
+  if (source == "moe_parallel_folding") return FlopConvention::MEGATRON_CORE_2025;
+  return std::nullopt;
+}
+
+/// A row that gives no iteration time but the source's model TFLOP/s per GPU: the time is the source's FLOP count
+/// over that rate (the source divided the same count by the time). 0 when the row has an iteration time.
+struct RateOnly {
+  double tflops_per_gpu = 0;
+  double mfu = 0;  ///< when no TFLOP/s is given: over the GPU preset's dense bf16 peak (the sources' peaks: 312, 989.5)
+  std::optional<FlopConvention> convention;
+};
+
+void measured_of(const json& row, const std::string& ctx, Stack stack, PublishedRow& r, RateOnly& rate, Notes& notes) {
   const json& m = json_util::get<json>(row, ctx, "measured");
   const std::string mctx = ctx + ": measured";
   if (!m.is_object()) throw ConfigError(mctx + ": expected a JSON object");
@@ -545,7 +599,12 @@ void measured_of(const json& row, const std::string& ctx, Stack stack, Published
     notes.add("measured: out of memory (no time)");
     r.measured_s = 0;
   } else if (!(r.measured_s > 0)) {
-    throw ConfigError(mctx + ": no positive iteration_s and no out-of-memory outcome");
+    rate.convention = flop_convention_of(row, ctx);
+    rate.tflops_per_gpu = opt_number(m, mctx, "tflops_per_gpu").value_or(0);
+    rate.mfu = opt_number(m, mctx, "mfu").value_or(0);
+    if (!(rate.tflops_per_gpu > 0 || (rate.mfu > 0 && rate.mfu <= 1)) || !rate.convention)
+      throw ConfigError(mctx + ": no positive iteration_s, no out-of-memory outcome, and no tflops_per_gpu or mfu " +
+                        "with a known FLOP count (flop_convention)");
   }
 }
 
@@ -569,6 +628,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "flags",
                                               "framework",
                                               "fsdp",
+                                              "flop_convention",
                                               "fsdp_degree",
                                               "ga",
                                               "gbs",
@@ -639,9 +699,15 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
       // MegaScale's own rows change the model (parallel block, sliding-window attention, LAMB): not this model.
       if (starts_with(f, "model_modified_by_system"))
         throw ConfigError(ctx + ": the system changes the model (" + f + "): not expressible");
+      // MegaScale's Table 3 adds its optimisations cumulatively, the parallel transformer block from step 2 on: only
+      // the baseline keeps the model.
+      if (f == "ablation_cumulative" && !contains(lower(opt_str(row, ctx, "system")), "baseline"))
+        throw ConfigError(ctx + ": a cumulative ablation step after the baseline (MegaScale's step 2 changes the " +
+                          "model to a parallel transformer block): not expressible");
       notes.add(f);
     }
-    measured_of(row, ctx, stack, r, notes);
+    RateOnly rate;
+    measured_of(row, ctx, stack, r, rate, notes);
     check_row_keys(row, ctx);
     const int gpus = req_int(row, ctx, "gpus");
     if (gpus <= 0) throw ConfigError(ctx + ": gpus must be positive");
@@ -662,6 +728,23 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
       const std::int64_t mult = 128LL * r.plan.tp, padded = (r.model.vocab + mult - 1) / mult * mult;
       if (padded > INT32_MAX) throw ConfigError(ctx + ": vocabulary padded for tp is out of range");
       r.model.vocab = static_cast<int>(padded);
+    }
+    if (rate.tflops_per_gpu == 0 && rate.mfu > 0) {
+      const double peak_tflops = gpu_preset(hw.gpu).peak_flops(DType::BF16) / units::kTera;
+      rate.tflops_per_gpu = rate.mfu * peak_tflops;
+      char buf[120];
+      std::snprintf(buf, sizeof buf, "MFU %.3g of the %s preset's %.4g TFLOP/s bf16 peak", rate.mfu, hw.gpu.c_str(),
+                    peak_tflops);
+      notes.add(buf);
+    }
+    if (rate.tflops_per_gpu > 0) {
+      const double flops = convention_flops_per_iteration(*rate.convention, r.model, r.plan.global_batch_size);
+      r.measured_s = flops / (rate.tflops_per_gpu * units::kTera * gpus);
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "iteration time %.4g s from the source's %.4g TFLOP/s per GPU and the %s FLOP count", r.measured_s,
+                    rate.tflops_per_gpu, flop_convention_name(*rate.convention).c_str());
+      notes.add(buf);
     }
     r.cluster = hw.cluster;
     r.gpu = hw.gpu;
