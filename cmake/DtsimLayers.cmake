@@ -36,6 +36,18 @@ endfunction()
 function(dtsim_layer_library target layer)
   add_library(${target} STATIC ${ARGN})
   dtsim_layer(${target} ${layer})
+  dtsim_precompile_common_headers(${target})
+endfunction()
+
+# dtsim_precompile_common_headers(TARGET): with DTSIM_PCH, TARGET's C++ sources see nlohmann/json and the standard
+# containers precompiled. Parsing them is ~2 s of each translation unit's 5-30 s (GCC 12, -O1 with ASan: 3.6 s for
+# json + gtest alone), and nearly every unit includes them. The lint configuration turns it off (clang-tidy cannot read
+# GCC's precompiled headers).
+function(dtsim_precompile_common_headers target)
+  if(DTSIM_PCH)
+    target_precompile_headers(${target} PRIVATE <nlohmann/json.hpp> <algorithm> <functional> <map> <memory> <string>
+                              <unordered_map> <vector>)
+  endif()
 endfunction()
 
 # The layer of a link item (a target name, an alias, or a $<LINK_ONLY:...> wrapper), or "" for anything else.

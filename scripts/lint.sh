@@ -33,7 +33,7 @@ findings=0
 if [ $tidy = 1 ]; then
   command -v "$TIDY" >/dev/null || { echo "lint.sh: $TIDY not found" >&2; exit 2; }
   # Configure only (no build): the compile commands, and the generated calibration source they name.
-  cmake -S . -B "$LINT_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  cmake -S . -B "$LINT_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DDTSIM_PCH=OFF \
         >/dev/null
   # The protoc-generated header the Perfetto writer and its test include (traces/perfetto_trace.proto).
   cmake --build "$LINT_DIR" --target traces/perfetto/perfetto_trace.pb.h >/dev/null
