@@ -442,6 +442,28 @@ TEST(SharedMeasurements, LargeScalePapersScoreTheirTimedRows) {
   EXPECT_EQ(row_by_id(rows, "bloom-readme-epoch1").plan.zero_stage, 1);  // "1 (DeepSpeed BF16_Optimizer ...)"
 }
 
+TEST(SharedMeasurements, AnUnstatedMemoryLeverIsTakenWhenTheMappedPlanDoesNotFit) {
+  // MoE Parallel Folding's Qwen2-57B-A14B with folding on 64 H100s states neither recompute nor the distributed
+  // optimizer. Mapped without them it does not fit in 80 GB; the run was measured, so the harness takes the first of
+  // Megatron's standard levers that fits (here the distributed optimizer) and says so.
+  const std::string path = kMeasurements + "large_scale_papers.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  const auto rows = load_published(path);
+  const auto& row = row_by_id(rows, "pfold-t3-qw57-fold");
+  ASSERT_TRUE(row.failure.empty()) << row.failure;
+  ASSERT_TRUE(row.recompute_unstated && row.zero_unstated);
+  ASSERT_EQ(row.plan.zero_stage, 0);
+  const auto cal = default_calibration(row.gpu);
+  const auto results = predict_rows({row}, cal, NetworkMode::ANALYTIC);
+  ASSERT_EQ(results.size(), 1u);
+  const auto& r = results[0];
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+  EXPECT_FALSE(r.oom);
+  EXPECT_EQ(r.row.plan.zero_stage, 1);
+  EXPECT_EQ(r.row.plan.recompute, Recompute::NONE);
+  EXPECT_TRUE(has(r.row.notes, "does not fit as mapped: distributed optimizer (ZeRO-1) assumed")) << r.row.notes;
+}
+
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   const std::string path = kMeasurements + "simumax_b200.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";

@@ -246,17 +246,47 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
     }
     return v;
   };
-  std::array<double, kValues> v{};
-  if (network == NetworkMode::ANALYTIC) {
-    v = fill(simulate(in).report);
-  } else {
+  auto run = [&](const Inputs& inputs) {
+    std::array<double, kValues> v{};
+    if (network == NetworkMode::ANALYTIC) return fill(simulate(inputs).report);
     auto r = run_isolated(
         [&] {
-          auto a = fill(simulate(in).report);
+          auto a = fill(simulate(inputs).report);
           return std::vector<double>(a.begin(), a.end());
         },
         kValues);
     std::copy(r.begin(), r.end(), v.begin());
+    return v;
+  };
+  std::array<double, kValues> v = run(in);
+  // A measured run fitted in memory. When the plan as mapped does not and the source left the memory levers unstated,
+  // take the first of Megatron's standard ones that fits (each a documented default of large runs): the distributed
+  // optimizer (ZeRO-1), then selective, then full activation recomputation.
+  if (v[4] > 0 && !row.measured_oom && (row.recompute_unstated || row.zero_unstated)) {
+    std::vector<std::pair<ParallelPlan, std::string>> levers;
+    ParallelPlan p = row.plan;
+    if (row.zero_unstated && p.zero_stage == 0 && p.dp > 1) {
+      p.zero_stage = 1;
+      levers.emplace_back(p, "distributed optimizer (ZeRO-1)");
+    }
+    if (row.recompute_unstated && p.recompute == Recompute::NONE) {
+      const std::string with = levers.empty() ? "" : levers.back().second + " + ";
+      for (auto [rc, name] : {std::pair{Recompute::SELECTIVE, "selective"}, std::pair{Recompute::FULL, "full"}}) {
+        p.recompute = rc;
+        levers.emplace_back(p, with + name + " recompute");
+      }
+    }
+    for (const auto& [plan, name] : levers) {
+      Inputs alt = in;
+      alt.plan = &plan;
+      const auto w = run(alt);
+      if (w[4] > 0) continue;
+      v = w;
+      out.row.plan = plan;
+      out.row.notes += std::string(out.row.notes.empty() ? "" : "; ") + "does not fit as mapped: " + name +
+                       " assumed (the run fitted)";
+      break;
+    }
   }
   out.predicted_s = v[0];
   out.compute_s = v[1];

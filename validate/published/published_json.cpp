@@ -722,6 +722,8 @@ PublishedRow row_of(const json& row, int index, const std::string& path, Stack s
     r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
     r.plan.precision = precision_of(row, ctx, r.precision, stack, notes);
     r.compiled = opt_bool(row, ctx, "compile").value_or(false);
+    r.recompute_unstated = !present(row, "recompute");
+    r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.plan.stack = stack_name(row, ctx, stack);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
