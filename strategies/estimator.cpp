@@ -37,6 +37,9 @@ struct TpLinks {
   // Context-parallel, expert-parallel and expert-tensor-parallel groups (index = cost::CommGroup - 1).
   Link group[3] = {};
   int group_size[3] = {1, 1, 1};
+  /// Members of each group that share one node (1 when the members are a node or more apart), and the in-node link.
+  int group_per_node[3] = {1, 1, 1};
+  Link group_intra[3] = {};
   int overlap_chunks = 0;  ///< TP communication overlap: pieces per overlapped collective (0 = no overlap)
 };
 
@@ -124,10 +127,17 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       if (n <= 1) continue;
       const Link& l = tl.group[gi];
       if (s.collective == cost::CollectiveKind::ALL_TO_ALL) {
-        // Pairwise all-to-all: the most loaded member's share sets the pace.
+        // Pairwise all-to-all: the most loaded member's share sets the pace. Its pieces to members on its node go
+        // over NVLink while those to other nodes go over its NIC, at the same time (the flow engines' result; the
+        // analytic engine, which cannot share a port, sends them one after the other and adds the shorter tier).
         double share = 1.0 / n;
         for (double x : s.a2a_loads) share = std::max(share, x);
-        t += l.alpha + cal.collective_step_overhead_s + s.collective_bytes * share * (n - 1) / l.bw;
+        const double piece = s.collective_bytes * share;
+        const int local = tl.group_per_node[gi];
+        const Link& in = tl.group_intra[gi];
+        const double off_node = local < n ? (n - local) * piece / l.bw : 0.0;
+        const double on_node = (local - 1) * piece / (local < n ? in.bw : l.bw);
+        t += l.alpha + cal.collective_step_overhead_s + std::max(on_node, off_node);
       } else {
         t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, n, s.collective_bytes, l.alpha, l.bw,
                          cal.collective_step_overhead_s);
@@ -181,6 +191,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     l.group[1] = hop(c, cal, plan.ep, plan.expert_tp() * stride_tp);
     l.group_size[2] = plan.expert_tp();
     l.group[2] = hop(c, cal, plan.expert_tp(), stride_tp);
+    const int strides[3] = {plan.tp * stride_tp, plan.expert_tp() * stride_tp, stride_tp};
+    for (int g = 0; g < 3; ++g) {
+      l.group_intra[g] = {c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
+      if (!c.has_graph() && strides[g] <= c.gpus_per_node)
+        l.group_per_node[g] = std::max(1, std::min(l.group_size[g], c.gpus_per_node / strides[g]));
+    }
     return l;
   };
   const Link dp_link_ordered = hop(c, cal, plan.dp, stride_dp);

@@ -16,6 +16,7 @@ struct Case {
   const char* schedule;
   Recompute recompute;
   int zero;
+  int ep = 1;  ///< MoE: expert-parallel degree (sequence parallelism on with tp > 1, as Megatron-Core requires)
 };
 }  // namespace
 
@@ -34,6 +35,8 @@ TEST_P(EstimatorVsSimulator, AgreesWithinTenPercent) {
   set_schedule(p, k.schedule, "test");
   p.recompute = k.recompute;
   p.zero_stage = k.zero;
+  p.ep = k.ep;
+  p.sequence_parallel = m.moe.enabled() && p.tp > 1;
   Calibration cal = default_calibration(c.gpu.name);
   const auto est = estimate::estimate(m, c, cal, p);
   sim::SimOptions opt;
@@ -52,5 +55,9 @@ INSTANTIATE_TEST_SUITE_P(
              0},
         Case{"m18b_selective_zero1", "megatron-18b", "dgx-a100:256", 8, 2, 16, 1, 512, "1f1b", Recompute::SELECTIVE, 1},
         Case{"llama7b_dp32", "llama2-7b", "dgx-h100:64", 2, 1, 32, 2, 256, "1f1b", Recompute::NONE, 1},
-        Case{"m39b_zbh2", "megatron-39b", "dgx-a100:512", 8, 4, 16, 1, 1024, "zb-h2", Recompute::FULL, 0}),
+        Case{"m39b_zbh2", "megatron-39b", "dgx-a100:512", 8, 4, 16, 1, 1024, "zb-h2", Recompute::FULL, 0},
+        // MoE: the EP group inside a node, and one spanning two nodes (etp = tp = 2: stride 2, 16 GPUs), where the
+        // all-to-all's off-node pieces take the NIC and the on-node ones NVLink at the same time.
+        Case{"mixtral_ep8_in_node", "mixtral-8x7b", "dgx-h100:64", 1, 4, 16, 1, 256, "1f1b", Recompute::NONE, 1, 8},
+        Case{"mixtral_ep8_two_nodes", "mixtral-8x7b", "dgx-h100:64", 2, 2, 16, 1, 256, "1f1b", Recompute::NONE, 1, 8}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
