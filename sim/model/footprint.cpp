@@ -19,12 +19,11 @@ namespace {
 // to 30 M tasks over 2 to 1,024 simulated ranks: folded and unfolded, flow and steps collectives, SimGrid, max-min and
 // analytic engines, with and without --out / --perfetto; 2-core development machine, 2026-11-26, Release build after
 // 162e36f (40-byte Task, predecessor counts not stored, dependency lists freed before the report). Worst error -8% /
-// +6%; docs/benchmarks.md "Memory guard" has the table, bench/footprint.sh the runs. Re-measured the same day with the host's
-// issue outside the graph (host spans and release times, sized below): the same constants, worst -8% / +5%.
-// The lowered graph stays resident through
-// the engine and the report; the flow engines cost alike per task (SimGrid creates and frees its activities as tasks
-// run) except for SimGrid's full-zone routing table; the analytic engine keeps every flow's load changes per link.
-// Re-measure when TaskGraph, the engines or the report change.
+// +6%; docs/benchmarks.md "Memory guard" has the table, bench/footprint.sh the runs. Re-measured the same day with the
+// host's issue outside the graph (host spans and release times, sized below): the same constants, worst -8% / +5%. The
+// lowered graph stays resident through the engine and the report; the flow engines cost alike per task (SimGrid creates
+// and frees its activities as tasks run) except for SimGrid's full-zone routing table; the analytic engine keeps every
+// flow's load changes per link. Re-measure when TaskGraph, the engines or the report change.
 constexpr double kBytesBase = 44e6;   ///< process, SimGrid, presets and calibrations before the first task
 constexpr double kBytesPerTask = 70;  ///< graph, engine state, start/end times, report, per task
 /// The analytic engine's own structures per task: its pending counts and order (4 + 4 bytes) and, while it sweeps

@@ -1,6 +1,6 @@
-// Regression tests for the fuzzing findings (fuzz/README.md, docs/testing.md "Reliability"): each minimised input, inline,
-// must now end in a one-line dtsim::ConfigError / FormatError (or, for valid inputs, the right value) instead of
-// an escaping library exception or undefined behaviour (which the sanitizer build of this test would report).
+// Regression tests for the fuzzing findings (fuzz/README.md, docs/testing.md "Reliability"): each minimised input,
+// inline, must now end in a one-line dtsim::ConfigError / FormatError (or, for valid inputs, the right value) instead
+// of an escaping library exception or undefined behaviour (which the sanitizer build of this test would report).
 #include <gtest/gtest.h>
 
 #include <climits>
