@@ -37,9 +37,9 @@ struct TpLinks {
   // Context-parallel, expert-parallel and expert-tensor-parallel groups (index = cost::CommGroup - 1).
   Link group[3] = {};
   int group_size[3] = {1, 1, 1};
-  /// Members of each group that share one node (1 when the members are a node or more apart), and the in-node link.
+  /// Members of each group that share one node (1 when the members are a node or more apart).
   int group_per_node[3] = {1, 1, 1};
-  Link group_intra[3] = {};
+  Link node;               ///< the in-node link (hop() of a group inside one node)
   int overlap_chunks = 0;  ///< TP communication overlap: pieces per overlapped collective (0 = no overlap)
 };
 
@@ -134,7 +134,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
         for (double x : s.a2a_loads) share = std::max(share, x);
         const double piece = s.collective_bytes * share;
         const int local = tl.group_per_node[gi];
-        const Link& in = tl.group_intra[gi];
+        const Link& in = tl.node;
         const double off_node = local < n ? (n - local) * piece / l.bw : 0.0;
         const double on_node = (local - 1) * piece / (local < n ? in.bw : l.bw);
         t += l.alpha + cal.collective_step_overhead_s + std::max(on_node, off_node);
@@ -191,9 +191,9 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     l.group[1] = hop(c, cal, plan.ep, plan.expert_tp() * stride_tp);
     l.group_size[2] = plan.expert_tp();
     l.group[2] = hop(c, cal, plan.expert_tp(), stride_tp);
+    l.node = hop(c, cal, 1, 1);
     const int strides[3] = {plan.tp * stride_tp, plan.expert_tp() * stride_tp, stride_tp};
     for (int g = 0; g < 3; ++g) {
-      l.group_intra[g] = {c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
       if (!c.has_graph() && strides[g] <= c.gpus_per_node)
         l.group_per_node[g] = std::max(1, std::min(l.group_size[g], c.gpus_per_node / strides[g]));
     }
