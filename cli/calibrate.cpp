@@ -1,5 +1,6 @@
-// `dtsim calibrate nccl-tests LOG` and `dtsim calibrate compute`: calibration fits from measurements
-// (dtsim::calibrate_nccl_tests, dtsim::calibrate_compute).
+// `dtsim calibrate nccl-tests LOG`, `dtsim calibrate compute` and `dtsim calibrate device-model`: calibrations from
+// measurements (dtsim::calibrate_nccl_tests, dtsim::calibrate_compute) and from a measured GPU by board power
+// (dtsim::calibrate_device_model).
 #include <string>
 #include <vector>
 
@@ -50,16 +51,55 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
   return 0;
 }
 
+/// `calibrate device-model`: the calibration of a GPU nothing was measured on, from a measured one by board power
+/// (traces/device_model.hpp). argv[0] is "device-model".
+int cmd_calibrate_device_model(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim calibrate device-model: derive the calibration of a GPU nothing was measured on from a measured GPU of\n"
+      "the same process generation: sustained tensor-core throughput scaled by board power (docs/modelling.md)\n"
+      "example: dtsim calibrate device-model --gpu b200 --reference h100-sxm5-80gb --out cal/\n"
+      "         (writes cal/calibration.json)\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("gpu", po::value<std::string>(), "the GPU to derive for: preset or JSON file (with board_power_w)")
+    ("reference", po::value<std::string>(), "the measured GPU: preset or JSON file (default h100-sxm5-80gb)")
+    ("base", po::value<std::string>(), "the reference's calibration file (default: its built-in one)")
+    ("out", po::value<std::string>(), "directory to write calibration.json into");
+  // clang-format on
+  std::string self = "calibrate device-model";
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = self.data();
+  auto vm = parse(desc, argc, args.data());
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  CalibrateDeviceModelRequest req;
+  if (vm.count("gpu")) req.gpu = vm["gpu"].as<std::string>();
+  if (vm.count("reference")) req.reference = vm["reference"].as<std::string>();
+  if (vm.count("base")) req.base = vm["base"].as<std::string>();
+  if (!vm.count("out")) throw ConfigError("calibrate device-model: --out DIR is required");
+  req.out_dir = vm["out"].as<std::string>();
+  const CalibrateDeviceModelResult r = calibrate_device_model(req);
+  write_files(req.out_dir, r.files);
+  out << r.text;
+  return 0;
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv, std::ostream& out) {
   if (argc >= 2 && std::string(argv[1]) == "compute") return cmd_calibrate_compute(argc - 1, argv + 1, out);
+  if (argc >= 2 && std::string(argv[1]) == "device-model") return cmd_calibrate_device_model(argc - 1, argv + 1, out);
   po::options_description desc(
       "dtsim calibrate nccl-tests LOG: fit the network's message-size segments (latency and bandwidth factors\n"
       "per size range) of one link class to an nccl-tests log and write a calibration file\n"
       "example: dtsim calibrate nccl-tests all_reduce.log --cluster dgx-a100:8 --out cal/   (writes "
       "cal/calibration.json)\n"
-      "('dtsim calibrate compute --help': the compute fit from kernel traces and GEMM sweeps)\n\noptions");
+      "('dtsim calibrate compute --help': the compute fit from kernel traces and GEMM sweeps;\n"
+      " 'dtsim calibrate device-model --help': a GPU nothing was measured on, from a measured one by board "
+      "power)\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -85,7 +125,7 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("source") || vm["source"].as<std::string>() != "nccl-tests")
-    throw ConfigError("calibrate: the first argument must be 'nccl-tests' or 'compute'");
+    throw ConfigError("calibrate: the first argument must be 'nccl-tests', 'compute' or 'device-model'");
   if (!vm.count("log")) throw ConfigError("calibrate: give the nccl-tests log file");
   if (!vm.count("cluster")) throw ConfigError("calibrate: --cluster is required");
   if (!vm.count("out")) throw ConfigError("calibrate: --out DIR is required");

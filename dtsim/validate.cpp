@@ -17,6 +17,7 @@
 #include "sim/replay/et_replay.hpp"
 #include "sim/replay/replay.hpp"
 #include "traces/cluster.hpp"
+#include "traces/device_model.hpp"
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
 #include "traces/nccl_tests.hpp"
@@ -598,6 +599,55 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
   if (!req.out_dir.empty())
     out.text += "wrote " + req.out_dir + "/calibration.json and " + req.out_dir + "/points.csv\n";
   out.files = {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}};
+  return out;
+}
+
+CalibrateDeviceModelResult calibrate_device_model(const CalibrateDeviceModelRequest& req) {
+  if (req.gpu.empty())
+    throw ConfigError("calibrate device-model: --gpu is required (the GPU to derive a calibration for)");
+  const GpuSpec target = sim::load_gpu(req.gpu);
+  const GpuSpec reference_gpu = sim::load_gpu(req.reference.empty() ? "h100-sxm5-80gb" : req.reference);
+  Calibration reference;
+  std::string source;
+  if (!req.base.empty()) {
+    reference = load_calibration(req.base);
+    source = req.base;
+  } else {
+    try {
+      reference = default_calibration(reference_gpu.name);
+    } catch (const ConfigError&) {
+      throw ConfigError("calibrate device-model: no built-in calibration for '" + reference_gpu.name +
+                        "'; pass --base FILE.json (its measured calibration)");
+    }
+    source = "traces/calibration/" + reference_gpu.name + ".json";
+  }
+  if (reference.gpu != reference_gpu.name)
+    throw ConfigError("calibrate device-model: the base calibration is for '" + reference.gpu +
+                      "', the reference is '" + reference_gpu.name + "'");
+  CalibrateDeviceModelResult out;
+  out.calibration = device_model_calibration(reference, reference_gpu, target, source);
+  const DeviceModelScaling s = device_model_scaling(reference, reference_gpu, target);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "device model: %s (%.0f W, BF16 peak %.0f TFLOP/s) from %s (%.0f W, measured sustained %.0f TFLOP/s)\n"
+                "  power-limited BF16 throughput %.0f TFLOP/s -> gemm_efficiency_max %.4f (reference %.4f)%s\n"
+                "  flash_attention_efficiency %.4f, gemm_half_efficiency_flops %.4g; other values copied\n",
+                target.name.c_str(), target.board_power_w, target.peak_bf16_flops / 1e12, reference_gpu.name.c_str(),
+                reference_gpu.board_power_w, s.reference_sustained_flops / 1e12, s.power_limited_flops / 1e12,
+                s.gemm_efficiency_max, reference.gemm_efficiency_max,
+                s.power_limited ? "" : " (capped at the reference's)", out.calibration.flash_attention_efficiency,
+                out.calibration.gemm_half_efficiency_flops);
+  out.text = line;
+  // Software-stack values the reference does not pin stay unpinned (absent from the file), so a stack profile still
+  // fills them in, as for the reference.
+  nlohmann::json j = to_json(out.calibration);
+  for (const auto& f : kSoftwareFields) {
+    if (out.calibration.pinned(f)) continue;
+    j["compute"].erase(f);
+    j["network"].erase(f);
+  }
+  if (!req.out_dir.empty()) out.text += "wrote " + req.out_dir + "/calibration.json\n";
+  out.files = {{"calibration.json", j.dump(2) + "\n"}};
   return out;
 }
 

@@ -219,6 +219,21 @@ struct CalibrateComputeResult {
 };
 CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req);
 
+/// The calibration of a GPU nothing was measured on, derived from a measured GPU of the same process generation by
+/// board power (traces/device_model.hpp: sustained tensor-core throughput is power-limited).
+struct CalibrateDeviceModelRequest {
+  std::string gpu;        ///< the target: GPU preset or JSON file (needs board_power_w)
+  std::string reference;  ///< the measured GPU: preset or JSON file ("" = h100-sxm5-80gb)
+  std::string base;       ///< the reference's calibration: JSON file ("" = the reference's built-in one)
+  std::string out_dir;    ///< where the caller writes `files`, named in `text` ("" = not named)
+};
+struct CalibrateDeviceModelResult {
+  Calibration calibration;  ///< the derived calibration
+  std::string text;         ///< the scaling and the values it changed
+  Files files;              ///< calibration.json
+};
+CalibrateDeviceModelResult calibrate_device_model(const CalibrateDeviceModelRequest& req);
+
 // ---- trace replay (`dtsim replay`) --------------------------------------------------------------------------------
 
 /// A Kineto trace replayed as a dependency graph (analytic engine), with optional what-if edits of durations.

@@ -22,6 +22,9 @@ struct GpuSpec {
   double peak_fp4_flops = 0;
   double hbm_Bps = 0;       ///< HBM bandwidth, bytes/s
   double memory_bytes = 0;  ///< device memory capacity, bytes
+  /// Board power limit (TDP) the GPU runs at, W; 0 = not stated. The device model (traces/device_model.hpp) scales
+  /// a measured GPU's sustained tensor-core throughput to another GPU of the same process generation by it.
+  double board_power_w = 0;
   double peak_flops(DType d) const;
 };
 
@@ -113,6 +116,8 @@ std::vector<std::string> cluster_preset_names();
 ClusterSpec load_cluster(const std::string& name_or_path);
 
 nlohmann::json to_json(const ClusterSpec& c);
+/// A GPU object as a cluster JSON's "gpu" holds it ("preset" to start from, then any field); fields as to_json writes.
+GpuSpec gpu_from_json(const nlohmann::json& j, const std::string& ctx);
 ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx);
 
 }  // namespace dtsim

@@ -278,6 +278,7 @@ expect_error "replay truncated .et"          "claims 10 bytes but 6 remain (trun
 expect_error "replay empty .et directory"    "holds no .et file" replay --trace "$TMP/empty_et_dir"
 expect_error "calibrate unknown source"      "nccl-tests"          calibrate kineto x.json --cluster dgx-a100:8
 expect_error "calibrate malformed log"       "'12.x' is not a number" calibrate nccl-tests "$TMP/nccl_bad.log" --cluster dgx-a100:8 --op all-reduce --ranks 8
+expect_error "device model without board power" "gpu 'gh200' states no board_power_w" calibrate device-model --gpu gh200
 expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2
 expect_error "disconnected graph"            "disconnected"        simulate "${M[@]}" --cluster "$TMP/graph_disconnected.json" --tp 2 --gbs 2
 expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"

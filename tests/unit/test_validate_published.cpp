@@ -375,8 +375,10 @@ TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
       EXPECT_EQ(t5.plan.zero_stage, 3);
       EXPECT_TRUE(t5.plan.sequence_parallel);
       EXPECT_EQ(t5.group, "Table 5");
-      EXPECT_EQ(t5.cluster, "dgx-h100:512");
-      EXPECT_TRUE(has(t5.notes, "simulated as h100-sxm5-80gb")) << t5.notes;
+      // The 500 W, 96 GB HBM2e H100 of the torchtitan tables is its own preset (the device model at 500 W).
+      EXPECT_EQ(t5.cluster, "grand-teton-h100:512");
+      EXPECT_EQ(t5.gpu, "h100-96gb-500w");
+      EXPECT_FALSE(has(t5.notes, "simulated as h100-sxm5-80gb")) << t5.notes;
       const auto& t2 = row_by_id(rows, "tt-h100-t2-3");
       EXPECT_EQ(t2.plan.cp, 4);
       EXPECT_EQ(t2.plan.cp_kind, CpKind::ALL_GATHER);
@@ -583,8 +585,8 @@ TEST(SharedMeasurements, DocumentRowsMapAndBadRowsFailNamingFileAndRow) {
 
   const auto& pp = rows[5];
   ASSERT_TRUE(pp.failure.empty()) << pp.failure;
-  EXPECT_EQ(pp.cluster, "dgx-h100:8");
-  EXPECT_EQ(pp.plan.micro_batch_size, 2);  // local batch 8 over pp = 4 micro-batches
+  EXPECT_EQ(pp.cluster, "grand-teton-h100:8");  // torchtitan's 500 W H100
+  EXPECT_EQ(pp.plan.micro_batch_size, 2);       // local batch 8 over pp = 4 micro-batches
   EXPECT_EQ(pp.plan.schedule, Schedule::INTERLEAVED);
   EXPECT_EQ(pp.plan.virtual_stages, 2);
   EXPECT_EQ(pp.plan.zero_stage, 3);

@@ -376,17 +376,7 @@ GpuSpec trace_gpu(const ImportedTrace& trace, const std::string& source) {
 GpuSpec load_gpu(const std::string& preset_or_file) {
   if (!std::filesystem::is_regular_file(preset_or_file)) return gpu_preset(preset_or_file);
   const std::string ctx = "GPU file '" + preset_or_file + "'";
-  const auto j = json_util::read_file(preset_or_file);
-  json_util::reject_unknown(
-      j, ctx, {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "hbm_Bps", "memory_bytes"});
-  GpuSpec g;
-  if (j.contains("preset")) g = gpu_preset(json_util::get<std::string>(j, ctx, "preset"));
-  g.name = json_util::get_or<std::string>(j, ctx, "name", g.name.empty() ? "custom" : g.name);
-  g.peak_fp16_flops = json_util::get_or<double>(j, ctx, "peak_fp16_flops", g.peak_fp16_flops);
-  g.peak_bf16_flops = json_util::get_or<double>(j, ctx, "peak_bf16_flops", g.peak_bf16_flops);
-  g.peak_fp32_flops = json_util::get_or<double>(j, ctx, "peak_fp32_flops", g.peak_fp32_flops);
-  g.hbm_Bps = json_util::get_or<double>(j, ctx, "hbm_Bps", g.hbm_Bps);
-  g.memory_bytes = json_util::get_or<double>(j, ctx, "memory_bytes", g.memory_bytes);
+  GpuSpec g = gpu_from_json(json_util::read_file(preset_or_file), ctx);
   if (!(g.peak_fp16_flops > 0) || !(g.peak_fp32_flops > 0) || !(g.peak_bf16_flops >= 0) || !(g.hbm_Bps > 0))
     throw ConfigError(ctx + ": needs positive peak_fp16_flops, peak_fp32_flops and hbm_Bps (peak_bf16_flops >= 0)");
   return g;

@@ -223,10 +223,13 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
     preset = "dgx-b200", gpu_name = "b200-sxm-180gb";
   } else if (starts_with(g, "h200")) {
     preset = "dgx-h200", gpu_name = "h200-sxm-141gb";
-    notes.add("H200 calibration copied from the H100's (nothing measured on an H200 calibrates it)");
+  } else if (starts_with(g, "h100") && (contains(g, "500 w") || contains(g, "500w"))) {
+    // torchtitan's Grand Teton H100: 96 GB HBM2e at 2.4 TB/s and a 500 W power limit (its own preset; the
+    // device model scales the H100's measured calibration to 500 W).
+    preset = "grand-teton-h100", gpu_name = "h100-96gb-500w";
   } else if (starts_with(g, "h100")) {
     preset = "dgx-h100", gpu_name = "h100-sxm5-80gb";
-    if (contains(g, "96gb") || contains(g, "94") || contains(g, "hbm2e") || contains(g, "500 w"))
+    if (contains(g, "96gb") || contains(g, "94") || contains(g, "hbm2e"))
       notes.add("'" + gpu +
                 "' simulated as h100-sxm5-80gb (80 GiB HBM3, 3.35 TB/s, 700 W): capacity, bandwidth, clocks differ");
   } else if (starts_with(g, "h800")) {

@@ -19,9 +19,10 @@
 //           1F1B or interleaved (vp), ZeRO 1 for Megatron's distributed optimizer, 3 for FSDP, sequence
 //           parallelism, cp kind (a2a -> all-to-all, p2p -> ring, allgather -> all-gather), MoE dispatcher and
 //           capacity factor (with padding to capacity);
-//   cluster B200 -> dgx-b200, H100 -> dgx-h100 (torchtitan's 96 GB HBM2e / 500 W H100 is noted as simulated
-//           with the 80 GB SXM5 preset), A100 -> dgx-a100; H200, GH200 and mixed-GPU clusters have no preset: those
-//           rows fail with the reason;
+//   cluster B200 -> dgx-b200, H100 -> dgx-h100 (torchtitan's 96 GB HBM2e / 500 W H100 -> grand-teton-h100, its
+//           own preset; a 94/95 GB part of unstated power is noted as simulated with the 80 GB SXM5 preset),
+//           H200 -> dgx-h200, H800 -> dgx-h800, GH200 -> clariden, A100 -> dgx-a100; mixed-GPU clusters fail with
+//           the reason;
 //   group   SimuMax: "dense", "moe" (ep > 1 or an MoE model) or "cp" (cp > 1); torchtitan: the table the row is
 //           from; others: the model;
 //   memory  measured.peak_memory_bytes, else the largest per-rank allocated peak, else peak_memory_gib (GiB).

@@ -1,0 +1,82 @@
+// Device model: a calibration derived by board power from a measured GPU (see device_model.hpp).
+#include "traces/device_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "traces/error.hpp"
+
+namespace dtsim {
+
+DeviceModelScaling device_model_scaling(const Calibration& reference, const GpuSpec& reference_gpu,
+                                        const GpuSpec& target) {
+  for (const GpuSpec* g : {&reference_gpu, &target}) {
+    if (g->board_power_w <= 0)
+      throw ConfigError("device model: gpu '" + g->name +
+                        "' states no board_power_w (the model scales sustained tensor throughput by board power)");
+    if (g->peak_bf16_flops <= 0) throw ConfigError("device model: gpu '" + g->name + "' has no BF16 peak");
+  }
+  DeviceModelScaling s;
+  s.reference_sustained_flops = reference.gemm_efficiency_max * reference_gpu.peak_bf16_flops;
+  s.power_limited_flops = s.reference_sustained_flops * target.board_power_w / reference_gpu.board_power_w;
+  s.gemm_efficiency_max = std::min(reference.gemm_efficiency_max, s.power_limited_flops / target.peak_bf16_flops);
+  s.power_limited = s.gemm_efficiency_max < reference.gemm_efficiency_max;
+  s.tensor_factor = s.gemm_efficiency_max / reference.gemm_efficiency_max;
+  s.throughput_ratio = s.gemm_efficiency_max * target.peak_bf16_flops / s.reference_sustained_flops;
+  return s;
+}
+
+Calibration device_model_calibration(const Calibration& reference, const GpuSpec& reference_gpu, const GpuSpec& target,
+                                     const std::string& reference_source) {
+  const DeviceModelScaling s = device_model_scaling(reference, reference_gpu, target);
+  Calibration c = reference;
+  c.gpu = target.name;
+  c.stack.clear();
+  c.gemm_efficiency_max = s.gemm_efficiency_max;
+  c.gemm_half_efficiency_flops = reference.gemm_half_efficiency_flops * s.throughput_ratio;
+  c.flash_attention_efficiency = reference.flash_attention_efficiency * s.tensor_factor;
+  c.fa2_attention_efficiency = reference.fa2_attention_efficiency * s.tensor_factor;
+  c.name = target.name + " (not measured: device model of " + reference_gpu.name + " by board power, " +
+           std::to_string(static_cast<int>(target.board_power_w)) + " W vs " +
+           std::to_string(static_cast<int>(reference_gpu.board_power_w)) + " W)";
+  const auto tflops = [](double f) { return std::to_string(std::lround(f / 1e12)) + " TFLOP/s"; };
+  nlohmann::json p = nlohmann::json::object();
+  p["status"] =
+      "no measurement on " + target.name +
+      " calibrates any field. The tensor-core fields come from the device model "
+      "(traces/device_model.hpp): sustained BF16 throughput is the reference's measured one (" +
+      tflops(s.reference_sustained_flops) + " on " + reference_gpu.name + ") scaled by board power, " +
+      std::to_string(static_cast<int>(target.board_power_w)) + " W / " +
+      std::to_string(static_cast<int>(reference_gpu.board_power_w)) + " W, to " + tflops(s.power_limited_flops) +
+      (s.power_limited ? ", below the reference's efficiency of the " + tflops(target.peak_bf16_flops) + " peak"
+                       : ", not below the reference's efficiency: capped there") +
+      "; every other value is the reference's, unchanged.";
+  p["derived_from"] = reference_source + " (" + reference.name + ")";
+  p["device_model"] = {
+      {"reference_gpu", reference_gpu.name},
+      {"reference_board_power_w", reference_gpu.board_power_w},
+      {"target_board_power_w", target.board_power_w},
+      {"reference_peak_bf16_flops", reference_gpu.peak_bf16_flops},
+      {"target_peak_bf16_flops", target.peak_bf16_flops},
+      {"reference_sustained_bf16_flops", s.reference_sustained_flops},
+      {"power_limited_bf16_flops", s.power_limited_flops},
+      {"tensor_factor", s.tensor_factor},
+      {"throughput_ratio", s.throughput_ratio},
+      {"scaled",
+       "gemm_efficiency_max = min(reference, power_limited / target peak); flash_attention_efficiency and "
+       "fa2_attention_efficiency x tensor_factor; gemm_half_efficiency_flops x throughput_ratio (a fixed time per "
+       "GEMM)"},
+      {"copied",
+       "memory_bandwidth_efficiency, kernel_launch_s, fp8/fp4 scales, interference, optimizer bytes, software-stack "
+       "values, network and memory sections"},
+      {"assumption",
+       "the same energy per tensor FLOP on both GPUs (same process generation: Hopper TSMC 4N, Blackwell TSMC 4NP), "
+       "and the reference's large GEMMs at its board power limit"}};
+  if (reference.provenance.is_object() && reference.provenance.contains("status"))
+    p["reference_status"] = reference.provenance.at("status");
+  c.provenance = p;
+  c.validate("device model of '" + target.name + "'");
+  return c;
+}
+
+}  // namespace dtsim
