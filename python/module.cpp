@@ -546,6 +546,19 @@ py::dict calibrate_compute_py(const py::object& traces, const py::object& gemm_c
   return d;
 }
 
+py::dict calibrate_device_model_py(const py::object& gpu, const py::object& reference, const py::object& base) {
+  CalibrateDeviceModelRequest req;
+  req.gpu = path_string(gpu);
+  req.reference = reference.is_none() ? "" : path_string(reference);
+  req.base = base.is_none() ? "" : path_string(base);
+  const CalibrateDeviceModelResult r = calibrate_device_model(req);
+  py::dict d;
+  d["calibration"] = from_json_value(nlohmann::json::parse(r.files.at(0).second));
+  d["text"] = r.text;
+  d["files"] = files_dict(r.files);
+  return d;
+}
+
 py::dict replay_py(const py::object& trace, const py::dict& kw) {
   ReplayRequest req;
   req.trace = path_string(trace);
@@ -644,6 +657,7 @@ PYBIND11_MODULE(_dtsim, m) {
   m.def("pareto", &pareto_py);
   m.def("validate", &validate_py);
   m.def("calibrate_compute", &calibrate_compute_py);
+  m.def("calibrate_device_model", &calibrate_device_model_py);
   m.def("replay", &replay_py);
   m.def("write_files", &write_files_py);
   m.def("default_max_memory_bytes", &dtsim::default_max_memory_bytes);

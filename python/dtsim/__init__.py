@@ -28,7 +28,7 @@ from .errors import ConfigError, Error, FormatError, InternalError, SimulationCr
 
 __all__ = [
     "version", "simgrid_version", "presets", "model_spec", "cluster_spec", "calibration_spec", "simulate", "plan",
-    "bakeoff", "sweep", "pareto", "validate", "calibrate_compute", "replay", "write_files", "Error", "ConfigError", "FormatError",
+    "bakeoff", "sweep", "pareto", "validate", "calibrate_compute", "calibrate_device_model", "replay", "write_files", "Error", "ConfigError", "FormatError",
     "InternalError", "SimulationCrashed", "SimulateResult", "PlanResult", "BakeoffResult", "SweepResult",
     "ParetoResult", "ValidationResult", "CalibrationResult", "ReplayResult", "Presets"
 ]
@@ -218,6 +218,14 @@ def calibrate_compute(traces=None, gemm_csvs=None, gpu=None, base=None):
     kernel times of PyTorch-profiler traces recorded with shapes and/or GEMM sweep CSVs; returns a
     :class:`CalibrationResult` (calibration: a dict for simulate(); to_frame(): the fitted samples)."""
     return CalibrationResult(_dtsim.calibrate_compute(traces, gemm_csvs, gpu, base))
+
+
+def calibrate_device_model(gpu, reference=None, base=None):
+    """The calibration of a GPU nothing was measured on (preset name or GPU JSON file with board_power_w), derived
+    from a measured GPU of the same process generation (reference, default "h100-sxm5-80gb"; base: its calibration
+    file, default the built-in one) by board power: sustained tensor-core throughput is power-limited. Returns a dict:
+    calibration (for simulate()), text, files ({"calibration.json": ...} for write_files())."""
+    return _dtsim.calibrate_device_model(gpu, reference, base)
 
 
 def replay(trace, **edits):

@@ -285,3 +285,13 @@ def test_chakra_export_round_trip(tmp_path):
     assert longest == pytest.approx(r.iteration_time_s, rel=0.01)
     slow = dtsim.replay(tmp_path / "et", collective_bw_GBps=1.0)
     assert max(t.predicted_span_s for t in slow.traces) > longest
+
+
+def test_calibrate_device_model_scales_the_h100_by_board_power():
+    r = dtsim.calibrate_device_model("b200")
+    eff = r["calibration"]["compute"]["gemm_efficiency_max"]
+    h100 = dtsim.calibration_spec("dgx-h100:8")["compute"]["gemm_efficiency_max"]
+    assert abs(eff - h100 * 989e12 * (1000 / 700) / 2250e12) < 1e-9
+    assert "calibration.json" in r["files"]
+    with pytest.raises(dtsim.ConfigError, match="board_power_w"):
+        dtsim.calibrate_device_model("gh200")
