@@ -78,12 +78,27 @@ std::optional<double> opt_number(const json& j, const std::string& ctx, const st
   return v;
 }
 
-Stack stack_of(const json& doc, const std::string& path, Notes& doc_notes) {
+/// The document's software stack from its source; nullopt when the source does not name one (then each row's own
+/// "framework" may, row_stack()).
+std::optional<Stack> stack_of(const json& doc, const std::string& path) {
   const std::string src = lower(json_util::get_or<std::string>(doc, path, "source", ""));
   if (contains(src, "torchtitan")) return Stack::TORCHTITAN;
   if (contains(src, "simumax")) return Stack::MEGATRON_CORE;
   if (contains(src, "sailor")) return Stack::MEGATRON_DEEPSPEED;
-  doc_notes.add("software stack not recognised from the source: Megatron-Core conventions assumed");
+  return std::nullopt;
+}
+
+/// A row's stack in a document of several sources (large_scale_papers.json): the framework the row names where it
+/// is one dtsim has conventions for (BLOOM's "Megatron-DeepSpeed ..."), else Megatron-Core's conventions, noted.
+Stack row_stack(const json& row, std::optional<Stack> doc_stack, Notes& notes) {
+  if (doc_stack) return *doc_stack;
+  const auto it = row.is_object() ? row.find("framework") : row.end();
+  const std::string framework = it != row.end() && it->is_string() ? lower(it->get<std::string>()) : "";
+  if (contains(framework, "megatron-deepspeed")) {
+    notes.add("stack from the row's framework: megatron-deepspeed");
+    return Stack::MEGATRON_DEEPSPEED;
+  }
+  notes.add("software stack not recognised from the source: Megatron-Core conventions assumed");
   return Stack::MEGATRON_CORE;
 }
 
@@ -687,14 +702,15 @@ void check_row_keys(const json& row, const std::string& ctx) {
   }
 }
 
-PublishedRow row_of(const json& row, int index, const std::string& path, Stack stack, const json& shapes,
-                    const Notes& doc_notes) {
+PublishedRow row_of(const json& row, int index, const std::string& path, std::optional<Stack> doc_stack,
+                    const json& shapes) {
   PublishedRow r;
   r.index = index;
   r.gpu.clear();  // set once the hardware is known; failed rows have none
   if (row.is_object() && row.contains("id") && row.at("id").is_string()) r.id = row.at("id").get<std::string>();
   const std::string ctx = path + ": row " + std::to_string(index) + (r.id.empty() ? "" : " ('" + r.id + "')");
-  Notes notes = doc_notes;
+  Notes notes;
+  const Stack stack = row_stack(row, doc_stack, notes);
   try {
     if (!row.is_object()) throw ConfigError(ctx + ": expected a JSON object");
     r.group = group_of(row, stack, shapes);
@@ -772,12 +788,11 @@ std::vector<PublishedRow> load_measurements_document(const nlohmann::json& doc, 
   const json& shapes = doc.at("model_shapes");
   if (!rows.is_array()) throw FormatError(path + ": 'rows' must be a list");
   if (!shapes.is_object()) throw FormatError(path + ": 'model_shapes' must be an object");
-  Notes doc_notes;
-  const Stack stack = stack_of(doc, path, doc_notes);
+  const std::optional<Stack> stack = stack_of(doc, path);
   std::vector<PublishedRow> out;
   out.reserve(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i)
-    out.push_back(row_of(rows[i], static_cast<int>(i), path, stack, shapes, doc_notes));
+    out.push_back(row_of(rows[i], static_cast<int>(i), path, stack, shapes));
   return out;
 }
 
