@@ -11,6 +11,13 @@
 namespace dtsim::cli {
 namespace {
 
+/// The options of `calibrate SUB ...` (argv[0] is SUB), parsed with `self` as the program name in messages.
+po::variables_map parse_subcommand(const po::options_description& desc, std::string self, int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = self.data();
+  return parse(desc, argc, args.data());
+}
+
 /// `calibrate compute`: the compute fields (launch overhead, memory-bandwidth and GEMM efficiency) fitted to the
 /// kernel times of Kineto traces and GEMM sweep CSVs (validate/calibrate/compute_fit.hpp). argv[0] is "compute".
 int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
@@ -28,10 +35,7 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
     ("base", po::value<std::string>(), "base calibration: JSON file or GPU preset name (default: the GPU's built-in one)")
     ("out", po::value<std::string>(), "directory to write calibration.json and points.csv into");
   // clang-format on
-  std::string self = "calibrate compute";
-  std::vector<char*> args(argv, argv + argc);
-  args[0] = self.data();
-  auto vm = parse(desc, argc, args.data());
+  const auto vm = parse_subcommand(desc, "calibrate compute", argc, argv);
   if (vm.count("help")) {
     out << desc << "\n";
     return 0;
@@ -67,10 +71,7 @@ int cmd_calibrate_device_model(int argc, char** argv, std::ostream& out) {
     ("base", po::value<std::string>(), "the reference's calibration file (default: its built-in one)")
     ("out", po::value<std::string>(), "directory to write calibration.json into");
   // clang-format on
-  std::string self = "calibrate device-model";
-  std::vector<char*> args(argv, argv + argc);
-  args[0] = self.data();
-  auto vm = parse(desc, argc, args.data());
+  const auto vm = parse_subcommand(desc, "calibrate device-model", argc, argv);
   if (vm.count("help")) {
     out << desc << "\n";
     return 0;
