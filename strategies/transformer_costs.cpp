@@ -82,6 +82,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.etp = plan.expert_tp();
   sh.dispatcher = plan.dispatcher;
   sh.precision = plan.precision;
+  sh.fp32_grad_accumulation = plan.fp32_grads;
   // Transformer Engine's recipes quantize a weight on the first micro-batch and reuse it (is_first_microbatch);
   // torchao's tensorwise and rowwise Float8 linears cast it in every forward.
   sh.weight_cast_share = caches_lowp_weights(plan.precision) ? 1.0 / std::max(1, plan.num_microbatches()) : 1.0;
@@ -155,12 +156,28 @@ Step coll(const std::string& name, CollectiveKind k, double bytes) {
   return s;
 }
 // Backward of a GEMM: input gradient and weight gradient, each as many FLOPs as the forward.
+}  // namespace
+
 std::vector<Op> gemm_bwd(const Op& fwd) {
   // dgrad: dY (m x n) * W^T (n x k); wgrad: X^T (k x m) * dY (m x n).
   std::vector<Op> out = {{fwd.name + "-dgrad", true, fwd.flops, fwd.bytes, false, fwd.m, fwd.n, fwd.k, fwd.batch},
                          {fwd.name + "-wgrad", true, fwd.flops, fwd.bytes, true, fwd.k, fwd.m, fwd.n, fwd.batch}};
-  for (Op& o : out) o.atom = fwd.atom;
+  for (Op& o : out) {
+    o.atom = fwd.atom;
+    o.grouped = fwd.grouped;
+  }
   return out;
+}
+
+namespace {
+
+// Weight gradients fused into fp32 main_grad buffers (Shape::fp32_grad_accumulation): every weight-gradient GEMM
+// reads and writes its m x n (x groups) fp32 output in the epilogue.
+void accumulate_weight_grads(LayerPasses& p, const Shape& sh) {
+  if (!sh.fp32_grad_accumulation) return;
+  for (auto& st : p.backward)
+    for (auto& op : st.ops)
+      if (op.gemm && op.weight_grad) op.accumulate_bytes = 8 * op.m * op.n * op.batch;
 }
 Op tagged(Op o, int atom) {
   o.atom = static_cast<std::int8_t>(atom);
@@ -348,6 +365,7 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   p.backward.push_back(compute("ln1-bwd", {mem("ln1-bwd", 1.5 * ln1.bytes)}));
 
   apply_precision(p, m, sh);
+  accumulate_weight_grads(p, sh);
   split_backward(p);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
@@ -590,6 +608,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
       g->flops *= E_local;
       g->bytes = (N * g->k + E_local * g->k * g->n + N * g->n) * d.e;
       g->batch = E_local;
+      g->grouped = true;
     }
     Op unpermute = mem("moe-unpermute", 2 * slots_bytes + Tr * d.h * d.e);
     const bool dispatch = ep > 1 || sh.dispatcher == Dispatcher::ALL_GATHER;
@@ -723,6 +742,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   }
 
   apply_precision(p, m, sh);
+  accumulate_weight_grads(p, sh);
   split_backward(p);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
@@ -786,6 +806,7 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
                               sh.sequence_parallel ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE,
                               act_bytes));
   p.backward.push_back(compute("final-ln-bwd", {mem("final-ln-bwd", 1.5 * ln.bytes)}));
+  accumulate_weight_grads(p, sh);
   split_backward(p);
   return p;
 }
@@ -1166,9 +1187,28 @@ double gemm_peak_flops(const GpuSpec& gpu, DType dtype, const Calibration& cal) 
   return gpu.peak_flops(dtype);
 }
 
+double grouped_tile_fill(double tokens, double tile) {
+  if (tile <= 0 || tokens <= 0) return 1.0;
+  // E[ceil(X / tile)] = sum over j >= 0 of P(X > j tile), X ~ Normal(tokens, tokens): a group's token count under
+  // balanced routing is binomial over many routed slots, its variance about its mean. Tiles far below the mean are
+  // always filled (counted at once), so the sum has a few terms at any size.
+  const double sd = std::sqrt(tokens), lo = tokens - 8 * sd, hi = tokens + 8 * sd;
+  const double first = lo > 0 ? std::floor(lo / tile) : 0;  // j < first: P = 1
+  double tiles = first;
+  for (double j = first; j * tile < hi; j += 1) tiles += 0.5 * std::erfc((j * tile - tokens) / (sd * std::sqrt(2.0)));
+  return tiles > 0 ? std::min(1.0, tokens / (tiles * tile)) : 1.0;
+}
+
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
+  // A grouped GEMM's groups run as separate GEMMs: each at the efficiency of its own size, its tokens (the rows; the
+  // reduction of a weight gradient) padded to whole tiles. Checked against SimuMax's measured B200 grouped GEMMs
+  // (MooreThreads/SimuMax configs/system/b200_bf16_ceperm.json; docs/modelling.md "Grouped GEMMs").
+  const double groups = op.grouped ? op.batch : 1.0;
+  const double fill =
+      op.grouped ? grouped_tile_fill(op.weight_grad ? op.k : op.m, op.weight_grad ? cal.gemm_tile_k : cal.gemm_tile_m)
+                 : 1.0;
   if (op.flash)
     t_flop = op.flops / (gpu.peak_flops(dtype) * (cal.fa2_attention && cal.fa2_attention_efficiency > 0
                                                       ? cal.fa2_attention_efficiency
@@ -1186,12 +1226,21 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
     // tests/data/h200/gemm_sweep_2026-11-26.csv) this fits torch._scaled_mm's 105 transformer shapes to a median
     // 6.1% (tensorwise) and 6.6% (rowwise) against 18% for the unshifted curve.
     const double bf16_peak = gpu.peak_flops(DType::BF16);
-    const double f_equiv = bf16_peak > 0 ? op.flops * bf16_peak / peak : op.flops;
-    t_flop = op.flops / (peak * gemm_efficiency(f_equiv, cal) * scale);
+    const double f_equiv = (bf16_peak > 0 ? op.flops * bf16_peak / peak : op.flops) / groups;
+    t_flop = op.flops / (peak * gemm_efficiency(f_equiv, cal) * scale * fill);
   } else if (op.gemm)
-    t_flop = op.flops / (gemm_peak_flops(gpu, dtype, cal) * gemm_efficiency(op.flops, cal) *
-                         gemm_alignment_factor(op, dtype, cal));
-  return std::max(t_mem, t_flop) + cal.kernel_launch_s;
+    t_flop = op.flops / (gemm_peak_flops(gpu, dtype, cal) * gemm_efficiency(op.flops / groups, cal) *
+                         gemm_alignment_factor(op, dtype, cal) * fill);
+  // The fp32 accumulation of a fused weight gradient: its epilogue's read-modify-write of the output. A dense GEMM's
+  // persistent kernel overlaps each tile's epilogue with the next tile's main loop, so the traffic joins the
+  // roofline; a grouped GEMM's per-group kernels run it after their main loop, so it adds. SimuMax's measured B200
+  // GEMMs show both: fp32 instead of bf16 accumulation costs a dense 8192^2 x 4096-token weight gradient 4% (0.479 vs
+  // 0.498 of peak; 16% if it were serial), while the grouped ones fall to 0.33 and 0.09 of peak from 0.51 and 0.20
+  // forward (serial epilogue: 0.31 and 0.08).
+  const double t_acc =
+      cal.gemm_accumulate_epilogue ? op.accumulate_bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency) : 0.0;
+  if (op.grouped) return std::max(t_mem, t_flop) + t_acc + cal.kernel_launch_s;
+  return std::max(t_mem + t_acc, t_flop) + cal.kernel_launch_s;
 }
 
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal) {

@@ -38,6 +38,15 @@ struct Op {
   Precision precision = Precision::BF16;
   /// Sub-layer atom of a dense layer's op (see kLayerAtoms); -1 = not tagged (other kinds of layers).
   std::int8_t atom = -1;
+  /// A grouped GEMM: `batch` separate GEMMs of flops / batch each (one per local expert, Transformer Engine's
+  /// GroupedLinear: one cuBLAS GEMM per group over several streams), with m (k for a weight gradient) the mean tokens
+  /// per group. Each group runs at the efficiency of its own size with its tokens padded to whole tiles; a batched
+  /// GEMM (grouped = false: attention's score products) is one kernel over all of its batch.
+  bool grouped = false;
+  /// Bytes the GEMM's epilogue reads and writes to accumulate into an existing output (a weight gradient fused into
+  /// an fp32 main_grad buffer: 8 per weight element), at HBM bandwidth after the main loop
+  /// (Calibration::gemm_accumulate_epilogue). 0 = the output is written once (counted in `bytes`).
+  double accumulate_bytes = 0;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
@@ -100,6 +109,9 @@ struct Shape {
   /// micro-batch, torchao; 1 / micro-batches: Transformer Engine casts on the first micro-batch and caches).
   Precision precision = Precision::BF16;
   double weight_cast_share = 1;
+  /// Weight gradients accumulate into fp32 buffers inside their GEMM (ParallelPlan::fp32_grads: Megatron's main_grad
+  /// with gradient_accumulation_fusion, its default): each weight-gradient GEMM carries Op::accumulate_bytes.
+  bool fp32_grad_accumulation = false;
   /// Load of this shape's EP rank relative to the balanced share (1 = balanced).
   double ep_load_factor() const;
 };
@@ -115,6 +127,9 @@ struct LayerPasses {
   std::vector<Step> backward_input, backward_weight;
 };
 
+/// The backward GEMMs of a forward GEMM: the activation gradient (dgrad: dY x W^T) and the weight gradient (wgrad:
+/// X^T x dY, weight_grad = true), of the forward's FLOPs each.
+std::vector<Op> gemm_bwd(const Op& fwd);
 /// Fills `backward_input` and `backward_weight` of `p` from `p.backward`.
 void split_backward(LayerPasses& p);
 
@@ -197,6 +212,9 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 /// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).
 double gemm_efficiency(double flops, const Calibration& cal);
+/// The fraction of a grouped GEMM group's padded tiles its tokens fill: tokens / (tile x E[ceil(X / tile)]) for a
+/// token count X of mean `tokens` and variance `tokens` (balanced routing). 1 when tile is 0 (off).
+double grouped_tile_fill(double tokens, double tile);
 /// The largest power of two (at most 16) bytes that divides every dimension (m, k, n) of a GEMM in `dtype`
 /// elements: the widest vector its operands can be loaded with. 16 for an op without a shape or a memory op.
 double gemm_alignment_bytes(const Op& op, DType dtype);

@@ -31,6 +31,9 @@ void Calibration::validate(const std::string& ctx) const {
   if (!(gemm_efficiency_exponent >= 0.25 && gemm_efficiency_exponent <= 8))
     throw ConfigError(ctx + ": compute.gemm_efficiency_exponent must be in [0.25, 8], got " +
                       std::to_string(gemm_efficiency_exponent));
+  for (auto [v, f] : {std::pair{gemm_tile_m, "compute.gemm_tile_m"}, std::pair{gemm_tile_k, "compute.gemm_tile_k"}})
+    if (!(v >= 0 && v <= 4096))
+      throw ConfigError(ctx + ": " + f + " must be in [0, 4096] (0: off), got " + limits::number(v));
   in01(fp8_gemm_efficiency_scale, "compute.fp8_gemm_efficiency_scale");
   in01(fp8_rowwise_gemm_efficiency_scale, "compute.fp8_rowwise_gemm_efficiency_scale");
   in01(fp4_gemm_efficiency_scale, "compute.fp4_gemm_efficiency_scale");
@@ -99,6 +102,9 @@ nlohmann::json to_json(const Calibration& c) {
             {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
             {"gemm_efficiency_exponent", c.gemm_efficiency_exponent},
             {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
+            {"gemm_tile_m", c.gemm_tile_m},
+            {"gemm_tile_k", c.gemm_tile_k},
+            {"gemm_accumulate_epilogue", c.gemm_accumulate_epilogue},
             {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
             {"flash_attention_efficiency", c.flash_attention_efficiency},
             {"fp8_gemm_efficiency_scale", c.fp8_gemm_efficiency_scale},
@@ -150,6 +156,9 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "gemm_half_efficiency_flops",
                              "gemm_efficiency_exponent",
                              "gemm_misaligned_efficiency",
+                             "gemm_tile_m",
+                             "gemm_tile_k",
+                             "gemm_accumulate_epilogue",
                              "memory_bandwidth_efficiency",
                              "flash_attention_efficiency",
                              "fp8_gemm_efficiency_scale",
@@ -173,6 +182,9 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
   c.gemm_efficiency_exponent = get_or<double>(cj, cc, "gemm_efficiency_exponent", 1.0);
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
+  c.gemm_tile_m = get_or<double>(cj, cc, "gemm_tile_m", c.gemm_tile_m);
+  c.gemm_tile_k = get_or<double>(cj, cc, "gemm_tile_k", c.gemm_tile_k);
+  c.gemm_accumulate_epilogue = get_or<bool>(cj, cc, "gemm_accumulate_epilogue", c.gemm_accumulate_epilogue);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
   c.fa2_attention_efficiency = get_or<double>(cj, cc, "fa2_attention_efficiency", 0.0);

@@ -41,6 +41,17 @@ struct Calibration {
   /// GPT-2 vocabulary of 50,257 in the LM head). Graded: each halving of the vector width below 16 bytes costs
   /// the same factor, so 8-byte alignment pays its cube root and 4-byte the square of that root. 1 = no penalty.
   double gemm_misaligned_efficiency = 1.0;
+  /// Tile quantisation of grouped GEMMs (one GEMM per local expert, Transformer Engine's GroupedLinear): each
+  /// group's token dimension is padded to whole thread-block tiles, gemm_tile_m rows where the tokens are the rows
+  /// (forward, activation gradient) and gemm_tile_k where they are the reduction (weight gradient). CUTLASS's and
+  /// cuBLAS's BF16 tensor-core kernels on sm80/sm90/sm100 use 128 x (128|256) x 64 thread-block tiles. Dense GEMMs
+  /// keep their fitted curve (the sweeps it was fitted on hold their own quantisation). 0 = no tile quantisation.
+  double gemm_tile_m = 128;
+  double gemm_tile_k = 64;
+  /// A weight-gradient GEMM that accumulates into an fp32 gradient buffer (Megatron's gradient_accumulation_fusion
+  /// into main_grad: cuBLAS with beta = 1 and an fp32 output) reads and writes that buffer in its epilogue, after the
+  /// main loop: 8 bytes per weight element at HBM bandwidth, added to the GEMM's time. false = hidden (free).
+  bool gemm_accumulate_epilogue = true;
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
   /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
   double flash_attention_efficiency = 0.55;

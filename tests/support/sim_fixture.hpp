@@ -21,6 +21,7 @@ inline Calibration ideal_calibration() {
   c.gemm_half_efficiency_flops = 0;
   c.memory_bandwidth_efficiency = 1.0;
   c.kernel_launch_s = 0;
+  c.gemm_tile_m = c.gemm_tile_k = 0;  // no tile quantisation of grouped GEMMs
   c.host_issue_s = 0;
   c.host_sync_each_pass = false;
   c.host_collective_issue_s = 0;

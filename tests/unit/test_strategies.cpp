@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -667,6 +668,129 @@ TEST(Roofline, ComputeBoundGemm) {
   EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP16, r.cal), expected);
   // FP32 uses the FP32 peak, 19.5e12.
   EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP32, r.cal), 1.001e12 / (19.5e12 * 0.75) + 4e-6);
+}
+
+// Grouped GEMMs (one GEMM per local expert): the tile fill of a group's tokens, closed forms.
+TEST(GroupedGemm, TileFillClosedForms) {
+  using dtsim::cost::grouped_tile_fill;
+  EXPECT_EQ(grouped_tile_fill(154, 0), 1.0);  // off
+  // 192 tokens (sd 13.9) lie 4.6 sd from either tile boundary: two 128-row tiles, filled 192 / 256.
+  EXPECT_NEAR(grouped_tile_fill(192, 128), 0.75, 1e-5);
+  // 320 tokens: three tiles (384 rows). On a boundary of 64-deep tiles, half of the counts need a sixth: 5.5 tiles.
+  EXPECT_NEAR(grouped_tile_fill(320, 128), 320.0 / 384, 1e-5);
+  EXPECT_NEAR(grouped_tile_fill(320, 64), 320.0 / (5.5 * 64), 1e-5);
+  // Far larger counts (sd 1,000 >> 128 rows): the remainder is uniform, half a tile padded on average.
+  EXPECT_NEAR(grouped_tile_fill(1e6, 128), 1e6 / (1e6 + 64), 1e-6);
+  // Never above 1, monotone enough to be sane at a handful of tokens.
+  for (double t : {1.0, 3.0, 17.0, 100.0, 127.0, 128.0, 129.0, 5000.0}) {
+    EXPECT_LE(grouped_tile_fill(t, 128), 1.0);
+    EXPECT_GT(grouped_tile_fill(t, 128), 0.0);
+  }
+}
+
+TEST(GroupedGemm, EachGroupRunsAtItsOwnSizeWithItsTokensPadded) {
+  Roofline r;
+  // 16 groups of 192 tokens x 1024 x 2048: each group 2*192*1024*2048 FLOPs.
+  const double G = 16, per = 2.0 * 192 * 1024 * 2048;
+  dtsim::cost::Op op{"expert-fc1", true, G * per, 1e3, false, 192, 1024, 2048, G};
+  const double batched_s = G * per / (312e12 * 0.75 * G * per / (G * per + 1e9)) + 4e-6;
+  EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP16, r.cal), batched_s);  // one batched kernel
+  op.grouped = true;
+  const double eff_group = 0.75 * per / (per + 1e9) * (192.0 / 256);
+  EXPECT_NEAR(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP16, r.cal), G * per / (312e12 * eff_group) + 4e-6,
+              1e-5 * batched_s * 2);
+  // The weight gradient pads the tokens as its reduction: 192 is a boundary of 64-deep tiles, so 3.5 on average.
+  dtsim::cost::Op w{"expert-fc1-wgrad", true, G * per, 1e3, true, 1024, 192, 2048, G};
+  w.grouped = true;
+  EXPECT_NEAR(dtsim::cost::op_time_s(w, r.gpu, dtsim::DType::FP16, r.cal),
+              G * per / (312e12 * 0.75 * per / (per + 1e9) * (192.0 / 224)) + 4e-6, 1e-5 * batched_s);
+  r.cal.gemm_tile_m = 0;  // off: the dense curve at the group's size
+  EXPECT_REL(dtsim::cost::op_time_s(op, r.gpu, dtsim::DType::FP16, r.cal),
+             G * per / (312e12 * 0.75 * per / (per + 1e9)) + 4e-6);
+}
+
+TEST(GroupedGemm, Fp32AccumulationAddsToGroupedGemmsAndJoinsTheRooflineOfDenseOnes) {
+  Roofline r;
+  const double acc = 8.0 * 1024 * 2048 * 16, t_acc = acc / (2039e9 * 0.8);
+  dtsim::cost::Op w{"expert-fc1-wgrad", true, 2.0 * 1024 * 192 * 2048 * 16, 1e3, true, 1024, 192, 2048, 16};
+  w.grouped = true;
+  const double plain = dtsim::cost::op_time_s(w, r.gpu, dtsim::DType::FP16, r.cal);
+  w.accumulate_bytes = acc;
+  EXPECT_REL(dtsim::cost::op_time_s(w, r.gpu, dtsim::DType::FP16, r.cal), plain + t_acc);
+  r.cal.gemm_accumulate_epilogue = false;
+  EXPECT_REL(dtsim::cost::op_time_s(w, r.gpu, dtsim::DType::FP16, r.cal), plain);
+  r.cal.gemm_accumulate_epilogue = true;
+  // Dense: max(bytes + accumulate traffic, FLOPs). Compute-bound here, so free; memory-bound when the traffic wins.
+  dtsim::cost::Op d{"fc1-wgrad", true, 1e12, 1e3, true, 8192, 8192, 8192, 1};
+  const double dense = dtsim::cost::op_time_s(d, r.gpu, dtsim::DType::FP16, r.cal);
+  d.accumulate_bytes = 8.0 * 8192 * 8192;
+  EXPECT_REL(dtsim::cost::op_time_s(d, r.gpu, dtsim::DType::FP16, r.cal), dense);
+  d.accumulate_bytes = 1e13;
+  EXPECT_REL(dtsim::cost::op_time_s(d, r.gpu, dtsim::DType::FP16, r.cal), (1e13 + 1e3) / (2039e9 * 0.8) + 4e-6);
+}
+
+TEST(GroupedGemm, WeightGradientsCarryTheirFp32AccumulationWhenThePlanKeepsFp32Grads) {
+  auto m = dtsim::model_preset("mixtral-8x7b");
+  m.num_layers = 2;
+  dtsim::ParallelPlan plan;
+  plan.ep = 2;
+  plan.fp32_grads = true;
+  auto sh = dtsim::cost::shape_of(plan, 1);
+  EXPECT_TRUE(sh.fp32_grad_accumulation);
+  int wgrads = 0, grouped = 0;
+  for (bool moe : {false, true}) {
+    const auto p = dtsim::cost::layer_passes(m, sh, moe);
+    for (const auto& st : p.backward)
+      for (const auto& op : st.ops) {
+        if (op.gemm && op.weight_grad) {
+          ++wgrads;
+          grouped += op.grouped ? 1 : 0;
+          EXPECT_DOUBLE_EQ(op.accumulate_bytes, 8 * op.m * op.n * op.batch) << op.name;
+        } else {
+          EXPECT_EQ(op.accumulate_bytes, 0) << op.name;
+        }
+      }
+    // The zero-bubble W pass keeps the same ops.
+    for (const auto& st : p.backward_weight)
+      for (const auto& op : st.ops) EXPECT_GT(op.accumulate_bytes, 0) << op.name;
+  }
+  EXPECT_GT(wgrads, 4);
+  EXPECT_EQ(grouped, 2);  // expert FC1 and FC2
+  for (const auto& st : dtsim::cost::head_passes(m, sh).backward)
+    for (const auto& op : st.ops)
+      if (op.weight_grad) EXPECT_GT(op.accumulate_bytes, 0);
+  plan.fp32_grads = false;
+  sh = dtsim::cost::shape_of(plan, 1);
+  for (const auto& st : dtsim::cost::layer_passes(m, sh, true).backward)
+    for (const auto& op : st.ops) EXPECT_EQ(op.accumulate_bytes, 0) << op.name;
+}
+
+// A check, not a fit: SimuMax's grouped GEMMs measured on B200 (MooreThreads/SimuMax configs/system/
+// b200_bf16_ceperm.json: DeepSeek-V2's expert FC1, K 5,120, N 3,072, at EP 8 (20 groups of 1,232 tokens) and EP 1
+// (160 groups of 154)) against the shipped B200 device model, which saw no B200 measurement. Forward and activation
+// gradient run at the tokens' tile fill, the weight gradient pays its fp32 main_grad epilogue.
+TEST(GroupedGemm, B200DeviceModelFollowsSimuMaxsMeasuredGroupedGemms) {
+  const auto gpu = dtsim::gpu_preset("b200-sxm-180gb");
+  const auto cal = dtsim::default_calibration("b200-sxm-180gb");
+  struct Case {
+    double groups, tokens, fwd, dgrad, wgrad;  // measured fractions of the 2,250 TFLOP/s peak
+  };
+  for (const Case c : {Case{20, 1232, 0.51, 0.42, 0.33}, Case{160, 154, 0.20, 0.19, 0.09}}) {
+    const double K = 5120, N = 3072, f = 2 * c.groups * c.tokens * K * N;
+    dtsim::cost::Op fwd{
+        "expert-fc1", true, f, (c.groups * c.tokens * (K + N) + c.groups * K * N) * 2, false, c.tokens, K, N, c.groups};
+    fwd.grouped = true;
+    auto b = dtsim::cost::gemm_bwd(fwd);
+    b[1].accumulate_bytes = 8 * K * N * c.groups;
+    auto eff = [&](const dtsim::cost::Op& op) {
+      return f / (gpu.peak_bf16_flops * dtsim::cost::op_time_s(op, gpu, dtsim::DType::BF16, cal));
+    };
+    std::printf("%g groups x %g tokens: fwd %.3f (%.2f) dgrad %.3f (%.2f) wgrad %.3f (%.2f)\n", c.groups, c.tokens,
+                eff(fwd), c.fwd, eff(b[0]), c.dgrad, eff(b[1]), c.wgrad);
+    EXPECT_NEAR(eff(fwd) / c.fwd, 1, 0.15);
+    EXPECT_NEAR(eff(b[0]) / c.dgrad, 1, 0.15);
+    EXPECT_NEAR(eff(b[1]) / c.wgrad, 1, 0.15);
+  }
 }
 
 TEST(Roofline, MisalignedGemmRunsAtTheMisalignedFactor) {
