@@ -13,8 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DTSIM_ASAN_DIR:-build-asan}
 start=$SECONDS
+# DTSIM_PCH: the common heavy headers precompiled (12-14% less compile time, cmake/DtsimLayers.cmake). Its one known
+# problem, a false GCC 12 -Wstringop-overflow under -O3 -Werror, cannot arise at -O1 without -Werror; the ASan + UBSan
+# build and suite passed with it on 2026-11-28 (689 tests, 32 min to build on one shared core).
 cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DBUILD_TESTING=ON \
-      -DDTSIM_SANITIZE=address,undefined >/dev/null
+      -DDTSIM_SANITIZE=address,undefined -DDTSIM_PCH=ON >/dev/null
 # GCC's ASan runtime warns at link time about tmpnam & co. in libasan itself; keep the log readable.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
