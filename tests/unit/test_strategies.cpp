@@ -758,7 +758,9 @@ TEST(GroupedGemm, WeightGradientsCarryTheirFp32AccumulationWhenThePlanKeepsFp32G
   EXPECT_EQ(grouped, 2);  // expert FC1 and FC2
   for (const auto& st : dtsim::cost::head_passes(m, sh).backward)
     for (const auto& op : st.ops)
-      if (op.weight_grad) EXPECT_GT(op.accumulate_bytes, 0);
+      if (op.weight_grad) {
+        EXPECT_GT(op.accumulate_bytes, 0);
+      }
   plan.fp32_grads = false;
   sh = dtsim::cost::shape_of(plan, 1);
   for (const auto& st : dtsim::cost::layer_passes(m, sh, true).backward)
