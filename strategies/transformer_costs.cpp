@@ -155,7 +155,6 @@ Step coll(const std::string& name, CollectiveKind k, double bytes) {
   s.collective_bytes = bytes;
   return s;
 }
-// Backward of a GEMM: input gradient and weight gradient, each as many FLOPs as the forward.
 }  // namespace
 
 std::vector<Op> gemm_bwd(const Op& fwd) {
@@ -171,13 +170,15 @@ std::vector<Op> gemm_bwd(const Op& fwd) {
 
 namespace {
 
-// Weight gradients fused into fp32 main_grad buffers (Shape::fp32_grad_accumulation): every weight-gradient GEMM
-// reads and writes its m x n (x groups) fp32 output in the epilogue.
-void accumulate_weight_grads(LayerPasses& p, const Shape& sh) {
-  if (!sh.fp32_grad_accumulation) return;
-  for (auto& st : p.backward)
-    for (auto& op : st.ops)
-      if (op.gemm && op.weight_grad) op.accumulate_bytes = 8 * op.m * op.n * op.batch;
+// The end of every pass builder with weight GEMMs: weight gradients fused into fp32 main_grad buffers
+// (Shape::fp32_grad_accumulation) read and write their m x n (x groups) fp32 output in the epilogue, then the
+// backward is split for zero-bubble schedules (so the W pass carries the same accumulation).
+void finish_backward(LayerPasses& p, const Shape& sh) {
+  if (sh.fp32_grad_accumulation)
+    for (auto& st : p.backward)
+      for (auto& op : st.ops)
+        if (op.gemm && op.weight_grad) op.accumulate_bytes = 8 * op.m * op.n * op.batch;
+  split_backward(p);
 }
 Op tagged(Op o, int atom) {
   o.atom = static_cast<std::int8_t>(atom);
@@ -365,8 +366,7 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   p.backward.push_back(compute("ln1-bwd", {mem("ln1-bwd", 1.5 * ln1.bytes)}));
 
   apply_precision(p, m, sh);
-  accumulate_weight_grads(p, sh);
-  split_backward(p);
+  finish_backward(p, sh);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
@@ -742,8 +742,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   }
 
   apply_precision(p, m, sh);
-  accumulate_weight_grads(p, sh);
-  split_backward(p);
+  finish_backward(p, sh);
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
@@ -806,8 +805,7 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
                               sh.sequence_parallel ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE,
                               act_bytes));
   p.backward.push_back(compute("final-ln-bwd", {mem("final-ln-bwd", 1.5 * ln.bytes)}));
-  accumulate_weight_grads(p, sh);
-  split_backward(p);
+  finish_backward(p, sh);
   return p;
 }
 

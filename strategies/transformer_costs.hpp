@@ -44,8 +44,9 @@ struct Op {
   /// GEMM (grouped = false: attention's score products) is one kernel over all of its batch.
   bool grouped = false;
   /// Bytes the GEMM's epilogue reads and writes to accumulate into an existing output (a weight gradient fused into
-  /// an fp32 main_grad buffer: 8 per weight element), at HBM bandwidth after the main loop
-  /// (Calibration::gemm_accumulate_epilogue). 0 = the output is written once (counted in `bytes`).
+  /// an fp32 main_grad buffer: 8 per weight element), at HBM bandwidth: after a grouped GEMM's main loop, inside a
+  /// dense GEMM's memory roofline (Calibration::gemm_accumulate_epilogue). 0 = the output is written once (counted
+  /// in `bytes`).
   double accumulate_bytes = 0;
 };
 

@@ -50,7 +50,9 @@ struct Calibration {
   double gemm_tile_k = 64;
   /// A weight-gradient GEMM that accumulates into an fp32 gradient buffer (Megatron's gradient_accumulation_fusion
   /// into main_grad: cuBLAS with beta = 1 and an fp32 output) reads and writes that buffer in its epilogue, after the
-  /// main loop: 8 bytes per weight element at HBM bandwidth, added to the GEMM's time. false = hidden (free).
+  /// main loop: 8 bytes per weight element at HBM bandwidth, added to a grouped GEMM's time (its per-group kernels
+  /// run the epilogue after their main loop) and joined to a dense GEMM's memory roofline (its persistent kernel
+  /// overlaps it). false = hidden (free).
   bool gemm_accumulate_epilogue = true;
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
   /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
