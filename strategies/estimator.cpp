@@ -273,8 +273,11 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
   if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
   if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
-  e.bottleneck_stage_s = bottleneck;
-  e.pipeline_s = mb * bottleneck + bubble;
+  // Blocking exchanges (the stack's p2p_sync): every pass of a stage waits for its send (2 per micro-batch and chunk).
+  const bool blocking = p > 1 && !plan.pp_comm_overlap && p2p_blocking(cal, plan.virtual_stages > 1);
+  const double blocked = blocking ? 2.0 * plan.virtual_stages * p2p : 0.0;
+  e.bottleneck_stage_s = bottleneck + blocked;
+  e.pipeline_s = mb * (bottleneck + blocked) + bubble;
   // Gradient synchronisation, overlapped with the last micro-batch's backward; ZeRO's parameter all-gather after
   // the optimizer step is exposed. All-reduces across nodes with several members per node are hierarchical
   // (as the simulator's automatic choice), other collectives are flat rings limited by their slowest hop.

@@ -53,6 +53,7 @@ void Calibration::validate(const std::string& ctx) const {
   in_range(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param", limits::kBytesPerParam);
   in_range(collective_step_overhead_s, "network.collective_step_overhead_s", limits::kOverhead);
   in_range(p2p_overhead_s, "network.p2p_overhead_s", limits::kOverhead);
+  check_p2p_sync(p2p_sync, ctx + ": network.p2p_sync");
   in_range(reserved_memory_bytes, "memory.reserved_memory_bytes", limits::kReservedBytes);
   for (std::size_t i = 0; i < collective_algorithms.size(); ++i) {
     const auto& r = collective_algorithms[i];
@@ -129,6 +130,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"inter_bandwidth_efficiency", c.inter_bandwidth_efficiency},
             {"collective_step_overhead_s", c.collective_step_overhead_s},
             {"p2p_overhead_s", c.p2p_overhead_s},
+            {"p2p_sync", c.p2p_sync},
             {"segments", segments_json(c.network_segments)},
             {"collective_algorithms",
              [&] {
@@ -215,11 +217,12 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   const std::string nc = ctx + ".network";
   json_util::reject_unknown(nj, nc,
                             {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency", "collective_step_overhead_s",
-                             "p2p_overhead_s", "segments", "collective_algorithms"});
+                             "p2p_overhead_s", "p2p_sync", "segments", "collective_algorithms"});
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
   software(nj, nc, "p2p_overhead_s", c.p2p_overhead_s);
+  software(nj, nc, "p2p_sync", c.p2p_sync);
   auto aj = get_or<nlohmann::json>(nj, nc, "collective_algorithms", nlohmann::json::array());
   if (!aj.is_array()) throw ConfigError(nc + ": 'collective_algorithms' must be a list");
   for (std::size_t i = 0; i < aj.size(); ++i) {
@@ -246,6 +249,15 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.reserved_memory_bytes = get_or<double>(mj, ctx + ".memory", "reserved_memory_bytes", 0.0);
   c.validate(ctx);
   return c;
+}
+
+void check_p2p_sync(const std::string& value, const std::string& ctx) {
+  if (value != "none" && value != "non_interleaved" && value != "all")
+    throw ConfigError(ctx + " '" + value + "' is not known (known: none, non_interleaved, all)");
+}
+
+bool p2p_blocking(const Calibration& c, bool interleaved) {
+  return c.p2p_sync == "all" || (c.p2p_sync == "non_interleaved" && !interleaved);
 }
 
 bool Calibration::pinned(const std::string& field) const {

@@ -106,6 +106,12 @@ struct Calibration {
   double inter_bandwidth_efficiency = 0.9;   ///< achieved / nominal NIC bandwidth for large transfers
   double collective_step_overhead_s = 2e-6;  ///< software cost per ring step of a collective, seconds
   double p2p_overhead_s = 5e-6;              ///< software cost per point-to-point transfer, seconds
+  /// Pipeline sends and receives that block the rank (software-stack value): "none" (they run beside the compute),
+  /// "non_interleaved" (blocking except in interleaved schedules) or "all". A blocking exchange starts when the
+  /// receiving rank has posted its receive (finished the pass before the one that consumes it) and the sending rank
+  /// computes nothing more until it has ended: Megatron's batched isend/irecv followed by req.wait() and
+  /// torch.cuda.synchronize() (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync).
+  std::string p2p_sync = "none";
 
   std::vector<NetworkSegment> network_segments;      ///< sorted by link, then max_bytes
   std::vector<AlgorithmRule> collective_algorithms;  ///< in order; empty = choose by group shape
@@ -124,9 +130,15 @@ struct Calibration {
 
 /// The calibration fields that belong to the software stack rather than the hardware.
 inline const std::vector<std::string> kSoftwareFields = {
-    "host_issue_s",   "host_sync_each_pass", "host_collective_issue_s",
-    "p2p_overhead_s", "fa2_attention",       "per_iteration_s",
-    "grad_clip",      "tf32_matmul"};
+    "host_issue_s", "host_sync_each_pass", "host_collective_issue_s", "p2p_overhead_s",
+    "p2p_sync",     "fa2_attention",       "per_iteration_s",         "grad_clip",
+    "tf32_matmul"};
+
+/// Whether a calibration's p2p_sync makes the pipeline transfers of a schedule blocking (`interleaved`: the plan
+/// runs the interleaved 1F1B schedule, whose transfers Megatron-Core overlaps since 2023-10).
+bool p2p_blocking(const Calibration& c, bool interleaved);
+/// ConfigError unless `value` is a p2p_sync value ("none", "non_interleaved", "all"); `ctx` names the field.
+void check_p2p_sync(const std::string& value, const std::string& ctx);
 
 /// The default calibration shipped for a GPU preset (compiled in from traces/calibration/<gpu>.json).
 Calibration default_calibration(const std::string& gpu_name);

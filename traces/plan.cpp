@@ -972,6 +972,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.tp_overlap_chunks > 0) j["tp_overlap_chunks"] = p.tp_overlap_chunks;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.pp_comm_overlap) j["pp_comm_overlap"] = true;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (!p.stack.empty()) j["stack"] = p.stack;
@@ -1034,6 +1035,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "tp_comm_overlap",
                              "tp_overlap_chunks",
                              "overlap_param_gather",
+                             "pp_comm_overlap",
                              "fsdp_prefetch",
                              "cuda_graphs",
                              "stage_strategies",
@@ -1072,6 +1074,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.tp_comm_overlap = get_or<bool>(j, ctx, "tp_comm_overlap", false);
   p.tp_overlap_chunks = get_or<int>(j, ctx, "tp_overlap_chunks", 0);
   p.overlap_param_gather = get_or<bool>(j, ctx, "overlap_param_gather", false);
+  p.pp_comm_overlap = get_or<bool>(j, ctx, "pp_comm_overlap", false);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);
   // Options that act only with others: recorded when not at their default (a plan dtsim wrote reads back).

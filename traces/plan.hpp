@@ -190,6 +190,9 @@ struct ParallelPlan {
   /// --overlap-param-gather): each unit's updated parameters are gathered on the DP stream before its first forward
   /// instead of all at once after the optimizer step.
   bool overlap_param_gather = false;
+  /// Pipeline exchanges run beside the compute even where the stack blocks them (its p2p_sync): MegaScale's PP
+  /// overlap, or Megatron-Core's --overlap-p2p-communication where the schedule allows it.
+  bool pp_comm_overlap = false;
   /// ZeRO-3 / FSDP: units whose parameter all-gather may run ahead of the unit computing (FSDP2's forward/backward
   /// prefetch). 0 = gather each unit only when the previous one is done; 1 = one ahead (FSDP2's default).
   int fsdp_prefetch = 1;

@@ -17,16 +17,17 @@ void StackProfile::validate(const std::string& ctx) const {
   limits::check(host_issue_s, limits::kOverhead, ctx, "host_issue_s");
   limits::check(host_collective_issue_s, limits::kOverhead, ctx, "host_collective_issue_s");
   limits::check(p2p_overhead_s, limits::kOverhead, ctx, "p2p_overhead_s");
+  check_p2p_sync(p2p_sync, ctx + ": p2p_sync");
   limits::check(per_iteration_s, limits::kIterationOverhead, ctx, "per_iteration_s");
   if (name.empty()) throw ConfigError(ctx + ": 'name' must not be empty");
 }
 
 StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(
-      j, ctx,
-      {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s", "host_sync_each_pass",
-       "host_collective_issue_s", "p2p_overhead_s", "fa2_attention", "per_iteration_s", "grad_clip", "tf32_matmul"});
+  json_util::reject_unknown(j, ctx,
+                            {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s",
+                             "host_sync_each_pass", "host_collective_issue_s", "p2p_overhead_s", "p2p_sync",
+                             "fa2_attention", "per_iteration_s", "grad_clip", "tf32_matmul"});
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
@@ -36,6 +37,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.host_sync_each_pass = get<bool>(j, ctx, "host_sync_each_pass");
   s.host_collective_issue_s = get<double>(j, ctx, "host_collective_issue_s");
   s.p2p_overhead_s = get<double>(j, ctx, "p2p_overhead_s");
+  s.p2p_sync = get_or<std::string>(j, ctx, "p2p_sync", "none");
   s.fa2_attention = get_or<bool>(j, ctx, "fa2_attention", false);
   s.per_iteration_s = get_or<double>(j, ctx, "per_iteration_s", 0.0);
   s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
@@ -54,6 +56,7 @@ nlohmann::json to_json(const StackProfile& s) {
           {"host_sync_each_pass", s.host_sync_each_pass},
           {"host_collective_issue_s", s.host_collective_issue_s},
           {"p2p_overhead_s", s.p2p_overhead_s},
+          {"p2p_sync", s.p2p_sync},
           {"fa2_attention", s.fa2_attention},
           {"per_iteration_s", s.per_iteration_s},
           {"grad_clip", s.grad_clip},
@@ -87,6 +90,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("host_sync_each_pass", c.host_sync_each_pass, s.host_sync_each_pass);
   fill("host_collective_issue_s", c.host_collective_issue_s, s.host_collective_issue_s);
   fill("p2p_overhead_s", c.p2p_overhead_s, s.p2p_overhead_s);
+  fill("p2p_sync", c.p2p_sync, s.p2p_sync);
   fill("fa2_attention", c.fa2_attention, s.fa2_attention);
   fill("per_iteration_s", c.per_iteration_s, s.per_iteration_s);
   fill("grad_clip", c.grad_clip, s.grad_clip);

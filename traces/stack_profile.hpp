@@ -26,6 +26,9 @@ struct StackProfile {
   /// Software cost per pipeline send/receive (Megatron's batched isend/irecv: microseconds; DeepSpeed's pipeline
   /// engine: blocking broadcasts between interpreted instructions).
   double p2p_overhead_s = 5e-6;
+  /// Which pipeline schedules' sends and receives block the rank (Calibration::p2p_sync): "none",
+  /// "non_interleaved" or "all".
+  std::string p2p_sync = "none";
   /// The stack's fused attention is FlashAttention-2 (PyTorch SDPA's flash backend), which on Hopper and later reaches
   /// far less than cuDNN's or FlashAttention-3's kernels (Calibration::fa2_attention_efficiency); false = the best.
   bool fa2_attention = false;

@@ -297,6 +297,7 @@ private:
   struct Waiting {
     std::int32_t task;
     int si, mb, chunk, dir;
+    std::int32_t ready = -1;  ///< blocking transfers (p2p_sync): the receiver has posted its receive after this task
   };
   std::vector<Waiting> waiting_;
   std::vector<std::vector<PipeOp>> orders_;  // per stage
@@ -1329,7 +1330,16 @@ void Lowerer::lower_rank(int si) {
   // receiving stage whose share overlaps it (split/concat between stages of different widths). Inside a share,
   // TP rank i of a stage of degree t sends the slice [i/t, (i+1)/t) of it (Megatron's scatter-gather; the whole
   // share without TP) to each receiving TP rank whose slice overlaps it: rank i to rank i between equal degrees.
+  // Blocking exchanges (calibration p2p_sync): after its sends, the rank computes nothing more until they have ended.
+  const bool blocking = !p_.pp_comm_overlap && p2p_blocking(cal_, v > 1);
+  // ... and, in GPipe and 1F1B, a transfer starts once its receiver has posted the receive: Megatron exchanges after
+  // each pass what that pass sent with what the rank's next pass needs, which is this pass order. The interleaved
+  // schedule pairs a forward's and a backward's exchanges in one batch (send_forward_backward_recv_forward_backward),
+  // which a per-pass order cannot express; there, and in schedules Megatron-LM does not run, the sender still waits
+  // for its transfer but nothing waits for the receiver.
+  const bool rendezvous = blocking && (p_.schedule == Schedule::GPIPE || p_.schedule == Schedule::ONE_F_ONE_B);
   auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred) {
+    std::vector<std::int32_t> flows;
     const int to_stage = k % p, my_r = p_.replicas(s), to_r = p_.replicas(to_stage), to_t = p_.stage_tp(to_stage);
     const double b = p_.micro_batch_size, lo = r.coord.rep * b / my_r, hi = (r.coord.rep + 1) * b / my_r;
     const double t_lo = static_cast<double>(r.coord.tp) / tp_s, t_hi = (r.coord.tp + 1.0) / tp_s;
@@ -1347,10 +1357,21 @@ void Lowerer::lower_rank(int si) {
         if (out_.ranks[to_si].global_rank != p_.rank_of(c)) continue;  // folded away (uniform widths: same piece)
         const double extra = u == r.coord.tp ? (dir == 0 ? cut_fwd_bytes : cut_bwd_bytes) * overlap / b : 0.0;
         const double bytes = overlap * sample_bytes * slice + extra;
-        sent_[{to_si, mb, k, dir}].push_back(p2p(si, to_si, bytes, dir == 0 ? Phase::FORWARD : Phase::BACKWARD,
-                                                 dir == 0 ? "send-activation" : "send-gradient", mb, pred));
+        flows.push_back(p2p(si, to_si, bytes, dir == 0 ? Phase::FORWARD : Phase::BACKWARD,
+                            dir == 0 ? "send-activation" : "send-gradient", mb, pred));
+        sent_[{to_si, mb, k, dir}].push_back(flows.back());
       }
     }
+    if (!blocking || flows.empty()) return pred;
+    Task wait;
+    wait.kind = TaskKind::JOIN;
+    wait.stream = Stream::COMPUTE;
+    wait.phase = dir == 0 ? Phase::FORWARD : Phase::BACKWARD;
+    wait.microbatch = mb;
+    wait.name = g_.intern(dir == 0 ? "wait-send-activation" : "wait-send-gradient");
+    const auto id = add_on_stream(si, wait);
+    for (auto f : flows) g_.depend(f, id);
+    return id;
   };
 
   // The units of work of a model chunk: embedding (first chunk), its layers, head (last chunk).
@@ -1498,11 +1519,14 @@ void Lowerer::lower_rank(int si) {
   std::map<std::pair<int, int>, std::vector<std::int32_t>> b_ends;
 
   std::int32_t last_compute = -1;
+  // The end of the previous pass before its blocking sends: Megatron posts a pass's sends together with the next
+  // pass's receives (send_forward_recv_backward, ...), so that is where this rank's receive is posted.
+  std::int32_t posted = -1;
   for (int oi = 0; oi < static_cast<int>(order.size()); ++oi) {
     const PipeOp& op = order[oi];
     const int mb = op.microbatch, k = op.chunk * p + s;
     const auto units = units_of(k);
-    std::int32_t first = -1, cur = -1;
+    std::int32_t first = -1, cur = -1, pass_end = -1;
     if (cal_.host_sync_each_pass && cal_.host_issue_s > 0) {
       // The host synchronizes with the device before issuing this pass: it waits for everything this rank has
       // enqueued so far, on every stream.
@@ -1548,8 +1572,9 @@ void Lowerer::lower_rank(int si) {
         cur = collective(si, GroupAxis::DP, Stream::TP, CollectiveKind::ALL_REDUCE, amax_bytes, Phase::FORWARD,
                          "fp8-amax-reduce", -1, mb, cur);
       }
-      if (k > 0) waiting_.push_back({first, si, mb, k, 0});
-      if (k < last_chunk) send_pieces(k + 1, 0, mb, cur);
+      if (k > 0) waiting_.push_back({first, si, mb, k, 0, rendezvous ? posted : -1});
+      pass_end = cur;
+      if (k < last_chunk) cur = send_pieces(k + 1, 0, mb, cur);
     } else if (op.kind == PipeOp::Kind::B) {
       if (k < last_chunk) {
         first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
@@ -1581,8 +1606,9 @@ void Lowerer::lower_rank(int si) {
         }
         ends.push_back(cur);
       }
-      if (k < last_chunk) waiting_.push_back({first, si, mb, k, 1});
-      if (k > 0) send_pieces(k - 1, 1, mb, cur);
+      if (k < last_chunk) waiting_.push_back({first, si, mb, k, 1, rendezvous ? posted : -1});
+      pass_end = cur;
+      if (k > 0) cur = send_pieces(k - 1, 1, mb, cur);
     } else {  // W: weight gradients of the (micro-batch, chunk), after its B pass on the same compute stream
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const Unit& u = *it;
@@ -1595,6 +1621,7 @@ void Lowerer::lower_rank(int si) {
       }
     }
     if (cur >= 0) last_compute = cur;
+    if (pass_end >= 0 || cur >= 0) posted = pass_end >= 0 ? pass_end : cur;
   }
   if (!p_.dp_overlap)
     for (const auto& [task, dense_bytes, expert_bytes] : ready_grads) {
@@ -1759,7 +1786,11 @@ Lowered Lowerer::run() {
     auto it = sent_.find({w.si, w.mb, w.chunk, w.dir});
     DTSIM_ASSERT(it != sent_.end(),
                  "no pipeline transfer for rank " << w.si << " micro-batch " << w.mb << " chunk " << w.chunk);
-    for (auto flow : it->second) g_.depend(flow, w.task);
+    for (auto flow : it->second) {
+      g_.depend(flow, w.task);
+      // Rendezvous: a blocking transfer moves once the receiver has posted its receive.
+      if (w.ready >= 0) g_.depend(w.ready, flow);
+    }
   }
   out_.model_flops_per_iteration =
       3.0 *

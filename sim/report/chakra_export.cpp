@@ -138,7 +138,13 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
     const std::int32_t* b = g.succ_begin(static_cast<std::int32_t>(t));
     if (g.succ_end(static_cast<std::int32_t>(t)) - b != 1) continue;
     const auto f = static_cast<std::size_t>(*b);
-    if (!is_p2p(f) || tasks[f].rank != k.rank || preds[f].size() != 1) continue;
+    // (A blocking transfer also waits for its receiver, a predecessor on the peer's rank: the receive node's.)
+    if (!is_p2p(f) || tasks[f].rank != k.rank) continue;
+    if (std::count_if(preds[f].begin(), preds[f].end(), [&](std::int32_t q) {
+          return tasks[static_cast<std::size_t>(q)].rank != tasks[f].peer ||
+                 tasks[static_cast<std::size_t>(q)].rank == k.rank;
+        }) != 1)
+      continue;
     Unit& s = units[static_cast<std::size_t>(unit_of[f])];
     s.start_s = std::min(s.start_s, res.start_s[t]);
     units[static_cast<std::size_t>(unit_of[t])].rank = -1;  // dropped
@@ -198,6 +204,12 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
           as_seen(p, r, v, units[static_cast<std::size_t>(coll_units[c][static_cast<std::size_t>(it->second)])].deps);
         } else if (unit_of[v] >= 0) {
           if (unit_of[p] == unit_of[v]) continue;  // a send's own delay
+          // A blocking transfer's rendezvous (calibration p2p_sync): it waits for the receiver to post its receive,
+          // which is the receive node's own dependency on the receiver's rank.
+          if (k.kind == TaskKind::FLOW && tasks[p].rank == k.peer && tasks[p].rank != k.rank) {
+            as_seen(p, k.peer, v, units[static_cast<std::size_t>(recv_of[v])].deps);
+            continue;
+          }
           as_seen(p, k.rank, v, units[static_cast<std::size_t>(unit_of[v])].deps);
         } else {
           as_seen(p, k.rank, v, outs[v]);

@@ -239,7 +239,7 @@ expect_error "--max-memory unknown unit"     "--max-memory '8GBs' has an unknown
 expect_error "--max-memory zero"             "--max-memory '0' must be positive" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 0
 # Refused before lowering: the estimate (tasks, ranks, bytes) over --max-memory, with what to change.
 expect_error "run over --max-memory"         "but --max-memory is 1.0 MB: use fewer micro-batches (a smaller --gbs or a larger --mbs), or raise --max-memory" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 1MB
-expect_error "--fold none over --max-memory" "(20.5 M tasks over 1,024 simulated ranks) but --max-memory is 2.0 GB: drop --fold none" simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536 --fold none --max-memory 2GB
+expect_error "--fold none over --max-memory" "(20.7 M tasks over 1,024 simulated ranks) but --max-memory is 2.0 GB: drop --fold none" simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536 --fold none --max-memory 2GB
 expect_error "unfoldable run over --max-memory" "16,384 simulated ranks; not folded: symmetric ranks sit under different leaf (rail) switches" simulate --model gpt3-175b --cluster dgx-a100:16384:rail:16:4 --tp 8 --pp 8 --dp 256 --gbs 24576 --max-memory 8GB
 # Out of memory although the estimate let the run start (here: no limit, 400 MB of address space): std::bad_alloc
 # ends in one error line, exit 2, no output. Not under AddressSanitizer, which reserves far more address space
@@ -350,6 +350,7 @@ expect_error "cluster fabric count 1e20"     "is not an integer from 0" simulate
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 sed '0,/"host_issue_s"/s/"host_issue_s": [0-9.e-]*/"host_issue_s": 1e308/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_1e308.json"
 sed '0,/"p2p_overhead_s"/s/"p2p_overhead_s": [0-9.e-]*/"p2p_overhead_s": -1e-6/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_negative.json"
+sed '0,/"p2p_sync"/s/"p2p_sync": "[a-z_]*"/"p2p_sync": "sometimes"/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_p2p_sync.json"
 sed '0,/"kernel_launch_s"/s/"kernel_launch_s": [0-9.e-]*/"kernel_launch_s": 1e308/' "$REPO/traces/calibration/h100-sxm5-80gb.json" >"$TMP/calib_launch_1e308.json"
 cat >"$TMP/cluster_bw_1e308.json" <<'JSON'
 {"schema_version": 1, "gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 8,
@@ -362,6 +363,7 @@ JSON
 MX=(--model mixtral-8x7b --cluster dgx-h100:16 --tp 2 --ep 2 --sequence-parallel --mbs 1 --gbs 16 --network analytic)
 H8=(--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --mbs 1)
 expect_error "stack host_issue_s 1e308"       "host_issue_s = 1e+308 is outside its range [0, 1] s" simulate "${H8[@]}" --stack "$TMP/stack_1e308.json"
+expect_error "stack p2p_sync unknown"         "p2p_sync 'sometimes' is not known (known: none, non_interleaved, all)" simulate "${H8[@]}" --stack "$TMP/stack_p2p_sync.json"
 expect_error "stack p2p overhead negative"    "p2p_overhead_s = -1e-06 is outside its range" simulate "${H8[@]}" --stack "$TMP/stack_negative.json"
 expect_error "calibration kernel launch 1e308" "compute.kernel_launch_s = 1e+308 is outside its range" simulate "${H8[@]}" --calibration "$TMP/calib_launch_1e308.json"
 expect_error "cluster bandwidth 1e308"        "intra_node.bandwidth_Bps = 1e+308 is outside its range" simulate --model gpt3-1.3b --cluster "$TMP/cluster_bw_1e308.json" --gbs 16 --mbs 1

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <vector>
 
 #include "sim/engine/analytic_runtime.hpp"
@@ -486,6 +487,66 @@ TEST(PipelineOracle, GPipeStageHoldsAllMicrobatches) {
   const double act = 1e9;
   auto r = run_pipeline(Schedule::GPIPE, p, m, 1e-3, act);
   for (const auto& rank : r.rep.ranks) EXPECT_DOUBLE_EQ(rank.peak_activation_bytes, m * act);
+}
+
+// Blocking pipeline exchanges (calibration p2p_sync, Megatron's batch_isend_irecv + torch.cuda.synchronize): two
+// stages on one analytic network where each activation or gradient takes c to move. GPipe, m micro-batches, forward
+// tf and backward tb per stage:
+//   overlapped: the transfers hide behind the next pass; only the fill and drain pay c: T = (m + 1)(tf + tb) + 2c;
+//   blocking:   every pass that sends waits for its transfer, and a transfer waits for the receiver to have posted
+//               its receive (ended its previous pass): stage 0's forwards and stage 1's backwards each take their
+//               pass plus c, and T = m (tf + tb + 2c) + tf + tb.
+static double blocking_pipeline_iteration(Schedule sched, const std::string& p2p_sync, bool pp_overlap, int m,
+                                          double tf, double tb, double c, int p = 2, int v = 1) {
+  TransformerSpec model = tiny_model(p * v);
+  const double msg = static_cast<double>(model.seq_len) * model.hidden * dtype_bytes(model.dtype);
+  ClusterSpec cluster = uniform_cluster(1, p, msg / c, 0.0);
+  ParallelPlan plan = pipeline_plan(sched, p, m, v);
+  plan.pp_comm_overlap = pp_overlap;
+  Calibration cal = ideal_calibration();
+  cal.p2p_sync = p2p_sync;
+  PassCosts pc = fixed_costs(tf, tb, 0, cluster.gpu.peak_flops(model.dtype), 0);
+  Lowered low = lower(model, cluster, plan, cal, SimOptions{}, pc);
+  std::vector<int> gpus(static_cast<std::size_t>(p));
+  std::iota(gpus.begin(), gpus.end(), 0);
+  EngineResult res = run_analytic(low.graph, cluster, cal, gpus);
+  return *std::max_element(res.end_s.begin(), res.end_s.end());
+}
+
+TEST(BlockingP2p, GPipeClosedForms) {
+  const int m = 6;
+  const double tf = 1e-3, tb = 2e-3, c = 0.25e-3;
+  EXPECT_NEAR(blocking_pipeline_iteration(Schedule::GPIPE, "none", false, m, tf, tb, c), (m + 1) * (tf + tb) + 2 * c,
+              1e-12);
+  EXPECT_NEAR(blocking_pipeline_iteration(Schedule::GPIPE, "all", false, m, tf, tb, c), m * (tf + tb + 2 * c) + tf + tb,
+              1e-12);
+  // "non_interleaved" blocks GPipe too; the plan's pp_comm_overlap (MegaScale's PP overlap) undoes either.
+  EXPECT_NEAR(blocking_pipeline_iteration(Schedule::GPIPE, "non_interleaved", false, m, tf, tb, c),
+              m * (tf + tb + 2 * c) + tf + tb, 1e-12);
+  EXPECT_NEAR(blocking_pipeline_iteration(Schedule::GPIPE, "all", true, m, tf, tb, c), (m + 1) * (tf + tb) + 2 * c,
+              1e-12);
+}
+
+// 1F1B on two stages: stage 1 alternates F_i, B_i and stage 0 runs B_i then F_(i+2), so a transfer sits in every
+// micro-batch's loop even overlapped: the period is tf + tb + c and T = (m + 1)(tf + tb) + m c. Blocking adds the
+// first forward's transfer, which stage 0 now waits for: B_0 starts at 2 tf + tb + 2c and T = (m + 1)(tf + tb + c).
+TEST(BlockingP2p, OneFOneBClosedForms) {
+  const int m = 6;
+  const double tf = 1e-3, tb = 2e-3, c = 0.25e-3;
+  EXPECT_NEAR(blocking_pipeline_iteration(Schedule::ONE_F_ONE_B, "none", false, m, tf, tb, c),
+              (m + 1) * (tf + tb) + m * c, 1e-12);
+  EXPECT_NEAR(blocking_pipeline_iteration(Schedule::ONE_F_ONE_B, "all", false, m, tf, tb, c), (m + 1) * (tf + tb + c),
+              1e-12);
+}
+
+// Interleaved 1F1B (4 stages, 2 chunks each): "non_interleaved" leaves it overlapped (Megatron-Core's default since
+// 2023-10); "all" (Megatron-LM before 2023-06) makes each sender wait for its transfer, which costs time.
+TEST(BlockingP2p, InterleavedBlocksOnlyUnderAll) {
+  const int m = 8;
+  const double tf = 1e-3, tb = 2e-3, c = 0.25e-3;
+  const double none = blocking_pipeline_iteration(Schedule::INTERLEAVED, "none", false, m, tf, tb, c, 4, 2);
+  EXPECT_EQ(blocking_pipeline_iteration(Schedule::INTERLEAVED, "non_interleaved", false, m, tf, tb, c, 4, 2), none);
+  EXPECT_GT(blocking_pipeline_iteration(Schedule::INTERLEAVED, "all", false, m, tf, tb, c, 4, 2), none + c);
 }
 
 // ---- Fidelity switches agree when they should.

@@ -30,6 +30,7 @@ inline Calibration ideal_calibration() {
   c.inter_bandwidth_efficiency = 1.0;
   c.collective_step_overhead_s = 0;
   c.p2p_overhead_s = 0;
+  c.p2p_sync = "none";
   c.reserved_memory_bytes = 0;
   c.interference_gemm_slowdown = c.interference_memory_slowdown = c.interference_flash_slowdown = 0;
   c.interference_collective_slowdown = 0;

@@ -656,6 +656,15 @@ TEST(Calibration, DefaultsForShippedGpusLoadAndValidate) {
   EXPECT_EQ(md.host_collective_issue_s, 2.384e-5);
   EXPECT_EQ(md.p2p_overhead_s, 4.943e-4);
   EXPECT_TRUE(md.host_sync_each_pass);
+  // Pipeline exchanges: DeepSpeed's and 2020-23 Megatron-LM's block in every schedule, Megatron-Core's outside the
+  // interleaved one, torchtitan's never.
+  EXPECT_EQ(md.p2p_sync, "all");
+  EXPECT_EQ(dtsim::with_stack(a, "megatron-lm").p2p_sync, "all");
+  const auto mc = dtsim::with_stack(a, "megatron-core");
+  EXPECT_EQ(mc.p2p_sync, "non_interleaved");
+  EXPECT_TRUE(dtsim::p2p_blocking(mc, false));
+  EXPECT_FALSE(dtsim::p2p_blocking(mc, true));
+  EXPECT_FALSE(dtsim::p2p_blocking(dtsim::with_stack(a, "torchtitan"), false));
   EXPECT_EQ(md.gemm_efficiency_max, a.gemm_efficiency_max);
   EXPECT_EQ(a.optimizer_bytes_per_param, 28.0);
   EXPECT_EQ(a.reserved_memory_bytes, 2.0e9);
@@ -684,8 +693,11 @@ TEST(Calibration, JsonRoundTrip) {
   c.inter_bandwidth_efficiency = 0.64;
   c.collective_step_overhead_s = 1.5e-6;
   c.p2p_overhead_s = 6.5e-6;
+  c.p2p_sync = "non_interleaved";
   c.reserved_memory_bytes = 1.25e9;
   const auto r = dtsim::calibration_from_json(json::parse(dtsim::to_json(c).dump()), "test");
+  EXPECT_EQ(r.p2p_sync, c.p2p_sync);
+  EXPECT_TRUE(r.pinned("p2p_sync"));
   EXPECT_EQ(r.name, c.name);
   EXPECT_EQ(r.gpu, c.gpu);
   EXPECT_EQ(r.provenance, c.provenance);
@@ -1044,12 +1056,14 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("grad_clip");
   j["compute"].erase("tf32_matmul");
   j["network"].erase("p2p_overhead_s");
+  j["network"].erase("p2p_sync");
   j["compute"]["host_issue_s"] = 1e-5;
   const auto pinned = dtsim::calibration_from_json(j, "file");
   EXPECT_EQ(pinned.pinned_software, std::vector<std::string>{"host_issue_s"});
   c = dtsim::with_stack(pinned, "megatron-deepspeed");
   EXPECT_EQ(c.host_issue_s, 1e-5);
   EXPECT_EQ(c.p2p_overhead_s, dtsim::stack_profile("megatron-deepspeed").p2p_overhead_s);
+  EXPECT_EQ(c.p2p_sync, "all");
   // Applying a second stack replaces the first's values (assignment, not accumulation).
   EXPECT_EQ(dtsim::to_json(dtsim::with_stack(dtsim::with_stack(hw, "torchtitan"), "megatron-lm")).dump(),
             dtsim::to_json(dtsim::with_stack(hw, "megatron-lm")).dump());

@@ -433,11 +433,21 @@ TEST(SharedMeasurements, LargeScalePapersScoreTheirTimedRows) {
   EXPECT_EQ(mlm.model.ffn_hidden, 4 * mlm.model.hidden);  // not stated: 4h
   EXPECT_EQ(mlm.plan.micro_batch_size, 1);                // not stated: 1
   EXPECT_EQ(mlm.plan.schedule, Schedule::INTERLEAVED);
+  // Megatron-LM @ 285068c8 (2023-01-11): blocking pipeline exchanges (the megatron-lm stack) and the gradients
+  // all-reduced after the flush (--overlap-grad-reduce came 2023-08-16).
+  EXPECT_EQ(mlm.plan.stack, "megatron-lm");
+  EXPECT_FALSE(mlm.plan.dp_overlap);
+  EXPECT_FALSE(mlm.plan.pp_comm_overlap);
   const auto& moe = row_by_id(rows, "megascalemoe-t3-mlm-1440");
   EXPECT_TRUE(moe.failure.empty()) << moe.failure;
   EXPECT_EQ(moe.cluster, "dgx-h800:1440");
   EXPECT_TRUE(moe.model.moe.enabled());
   EXPECT_EQ(moe.model.mlp, MlpKind::SWIGLU);  // not stated: SwiGLU experts
+  // Megatron-LM @ f1f03922 (2024-10-28) "with MegaScale DP/PP communication overlap": current conventions, the
+  // pipeline exchanges overlapped as the row says.
+  EXPECT_EQ(moe.plan.stack, "megatron-core");
+  EXPECT_TRUE(moe.plan.dp_overlap);
+  EXPECT_TRUE(moe.plan.pp_comm_overlap);
   if (moe.plan.tp > 1) {
     EXPECT_TRUE(moe.plan.sequence_parallel);
   }

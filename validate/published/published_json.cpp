@@ -102,6 +102,50 @@ Stack row_stack(const json& row, std::optional<Stack> doc_stack, Notes& notes) {
   return Stack::MEGATRON_CORE;
 }
 
+/// Megatron-LM commits that development rows name ("Megatron-LM @ 285068c8"), with their commit dates from the
+/// NVIDIA/Megatron-LM history (git show -s --date=short).
+std::string megatron_commit_date(const std::string& framework) {
+  static const std::pair<const char*, const char*> known[] = {
+      {"285068c8", "2023-01-11"},  // MegaScale's baseline (Merge branch 'tridao-flashattn')
+      {"f1f03922", "2024-10-28"},  // MegaScale-MoE's baseline
+  };
+  const auto at = framework.find("megatron-lm @ ");
+  if (at == std::string::npos) return "";
+  const std::string hash = framework.substr(at + 14, 8);
+  for (const auto& [h, date] : known)
+    if (hash == h) return date;
+  return "";
+}
+
+/// What a row's framework text says about the Megatron-LM release it ran, applied to its plan: releases before
+/// 2023-05-31 (f9283c5a8a, "Add option to overlap p2p communication") block on every pipeline exchange (the
+/// megatron-lm stack); before 2023-08-16 (2d5220a424, "Add --overlap-grad-reduce") the gradients are all-reduced
+/// after the pipeline flush. A row that says its pipeline communication overlaps (MegaScale's PP overlap) does not
+/// block.
+void framework_conventions(const json& row, const std::string& ctx, ParallelPlan& p, Notes& notes) {
+  const std::string framework = lower(opt_str(row, ctx, "framework"));
+  if (contains(framework, "pp communication overlap")) {
+    p.pp_comm_overlap = true;
+    notes.add("pipeline exchanges overlapped (the row's framework says so)");
+  }
+  const std::string date = megatron_commit_date(framework);
+  if (date.empty()) {
+    if (contains(framework, "megatron-lm @ "))
+      notes.add("Megatron-LM commit not dated here: current Megatron-Core conventions assumed");
+    return;
+  }
+  if (present(row, "stack")) return;  // the row names its stack itself
+  if (date < "2023-05-31" && !p.pp_comm_overlap) {
+    p.stack = "megatron-lm";
+    notes.add("Megatron-LM of " + date + ": blocking pipeline exchanges (megatron-lm stack)");
+  }
+  if (date < "2023-08-16" && p.dp_overlap && !contains(framework, "dp communication overlap") &&
+      !contains(framework, "dp/pp communication overlap")) {
+    p.dp_overlap = false;
+    if (p.dp > 1) notes.add("Megatron-LM of " + date + ": gradients all-reduced after the pipeline flush");
+  }
+}
+
 /// The row's software-stack profile: its own "stack" field, else the document's stack.
 std::string stack_name(const json& row, const std::string& ctx, Stack stack) {
   if (present(row, "stack")) {
@@ -744,6 +788,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.recompute_unstated = !present(row, "recompute");
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.plan.stack = stack_name(row, ctx, stack);
+    framework_conventions(row, ctx, r.plan, notes);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
       const std::int64_t mult = 128LL * r.plan.tp, padded = (r.model.vocab + mult - 1) / mult * mult;
