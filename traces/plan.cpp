@@ -840,6 +840,8 @@ void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, cons
     throw ConfigError(ctx + ": tp overlap chunks must be between 0 (= tp) and 64");
   if (overlap_param_gather && zero_stage != 1 && zero_stage != 2)
     throw ConfigError(ctx + ": overlap-param-gather needs the distributed optimizer (zero stage 1 or 2)");
+  if (pp_comm_overlap && pp == 1)
+    throw ConfigError(ctx + ": pp-comm-overlap needs pipeline parallelism (pp > 1): there are no pipeline exchanges");
   if (fsdp_prefetch < 0 || fsdp_prefetch > 8) throw ConfigError(ctx + ": fsdp prefetch must be between 0 and 8");
   if (!stack.empty()) (void)stack_profile(stack);  // ConfigError naming the known stacks
 }

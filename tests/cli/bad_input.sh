@@ -219,6 +219,7 @@ expect_error "unknown software stack"        "unknown software stack 'nemo' (kno
 expect_error "cross-validate one source"     "give at least two --data sources" validate published --cross-validate --data "$TMP/rows_h100.json"
 expect_error "tp-comm-overlap without SP"    "tp-comm-overlap needs sequence parallelism" simulate "${M[@]}" --cluster dgx-h100:8 --tp 2 --gbs 8 --tp-comm-overlap
 expect_error "tp-comm-overlap with tp 1"     "tp-comm-overlap needs tp >= 2" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --tp-comm-overlap
+expect_error "pp-comm-overlap, pp 1"         "pp-comm-overlap needs pipeline parallelism (pp > 1)" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --pp-comm-overlap
 expect_error "overlap-param-gather, zero 0"  "overlap-param-gather needs the distributed optimizer" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --overlap-param-gather
 expect_error "fsdp prefetch 9"               "fsdp prefetch must be between 0 and 8" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 3 --fsdp-prefetch 9
 # ---- command line ------------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ std::string megatron_commit_date(const std::string& framework) {
 /// block.
 void framework_conventions(const json& row, const std::string& ctx, ParallelPlan& p, Notes& notes) {
   const std::string framework = lower(opt_str(row, ctx, "framework"));
-  if (contains(framework, "pp communication overlap")) {
+  if (contains(framework, "pp communication overlap") && p.pp > 1) {
     p.pp_comm_overlap = true;
     notes.add("pipeline exchanges overlapped (the row's framework says so)");
   }
