@@ -647,7 +647,7 @@ namespace {
 std::vector<Job> two_dp_jobs(int first_a, int first_b) {
   std::vector<Job> jobs(2);
   for (int k = 0; k < 2; ++k) {
-    jobs[k].name = k == 0 ? "a" : "b";
+    jobs[k].name = std::string(1, k == 0 ? 'a' : 'b');  // (from a literal, GCC 12 -O3 warns -Wrestrict falsely)
     jobs[k].model = model_preset("gpt3-1.3b");
     jobs[k].plan.dp = 16;
     jobs[k].plan.micro_batch_size = 4;
