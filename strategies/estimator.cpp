@@ -274,8 +274,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
   if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
   // Blocking exchanges (the stack's p2p_sync): every pass of a stage waits for its send (2 per micro-batch and chunk).
-  const bool blocking = p > 1 && !plan.pp_comm_overlap && p2p_blocking(cal, plan.virtual_stages > 1);
-  const double blocked = blocking ? 2.0 * plan.virtual_stages * p2p : 0.0;
+  const double blocked = p2p_wait(cal, plan).sender ? 2.0 * plan.virtual_stages * p2p : 0.0;
   e.bottleneck_stage_s = bottleneck + blocked;
   e.pipeline_s = mb * (bottleneck + blocked) + bubble;
   // Gradient synchronisation, overlapped with the last micro-batch's backward; ZeRO's parameter all-gather after

@@ -7,6 +7,7 @@
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 #include "traces/limits.hpp"
+#include "traces/plan.hpp"
 
 namespace dtsim {
 using json_util::get;
@@ -258,6 +259,13 @@ void check_p2p_sync(const std::string& value, const std::string& ctx) {
 
 bool p2p_blocking(const Calibration& c, bool interleaved) {
   return c.p2p_sync == "all" || (c.p2p_sync == "non_interleaved" && !interleaved);
+}
+
+P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan) {
+  P2pWait w;
+  w.sender = plan.pp > 1 && !plan.pp_comm_overlap && p2p_blocking(c, plan.virtual_stages > 1);
+  w.receiver = w.sender && (plan.schedule == Schedule::GPIPE || plan.schedule == Schedule::ONE_F_ONE_B);
+  return w;
 }
 
 bool Calibration::pinned(const std::string& field) const {

@@ -7,6 +7,8 @@
 
 namespace dtsim {
 
+struct ParallelPlan;
+
 /// Message-size dependent correction of one link class, after SimGrid's piecewise network factors: a message of
 /// m <= max_bytes bytes sees latency x latency_factor and bandwidth x bandwidth_factor (on top of the link's
 /// calibrated efficiency). The first segment whose max_bytes >= m applies; none = factors 1.
@@ -137,6 +139,16 @@ inline const std::vector<std::string> kSoftwareFields = {
 /// Whether a calibration's p2p_sync makes the pipeline transfers of a schedule blocking (`interleaved`: the plan
 /// runs the interleaved 1F1B schedule, whose transfers Megatron-Core overlaps since 2023-10).
 bool p2p_blocking(const Calibration& c, bool interleaved);
+/// How a plan's pipeline exchanges wait under a calibration (Megatron's batch_isend_irecv + wait + synchronize,
+/// megatron/core/pipeline_parallel/p2p_communication.py): `sender` — after its sends a rank computes nothing until
+/// they have ended (p2p_blocking, unless the plan overlaps its exchanges, pp_comm_overlap); `receiver` — a transfer
+/// also starts only once the receiver has posted its receive, which a per-pass order expresses in GPipe and 1F1B
+/// only. Both false without pipeline parallelism. The lowering, its footprint estimate and the estimator use this.
+struct P2pWait {
+  bool sender = false;
+  bool receiver = false;
+};
+P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan);
 /// ConfigError unless `value` is a p2p_sync value ("none", "non_interleaved", "all"); `ctx` names the field.
 void check_p2p_sync(const std::string& value, const std::string& ctx);
 

@@ -428,10 +428,9 @@ private:
       const Count reshard = collective(tp, CollectiveKind::ALL_TO_ALL, act_msg / tp_s);
       // Blocking exchanges (p2p_sync): a JOIN after the sends on the compute stream, an edge from each flow to it
       // and, in GPipe / 1F1B, one from the receiver's posting task to each flow.
-      const bool blocking = !p_.pp_comm_overlap && p2p_blocking(cal_, p_.virtual_stages > 1);
-      const int rendezvous =
-          blocking && (p_.schedule == Schedule::GPIPE || p_.schedule == Schedule::ONE_F_ONE_B) ? 1 : 0;
-      auto wait = [&](int n) { return blocking ? Count{1, 1.0 + (1 + rendezvous) * n, 0} : Count{}; };
+      const P2pWait p2p = p2p_wait(cal_, p_);
+      const int rendezvous = p2p.receiver ? 1 : 0;
+      auto wait = [&](int n) { return p2p.sender ? Count{1, 1.0 + (1 + rendezvous) * n, 0} : Count{}; };
       if (k > 0) {
         f += Count{1, 1} + (tp_s > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
         if (tp_s > 1 && p_.stage_layouts_differ((k - 1) % p, s)) f += reshard;

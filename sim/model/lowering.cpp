@@ -1331,13 +1331,13 @@ void Lowerer::lower_rank(int si) {
   // TP rank i of a stage of degree t sends the slice [i/t, (i+1)/t) of it (Megatron's scatter-gather; the whole
   // share without TP) to each receiving TP rank whose slice overlaps it: rank i to rank i between equal degrees.
   // Blocking exchanges (calibration p2p_sync): after its sends, the rank computes nothing more until they have ended.
-  const bool blocking = !p_.pp_comm_overlap && p2p_blocking(cal_, v > 1);
   // ... and, in GPipe and 1F1B, a transfer starts once its receiver has posted the receive: Megatron exchanges after
   // each pass what that pass sent with what the rank's next pass needs, which is this pass order. The interleaved
   // schedule pairs a forward's and a backward's exchanges in one batch (send_forward_backward_recv_forward_backward),
   // which a per-pass order cannot express; there, and in schedules Megatron-LM does not run, the sender still waits
-  // for its transfer but nothing waits for the receiver.
-  const bool rendezvous = blocking && (p_.schedule == Schedule::GPIPE || p_.schedule == Schedule::ONE_F_ONE_B);
+  // for its transfer but nothing waits for the receiver (p2p_wait).
+  const P2pWait exchange = p2p_wait(cal_, p_);
+  const bool blocking = exchange.sender, rendezvous = exchange.receiver;
   auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred) {
     std::vector<std::int32_t> flows;
     const int to_stage = k % p, my_r = p_.replicas(s), to_r = p_.replicas(to_stage), to_t = p_.stage_tp(to_stage);
