@@ -86,7 +86,17 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
     host += static_cast<double>(st.ops.size()) * cal.host_issue_s;
     return std::pair{sum, last >= 0};
   };
+  // A step after which the host waits for the device (a dropless MoE dispatcher's token counts,
+  // Calibration::moe_dispatch_sync): the host cannot have run ahead of it, and the device waits for the host to
+  // issue the next kernel. Both clocks meet there, then the first issue after it is exposed.
+  const bool waits = cal.moe_dispatch_sync && cal.host_issue_s > 0;
+  auto host_wait = [&](std::size_t i) {
+    if (!waits || i >= steps.size() || !steps[i].host_sync) return;
+    t = host = std::max(t, host);
+    t += cal.host_issue_s;
+  };
   for (std::size_t si = 0; si < steps.size(); ++si) {
+    if (si > 0) host_wait(si - 1);
     const auto& s = steps[si];
     if (k > 1 && tl.size[0] > 1) {
       const cost::Step* next = si + 1 < steps.size() ? &steps[si + 1] : nullptr;
@@ -152,6 +162,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       host += cal.host_collective_issue_s;
     }
   }
+  if (!steps.empty()) host_wait(steps.size() - 1);
   // The host issues the kernels and collectives of the pass while the GPU runs (the simulator's HOST stream runs
   // ahead): the pass takes at least their issue time.
   return std::max(t, host);

@@ -81,6 +81,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.ep = plan.ep;
   sh.etp = plan.expert_tp();
   sh.dispatcher = plan.dispatcher;
+  sh.moe_padded = plan.routing.capacity_factor > 0 && plan.routing.pad_to_capacity;
   sh.precision = plan.precision;
   sh.fp32_grad_accumulation = plan.fp32_grads;
   // Transformer Engine's recipes quantize a weight on the first micro-batch and reuse it (is_first_microbatch);
@@ -644,7 +645,21 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
 
     auto& F = blk.forward;
     F.push_back(compute("moe-router", {router, topk, permute}));
+    // Dropless dispatch sizes its buffers from the per-expert token counts (Megatron-Core token_dispatcher.py,
+    // MoEAlltoAllTokenDispatcher.preprocess): with EP or TP the counts are all-gathered over the TP x EP group (E
+    // int64 per member; over the EP group here, the TP members adding latency steps only) and copied to the host,
+    // which waits for them before the all-to-all (cuda_sync_point "before_ep_alltoall"); without either the host
+    // waits after the router ("before_finish"). The all-gather dispatcher reads the counts of the gathered routing
+    // map (.cpu()) after its token all-gather. Padded experts have static sizes: neither.
+    const bool counts = !sh.moe_padded && sh.dispatcher != Dispatcher::ALL_GATHER;
+    if (counts && ep > 1) {
+      F.push_back(group_coll("moe-token-counts", CollectiveKind::ALL_GATHER, ep * E * 8, CommGroup::EP));
+    } else if (counts && tp) {
+      F.push_back(coll("moe-token-counts", CollectiveKind::ALL_GATHER, d.t * E * 8));
+    }
+    if (counts) F.back().host_sync = true;
     if (dispatch) F.push_back(ep_step("moe-dispatch", false));
+    if (!sh.moe_padded && sh.dispatcher == Dispatcher::ALL_GATHER) F.back().host_sync = true;
     if (etp > 1) F.push_back(group_coll("moe-etp-ag", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
     F.push_back(compute("moe-experts", {efc1, eact, efc2}));
     if (etp > 1)

@@ -87,6 +87,9 @@ struct Step {
   int ring_steps = 0;          ///< RING_ATTENTION: blocks (= cp)
   double ring_tail_bytes = 0;  ///< RING_ATTENTION: bytes sent after the last block
   std::int8_t atom = -1;       ///< TP_COLLECTIVE of a dense layer: the atom it belongs to (see kLayerAtoms)
+  /// The host waits for this step to end before it issues anything more (a dropless MoE dispatcher copying the token
+  /// counts to the host: Calibration::moe_dispatch_sync decides whether the stack does).
+  bool host_sync = false;
   double flops() const;
 };
 
@@ -102,6 +105,9 @@ struct Shape {
   CpKind cp_kind = CpKind::RING;
   int ep = 1, etp = 1;  ///< expert parallel and expert tensor parallel degrees
   Dispatcher dispatcher = Dispatcher::ALL_TO_ALL;
+  /// Experts padded to a fixed capacity (Routing::pad_to_capacity with a capacity factor): the dispatch sizes are
+  /// static, so no token counts are exchanged and the host does not wait for them.
+  bool moe_padded = false;
   /// Fraction of the routed token-slots each EP rank's experts receive (ep entries; empty = balanced, 1/ep each).
   std::vector<double> ep_loads = {};
   /// The EP rank whose expert work this shape describes (its load is ep_loads[ep_rank]); -1 = the most loaded.

@@ -119,6 +119,7 @@ nlohmann::json to_json(const Calibration& c) {
             {"kernel_launch_s", c.kernel_launch_s},
             {"host_issue_s", c.host_issue_s},
             {"host_sync_each_pass", c.host_sync_each_pass},
+            {"moe_dispatch_sync", c.moe_dispatch_sync},
             {"host_collective_issue_s", c.host_collective_issue_s},
             {"fa2_attention_efficiency", c.fa2_attention_efficiency},
             {"fa2_attention", c.fa2_attention},
@@ -174,6 +175,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "kernel_launch_s",
                              "host_issue_s",
                              "host_sync_each_pass",
+                             "moe_dispatch_sync",
                              "host_collective_issue_s",
                              "fa2_attention_efficiency",
                              "fa2_attention",
@@ -208,6 +210,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   };
   software(cj, cc, "host_issue_s", c.host_issue_s);
   software(cj, cc, "host_sync_each_pass", c.host_sync_each_pass);
+  software(cj, cc, "moe_dispatch_sync", c.moe_dispatch_sync);
   software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
   software(cj, cc, "fa2_attention", c.fa2_attention);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);
@@ -259,6 +262,11 @@ void check_p2p_sync(const std::string& value, const std::string& ctx) {
 
 bool p2p_blocking(const Calibration& c, bool interleaved) {
   return c.p2p_sync == "all" || (c.p2p_sync == "non_interleaved" && !interleaved);
+}
+
+bool moe_dispatch_waits(const Calibration& c, const ParallelPlan& plan, bool moe_model) {
+  return moe_model && c.moe_dispatch_sync && c.host_issue_s > 0 &&
+         !(plan.routing.capacity_factor > 0 && plan.routing.pad_to_capacity);
 }
 
 P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan) {

@@ -85,6 +85,14 @@ struct Calibration {
   /// a micro-batch on a model chunk), as Megatron-LM's timers do (torch.cuda.synchronize() around every
   /// forward-compute / backward-compute): the host cannot run ahead across passes. Only with host_issue_s > 0.
   bool host_sync_each_pass = false;
+  /// A dropless MoE layer's forward makes the host wait for the device once (Megatron-Core's token dispatchers read
+  /// the per-expert token counts on the CPU to size the all-to-all and the grouped GEMMs: token_dispatcher.py,
+  /// _maybe_dtoh_and_synchronize at cuda_sync_point; the all-gather dispatcher's .cpu(); torchtitan's .tolist() of
+  /// the splits): after the router, the count exchange (a small all-gather over the EP group) and its copy to the
+  /// host, the host issues nothing until the device has got there, so the host cannot run ahead across MoE layers.
+  /// Experts padded to capacity (ParallelPlan routing pad_to_capacity) have static sizes and do not wait. Only with
+  /// host_issue_s > 0.
+  bool moe_dispatch_sync = false;
   /// Host time per collective that a pass issues (tensor-parallel all-reduce / all-gather / reduce-scatter inside a
   /// layer): the framework's autograd function, torch.distributed's call and NCCL's enqueue. It occupies the same
   /// host thread as host_issue_s, so kernels after the collective are issued later; the collective itself cannot
@@ -134,7 +142,7 @@ struct Calibration {
 inline const std::vector<std::string> kSoftwareFields = {
     "host_issue_s", "host_sync_each_pass", "host_collective_issue_s", "p2p_overhead_s",
     "p2p_sync",     "fa2_attention",       "per_iteration_s",         "grad_clip",
-    "tf32_matmul"};
+    "tf32_matmul",  "moe_dispatch_sync"};
 
 /// Whether a calibration's p2p_sync makes the pipeline transfers of a schedule blocking (`interleaved`: the plan
 /// runs the interleaved 1F1B schedule, whose transfers Megatron-Core overlaps since 2023-10).
@@ -144,6 +152,10 @@ bool p2p_blocking(const Calibration& c, bool interleaved);
 /// they have ended (p2p_blocking, unless the plan overlaps its exchanges, pp_comm_overlap); `receiver` — a transfer
 /// also starts only once the receiver has posted its receive, which a per-pass order expresses in GPipe and 1F1B
 /// only. Both false without pipeline parallelism. The lowering, its footprint estimate and the estimator use this.
+/// Whether a plan's MoE layers make the host wait for the device (Calibration::moe_dispatch_sync, with the host
+/// modelled: host_issue_s > 0), for a model with MoE layers (`moe_model`): dropless routing only (padded experts
+/// have static sizes).
+bool moe_dispatch_waits(const Calibration& c, const ParallelPlan& plan, bool moe_model);
 struct P2pWait {
   bool sender = false;
   bool receiver = false;

@@ -27,7 +27,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   json_util::reject_unknown(j, ctx,
                             {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s",
                              "host_sync_each_pass", "host_collective_issue_s", "p2p_overhead_s", "p2p_sync",
-                             "fa2_attention", "per_iteration_s", "grad_clip", "tf32_matmul"});
+                             "fa2_attention", "per_iteration_s", "grad_clip", "tf32_matmul", "moe_dispatch_sync"});
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
@@ -42,6 +42,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.per_iteration_s = get_or<double>(j, ctx, "per_iteration_s", 0.0);
   s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
   s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
+  s.moe_dispatch_sync = get_or<bool>(j, ctx, "moe_dispatch_sync", false);
   s.validate(ctx);
   return s;
 }
@@ -60,7 +61,8 @@ nlohmann::json to_json(const StackProfile& s) {
           {"fa2_attention", s.fa2_attention},
           {"per_iteration_s", s.per_iteration_s},
           {"grad_clip", s.grad_clip},
-          {"tf32_matmul", s.tf32_matmul}};
+          {"tf32_matmul", s.tf32_matmul},
+          {"moe_dispatch_sync", s.moe_dispatch_sync}};
 }
 
 std::vector<std::string> stack_names() {
@@ -95,6 +97,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("per_iteration_s", c.per_iteration_s, s.per_iteration_s);
   fill("grad_clip", c.grad_clip, s.grad_clip);
   fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);
+  fill("moe_dispatch_sync", c.moe_dispatch_sync, s.moe_dispatch_sync);
   c.stack = s.name;
   return c;
 }

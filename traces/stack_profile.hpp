@@ -23,6 +23,8 @@ struct StackProfile {
   double host_issue_s = 0;
   bool host_sync_each_pass = false;
   double host_collective_issue_s = 0;
+  /// A dropless MoE layer's forward waits once on the host for the token counts (Calibration::moe_dispatch_sync).
+  bool moe_dispatch_sync = false;
   /// Software cost per pipeline send/receive (Megatron's batched isend/irecv: microseconds; DeepSpeed's pipeline
   /// engine: blocking broadcasts between interpreted instructions).
   double p2p_overhead_s = 5e-6;

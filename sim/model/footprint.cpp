@@ -221,7 +221,9 @@ private:
   }
 
   /// One host issue (Lowerer::host_issue): a span outside the graph, or a HOST-stream task when the host syncs.
-  Count host_issue() const { return host_issue_as_tasks(cal_, opt_) ? Count{1, 2} : Count{0, 0, 1}; }
+  Count host_issue() const {
+    return host_issue_as_tasks(cal_, opt_, p_, m_.moe.enabled()) ? Count{1, 2} : Count{0, 0, 1};
+  }
 
   // ---- compute (Lowerer::compute_task, run_steps, overlapped_compute, ring_attention)
   Count compute(double kernels, bool* issued) const {
@@ -285,8 +287,10 @@ private:
     Count c;
     bool issued = false;
     const Group tp = group(rank, GroupAxis::TP);
+    const bool moe_waits = moe_dispatch_waits(cal_, p_, m_.moe.enabled());
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const auto& st = steps[i];
+      if (st.host_sync && moe_waits) c += Count{1, 2};  // the host's wait: a JOIN, its edge and the host chain's
       if (st.kind == cost::Step::Kind::COMPUTE) {
         const bool rs = p_.tp_comm_overlap && i + 1 < steps.size() &&
                         cost::tp_overlappable(steps[i + 1], CollectiveKind::REDUCE_SCATTER) &&

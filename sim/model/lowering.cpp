@@ -215,6 +215,7 @@ private:
   std::vector<std::array<std::int32_t, kNumStreams>> last_;
   /// host_issue as release times (the host never syncs with the device); each rank's host clock so far.
   bool host_runs_ahead_ = true;
+  bool moe_waits_ = false;  ///< moe_dispatch_waits: a step marked host_sync makes the host wait for it
   std::vector<double> host_clock_;
   std::vector<std::array<int, kNumGroupAxes>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
   int block_index(const RankCoord& c) const { return sim::block_index(p_, c); }
@@ -1197,8 +1198,7 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
       id = collective(si, ax, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer, mb, last,
                       &coll_first, st.axis);
       a2a_loads_ = nullptr;
-      if (id == last) continue;  // a group of one
-      if (cal_.host_collective_issue_s > 0 && coll_first >= 0 && !p_.cuda_graphs) {
+      if (id != last && cal_.host_collective_issue_s > 0 && coll_first >= 0 && !p_.cuda_graphs) {
         // The host issues the collective (framework call + NCCL enqueue) between the kernels around it: later
         // kernels are issued after it, and this member's part of the collective starts once it is issued.
         Task like;
@@ -1209,6 +1209,20 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
         host_issue(si, like, cal_.host_collective_issue_s, coll_first);
       }
     }
+    if (st.host_sync && moe_waits_) {
+      // The host waits for the step (Calibration::moe_dispatch_sync): a JOIN on the HOST stream after it, so every
+      // later host issue of the rank starts once the device has got here.
+      Task sync;
+      sync.kind = TaskKind::JOIN;
+      sync.stream = Stream::HOST;
+      sync.phase = phase;
+      sync.layer = layer;
+      sync.microbatch = mb;
+      sync.name = g_.intern(prefix + st.name + "-host-wait");
+      const auto wait = add_on_stream(si, sync);
+      if (id >= 0) g_.depend(id, wait);
+    }
+    if (id == last) continue;  // a group of one
     if (first_task && *first_task < 0) *first_task = id;
     last = id;
   }
@@ -1735,7 +1749,8 @@ void Lowerer::setup_ranks() {
     last_.assign(out_.ranks.size(), none);
   }
   // With host_sync_each_pass the host stream holds JOINs that wait for the device: its tasks stay in the graph.
-  host_runs_ahead_ = !host_issue_as_tasks(cal_, opt_);
+  host_runs_ahead_ = !host_issue_as_tasks(cal_, opt_, p_, m_.moe.enabled());
+  moe_waits_ = moe_dispatch_waits(cal_, p_, m_.moe.enabled());
   host_clock_.assign(out_.ranks.size(), 0.0);
   seq_.assign(out_.ranks.size(), std::array<int, kNumGroupAxes>{});
 }

@@ -88,11 +88,14 @@ struct SimOptions {
 };
 
 /// Whether the host's kernel issue stays DELAY tasks on each rank's HOST stream: when the host syncs with the device
-/// before every pass (calibration host_sync_each_pass with host_issue_s > 0) or SimOptions::host_issue_tasks asks;
-/// otherwise it becomes release times and host spans (TaskGraph::release_at_least). The lowering and the footprint
-/// estimate both decide by this.
-inline bool host_issue_as_tasks(const Calibration& cal, const SimOptions& opt) {
-  return (cal.host_sync_each_pass && cal.host_issue_s > 0) || opt.host_issue_tasks;
+/// before every pass (calibration host_sync_each_pass with host_issue_s > 0) or inside MoE layers
+/// (moe_dispatch_waits; `moe_model`: the model has MoE layers), or SimOptions::host_issue_tasks asks; otherwise it
+/// becomes release times and host spans (TaskGraph::release_at_least). The lowering and the footprint estimate both
+/// decide by this.
+inline bool host_issue_as_tasks(const Calibration& cal, const SimOptions& opt, const ParallelPlan& plan,
+                                bool moe_model) {
+  return (cal.host_sync_each_pass && cal.host_issue_s > 0) || moe_dispatch_waits(cal, plan, moe_model) ||
+         opt.host_issue_tasks;
 }
 
 struct SimRank {

@@ -76,6 +76,51 @@ ParallelPlan ep_plan(int ep, int dp, const Routing& routing = {}) {
   return p;
 }
 
+// Dropless dispatch (Calibration::moe_dispatch_sync, Megatron-Core's token dispatcher reading the token counts on the
+// host): once per MoE layer forward the host waits for the device. Host-bound (1 s of host per kernel, so the device
+// has always finished what it was given before the next kernel is issued), each wait delays everything after it by
+// exactly the device work the host waits for: the router step (one GPU), plus the count all-gather (EP 2: a ring of
+// two, one step of alpha + (ep E 8 / 2) / bw). Experts padded to capacity have static sizes: no wait.
+double moe_host_run(int ep, bool sync, bool padded, double alpha, double bw) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  const ClusterSpec c = uniform_cluster(1, ep, bw, alpha);
+  ParallelPlan p = ep_plan(ep, ep);
+  p.global_batch_size = 3 * p.micro_batch_size * ep;  // 3 micro-batches
+  if (padded) {
+    p.routing.capacity_factor = 1;
+    p.routing.pad_to_capacity = true;
+  }
+  Calibration cal = ideal_calibration();
+  cal.host_issue_s = 1.0;
+  cal.moe_dispatch_sync = sync;
+  return makespan(run(m, c, p, cal));
+}
+
+double router_step_s(int ep) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  ParallelPlan p = ep_plan(ep, ep);
+  p.global_batch_size = 3 * p.micro_batch_size * ep;
+  const auto pc = sim::default_pass_costs(m, p);
+  Calibration cal = ideal_calibration();
+  for (const auto& st : pc.moe_layer.at(0).forward)
+    if (st.name == "moe-router") return cost::step_time_s(st, uniform_cluster(1, ep, 1e11, 0).gpu, m.dtype, cal);
+  ADD_FAILURE() << "no moe-router step";
+  return 0;
+}
+
+TEST(MoeOracle, DispatcherHostWaitHostBound) {
+  const double alpha = 1e-5, bw = 1e11;
+  const int syncs = 2 * 3;  // MoE layers x micro-batches (forwards only; no recompute)
+  const double r = router_step_s(1);
+  ASSERT_GT(r, 0);
+  const double one_gpu = moe_host_run(1, true, false, alpha, bw) - moe_host_run(1, false, false, alpha, bw);
+  EXPECT_NEAR(one_gpu, syncs * r, 1e-9 * syncs * r);
+  const double counts_s = alpha + (2.0 * 8 * 8 / 2) / bw;
+  const double two_gpus = moe_host_run(2, true, false, alpha, bw) - moe_host_run(2, false, false, alpha, bw);
+  EXPECT_NEAR(two_gpus, syncs * (router_step_s(2) + counts_s), 1e-9 * two_gpus);
+  EXPECT_EQ(moe_host_run(2, true, true, alpha, bw), moe_host_run(2, false, true, alpha, bw));
+}
+
 TEST(MoeOracle, DispatchBytesBalanced) {
   const TransformerSpec m = tiny_moe(2, 8, 2);
   const ClusterSpec c = uniform_cluster(1, 4, 100e9, 1e-6);

@@ -24,6 +24,7 @@ inline Calibration ideal_calibration() {
   c.gemm_tile_m = c.gemm_tile_k = 0;  // no tile quantisation of grouped GEMMs
   c.host_issue_s = 0;
   c.host_sync_each_pass = false;
+  c.moe_dispatch_sync = false;
   c.host_collective_issue_s = 0;
   c.optimizer_bytes_per_param = 0;
   c.intra_bandwidth_efficiency = 1.0;

@@ -94,9 +94,16 @@ TEST(Footprint, TasksEdgesAndRanksMatchTheLowering) {
     EXPECT_GT(f.edges, 0.5 * edges);
     EXPECT_LT(f.edges, 2.0 * edges);
     const double spans = static_cast<double>(low.graph.host_spans().size());
-    EXPECT_GT(spans, 0.0);  // the default calibrations issue kernels from the host, which never waits
-    EXPECT_GT(f.host_spans, 0.75 * spans);
-    EXPECT_LT(f.host_spans, 1.25 * spans);
+    if (c.plan.ep > 1) {
+      // Megatron-Core's dropless MoE dispatcher makes the host wait (moe_dispatch_sync): its issue is HOST-stream
+      // tasks (counted above), no spans.
+      EXPECT_EQ(spans, 0.0);
+      EXPECT_EQ(f.host_spans, 0.0);
+    } else {
+      EXPECT_GT(spans, 0.0);  // the default calibrations issue kernels from the host, which never waits
+      EXPECT_GT(f.host_spans, 0.75 * spans);
+      EXPECT_LT(f.host_spans, 1.25 * spans);
+    }
     std::printf("%s: tasks %.0f / %.0f, edges %.0f / %.0f, host spans %.0f / %.0f (estimated / lowered)\n",
                 c.name.c_str(), f.tasks, tasks, f.edges, edges, f.host_spans, spans);
     EXPECT_EQ(f.simulated_ranks, static_cast<int>(low.ranks.size()));

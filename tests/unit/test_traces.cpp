@@ -667,6 +667,11 @@ TEST(Calibration, DefaultsForShippedGpusLoadAndValidate) {
   EXPECT_TRUE(dtsim::p2p_blocking(mc, false));
   EXPECT_FALSE(dtsim::p2p_blocking(mc, true));
   EXPECT_FALSE(dtsim::p2p_blocking(dtsim::with_stack(a, "torchtitan"), false));
+  // Dropless MoE dispatch: Megatron's and torchtitan's dispatchers read the token counts on the host, DeepSpeed-MoE
+  // drops to a static capacity.
+  EXPECT_TRUE(mc.moe_dispatch_sync);
+  EXPECT_TRUE(dtsim::with_stack(a, "torchtitan").moe_dispatch_sync);
+  EXPECT_FALSE(md.moe_dispatch_sync);
   EXPECT_EQ(md.gemm_efficiency_max, a.gemm_efficiency_max);
   EXPECT_EQ(a.optimizer_bytes_per_param, 28.0);
   EXPECT_EQ(a.reserved_memory_bytes, 2.0e9);
@@ -689,6 +694,7 @@ TEST(Calibration, JsonRoundTrip) {
   c.kernel_launch_s = 3.5e-6;
   c.host_issue_s = 6.5e-5;
   c.host_sync_each_pass = true;
+  c.moe_dispatch_sync = true;
   c.host_collective_issue_s = 2.25e-5;
   c.optimizer_bytes_per_param = 27;
   c.intra_bandwidth_efficiency = 0.63;
@@ -711,6 +717,8 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_EQ(r.kernel_launch_s, c.kernel_launch_s);
   EXPECT_EQ(r.host_issue_s, c.host_issue_s);
   EXPECT_EQ(r.host_sync_each_pass, c.host_sync_each_pass);
+  EXPECT_EQ(r.moe_dispatch_sync, c.moe_dispatch_sync);
+  EXPECT_TRUE(r.pinned("moe_dispatch_sync"));
   EXPECT_EQ(r.host_collective_issue_s, c.host_collective_issue_s);
   EXPECT_EQ(r.optimizer_bytes_per_param, c.optimizer_bytes_per_param);
   EXPECT_EQ(r.intra_bandwidth_efficiency, c.intra_bandwidth_efficiency);
@@ -1057,6 +1065,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("per_iteration_s");
   j["compute"].erase("grad_clip");
   j["compute"].erase("tf32_matmul");
+  j["compute"].erase("moe_dispatch_sync");
   j["network"].erase("p2p_overhead_s");
   j["network"].erase("p2p_sync");
   j["compute"]["host_issue_s"] = 1e-5;
