@@ -144,6 +144,18 @@ private:
     like.duration_s = duration_s;
     g_.depend(add_on_stream(si, like), gated);
   }
+  /// A JOIN on rank si's HOST stream (the host waiting for the device; the caller adds what it waits for): every
+  /// later host issue of the rank starts after it.
+  std::int32_t host_join(int si, Phase phase, int layer, int mb, std::int32_t name) {
+    Task sync;
+    sync.kind = TaskKind::JOIN;
+    sync.stream = Stream::HOST;
+    sync.phase = phase;
+    sync.layer = layer;
+    sync.microbatch = mb;
+    sync.name = name;
+    return add_on_stream(si, sync);
+  }
   void chain(int si, Stream s, std::int32_t first, std::int32_t last) {
     auto& prev = last_[si][static_cast<int>(s)];
     if (prev >= 0) g_.depend(prev, first);
@@ -1212,14 +1224,7 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
     if (st.host_sync && moe_waits_) {
       // The host waits for the step (Calibration::moe_dispatch_sync): a JOIN on the HOST stream after it, so every
       // later host issue of the rank starts once the device has got here.
-      Task sync;
-      sync.kind = TaskKind::JOIN;
-      sync.stream = Stream::HOST;
-      sync.phase = phase;
-      sync.layer = layer;
-      sync.microbatch = mb;
-      sync.name = g_.intern(prefix + st.name + "-host-wait");
-      const auto wait = add_on_stream(si, sync);
+      const auto wait = host_join(si, phase, layer, mb, g_.intern(prefix + st.name + "-host-wait"));
       if (id >= 0) g_.depend(id, wait);
     }
     if (id == last) continue;  // a group of one
@@ -1544,14 +1549,9 @@ void Lowerer::lower_rank(int si) {
     if (cal_.host_sync_each_pass && cal_.host_issue_s > 0) {
       // The host synchronizes with the device before issuing this pass: it waits for everything this rank has
       // enqueued so far, on every stream.
-      Task sync;
-      sync.kind = TaskKind::JOIN;
-      sync.stream = Stream::HOST;
-      sync.phase = op.kind == PipeOp::Kind::F ? Phase::FORWARD : Phase::BACKWARD;
-      sync.microbatch = mb;
-      sync.name = g_.intern("host-sync");
       const auto before = last_[si];
-      const auto id = add_on_stream(si, sync);
+      const auto id =
+          host_join(si, op.kind == PipeOp::Kind::F ? Phase::FORWARD : Phase::BACKWARD, -1, mb, g_.intern("host-sync"));
       for (int st = 0; st < kNumStreams; ++st)
         if (st != static_cast<int>(Stream::HOST) && before[st] >= 0) g_.depend(before[st], id);
     }
