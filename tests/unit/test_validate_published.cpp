@@ -498,6 +498,10 @@ TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   EXPECT_EQ(moe.plan.zero_stage, 1);
   EXPECT_EQ(moe.plan.recompute, Recompute::NONE);
   EXPECT_EQ(moe.plan.schedule, Schedule::ONE_F_ONE_B);
+  // "overlap": "none: ... no overlap-grad-reduce / overlap-param-gather flags": gradients reduced after the flush.
+  EXPECT_FALSE(moe.plan.dp_overlap);
+  EXPECT_FALSE(moe.plan.overlap_param_gather);
+  EXPECT_TRUE(has(moe.notes, "gradients reduced after the last backward")) << moe.notes;
   EXPECT_EQ(moe.plan.micro_batch_size, 1);
   EXPECT_EQ(moe.plan.global_batch_size, 16);
   EXPECT_EQ(moe.plan.num_microbatches(), 4);

@@ -521,6 +521,16 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     if (p.dp > 1) notes.add("DeepSpeed reduces gradients after the pipeline flush: no DP overlap");
     if (p.pp > 1) notes.add("DeepSpeed pipeline TrainSchedule predicted as 1F1B");
   }
+  // A row that says its run overlapped nothing (SimuMax's B200 table: "no overlap-grad-reduce / overlap-param-gather
+  // flags"): Megatron-Core then reduces the gradients after the last micro-batch's backward (--overlap-grad-reduce is
+  // off by default in megatron/training/arguments.py).
+  {
+    const std::string overlap = lower(opt_str(row, ctx, "overlap"));
+    if ((overlap.rfind("none", 0) == 0 || contains(overlap, "no overlap-grad-reduce")) && p.dp_overlap) {
+      p.dp_overlap = false;
+      if (p.dp > 1) notes.add("gradients reduced after the last backward: the row overlaps nothing");
+    }
+  }
   // Async TP (torchtitan) overlaps the sequence-parallel all-gathers and reduce-scatters with their GEMMs in
   // pieces, as Megatron-Core's --tp-comm-overlap does.
   if (opt_bool(row, ctx, "async_tp").value_or(false) || opt_bool(row, ctx, "tp_comm_overlap").value_or(false)) {
