@@ -103,6 +103,8 @@ Presets presets() {
                     c.inter.nics_per_node, c.inter.nic_bandwidth_Bps * 8 / 1e9);
     t += line;
   }
+  t += "fewer GPUs per node: NAME:GPUS@PER_NODE (gb200-nvl72:576@64 = 9 racks of 64; NVL72 counts that are multiples "
+       "of 64 but not of 72 take 64 per rack)\n";
   t += "fabrics (after NAME:GPUS): :fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
        ":rail:NODES_PER_RAIL:OVERSUB\n";
   p.text = std::move(t);

@@ -238,7 +238,8 @@ struct ClusterPreset {
 // inference v6.1 Crusoe GB200-NVL72: 4 BlueField-3 [ConnectX-7] per 4-GPU node), ConnectX-8 800 Gb/s on GB300 (4
 // ConnectX-8 per 4-GPU compute tray: docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/
 // components.html; glennklockwood.com: "72 ConnectX-8 NICs"). NVLink latency through the switch trays as inside a
-// DGX (estimate). Use them in multiples of 72 GPUs ("gb200-nvl72:576" = 8 racks).
+// DGX (estimate). Use them in multiples of 72 GPUs ("gb200-nvl72:576" = 8 racks) or with fewer GPUs per rack
+// ("gb200-nvl72:576@64" = 9 racks of 64; a count that is a multiple of 64 but not of 72 takes 64 per rack).
 // Clariden (CSCS Alps, HPE Cray EX254n GH200 blades; alias alps-gh200): 4 GH200 per node, "four Grace-Hopper modules
 // and four corresponding network interface cards (NICs)" per node on HPE Slingshot 11 (CSCS documentation,
 // docs.cscs.ch/alps/hardware, "NVIDIA GH200 GPU Nodes"; eth-cscs/cscs-docs docs/alps/hardware.md). Inside a node the
@@ -454,9 +455,19 @@ ClusterSpec load_cluster(const std::string& spec) {
         throw ConfigError("cluster '" + spec + "': the switch fabric takes no arguments");
       }
     }
+    long per_node = -1;  // NAME:GPUS@PER_NODE: the job uses PER_NODE GPUs of each node (NVL72 racks: 64 of 72)
     if (parts.size() > 1) {
       base = parts[0];
       std::string count = parts[1];
+      if (const auto at = count.find('@'); at != std::string::npos) {
+        const std::string pn = count.substr(at + 1);
+        count.resize(at);
+        char* end = nullptr;
+        per_node = std::strtol(pn.c_str(), &end, 10);
+        if (pn.empty() || *end != '\0' || per_node <= 0 || per_node > kMaxGpus)
+          throw ConfigError("cluster '" + spec + "': GPUs per node '" + pn +
+                            "' after '@' is not an integer from 1 to " + std::to_string(kMaxGpus));
+      }
       char* end = nullptr;
       n_gpus = std::strtol(count.c_str(), &end, 10);
       if (count.empty() || *end != '\0' || n_gpus <= 0 || n_gpus > kMaxGpus)
@@ -477,15 +488,22 @@ ClusterSpec load_cluster(const std::string& spec) {
     if (n_gpus < 0) n_gpus = p->gpus_per_node;
     c.name = spec;
     c.gpu = gpu_preset(p->gpu);
-    if (n_gpus <= p->gpus_per_node) {
+    if (per_node > p->gpus_per_node)
+      throw ConfigError("cluster '" + spec + "': " + std::to_string(per_node) + " GPUs per node, but a " + base +
+                        " node has " + std::to_string(p->gpus_per_node));
+    // NVL72 racks not used whole: NVIDIA's training recipes run 64 of each rack's 72 GPUs (the rest spares), so a
+    // count that is a multiple of 64 but not of 72 takes 64 per rack unless '@' says otherwise.
+    if (per_node < 0 && p->gpus_per_node == 72 && n_gpus > 72 && n_gpus % 72 != 0 && n_gpus % 64 == 0) per_node = 64;
+    const long node_gpus = per_node > 0 ? per_node : p->gpus_per_node;
+    if (n_gpus <= node_gpus) {
       c.num_nodes = 1;
       c.gpus_per_node = static_cast<int>(n_gpus);
     } else {
-      if (n_gpus % p->gpus_per_node != 0)
+      if (n_gpus % node_gpus != 0)
         throw ConfigError("cluster '" + spec + "': " + std::to_string(n_gpus) + " GPUs is not a whole number of " +
-                          std::to_string(p->gpus_per_node) + "-GPU nodes");
-      c.num_nodes = static_cast<int>(n_gpus / p->gpus_per_node);
-      c.gpus_per_node = p->gpus_per_node;
+                          std::to_string(node_gpus) + "-GPU nodes (NAME:GPUS@PER_NODE uses fewer GPUs per node)");
+      c.num_nodes = static_cast<int>(n_gpus / node_gpus);
+      c.gpus_per_node = static_cast<int>(node_gpus);
     }
     if (base == "dgx1-v100" || base == "pcie-a100") {
       if (n_gpus % 8 != 0) throw ConfigError("cluster '" + spec + "': " + base + " comes in whole 8-GPU nodes");

@@ -276,7 +276,8 @@ TEST(ClusterPresets, Nvl72RacksAreSeventyTwoGpuNodesWithANicPerGpu) {
 }
 
 TEST(ClusterPresets, Nvl72GpuCountNotAWholeNumberOfRacksRefused) {
-  for (const char* spec : {"gb200-nvl72:100", "gb200-nvl72:152", "gb300-nvl72:128", "gb300-nvl72:200:fat-tree:2:1"}) {
+  for (const char* spec : {"gb200-nvl72:100", "gb200-nvl72:152", "gb300-nvl72:200", "gb300-nvl72:200:fat-tree:2:1",
+                           "gb200-nvl72:576@60", "gb200-nvl72:144@73", "dgx-h100:16@9", "dgx-h100:16@0"}) {
     SCOPED_TRACE(spec);
     const std::string msg = error_of<ConfigError>([&] { dtsim::load_cluster(spec); });
     EXPECT_FALSE(msg.empty());
@@ -284,8 +285,31 @@ TEST(ClusterPresets, Nvl72GpuCountNotAWholeNumberOfRacksRefused) {
   const std::string msg = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:100"); });
   EXPECT_TRUE(contains(msg, "100 GPUs is not a whole number of 72-GPU nodes")) << msg;
   EXPECT_TRUE(contains(msg, "gb200-nvl72:100")) << msg;
-  const std::string msg2 = error_of<ConfigError>([] { dtsim::load_cluster("gb300-nvl72:128"); });
-  EXPECT_TRUE(contains(msg2, "128 GPUs is not a whole number of 72-GPU nodes")) << msg2;
+  EXPECT_TRUE(contains(msg, "NAME:GPUS@PER_NODE")) << msg;
+  const std::string msg2 = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:144@73"); });
+  EXPECT_TRUE(contains(msg2, "73 GPUs per node, but a gb200-nvl72 node has 72")) << msg2;
+}
+
+// Racks used in part (issue Calibrate: NVIDIA's training recipes run 64 of each NVL72 rack's 72 GPUs): a count that
+// is a multiple of 64 but not of 72 takes 64 per rack; NAME:GPUS@PER_NODE says it for any count and any preset, and
+// each node keeps one NIC per GPU in use.
+TEST(ClusterPresets, Nvl72RacksUsedInPart) {
+  const ClusterSpec a = dtsim::load_cluster("gb300-nvl72:128");
+  EXPECT_EQ(a.num_nodes, 2);
+  EXPECT_EQ(a.gpus_per_node, 64);
+  EXPECT_EQ(a.inter.nics_per_node, 64);
+  const ClusterSpec b = dtsim::load_cluster("gb200-nvl72:576@64");
+  EXPECT_EQ(b.num_nodes, 9);
+  EXPECT_EQ(b.gpus_per_node, 64);
+  EXPECT_EQ(b.node_of(64), 1);
+  EXPECT_EQ(dtsim::load_cluster("gb200-nvl72:576").num_nodes, 8);  // a multiple of 72: whole racks
+  const ClusterSpec c = dtsim::load_cluster("dgx-h100:16@4");
+  EXPECT_EQ(c.num_nodes, 4);
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_EQ(c.inter.nics_per_node, 4);
+  const ClusterSpec f = dtsim::load_cluster("gb200-nvl72:256@64:fat-tree:2:1");
+  EXPECT_EQ(f.num_nodes, 4);
+  EXPECT_EQ(f.num_leaves(), 2);
 }
 
 TEST(ClusterPresets, JsonRoundTripKeepsTheNewGpus) {

@@ -12,6 +12,7 @@
 #include "validate/published/cross_validate.hpp"
 #include "validate/published/flop_conventions.hpp"
 #include "validate/published/published.hpp"
+#include "validate/published/published_json.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
@@ -474,6 +475,63 @@ TEST(SharedMeasurements, AnUnstatedMemoryLeverIsTakenWhenTheMappedPlanDoesNotFit
   EXPECT_EQ(r.row.plan.zero_stage, 1);
   EXPECT_EQ(r.row.plan.recompute, Recompute::NONE);
   EXPECT_TRUE(has(r.row.notes, "does not fit as mapped: distributed optimizer (ZeRO-1) assumed")) << r.row.notes;
+}
+
+// A 2026-style table in the measurements-document shape (issue Calibrate): Grace-Blackwell NVL72 racks used whole
+// or 64 of 72, B300, MXFP8 / NVFP4 / FP8 recipe shorthands, an MoE shape with no dense FFN. Synthetic rows: the
+// measured times only make the rows scoreable; the test checks what each row maps to.
+TEST(PublishedData, BlackwellRowsMapToPresetsPrecisionsAndRackSubsets) {
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {
+      "moe-a": {"layers": 8, "hidden": 2048, "heads": 16, "kv_heads": 4, "vocab": 32000, "mlp": "swiglu",
+                "moe": {"experts": 64, "top_k": 8, "expert_ffn_hidden": 768}},
+      "dense-a": {"layers": 8, "hidden": 4096, "ffn_hidden": 14336, "heads": 32, "kv_heads": 8, "vocab": 128256,
+                  "mlp": "swiglu"}},
+    "rows": [
+      {"id": "gb200-64-mxfp8", "gpu": "GB200", "gpus": 64, "model": "moe-a", "seq": 4096, "precision": "mxfp8",
+       "tp": 1, "pp": 1, "dp": 64, "ep": 8, "mbs": 1, "gbs": 256, "measured": {"iteration_s": 1.0}},
+      {"id": "gb200-256", "gpu": "GB200 NVL72", "gpus": 256, "model": "dense-a", "seq": 4096, "precision": "fp8-cs",
+       "tp": 2, "pp": 1, "dp": 128, "mbs": 1, "gbs": 256, "measured": {"iteration_s": 1.0}},
+      {"id": "gb300-576-64", "gpu": "GB300", "gpus": 576, "gpus_per_node": 64, "model": "dense-a", "seq": 4096,
+       "precision": "nvfp4", "tp": 1, "pp": 1, "dp": 576, "mbs": 1, "gbs": 576, "measured": {"iteration_s": 1.0}},
+      {"id": "gb200-tray", "gpu": "GB200", "gpus": 144, "gpus_per_node": 4, "model": "dense-a", "seq": 4096,
+       "precision": "bf16", "tp": 1, "pp": 1, "dp": 144, "mbs": 1, "gbs": 144, "measured": {"iteration_s": 1.0}},
+      {"id": "b300-8", "gpu": "B300", "gpus": 8, "model": "dense-a", "seq": 4096, "precision": "fp8-mx",
+       "tp": 1, "pp": 1, "dp": 8, "mbs": 1, "gbs": 8, "measured": {"iteration_s": 1.0}},
+      {"id": "h100-ds", "gpu": "H100", "gpus": 8, "model": "dense-a", "seq": 4096, "precision": "fp8-ds",
+       "tp": 1, "pp": 1, "dp": 8, "mbs": 1, "gbs": 8, "measured": {"iteration_s": 1.0}},
+      {"id": "gb200-70", "gpu": "GB200", "gpus": 140, "model": "dense-a", "seq": 4096, "precision": "bf16",
+       "tp": 1, "pp": 1, "dp": 140, "mbs": 1, "gbs": 140, "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "table.json");
+  ASSERT_EQ(rows.size(), 7u);
+  const auto& a = row_by_id(rows, "gb200-64-mxfp8");
+  EXPECT_TRUE(a.failure.empty()) << a.failure;
+  EXPECT_EQ(a.cluster, "gb200-nvl72:64");
+  EXPECT_EQ(a.gpu, "gb200");
+  EXPECT_EQ(a.plan.precision, Precision::MXFP8);
+  EXPECT_TRUE(a.model.moe.enabled());
+  const auto& b = row_by_id(rows, "gb200-256");
+  EXPECT_TRUE(b.failure.empty()) << b.failure;
+  EXPECT_EQ(b.cluster, "gb200-nvl72:256");  // 4 racks of 64 (load_cluster's NVL72 rule), said in a note
+  EXPECT_EQ(load_cluster(b.cluster).gpus_per_node, 64);
+  EXPECT_TRUE(has(b.notes, "64 of each NVL72 rack's 72 assumed")) << b.notes;
+  EXPECT_EQ(b.plan.precision, Precision::FP8_CURRENT);
+  const auto& c = row_by_id(rows, "gb300-576-64");
+  EXPECT_TRUE(c.failure.empty()) << c.failure;
+  EXPECT_EQ(c.cluster, "gb300-nvl72:576@64");
+  EXPECT_EQ(load_cluster(c.cluster).num_nodes, 9);
+  EXPECT_EQ(c.plan.precision, Precision::NVFP4);
+  const auto& d = row_by_id(rows, "gb200-tray");
+  EXPECT_TRUE(d.failure.empty()) << d.failure;
+  EXPECT_EQ(d.cluster, "gb200-nvl72:144");
+  EXPECT_TRUE(has(d.notes, "compute tray")) << d.notes;
+  const auto& e = row_by_id(rows, "b300-8");
+  EXPECT_TRUE(e.failure.empty()) << e.failure;
+  EXPECT_EQ(e.cluster, "dgx-b300:8");
+  EXPECT_EQ(e.plan.precision, Precision::MXFP8);
+  EXPECT_EQ(row_by_id(rows, "h100-ds").plan.precision, Precision::FP8_DELAYED);
+  // 140 GPUs: neither whole racks nor racks of 64: refused with the way out named.
+  EXPECT_TRUE(has(row_by_id(rows, "gb200-70").failure, "GPUS@PER_NODE")) << row_by_id(rows, "gb200-70").failure;
 }
 
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {

@@ -278,6 +278,12 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
     // SAILOR's "GH-96": the 96 GB HBM3 GH200 of CSCS Alps' Clariden nodes (4 per node).
     preset = "clariden", gpu_name = "gh200", preset_gpus_per_node = 4;
     notes.add("GH200 calibration copied from the H100's (nothing measured on a GH200 calibrates it)");
+  } else if (starts_with(g, "gb200") || starts_with(g, "gb300")) {
+    // Grace-Blackwell NVL72 racks: the rack is the NVLink domain (72 GPUs; a job may use fewer per rack).
+    const bool ultra = starts_with(g, "gb300");
+    preset = ultra ? "gb300-nvl72" : "gb200-nvl72", gpu_name = ultra ? "gb300" : "gb200", preset_gpus_per_node = 72;
+  } else if (starts_with(g, "b300")) {
+    preset = "dgx-b300", gpu_name = "b300";
   } else if (starts_with(g, "b200")) {
     preset = "dgx-b200", gpu_name = "b200-sxm-180gb";
   } else if (starts_with(g, "h200")) {
@@ -304,18 +310,35 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
   } else {
     const std::string kind = gpu.substr(0, gpu.find_first_of(" (-"));
     throw ConfigError(ctx + ": no GPU preset for " + kind + " (gpu '" + gpu +
-                      "'; dtsim has a100-sxm4-80gb, h100-sxm5-80gb, h200-sxm-141gb, b200-sxm-180gb, gh200 as dgx-a100, "
-                      "dgx-h100, dgx-h200, dgx-b200, clariden)");
+                      "'; dtsim has A100, H100, H800, H200, B200, B300, GB200, GB300 and GH200 as dgx-a100, dgx-h100, "
+                      "dgx-h800, dgx-h200, dgx-b200, dgx-b300, gb200-nvl72, gb300-nvl72 and clariden)");
   }
-  if (const auto gpn = opt_int(row, ctx, "gpus_per_node"); !gpn) {
-    if (gpus > preset_gpus_per_node)
+  std::string per_node;  // "@K": the job uses K GPUs of each node (rack)
+  auto gpn = opt_int(row, ctx, "gpus_per_node");
+  if (gpn && preset_gpus_per_node == 72 && *gpn == 4) {
+    notes.add("gpus_per_node 4 read as an NVL72 compute tray: the 72-GPU rack is the NVLink domain");
+    gpn.reset();
+  }
+  if (!gpn) {
+    if (preset_gpus_per_node == 72 && gpus > 72 && gpus % 72 != 0 && gpus % 64 == 0)
+      notes.add("GPUs per rack not stated: 64 of each NVL72 rack's 72 assumed (" + std::to_string(gpus / 64) +
+                " racks), as NVIDIA's training recipes run them");
+    else if (gpus > preset_gpus_per_node)
       notes.add("gpus_per_node not stated: " + std::to_string(preset_gpus_per_node) + " per node (" + preset +
                 ") assumed");
-  } else if (*gpn != preset_gpus_per_node && gpus > *gpn) {
+  } else if (*gpn > preset_gpus_per_node) {
     throw ConfigError(ctx + ": " + std::to_string(*gpn) + " GPUs per node, but " + preset + " has " +
                       std::to_string(preset_gpus_per_node));
+  } else if (*gpn < preset_gpus_per_node && gpus > *gpn) {
+    per_node = "@" + std::to_string(*gpn);
   }
-  return {gpu_name, preset + ":" + std::to_string(gpus)};
+  Hardware hw{gpu_name, preset + ":" + std::to_string(gpus) + per_node};
+  try {
+    (void)load_cluster(hw.cluster);  // a GPU count the preset cannot lay out fails the row here, with its reason
+  } catch (const ConfigError& e) {
+    throw ConfigError(ctx + ": " + e.what());
+  }
+  return hw;
 }
 
 // ---- plan --------------------------------------------------------------------------------------------------
@@ -547,13 +570,24 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
 /// rowwise; Megatron-Core with Transformer Engine uses delayed scaling unless the row names another recipe.
 Precision precision_of(const json& row, const std::string& ctx, const std::string& precision, Stack stack,
                        Notes& notes) {
+  if (precision == "mxfp8") return Precision::MXFP8;
+  if (precision == "nvfp4") return Precision::NVFP4;
   if (precision != "fp8") return Precision::BF16;
   const std::string detail = lower(opt_str(row, ctx, "precision") + " " + opt_str(row, ctx, "quantization_detail") +
                                    " " + opt_str(row, ctx, "float8_recipe") + " " + opt_str(row, ctx, "fp8_recipe"));
+  if (contains(detail, "mxfp8") || contains(detail, "fp8-mx")) return Precision::MXFP8;
   if (contains(detail, "rowwise")) return Precision::FP8_ROWWISE;
-  if (contains(detail, "tensorwise") || contains(detail, "current")) return Precision::FP8_CURRENT;
-  if (contains(detail, "delayed")) return Precision::FP8_DELAYED;
-  if (contains(detail, "mxfp8")) return Precision::MXFP8;
+  if (contains(detail, "blockwise") || contains(detail, "block scaling") || contains(detail, "fp8-sb")) {
+    // Transformer Engine's Float8BlockScaling (DeepSeek-V3's 1x128 / 128x128 scales) has no recipe of its own here:
+    // like rowwise it computes fine-grained scales in every cast and scales in the GEMM epilogue.
+    notes.add(
+        "FP8 block scaling predicted as the rowwise recipe (fine-grained scales: an amax pass per cast, a "
+        "scaling epilogue)");
+    return Precision::FP8_ROWWISE;
+  }
+  if (contains(detail, "tensorwise") || contains(detail, "current") || contains(detail, "fp8-cs"))
+    return Precision::FP8_CURRENT;
+  if (contains(detail, "delayed") || contains(detail, "fp8-ds")) return Precision::FP8_DELAYED;
   if (stack == Stack::TORCHTITAN) {
     notes.add("float8 recipe not stated: torchao's default tensorwise scaling assumed");
     return Precision::FP8_CURRENT;
@@ -578,13 +612,22 @@ DType dtype_of(const json& row, const std::string& ctx, Stack stack, std::string
     notes.add("precision not stated: bf16 assumed");
     return DType::BF16;
   }
-  // "fp8 (delayed scaling)": the recipe in parentheses (precision_of reads it from the row's precision too)
-  if (starts_with(precision, "fp8 (") && precision.ends_with(")")) precision = "fp8";
+  // Low-precision linears in a bf16 model (precision_of picks the recipe): "fp8", "fp8 (delayed scaling)", "fp8-cs",
+  // "fp8-ds" / "fp8-mx" (recipe shorthands: current scaling, delayed, MXFP8), "mxfp8", "nvfp4" / "fp4".
+  if (precision == "mxfp8" || precision == "nvfp4" || precision == "fp4") {
+    if (precision == "fp4") precision = "nvfp4";
+    return DType::BF16;
+  }
+  if (precision == "fp8" || starts_with(precision, "fp8 ") || starts_with(precision, "fp8-") ||
+      starts_with(precision, "fp8_")) {
+    precision = contains(precision, "mx") ? "mxfp8" : "fp8";
+    return DType::BF16;
+  }
   if (precision == "bf16") return DType::BF16;
   if (precision == "fp16") return DType::FP16;
   if (precision == "fp32") return DType::FP32;
-  if (precision == "fp8") return DType::BF16;  // bf16 model, FP8 linears (precision_of)
-  throw ConfigError(ctx + ": precision '" + precision + "' is not known (known: bf16, fp16, fp32, fp8)");
+  throw ConfigError(ctx + ": precision '" + precision +
+                    "' is not known (known: bf16, fp16, fp32, fp8 and its recipes, mxfp8, nvfp4)");
 }
 
 // ---- groups and measurements -------------------------------------------------------------------------------
