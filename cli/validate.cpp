@@ -32,6 +32,7 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     ("max-evals", po::value<int>()->default_value(300), "fit: objective evaluations (each predicts every row)")
     ("max-error-weight", po::value<double>()->default_value(0.0), "fit: weight of each group's largest |error| next to its MAPE")
     ("cross-validate", "published: leave one source (--data file) out; refits what saw it (--max-evals each) and scores the 90% intervals")
+    ("fit-max-gpus", po::value<int>(), "published: scale extrapolation: refit each GPU's calibration on the rows with at most N GPUs (--max-evals) and score the rows with more")
     ("out", po::value<std::string>(), "published: validation.json, validation.csv, predicted_vs_measured.svg; fit: calibration.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
@@ -47,6 +48,9 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
   req.network = vm["network"].as<std::string>();
   req.max_evaluations = vm["max-evals"].as<int>();
   req.max_error_weight = vm["max-error-weight"].as<double>();
+  if (vm.count("fit-max-gpus") && (mode == "fit" || vm.count("cross-validate")))
+    throw ConfigError(std::string("validate ") + (mode == "fit" ? "fit" : "published --cross-validate") +
+                      ": --fit-max-gpus applies to validate published alone");
   std::string text;
   Files files;
   if (mode == "fit") {
@@ -58,6 +62,12 @@ int cmd_validate(int argc, char** argv, std::ostream& out) {
     text = std::move(r.text);
     files = std::move(r.files);
   } else {
+    if (vm.count("fit-max-gpus")) {
+      req.fit_max_gpus = vm["fit-max-gpus"].as<int>();
+      if (req.fit_max_gpus <= 0) throw ConfigError("validate published: --fit-max-gpus must be positive");
+      req.fit_max_evaluations = req.max_evaluations;
+      req.fit_max_error_weight = req.max_error_weight;
+    }
     auto r = validate_published(req);
     text = std::move(r.text);
     files = std::move(r.files);

@@ -333,9 +333,123 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
 
 CompareMetric metric_of(const validate::Metric& m) { return {m.predicted, m.measured, m.error}; }
 
+PublishedRowResult row_result(const sim::RowResult& r) {
+  return {r.row.index,
+          r.row.group,
+          r.row.plan,
+          r.row.measured_s,
+          r.predicted_s,
+          r.error,
+          r.compute_s,
+          r.exposed_comm_s,
+          r.bubble_s,
+          r.oom,
+          r.failure,
+          r.row.id,
+          r.row.measured_peak_memory_bytes,
+          r.predicted_peak_memory_bytes,
+          r.memory_error,
+          r.row.measured_oom,
+          r.row.precision,
+          r.row.notes};
+}
+
+/// Scale extrapolation (PublishedRequest::fit_max_gpus): each GPU kind of the rows with more GPUs gets its calibration
+/// refit (from the one the rows would otherwise use) on that GPU's timed rows with at most fit_max_gpus GPUs, and
+/// the rows with more are scored with it. A GPU with fewer fit rows than twice the fit's parameters (the rule of the
+/// leave-one-source-out refits), or whose fit rows do not all simulate, keeps its calibration, and the report says so.
+PublishedExtrapolation extrapolate(const PublishedData& d, const PublishedRequest& req) {
+  PublishedExtrapolation x;
+  x.fit_max_gpus = req.fit_max_gpus;
+  std::vector<sim::PublishedRow> scored;
+  std::map<std::string, std::vector<sim::PublishedRow>> fit_rows;
+  for (const auto& r : d.rows) {
+    if (!r.failure.empty() || r.measured_oom) continue;
+    if (r.plan.world_size() > req.fit_max_gpus) scored.push_back(r);
+    else fit_rows[r.gpu].push_back(r);
+  }
+  if (scored.empty())
+    throw ConfigError("validate published --fit-max-gpus " + std::to_string(req.fit_max_gpus) +
+                      ": no row has more GPUs, so nothing is left to score");
+  std::map<std::string, Calibration> cal = d.cal_of_gpu;
+  const std::size_t need = 2 * sim::fitted_fields().size();
+  for (auto& [gpu, c] : cal) {
+    if (std::none_of(scored.begin(), scored.end(), [&](const sim::PublishedRow& r) { return r.gpu == gpu; })) continue;
+    const auto& rows = fit_rows[gpu];
+    char what[256];
+    if (rows.size() < need) {
+      std::snprintf(what, sizeof what,
+                    "not refit: %zu timed rows with at most %d GPUs, too few for the fit's %zu "
+                    "parameters (%zu needed); its calibration as given",
+                    rows.size(), req.fit_max_gpus, sim::fitted_fields().size(), need);
+    } else {
+      const auto fr = sim::fit_published(rows, c, req.fit_max_evaluations, req.fit_max_error_weight);
+      if (!(fr.objective_before < 1e8)) {
+        std::snprintf(what, sizeof what,
+                      "not refit: a row with at most %d GPUs does not simulate; its calibration as "
+                      "given",
+                      req.fit_max_gpus);
+      } else {
+        c = fr.calibration;
+        x.fit_rows += static_cast<int>(rows.size());
+        std::snprintf(what, sizeof what,
+                      "refit on %zu rows with at most %d GPUs: objective %.2f%% -> %.2f%% in %d "
+                      "evaluations",
+                      rows.size(), req.fit_max_gpus, 100 * fr.objective_before, 100 * fr.objective_after,
+                      fr.evaluations);
+      }
+    }
+    x.calibrations.emplace_back(gpu, what);
+  }
+  const auto results = sim::predict_rows(
+      scored, [&](const sim::PublishedRow& r) -> const Calibration& { return cal.at(r.gpu); }, d.network);
+  const auto sc = sim::score(results);
+  x.scored_rows = sc.rows;
+  x.mape = sc.mape;
+  x.mean_error = sc.mean_error;
+  for (const auto& r : results) x.results.push_back(row_result(r));
+  return x;
+}
+
+std::string extrapolation_text(const PublishedExtrapolation& x) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "extrapolation: fit on %d rows with at most %d GPUs, scored %d rows with more: MAPE %.2f%%, bias "
+                "%+.2f%%\n",
+                x.fit_rows, x.fit_max_gpus, x.scored_rows, 100 * x.mape, 100 * x.mean_error);
+  std::string t = line;
+  for (const auto& [gpu, what] : x.calibrations) t += "  " + gpu + ": " + what + "\n";
+  return t;
+}
+
+nlohmann::json extrapolation_json(const PublishedExtrapolation& x) {
+  nlohmann::json cals = nlohmann::json::object(), rows = nlohmann::json::array();
+  for (const auto& [gpu, what] : x.calibrations) cals[gpu] = what;
+  for (const auto& r : x.results)
+    rows.push_back({{"index", r.index},
+                    {"id", r.id},
+                    {"gpus", r.plan.world_size()},
+                    {"measured_s", r.measured_s},
+                    {"predicted_s", r.predicted_s},
+                    {"error", r.error},
+                    {"failure", r.failure}});
+  return {{"fit_max_gpus", x.fit_max_gpus},
+          {"fit_rows", x.fit_rows},
+          {"scored_rows", x.scored_rows},
+          {"mape_pct", 100 * x.mape},
+          {"bias_pct", 100 * x.mean_error},
+          {"calibrations", cals},
+          {"results", rows}};
+}
+
 }  // namespace
 
 PublishedResult validate_published(const PublishedRequest& req) {
+  if (req.fit_max_gpus < 0) throw ConfigError("validate published: --fit-max-gpus must be positive");
+  if (req.fit_max_gpus > 0 && req.fit_max_evaluations < 10)
+    throw ConfigError("validate published --fit-max-gpus: --max-evals must be at least 10");
+  if (req.fit_max_gpus > 0 && !(req.fit_max_error_weight >= 0))
+    throw ConfigError("validate published --fit-max-gpus: --max-error-weight must be at least 0");
   const PublishedData d = load_published_data(req);
   const auto results = sim::predict_rows(
       d.rows, [&](const sim::PublishedRow& r) -> const Calibration& { return d.cal_of_gpu.at(r.gpu); }, d.network);
@@ -367,13 +481,19 @@ PublishedResult validate_published(const PublishedRequest& req) {
   for (const auto& g : sc.groups)
     out.groups.push_back({g.group, g.rows, g.mape, g.max_abs_error, g.spearman, g.memory_rows, g.memory_mape});
   out.mape_by_feature = sc.by_feature;
-  for (const auto& r : results)
-    out.results.push_back({r.row.index, r.row.group, r.row.plan, r.row.measured_s, r.predicted_s, r.error, r.compute_s,
-                           r.exposed_comm_s, r.bubble_s, r.oom, r.failure, r.row.id, r.row.measured_peak_memory_bytes,
-                           r.predicted_peak_memory_bytes, r.memory_error, r.row.measured_oom, r.row.precision,
-                           r.row.notes});
+  for (const auto& r : results) out.results.push_back(row_result(r));
   out.text = published_text(d, req, results, sc);
   out.files = published_files(d, req, results, sc);
+  if (req.fit_max_gpus > 0) {
+    out.extrapolation = extrapolate(d, req);
+    out.text += extrapolation_text(*out.extrapolation);
+    for (auto& [name, content] : out.files)
+      if (name == "validation.json") {
+        auto j = nlohmann::json::parse(content);
+        j["extrapolation"] = extrapolation_json(*out.extrapolation);
+        content = j.dump(2) + "\n";
+      }
+  }
   return out;
 }
 

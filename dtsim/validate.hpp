@@ -35,6 +35,12 @@ struct PublishedRequest {
   std::string calibration;           ///< calibration JSON file ("" = the built-in one of each row's GPU)
   std::string split = "all";         ///< all | train (even rows of each file) | test (odd rows of each file)
   std::string network = "analytic";  ///< analytic | flow (flow: one child process per row)
+  /// Scale extrapolation (issue Calibrate): > 0 refits each GPU's calibration (fit_published, `fit_max_evaluations`
+  /// evaluations) on the timed rows with at most this many GPUs and scores the rows with more (PublishedResult::
+  /// extrapolation). 0 = off.
+  int fit_max_gpus = 0;
+  int fit_max_evaluations = 300;
+  double fit_max_error_weight = 0;
 };
 
 /// One predicted row (error = (predicted - measured) / measured).
@@ -64,6 +70,18 @@ struct PublishedGroupScore {
   double memory_mape = 0;  ///< their mean |memory error|
 };
 
+/// Rows with more GPUs predicted by calibrations fitted on rows with fewer (PublishedRequest::fit_max_gpus).
+struct PublishedExtrapolation {
+  int fit_max_gpus = 0;
+  int fit_rows = 0;                 ///< timed rows with at most fit_max_gpus GPUs, of the GPUs refit
+  int scored_rows = 0;              ///< rows with more GPUs, scored
+  double mape = 0, mean_error = 0;  ///< of the scored rows (fractions)
+  /// Per GPU kind of the scored rows: how its calibration was obtained ("refit on 12 rows: objective 9.1% -> 3.2%",
+  /// or why not: too few rows for the fit's parameters, a row that does not simulate).
+  std::vector<std::pair<std::string, std::string>> calibrations;
+  std::vector<PublishedRowResult> results;  ///< the scored rows, predicted with those calibrations
+};
+
 struct PublishedResult {
   int rows = 0, failed = 0;
   double mape = 0;           ///< mean |error| (fraction: 0.06 = 6%)
@@ -78,6 +96,7 @@ struct PublishedResult {
   std::vector<PublishedGroupScore> groups;
   std::vector<std::pair<std::string, double>> mape_by_feature;  ///< MAPE of the rows exercising each mechanism
   std::vector<PublishedRowResult> results;                      ///< every row of the split, in file order
+  std::optional<PublishedExtrapolation> extrapolation;          ///< with fit_max_gpus > 0
   std::string text;                                             ///< the score, per group and per feature
   Files files;  ///< validation.json, validation.csv, predicted_vs_measured.svg
 };

@@ -445,8 +445,11 @@ py::dict pareto_py(const py::object& results) {
 }
 
 py::dict validate_py(const py::object& data, const py::object& calibration, const std::string& split,
-                     const std::string& network) {
+                     const std::string& network, int fit_max_gpus, int max_evals) {
   PublishedRequest req;
+  if (fit_max_gpus < 0) throw ConfigError("validate: fit_max_gpus must be positive");
+  req.fit_max_gpus = fit_max_gpus;
+  req.fit_max_evaluations = max_evals;
   req.data = string_list(data, "validate: data");
   if (req.data.empty()) throw ConfigError("validate: data is required (measurement files)");
   req.calibration = calibration.is_none() ? "" : path_string(calibration);
@@ -514,6 +517,21 @@ py::dict validate_py(const py::object& data, const py::object& calibration, cons
     rows.append(x);
   }
   d["results"] = rows;
+  if (r.extrapolation) {
+    const auto& x = *r.extrapolation;
+    py::dict e;
+    e["fit_max_gpus"] = x.fit_max_gpus;
+    e["fit_rows"] = x.fit_rows;
+    e["scored_rows"] = x.scored_rows;
+    e["mape"] = x.mape;
+    e["mean_error"] = x.mean_error;
+    py::dict cals;
+    for (const auto& [gpu, what] : x.calibrations) cals[py::str(gpu)] = what;
+    e["calibrations"] = cals;
+    d["extrapolation"] = e;
+  } else {
+    d["extrapolation"] = py::none();
+  }
   d["text"] = r.text;
   d["files"] = files_dict(r.files);
   return d;

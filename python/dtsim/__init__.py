@@ -205,12 +205,14 @@ def pareto(results):
     return ParetoResult(_dtsim.pareto(results))
 
 
-def validate(data, calibration=None, split="all", network="analytic"):
+def validate(data, calibration=None, split="all", network="analytic", fit_max_gpus=0, max_evals=300):
     """Predicts measured runs and scores the predictions (`dtsim validate published`): `data` is one file or a list
     (vTrain CSV, CSV with named columns, JSON rows, measurements documents such as
-    ../shared/measurements/*/measurements.json). split: "all" | "train" | "test". Returns a
-    :class:`ValidationResult` (mape, max_abs_error, spearman_min, groups, results; to_frame(): one row per run)."""
-    return ValidationResult(_dtsim.validate(data, calibration, split, network))
+    ../shared/measurements/*/measurements.json). split: "all" | "train" | "test". fit_max_gpus > 0: scale
+    extrapolation (`--fit-max-gpus`): each GPU's calibration refit (max_evals evaluations) on the rows with at most that
+    many GPUs, the rows with more scored with it (result["extrapolation"]). Returns a :class:`ValidationResult` (mape,
+    max_abs_error, spearman_min, groups, results; to_frame(): one row per run)."""
+    return ValidationResult(_dtsim.validate(data, calibration, split, network, fit_max_gpus, max_evals))
 
 
 def calibrate_compute(traces=None, gemm_csvs=None, gpu=None, base=None):

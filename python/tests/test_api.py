@@ -246,6 +246,21 @@ def test_validate_matches_the_cli(tmp_path):
     assert r.mape == pytest.approx(want["summary"]["mape"] if "summary" in want else want["mape"], rel=1e-9)
     with pytest.raises(dtsim.ConfigError):
         dtsim.validate(data, split="sideways")
+    assert r.extrapolation is None
+
+
+def test_validate_fit_max_gpus_matches_cli(tmp_path):
+    data = SHARED / "measurements" / "torchtitan_h100.json"
+    if not data.exists():
+        pytest.skip(f"{data} not found")
+    r = dtsim.validate(data, fit_max_gpus=8, max_evals=10)
+    cli("validate", "published", "--data", data, "--fit-max-gpus", "8", "--max-evals", "10", "--out", tmp_path)
+    want = json.loads((tmp_path / "validation.json").read_text())["extrapolation"]
+    assert r.extrapolation["scored_rows"] == want["scored_rows"] > 0
+    assert r.extrapolation["mape"] * 100 == pytest.approx(want["mape_pct"], rel=1e-9)
+    assert set(r.extrapolation["calibrations"]) == set(want["calibrations"])
+    with pytest.raises(dtsim.ConfigError):
+        dtsim.validate(data, fit_max_gpus=-1)
 
 
 # ---- pandas ------------------------------------------------------------------------------------------------------

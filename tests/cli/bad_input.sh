@@ -220,6 +220,8 @@ expect_error "fp8 without FP8 tensor cores"  "needs FP8 tensor cores, and gpu 'a
 expect_error "nvfp4 without FP4 tensor cores" "needs FP4 tensor cores, and gpu 'h100-sxm5-80gb' has none" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision nvfp4
 expect_error "unknown software stack"        "unknown software stack 'nemo' (known: megatron-core, megatron-deepspeed, megatron-lm, torchtitan, or a .json profile file)" simulate "${M[@]}" "${C[@]}" --gbs 8 --stack nemo
 expect_error "cross-validate one source"     "give at least two --data sources" validate published --cross-validate --data "$TMP/rows_h100.json"
+expect_error "fit-max-gpus not positive"     "--fit-max-gpus must be positive" validate published --data "$TMP/rows_h100.json" --fit-max-gpus 0
+expect_error "fit-max-gpus with cross-validate" "--fit-max-gpus applies to validate published alone" validate published --cross-validate --data "$TMP/rows_h100.json" --data "$TMP/rows_h100.json" --fit-max-gpus 8
 expect_error "tp-comm-overlap without SP"    "tp-comm-overlap needs sequence parallelism" simulate "${M[@]}" --cluster dgx-h100:8 --tp 2 --gbs 8 --tp-comm-overlap
 expect_error "tp-comm-overlap with tp 1"     "tp-comm-overlap needs tp >= 2" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --tp-comm-overlap
 expect_error "pp-comm-overlap, pp 1"         "pp-comm-overlap needs pipeline parallelism (pp > 1)" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --pp-comm-overlap
@@ -302,6 +304,7 @@ cat >"$TMP/rows_gpu_mismatch.json" <<'EOF'
   "gpu": "a100-sxm4-80gb", "measured_s": 0.01}]
 EOF
 CAL_A100=$(cd "$(dirname "$0")/../.." && pwd)/traces/calibration/a100-sxm4-80gb.json  # the shipped A100 file
+expect_error "fit-max-gpus above every row"  "nothing is left to score" validate published --data "$TMP/rows_h100.json" --fit-max-gpus 1024
 expect_error "validate: calibration of another GPU" "is for a100-sxm4-80gb, but row 0" validate published --data "$TMP/rows_h100.json" --calibration "$CAL_A100"
 expect_error "validate: row gpu not the cluster's" "gpu 'a100-sxm4-80gb' is not the GPU of cluster 'dgx-h100:1'" validate published --data "$TMP/rows_gpu_mismatch.json"
 expect_error "capacity: unknown GPU"          "--gpu 'b900' is not known" capacity --model gpt3-1.3b --tokens 1B --days 1 --gpu b900
