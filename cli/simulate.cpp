@@ -82,6 +82,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("tp-overlap-chunks")) plan.tp_overlap_chunks = vm["tp-overlap-chunks"].as<int>();
   plan.overlap_param_gather = vm.count("overlap-param-gather") > 0;
   plan.pp_comm_overlap = vm.count("pp-comm-overlap") > 0;
+  plan.moe_grouped_gemm = vm.count("sequential-experts") == 0;
   if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
   plan.cuda_graphs = vm.count("cuda-graphs") > 0;
   // Flags that act only with others: validate() refuses each that would have no effect.
@@ -122,6 +123,7 @@ const char* const kPlanFlags[] = {"tp",
                                   "tp-overlap-chunks",
                                   "overlap-param-gather",
                                   "pp-comm-overlap",
+                                  "sequential-experts",
                                   "fsdp-prefetch",
                                   "cuda-graphs"};
 
@@ -233,6 +235,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("overlap-param-gather", "ZeRO-1/2: all-gather each layer's updated parameters during the next forward")
     ("pp-comm-overlap", "pipeline sends and receives run beside the compute even where the stack blocks them (its "
      "p2p_sync: Megatron's 1F1B, Megatron-LM before 2023-06)")
+    ("sequential-experts", "MoE: each local expert's MLP issued in turn by the host (Megatron's SequentialMLP, its "
+     "default without --moe-grouped-gemm) instead of one grouped GEMM")
     ("fsdp-prefetch", po::value<int>(), "ZeRO-3/FSDP: layers whose parameter all-gather may run ahead (default 1)")
     ("cuda-graphs", "capture every layer pass in a CUDA graph: one host launch per layer pass")
     ("no-interference", "overlapped kernels and collectives do not slow each other down")

@@ -120,7 +120,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
     }
     if (s.kind == cost::Step::Kind::COMPUTE) {
       t += cost::step_time_s(s, c.gpu, dt, cal);
-      host += static_cast<double>(s.ops.size()) * cal.host_issue_s;
+      host += (s.host_issues > 0 ? s.host_issues : static_cast<double>(s.ops.size())) * cal.host_issue_s;
     } else if (s.kind == cost::Step::Kind::RING_ATTENTION) {
       // Ring attention: each of the cp blocks after its KV transfer, transfers overlapped with the previous block.
       const Link& l = tl.group[0];

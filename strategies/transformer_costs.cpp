@@ -82,6 +82,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.etp = plan.expert_tp();
   sh.dispatcher = plan.dispatcher;
   sh.moe_padded = plan.routing.capacity_factor > 0 && plan.routing.pad_to_capacity;
+  sh.sequential_experts = !plan.moe_grouped_gemm;
   sh.precision = plan.precision;
   sh.fp32_grad_accumulation = plan.fp32_grads;
   // Transformer Engine's recipes quantize a weight on the first micro-batch and reuse it (is_first_microbatch);
@@ -661,7 +662,13 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     if (dispatch) F.push_back(ep_step("moe-dispatch", false));
     if (!sh.moe_padded && sh.dispatcher == Dispatcher::ALL_GATHER) F.back().host_sync = true;
     if (etp > 1) F.push_back(group_coll("moe-etp-ag", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
-    F.push_back(compute("moe-experts", {efc1, eact, efc2}));
+    // Megatron's SequentialMLP (no --moe-grouped-gemm) loops over the local experts in Python: the host issues every
+    // expert's kernels (the same GPU work as the grouped GEMM's groups).
+    auto per_expert_issue = [&](Step st) {
+      if (sh.sequential_experts) st.host_issues = static_cast<double>(st.ops.size()) * E_local;
+      return st;
+    };
+    F.push_back(per_expert_issue(compute("moe-experts", {efc1, eact, efc2})));
     if (etp > 1)
       F.push_back(group_coll("moe-etp-rs", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
     if (dispatch) F.push_back(ep_step("moe-combine", true));
@@ -681,7 +688,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     if (dispatch) B.push_back(ep_step("moe-combine-bwd", false));
     if (etp > 1)
       B.push_back(group_coll("moe-etp-ag-bwd", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
-    B.push_back(compute("moe-experts-bwd", backward_of({efc1, eact, efc2}, {})));
+    B.push_back(per_expert_issue(compute("moe-experts-bwd", backward_of({efc1, eact, efc2}, {}))));
     if (etp > 1)
       B.push_back(group_coll("moe-etp-rs-bwd", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
     if (dispatch) B.push_back(ep_step("moe-dispatch-bwd", true));
@@ -828,6 +835,8 @@ void split_backward(LayerPasses& p) {
   p.backward_input.clear();
   p.backward_weight.clear();
   Step w = compute("weight-grad", {});
+  double w_issues = 0;
+  bool sequential_w = false;
   for (const auto& st : p.backward) {
     if (st.kind != Step::Kind::COMPUTE) {
       p.backward_input.push_back(st);
@@ -835,9 +844,18 @@ void split_backward(LayerPasses& p) {
     }
     Step in = st;
     in.ops.clear();
+    const std::size_t w_before = w.ops.size();
     for (const auto& op : st.ops) (op.weight_grad ? w.ops : in.ops).push_back(op);
+    // Host issues per op (more than one for a SequentialMLP's experts): each part keeps its ops' share.
+    const double per_op = st.host_issues > 0 ? st.host_issues / static_cast<double>(st.ops.size()) : 1.0;
+    if (st.host_issues > 0) {
+      in.host_issues = per_op * static_cast<double>(in.ops.size());
+      sequential_w = sequential_w || w.ops.size() > w_before;
+    }
+    w_issues += per_op * static_cast<double>(w.ops.size() - w_before);
     if (!in.ops.empty()) p.backward_input.push_back(in);
   }
+  if (sequential_w) w.host_issues = w_issues;
   if (!w.ops.empty()) p.backward_weight.push_back(w);
 }
 

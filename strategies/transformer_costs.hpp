@@ -90,6 +90,9 @@ struct Step {
   /// The host waits for this step to end before it issues anything more (a dropless MoE dispatcher copying the token
   /// counts to the host: Calibration::moe_dispatch_sync decides whether the stack does).
   bool host_sync = false;
+  /// Kernels the host issues for a COMPUTE step (0 = one per op): a SequentialMLP's expert step issues its ops once
+  /// per local expert.
+  double host_issues = 0;
   double flops() const;
 };
 
@@ -108,6 +111,8 @@ struct Shape {
   /// Experts padded to a fixed capacity (Routing::pad_to_capacity with a capacity factor): the dispatch sizes are
   /// static, so no token counts are exchanged and the host does not wait for them.
   bool moe_padded = false;
+  /// The local experts run one after another, each issued by the host (ParallelPlan::moe_grouped_gemm false).
+  bool sequential_experts = false;
   /// Fraction of the routed token-slots each EP rank's experts receive (ep entries; empty = balanced, 1/ep each).
   std::vector<double> ep_loads = {};
   /// The EP rank whose expert work this shape describes (its load is ep_loads[ep_rank]); -1 = the most loaded.

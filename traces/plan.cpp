@@ -865,6 +865,9 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
   if (!model.moe.enabled()) {
     for (const char* key : {"etp", "dispatcher"})
       if (given(key)) no_effect(key, "on a dense model ('" + model.name + "' has no experts)");
+    if (!moe_grouped_gemm)
+      throw ConfigError(ctx + ": moe_grouped_gemm false (--sequential-experts) has no effect on a dense model ('" +
+                        model.name + "' has no experts)");
   }
 }
 
@@ -975,6 +978,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.tp_overlap_chunks > 0) j["tp_overlap_chunks"] = p.tp_overlap_chunks;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.pp_comm_overlap) j["pp_comm_overlap"] = true;
+  if (!p.moe_grouped_gemm) j["moe_grouped_gemm"] = false;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (!p.stack.empty()) j["stack"] = p.stack;
@@ -1038,6 +1042,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "tp_overlap_chunks",
                              "overlap_param_gather",
                              "pp_comm_overlap",
+                             "moe_grouped_gemm",
                              "fsdp_prefetch",
                              "cuda_graphs",
                              "stage_strategies",
@@ -1077,6 +1082,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.tp_overlap_chunks = get_or<int>(j, ctx, "tp_overlap_chunks", 0);
   p.overlap_param_gather = get_or<bool>(j, ctx, "overlap_param_gather", false);
   p.pp_comm_overlap = get_or<bool>(j, ctx, "pp_comm_overlap", false);
+  p.moe_grouped_gemm = get_or<bool>(j, ctx, "moe_grouped_gemm", true);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);
   // Options that act only with others: recorded when not at their default (a plan dtsim wrote reads back).

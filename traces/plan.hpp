@@ -193,6 +193,11 @@ struct ParallelPlan {
   /// Pipeline exchanges run beside the compute even where the stack blocks them (its p2p_sync): MegaScale's PP
   /// overlap, or Megatron-Core's --overlap-p2p-communication where the schedule allows it.
   bool pp_comm_overlap = false;
+  /// MoE experts run as Transformer Engine's GroupedLinear (Megatron --moe-grouped-gemm: one host call issues every
+  /// local expert's GEMM). false = Megatron's SequentialMLP, its default without that flag
+  /// (megatron/core/transformer/moe/experts.py): a Python loop running each local expert's MLP in turn, so the host
+  /// issues each expert's kernels itself. The GPU work is the same.
+  bool moe_grouped_gemm = true;
   /// ZeRO-3 / FSDP: units whose parameter all-gather may run ahead of the unit computing (FSDP2's forward/backward
   /// prefetch). 0 = gather each unit only when the previous one is done; 1 = one ahead (FSDP2's default).
   int fsdp_prefetch = 1;

@@ -1188,7 +1188,8 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
         id = overlapped_compute(si, st, nullptr, rs, phase, layer, mb, last, prefix, &issued);
         ++i;
       } else {
-        id = compute_task(si, st.ops, phase, prefix + st.name, layer, mb, last, &issued);
+        id = compute_task(si, st.ops, phase, prefix + st.name, layer, mb, last, &issued,
+                          st.host_issues > 0 ? static_cast<int>(st.host_issues) : -1);
       }
     } else if (st.kind == cost::Step::Kind::RING_ATTENTION) {
       id = ring_attention(si, st, phase, layer, mb, last, prefix);

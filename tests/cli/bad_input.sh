@@ -165,6 +165,7 @@ expect_error "unknown cluster preset"        "'dgx-z100'"          simulate "${M
 expect_error "cluster GPUs not whole nodes"  "12 GPUs"             simulate "${M[@]}" --cluster dgx-a100:12 --tp 2 --pp 2 --dp 3 --gbs 12
 expect_error "NVL72 GPUs not whole racks"    "100 GPUs is not a whole number of 72-GPU nodes" simulate "${M[@]}" --cluster gb200-nvl72:100 --gbs 100
 expect_error "cluster GPU count not integer" "'eight'"             simulate "${M[@]}" --cluster dgx-a100:eight "${P[@]}"
+expect_error "sequential experts, dense model" "has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --sequential-experts
 expect_error "GPUs per node not integer"     "after '@'"           simulate "${M[@]}" --cluster dgx-a100:8@four "${P[@]}"
 expect_error "GPUs per node above the node"  "9 GPUs per node"     simulate "${M[@]}" --cluster dgx-a100:18@9 "${P[@]}"
 expect_error "GPUs not whole partial nodes"  "6-GPU nodes"         simulate "${M[@]}" --cluster dgx-a100:8@6 "${P[@]}"

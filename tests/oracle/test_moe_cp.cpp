@@ -121,6 +121,41 @@ TEST(MoeOracle, DispatcherHostWaitHostBound) {
   EXPECT_EQ(moe_host_run(2, true, true, alpha, bw), moe_host_run(2, false, true, alpha, bw));
 }
 
+// Megatron's SequentialMLP (plan moe_grouped_gemm false, --sequential-experts): the host issues each local expert's
+// kernels itself. Host-bound (1 s of host per kernel), the run takes exactly the extra issues longer: per MoE layer and
+// micro-batch, (E_local - 1) x the ops of the forward and backward expert steps, E_local = 8 experts on one GPU. The
+// dispatcher's host wait is off here, so only the issue count differs.
+double sequential_run(bool grouped) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  const ClusterSpec c = uniform_cluster(1, 1, 1e11, 1e-5);
+  ParallelPlan p = ep_plan(1, 1);
+  p.global_batch_size = 3 * p.micro_batch_size;  // 3 micro-batches
+  p.moe_grouped_gemm = grouped;
+  Calibration cal = ideal_calibration();
+  cal.host_issue_s = 1.0;
+  return makespan(run(m, c, p, cal));
+}
+
+TEST(MoeOracle, SequentialExpertsIssueEachExpertsKernels) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  ParallelPlan p = ep_plan(1, 1);
+  p.global_batch_size = 3 * p.micro_batch_size;
+  const auto pc = sim::default_pass_costs(m, p);
+  double ops = 0;
+  for (const auto* steps : {&pc.moe_layer.at(0).forward, &pc.moe_layer.at(0).backward})
+    for (const auto& st : *steps)
+      if (st.name == "moe-experts" || st.name == "moe-experts-bwd") ops += static_cast<double>(st.ops.size());
+  ASSERT_GT(ops, 0);
+  const double extra_s = 2 * 3 * (8 - 1) * ops * 1.0;  // MoE layers x micro-batches x (E_local - 1) x ops x 1 s
+  EXPECT_NEAR(sequential_run(false) - sequential_run(true), extra_s, 1e-9 * extra_s);
+  // A dense model has no experts: the option is refused rather than ignored.
+  TransformerSpec dense = m;
+  dense.moe = {};
+  ParallelPlan q = ep_plan(1, 1);
+  q.moe_grouped_gemm = false;
+  EXPECT_THROW(q.validate(dense, uniform_cluster(1, 1, 1e11, 1e-5)), ConfigError);
+}
+
 TEST(MoeOracle, DispatchBytesBalanced) {
   const TransformerSpec m = tiny_moe(2, 8, 2);
   const ClusterSpec c = uniform_cluster(1, 4, 100e9, 1e-6);

@@ -580,6 +580,7 @@ TEST(PlanJson, RoundTripAllFields) {
   p.dp_overlap = false;
   p.dp_bucket_bytes = 12345.5;
   p.pp_comm_overlap = true;
+  p.moe_grouped_gemm = false;
   const json j = json::parse(dtsim::to_json(p, 24).dump());
   EXPECT_EQ(j.at("num_microbatches").get<int>(), 16);  // 64 / (2*2)
   const auto r = dtsim::plan_from_json(j, "test");
@@ -597,6 +598,7 @@ TEST(PlanJson, RoundTripAllFields) {
   EXPECT_EQ(r.dp_overlap, p.dp_overlap);
   EXPECT_EQ(r.dp_bucket_bytes, p.dp_bucket_bytes);
   EXPECT_EQ(r.pp_comm_overlap, p.pp_comm_overlap);
+  EXPECT_EQ(r.moe_grouped_gemm, p.moe_grouped_gemm);
 }
 
 TEST(PlanJson, DefaultPlanWritesUniformSplitExplicitly) {

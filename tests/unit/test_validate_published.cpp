@@ -449,6 +449,9 @@ TEST(SharedMeasurements, LargeScalePapersScoreTheirTimedRows) {
   EXPECT_EQ(moe.plan.stack, "megatron-core");
   EXPECT_TRUE(moe.plan.dp_overlap);
   EXPECT_TRUE(moe.plan.pp_comm_overlap);
+  // Megatron-LM itself, no grouped GEMM named: SequentialMLP experts (--moe-grouped-gemm is off by default).
+  EXPECT_FALSE(moe.plan.moe_grouped_gemm);
+  EXPECT_TRUE(row_by_id(rows, "megascalemoe-t3-msm-1440").plan.moe_grouped_gemm);  // MegaScale-MoE's own system
   if (moe.plan.tp > 1) {
     EXPECT_TRUE(moe.plan.sequence_parallel);
   }

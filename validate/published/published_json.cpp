@@ -121,12 +121,19 @@ std::string megatron_commit_date(const std::string& framework) {
 /// 2023-05-31 (f9283c5a8a, "Add option to overlap p2p communication") block on every pipeline exchange (the
 /// megatron-lm stack); before 2023-08-16 (2d5220a424, "Add --overlap-grad-reduce") the gradients are all-reduced
 /// after the pipeline flush. A row that says its pipeline communication overlaps (MegaScale's PP overlap) does not
-/// block.
-void framework_conventions(const json& row, const std::string& ctx, ParallelPlan& p, Notes& notes) {
+/// block. A run of Megatron-LM itself (framework "Megatron-LM @ <commit>", not a system built on it) with MoE layers
+/// and no grouped GEMM named ran its experts as SequentialMLP: --moe-grouped-gemm is off by default (megatron/training/
+/// arguments.py at every commit since it came, 9aa1afabb9 of 2023-11-06).
+void framework_conventions(const json& row, const std::string& ctx, ParallelPlan& p, bool moe, Notes& notes) {
   const std::string framework = lower(opt_str(row, ctx, "framework"));
   if (contains(framework, "pp communication overlap") && p.pp > 1) {
     p.pp_comm_overlap = true;
     notes.add("pipeline exchanges overlapped (the row's framework says so)");
+  }
+  if (moe && starts_with(framework, "megatron-lm @ ") && !contains(framework, "grouped gemm") &&
+      !contains(framework, "grouped-gemm")) {
+    p.moe_grouped_gemm = false;
+    notes.add("experts as Megatron-LM's SequentialMLP (--moe-grouped-gemm not stated; off by default)");
   }
   const std::string date = megatron_commit_date(framework);
   if (date.empty()) {
@@ -841,7 +848,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.recompute_unstated = !present(row, "recompute");
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.plan.stack = stack_name(row, ctx, stack);
-    framework_conventions(row, ctx, r.plan, notes);
+    framework_conventions(row, ctx, r.plan, r.model.moe.enabled(), notes);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
       const std::int64_t mult = 128LL * r.plan.tp, padded = (r.model.vocab + mult - 1) / mult * mult;
