@@ -231,8 +231,10 @@ std::string csv_quoted(const std::string& s) {
   return out + "\"";
 }
 
+nlohmann::json extrapolation_json(const PublishedExtrapolation& x);
+
 Files published_files(const PublishedData& d, const PublishedRequest& req, const std::vector<sim::RowResult>& results,
-                      const sim::ValidationScore& sc) {
+                      const sim::ValidationScore& sc, const PublishedExtrapolation* extrapolation = nullptr) {
   char line[512];
   const bool details = has_row_details(results);
   nlohmann::json jrows = nlohmann::json::array();
@@ -326,6 +328,7 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
     j["measured_oom_rows"] = sc.measured_oom_rows;
     j["measured_oom_predicted"] = sc.measured_oom_predicted;
   }
+  if (extrapolation) j["extrapolation"] = extrapolation_json(*extrapolation);
   return {{"validation.json", j.dump(2) + "\n"},
           {"validation.csv", csv},
           {"predicted_vs_measured.svg", sim::scatter_svg(results, "dtsim vs measured: " + d.data_names)}};
@@ -483,17 +486,11 @@ PublishedResult validate_published(const PublishedRequest& req) {
   out.mape_by_feature = sc.by_feature;
   for (const auto& r : results) out.results.push_back(row_result(r));
   out.text = published_text(d, req, results, sc);
-  out.files = published_files(d, req, results, sc);
   if (req.fit_max_gpus > 0) {
     out.extrapolation = extrapolate(d, req);
     out.text += extrapolation_text(*out.extrapolation);
-    for (auto& [name, content] : out.files)
-      if (name == "validation.json") {
-        auto j = nlohmann::json::parse(content);
-        j["extrapolation"] = extrapolation_json(*out.extrapolation);
-        content = j.dump(2) + "\n";
-      }
   }
+  out.files = published_files(d, req, results, sc, out.extrapolation ? &*out.extrapolation : nullptr);
   return out;
 }
 

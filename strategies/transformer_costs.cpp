@@ -836,7 +836,6 @@ void split_backward(LayerPasses& p) {
   p.backward_weight.clear();
   Step w = compute("weight-grad", {});
   double w_issues = 0;
-  bool sequential_w = false;
   for (const auto& st : p.backward) {
     if (st.kind != Step::Kind::COMPUTE) {
       p.backward_input.push_back(st);
@@ -848,14 +847,11 @@ void split_backward(LayerPasses& p) {
     for (const auto& op : st.ops) (op.weight_grad ? w.ops : in.ops).push_back(op);
     // Host issues per op (more than one for a SequentialMLP's experts): each part keeps its ops' share.
     const double per_op = st.host_issues > 0 ? st.host_issues / static_cast<double>(st.ops.size()) : 1.0;
-    if (st.host_issues > 0) {
-      in.host_issues = per_op * static_cast<double>(in.ops.size());
-      sequential_w = sequential_w || w.ops.size() > w_before;
-    }
+    if (st.host_issues > 0) in.host_issues = per_op * static_cast<double>(in.ops.size());
     w_issues += per_op * static_cast<double>(w.ops.size() - w_before);
     if (!in.ops.empty()) p.backward_input.push_back(in);
   }
-  if (sequential_w) w.host_issues = w_issues;
+  if (w_issues != static_cast<double>(w.ops.size())) w.host_issues = w_issues;  // some ops issue per expert
   if (!w.ops.empty()) p.backward_weight.push_back(w);
 }
 
