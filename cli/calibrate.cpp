@@ -1,6 +1,6 @@
-// `dtsim calibrate nccl-tests LOG`, `dtsim calibrate compute` and `dtsim calibrate device-model`: calibrations from
-// measurements (dtsim::calibrate_nccl_tests, dtsim::calibrate_compute) and from a measured GPU by board power
-// (dtsim::calibrate_device_model).
+// `dtsim calibrate nccl-tests LOG`, `dtsim calibrate compute`, `dtsim calibrate runs` and `dtsim calibrate
+// device-model`: calibrations from measurements (dtsim::calibrate_nccl_tests, dtsim::calibrate_compute,
+// dtsim::calibrate_runs) and from a measured GPU by board power (dtsim::calibrate_device_model).
 #include <string>
 #include <vector>
 
@@ -88,10 +88,54 @@ int cmd_calibrate_device_model(int argc, char** argv, std::ostream& out) {
   return 0;
 }
 
+/// `calibrate runs`: the user's cluster and stack from a few measured runs (validate/calibrate/runs_fit.hpp).
+/// argv[0] is "runs".
+int cmd_calibrate_runs(int argc, char** argv, std::ostream& out) {
+  po::options_description desc(
+      "dtsim calibrate runs: fit what a few measured runs of your cluster can identify (GPU efficiencies, NVLink\n"
+      "and NIC efficiency, the stack's host costs) and say why every other value is kept; writes a hardware\n"
+      "calibration, a stack profile (for simulate --calibration --stack) and a fit report\n"
+      "example: dtsim calibrate runs --data my_runs.json --out cal/\n"
+      "         (runs: docs/accuracy.md, 'Your own runs': model, cluster, plan, measured_s per run)\n\noptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "this help")
+    ("data", po::value<std::vector<std::string>>()->composing(), "file of measured runs (JSON rows or a published-data format); repeatable")
+    ("calibration", po::value<std::string>(), "base hardware calibration (default: the built-in one of the runs' GPU)")
+    ("stack", po::value<std::string>(), "base software stack: name or profile .json (default: the runs' own)")
+    ("fit-max-gpus", po::value<int>(), "fit on the runs with at most N GPUs; predict the others with the fit")
+    ("fit-runs", po::value<int>(), "fit on at most N of those runs, evenly spaced; predict the rest")
+    ("max-evals", po::value<int>()->default_value(300), "evaluations of the fit's objective (each predicts every run)")
+    ("noise", po::value<double>()->default_value(0.02), "relative noise of one measured time (what counts as identified)")
+    ("out", po::value<std::string>(), "directory to write calibration.json, stack.json and fit_report.json into");
+  // clang-format on
+  const auto vm = parse_subcommand(desc, "calibrate runs", argc, argv);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  CalibrateRunsRequest req;
+  if (vm.count("data")) req.data = vm["data"].as<std::vector<std::string>>();
+  if (req.data.empty()) throw ConfigError("calibrate runs: --data FILE is required (measured runs)");
+  if (!vm.count("out")) throw ConfigError("calibrate runs: --out DIR is required");
+  req.out_dir = vm["out"].as<std::string>();
+  if (vm.count("calibration")) req.calibration = vm["calibration"].as<std::string>();
+  if (vm.count("stack")) req.stack = vm["stack"].as<std::string>();
+  if (vm.count("fit-max-gpus")) req.fit_max_gpus = vm["fit-max-gpus"].as<int>();
+  if (vm.count("fit-runs")) req.fit_runs = vm["fit-runs"].as<int>();
+  req.max_evaluations = vm["max-evals"].as<int>();
+  req.noise = vm["noise"].as<double>();
+  const CalibrateRunsResult r = calibrate_runs(req);
+  write_files(req.out_dir, r.files);
+  out << r.text;
+  return 0;
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv, std::ostream& out) {
   if (argc >= 2 && std::string(argv[1]) == "compute") return cmd_calibrate_compute(argc - 1, argv + 1, out);
+  if (argc >= 2 && std::string(argv[1]) == "runs") return cmd_calibrate_runs(argc - 1, argv + 1, out);
   if (argc >= 2 && std::string(argv[1]) == "device-model") return cmd_calibrate_device_model(argc - 1, argv + 1, out);
   po::options_description desc(
       "dtsim calibrate nccl-tests LOG: fit the network's message-size segments (latency and bandwidth factors\n"
@@ -100,7 +144,7 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
       "cal/calibration.json)\n"
       "('dtsim calibrate compute --help': the compute fit from kernel traces and GEMM sweeps;\n"
       " 'dtsim calibrate device-model --help': a GPU nothing was measured on, from a measured one by board "
-      "power)\n\noptions");
+      "power;\n 'dtsim calibrate runs --help': your cluster and stack from a few measured runs)\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -126,7 +170,7 @@ int cmd_calibrate(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (!vm.count("source") || vm["source"].as<std::string>() != "nccl-tests")
-    throw ConfigError("calibrate: the first argument must be 'nccl-tests', 'compute' or 'device-model'");
+    throw ConfigError("calibrate: the first argument must be 'nccl-tests', 'compute', 'device-model' or 'runs'");
   if (!vm.count("log")) throw ConfigError("calibrate: give the nccl-tests log file");
   if (!vm.count("cluster")) throw ConfigError("calibrate: --cluster is required");
   if (!vm.count("out")) throw ConfigError("calibrate: --out DIR is required");

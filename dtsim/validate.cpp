@@ -24,6 +24,7 @@
 #include "traces/units.hpp"
 #include "validate/calibrate/compute_fit.hpp"
 #include "validate/calibrate/nccl_fit.hpp"
+#include "validate/calibrate/runs_fit.hpp"
 #include "validate/compare/compare.hpp"
 #include "validate/compare/measured_timeline.hpp"
 #include "validate/published/cross_validate.hpp"
@@ -379,12 +380,32 @@ PublishedExtrapolation extrapolate(const PublishedData& d, const PublishedReques
   for (auto& [gpu, c] : cal) {
     if (std::none_of(scored.begin(), scored.end(), [&](const sim::PublishedRow& r) { return r.gpu == gpu; })) continue;
     const auto& rows = fit_rows[gpu];
-    char what[256];
-    if (rows.size() < need) {
+    char what[512];
+    if (rows.size() < 3) {
       std::snprintf(what, sizeof what,
-                    "not refit: %zu timed rows with at most %d GPUs, too few for the fit's %zu "
-                    "parameters (%zu needed); its calibration as given",
-                    rows.size(), req.fit_max_gpus, sim::fitted_fields().size(), need);
+                    "not refit: %zu timed rows with at most %d GPUs (3 needed); its calibration as given", rows.size(),
+                    req.fit_max_gpus);
+    } else if (rows.size() < need) {
+      // Too few rows for the full fit: the hardware values these rows identify (`calibrate runs`' fit), the
+      // stack values as each row's stack gives them.
+      sim::RunsFitOptions opt;
+      opt.max_evaluations = req.fit_max_evaluations;
+      opt.hardware_only = true;
+      try {
+        const auto fit = sim::fit_runs(rows, c, stack_profile(kDefaultStack), opt);
+        c = sim::with_fitted_hardware(c, fit);
+        x.fit_rows += static_cast<int>(rows.size());
+        std::string fitted;
+        for (const auto& v : fit.values)
+          if (v.fitted) fitted += (fitted.empty() ? "" : ", ") + v.field;
+        std::snprintf(what, sizeof what,
+                      "%zu rows with at most %d GPUs, too few for the full fit (%zu): refit what they identify (%s), "
+                      "rms %.2f%% -> %.2f%%",
+                      rows.size(), req.fit_max_gpus, need, fitted.empty() ? "nothing" : fitted.c_str(),
+                      100 * fit.rms_before, 100 * fit.rms_after);
+      } catch (const ConfigError& e) {
+        std::snprintf(what, sizeof what, "not refit (%s); its calibration as given", e.what());
+      }
     } else {
       const auto fr = sim::fit_published(rows, c, req.fit_max_evaluations, req.fit_max_error_weight);
       if (!(fr.objective_before < 1e8)) {
@@ -765,6 +786,112 @@ CalibrateDeviceModelResult calibrate_device_model(const CalibrateDeviceModelRequ
   }
   if (!req.out_dir.empty()) out.text += "wrote " + req.out_dir + "/calibration.json\n";
   out.files = {{"calibration.json", j.dump(2) + "\n"}};
+  return out;
+}
+
+CalibrateRunsResult calibrate_runs(const CalibrateRunsRequest& req) {
+  if (req.data.empty()) throw ConfigError("calibrate runs: --data FILE is required (measured runs)");
+  if (req.fit_max_gpus < 0 || req.fit_runs < 0)
+    throw ConfigError("calibrate runs: --fit-max-gpus and --fit-runs must not be negative");
+  if (req.max_evaluations < 1 || req.max_evaluations > 100000)
+    throw ConfigError("calibrate runs: --max-evals must be in [1, 100000]");
+  if (!(req.noise > 0 && req.noise < 1)) throw ConfigError("calibrate runs: --noise must be in (0, 1)");
+  std::vector<sim::PublishedRow> rows;
+  std::vector<std::string> sources;
+  for (const auto& f : req.data) {
+    for (auto& r : sim::load_published(f)) rows.push_back(std::move(r));
+    sources.push_back(std::filesystem::path(f).filename().string());
+  }
+  // The fit's runs: at most fit_max_gpus GPUs, then at most fit_runs of them evenly spaced; the rest are held out.
+  std::vector<sim::PublishedRow> eligible, fit_rows, held;
+  for (auto& r : rows)
+    (req.fit_max_gpus == 0 || r.plan.world_size() <= req.fit_max_gpus ? eligible : held).push_back(r);
+  if (req.fit_runs > 0 && static_cast<std::size_t>(req.fit_runs) < eligible.size()) {
+    const double stride = static_cast<double>(eligible.size()) / req.fit_runs;
+    std::vector<bool> pick(eligible.size(), false);
+    for (int i = 0; i < req.fit_runs; ++i) pick[static_cast<std::size_t>(std::floor(i * stride))] = true;
+    for (std::size_t i = 0; i < eligible.size(); ++i) (pick[i] ? fit_rows : held).push_back(eligible[i]);
+  } else {
+    fit_rows = eligible;
+  }
+  std::string gpu;
+  for (const auto& r : fit_rows)
+    if (r.failure.empty()) gpu = r.gpu;
+  if (gpu.empty()) throw ConfigError("calibrate runs: no run to fit on (none expressible within the selection)");
+  const Calibration hardware = calibration_or_default(req.calibration, gpu);
+  std::string stack_name = req.stack;
+  if (stack_name.empty()) {
+    for (const auto& r : fit_rows) {
+      if (!r.failure.empty()) continue;
+      const std::string s = r.plan.stack.empty() ? kDefaultStack : r.plan.stack;
+      if (stack_name.empty()) stack_name = s;
+      else if (s != stack_name)
+        throw ConfigError("calibrate runs: the runs name several stacks ('" + stack_name + "', '" + s +
+                          "'); fit one stack's runs, or give --stack");
+    }
+  }
+  const StackProfile stack = stack_profile(stack_name);
+  sim::RunsFitOptions opt;
+  opt.max_evaluations = req.max_evaluations;
+  opt.noise = req.noise;
+  opt.sources = sources;
+  const sim::RunsFit fit = sim::fit_runs(fit_rows, hardware, stack, opt);
+
+  CalibrateRunsResult out;
+  out.calibration = fit.calibration;
+  out.stack = fit.stack;
+  out.runs = static_cast<int>(fit.runs.size());
+  for (const auto& v : fit.values) out.fitted_values += v.fitted;
+  out.rms_before = fit.rms_before;
+  out.rms_after = fit.rms_after;
+  out.text = sim::runs_fit_text(fit);
+  nlohmann::json report = sim::runs_fit_json(fit);
+  // Held-out runs, predicted with the fit (its stack's values for every run, pinned, as the fit ran them).
+  std::vector<sim::PublishedRow> scored;
+  for (const auto& r : held)
+    if (r.failure.empty() && r.measure == "iteration" && r.measured_s > 0 && r.gpu == gpu) scored.push_back(r);
+  if (!scored.empty()) {
+    const auto results = sim::predict_rows(scored, fit.calibration, sim::NetworkMode::ANALYTIC);
+    nlohmann::json hj = nlohmann::json::array();
+    for (const char* scale : {"1-node", "multi-node"}) {
+      CalibrateRunsResult::HeldOut h;
+      h.scale = scale;
+      const auto band =
+          std::find_if(fit.bands.begin(), fit.bands.end(), [&](const AccuracyBand& b) { return b.key == scale; });
+      for (const auto& r : results) {
+        if (!r.failure.empty() || sim::scale_class(r.row) != scale) continue;
+        ++h.runs;
+        h.mape += std::abs(r.error);
+        h.bias += r.error;
+        const double lr = std::log(r.row.measured_s / r.predicted_s);
+        if (band != fit.bands.end() && lr >= band->q05 && lr <= band->q95) ++h.covered;
+      }
+      if (h.runs == 0) continue;
+      h.mape /= h.runs;
+      h.bias /= h.runs;
+      out.held_out.push_back(h);
+      hj.push_back(
+          {{"scale", h.scale},
+           {"runs", h.runs},
+           {"mape", h.mape},
+           {"bias", h.bias},
+           {"covered_by_fit_interval", band != fit.bands.end() ? nlohmann::json(h.covered) : nlohmann::json(nullptr)}});
+      char line[256];
+      std::snprintf(
+          line, sizeof line, "held out (%s): %d runs predicted with the fit, MAPE %.2f%%, bias %+.2f%%%s\n", scale,
+          h.runs, 100 * h.mape, 100 * h.bias,
+          band != fit.bands.end() ? (", " + std::to_string(h.covered) + " inside the fit's 90% interval").c_str() : "");
+      out.text += line;
+    }
+    report["held_out"] = hj;
+  }
+  out.files = {{"calibration.json", sim::runs_fit_calibration_json(fit, sources).dump(2) + "\n"},
+               {"stack.json", sim::runs_fit_stack_json(fit).dump(2) + "\n"},
+               {"fit_report.json", report.dump(2) + "\n"}};
+  if (!req.out_dir.empty())
+    out.text += "wrote " + req.out_dir + "/calibration.json, stack.json, fit_report.json; use them with\n  dtsim " +
+                "simulate ... --calibration " + req.out_dir + "/calibration.json --stack " + req.out_dir +
+                "/stack.json\n";
   return out;
 }
 

@@ -23,6 +23,7 @@
 #include "dtsim/common.hpp"
 #include "traces/calibration.hpp"
 #include "traces/plan.hpp"
+#include "traces/stack_profile.hpp"
 
 namespace dtsim {
 
@@ -252,6 +253,40 @@ struct CalibrateDeviceModelResult {
   Files files;              ///< calibration.json
 };
 CalibrateDeviceModelResult calibrate_device_model(const CalibrateDeviceModelRequest& req);
+
+/// A calibration of the user's own GPUs, fabric and software stack from a few measured runs
+/// (validate/calibrate/runs_fit.hpp): only the values the runs identify are fitted; the report says why each other
+/// value was kept. Writes a hardware calibration and a stack profile (with `simulate --calibration --stack`).
+struct CalibrateRunsRequest {
+  std::vector<std::string> data;  ///< files of runs: the published-data formats, rows naming "model" and "plan"
+  std::string calibration;        ///< base hardware calibration JSON ("" = the runs' GPU's built-in one)
+  std::string stack;              ///< base stack: name or profile JSON ("" = the runs' own, which must agree)
+  /// Fit on the runs with at most this many GPUs (0 = no limit) and predict the others with the fit (held out).
+  int fit_max_gpus = 0;
+  /// Fit on at most this many of those runs, evenly spaced in file order (0 = all); the rest are held out.
+  int fit_runs = 0;
+  int max_evaluations = 300;
+  double noise = 0.02;  ///< assumed relative noise of one measured time (what counts as identified)
+  std::string out_dir;  ///< where the caller writes `files`, named in `text` ("" = not named)
+};
+struct CalibrateRunsResult {
+  Calibration calibration;  ///< the fitted hardware calibration with the fitted stack's values filled in
+  StackProfile stack;       ///< the fitted stack profile
+  int runs = 0;             ///< runs fitted on
+  int fitted_values = 0;
+  double rms_before = 0, rms_after = 0;  ///< rms ln(measured / predicted) over the fitted runs
+  /// Held-out runs (fit_max_gpus / fit_runs), predicted with the fit: count, mean |error|, mean error, by scale.
+  struct HeldOut {
+    std::string scale;  ///< "1-node", "multi-node"
+    int runs = 0;
+    double mape = 0, bias = 0;
+    int covered = 0;  ///< inside their 90% interval (the fit's, where it has one for the scale)
+  };
+  std::vector<HeldOut> held_out;
+  std::string text;  ///< the fit report
+  Files files;       ///< calibration.json, stack.json, fit_report.json
+};
+CalibrateRunsResult calibrate_runs(const CalibrateRunsRequest& req);
 
 // ---- trace replay (`dtsim replay`) --------------------------------------------------------------------------------
 

@@ -564,6 +564,49 @@ py::dict calibrate_compute_py(const py::object& traces, const py::object& gemm_c
   return d;
 }
 
+py::dict calibrate_runs_py(const py::object& data, const py::dict& kw) {
+  CalibrateRunsRequest req;
+  req.data = string_list(data, "calibrate_runs: data");
+  if (req.data.empty()) throw ConfigError("calibrate_runs: give at least one file of measured runs");
+  read_keys<Setter>(kw, "calibrate_runs",
+                    {{"calibration", [&](const py::object& v) { req.calibration = v.is_none() ? "" : path_string(v); }},
+                     {"stack", [&](const py::object& v) { req.stack = v.is_none() ? "" : path_string(v); }},
+                     {"fit_max_gpus", [&](const py::object& v) { req.fit_max_gpus = v.cast<int>(); }},
+                     {"fit_runs", [&](const py::object& v) { req.fit_runs = v.cast<int>(); }},
+                     {"max_evals", [&](const py::object& v) { req.max_evaluations = v.cast<int>(); }},
+                     {"noise", [&](const py::object& v) { req.noise = v.cast<double>(); }}});
+  CalibrateRunsResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = calibrate_runs(req);
+  }
+  py::dict d;
+  for (const auto& [name, content] : r.files) {
+    const auto j = nlohmann::json::parse(content);
+    if (name == "calibration.json") d["calibration"] = from_json_value(j);
+    else if (name == "stack.json") d["stack"] = from_json_value(j);
+    else if (name == "fit_report.json") d["report"] = from_json_value(j);
+  }
+  d["runs"] = r.runs;
+  d["fitted_values"] = r.fitted_values;
+  d["rms_before"] = r.rms_before;
+  d["rms_after"] = r.rms_after;
+  py::list held;
+  for (const auto& h : r.held_out) {
+    py::dict x;
+    x["scale"] = h.scale;
+    x["runs"] = h.runs;
+    x["mape"] = h.mape;
+    x["bias"] = h.bias;
+    x["covered"] = h.covered;
+    held.append(x);
+  }
+  d["held_out"] = held;
+  d["text"] = r.text;
+  d["files"] = files_dict(r.files);
+  return d;
+}
+
 py::dict calibrate_device_model_py(const py::object& gpu, const py::object& reference, const py::object& base) {
   CalibrateDeviceModelRequest req;
   req.gpu = path_string(gpu);
@@ -676,6 +719,7 @@ PYBIND11_MODULE(_dtsim, m) {
   m.def("validate", &validate_py);
   m.def("calibrate_compute", &calibrate_compute_py);
   m.def("calibrate_device_model", &calibrate_device_model_py);
+  m.def("calibrate_runs", &calibrate_runs_py);
   m.def("replay", &replay_py);
   m.def("write_files", &write_files_py);
   m.def("default_max_memory_bytes", &dtsim::default_max_memory_bytes);

@@ -1,6 +1,7 @@
 #include "traces/calibration.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "traces/calibration_data.hpp"
@@ -95,59 +96,66 @@ nlohmann::json segments_json(const std::vector<NetworkSegment>& v) {
 }  // namespace
 
 nlohmann::json to_json(const Calibration& c) {
-  return {{"schema_version", 1},
-          {"name", c.name},
-          {"gpu", c.gpu},
-          {"provenance", c.provenance},
-          {"compute",
-           {{"gemm_efficiency_max", c.gemm_efficiency_max},
-            {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
-            {"gemm_efficiency_exponent", c.gemm_efficiency_exponent},
-            {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
-            {"gemm_tile_m", c.gemm_tile_m},
-            {"gemm_tile_k", c.gemm_tile_k},
-            {"gemm_accumulate_epilogue", c.gemm_accumulate_epilogue},
-            {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
-            {"flash_attention_efficiency", c.flash_attention_efficiency},
-            {"fp8_gemm_efficiency_scale", c.fp8_gemm_efficiency_scale},
-            {"fp8_rowwise_gemm_efficiency_scale", c.fp8_rowwise_gemm_efficiency_scale},
-            {"fp4_gemm_efficiency_scale", c.fp4_gemm_efficiency_scale},
-            {"interference_gemm_slowdown", c.interference_gemm_slowdown},
-            {"interference_memory_slowdown", c.interference_memory_slowdown},
-            {"interference_flash_slowdown", c.interference_flash_slowdown},
-            {"interference_collective_slowdown", c.interference_collective_slowdown},
-            {"kernel_launch_s", c.kernel_launch_s},
-            {"host_issue_s", c.host_issue_s},
-            {"host_sync_each_pass", c.host_sync_each_pass},
-            {"moe_dispatch_sync", c.moe_dispatch_sync},
-            {"host_collective_issue_s", c.host_collective_issue_s},
-            {"fa2_attention_efficiency", c.fa2_attention_efficiency},
-            {"fa2_attention", c.fa2_attention},
-            {"per_iteration_s", c.per_iteration_s},
-            {"grad_clip", c.grad_clip},
-            {"tf32_matmul", c.tf32_matmul},
-            {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
-          {"network",
-           {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
-            {"inter_bandwidth_efficiency", c.inter_bandwidth_efficiency},
-            {"collective_step_overhead_s", c.collective_step_overhead_s},
-            {"p2p_overhead_s", c.p2p_overhead_s},
-            {"p2p_sync", c.p2p_sync},
-            {"segments", segments_json(c.network_segments)},
-            {"collective_algorithms",
-             [&] {
-               nlohmann::json a = nlohmann::json::array();
-               for (const auto& r : c.collective_algorithms)
-                 a.push_back({{"op", r.op}, {"max_bytes", r.max_bytes}, {"algorithm", r.algorithm}});
-               return a;
-             }()}}},
-          {"memory", {{"reserved_memory_bytes", c.reserved_memory_bytes}}}};
+  nlohmann::json j = {{"schema_version", 1},
+                      {"name", c.name},
+                      {"gpu", c.gpu},
+                      {"provenance", c.provenance},
+                      {"compute",
+                       {{"gemm_efficiency_max", c.gemm_efficiency_max},
+                        {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
+                        {"gemm_efficiency_exponent", c.gemm_efficiency_exponent},
+                        {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
+                        {"gemm_tile_m", c.gemm_tile_m},
+                        {"gemm_tile_k", c.gemm_tile_k},
+                        {"gemm_accumulate_epilogue", c.gemm_accumulate_epilogue},
+                        {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
+                        {"flash_attention_efficiency", c.flash_attention_efficiency},
+                        {"fp8_gemm_efficiency_scale", c.fp8_gemm_efficiency_scale},
+                        {"fp8_rowwise_gemm_efficiency_scale", c.fp8_rowwise_gemm_efficiency_scale},
+                        {"fp4_gemm_efficiency_scale", c.fp4_gemm_efficiency_scale},
+                        {"interference_gemm_slowdown", c.interference_gemm_slowdown},
+                        {"interference_memory_slowdown", c.interference_memory_slowdown},
+                        {"interference_flash_slowdown", c.interference_flash_slowdown},
+                        {"interference_collective_slowdown", c.interference_collective_slowdown},
+                        {"kernel_launch_s", c.kernel_launch_s},
+                        {"host_issue_s", c.host_issue_s},
+                        {"host_sync_each_pass", c.host_sync_each_pass},
+                        {"moe_dispatch_sync", c.moe_dispatch_sync},
+                        {"host_collective_issue_s", c.host_collective_issue_s},
+                        {"fa2_attention_efficiency", c.fa2_attention_efficiency},
+                        {"fa2_attention", c.fa2_attention},
+                        {"per_iteration_s", c.per_iteration_s},
+                        {"grad_clip", c.grad_clip},
+                        {"tf32_matmul", c.tf32_matmul},
+                        {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
+                      {"network",
+                       {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
+                        {"inter_bandwidth_efficiency", c.inter_bandwidth_efficiency},
+                        {"collective_step_overhead_s", c.collective_step_overhead_s},
+                        {"p2p_overhead_s", c.p2p_overhead_s},
+                        {"p2p_sync", c.p2p_sync},
+                        {"segments", segments_json(c.network_segments)},
+                        {"collective_algorithms",
+                         [&] {
+                           nlohmann::json a = nlohmann::json::array();
+                           for (const auto& r : c.collective_algorithms)
+                             a.push_back({{"op", r.op}, {"max_bytes", r.max_bytes}, {"algorithm", r.algorithm}});
+                           return a;
+                         }()}}},
+                      {"memory", {{"reserved_memory_bytes", c.reserved_memory_bytes}}}};
+  if (!c.accuracy_bands.empty()) {
+    nlohmann::json bands = nlohmann::json::array();
+    for (const auto& b : c.accuracy_bands)
+      bands.push_back({{"scale", b.key}, {"rows", b.rows}, {"q05", b.q05}, {"q95", b.q95}});
+    j["accuracy"] = {{"method", c.accuracy_method}, {"bands", bands}};
+  }
+  return j;
 }
 
 Calibration calibration_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(j, ctx,
-                            {"schema_version", "name", "gpu", "stack", "provenance", "compute", "network", "memory"});
+  json_util::reject_unknown(
+      j, ctx, {"schema_version", "name", "gpu", "stack", "provenance", "compute", "network", "memory", "accuracy"});
   Calibration c;
   c.name = get_or<std::string>(j, ctx, "name", "custom");
   c.gpu = get_or<std::string>(j, ctx, "gpu", "");
@@ -251,6 +259,26 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   auto mj = get_or<nlohmann::json>(j, ctx, "memory", nlohmann::json::object());
   json_util::reject_unknown(mj, ctx + ".memory", {"reserved_memory_bytes"});
   c.reserved_memory_bytes = get_or<double>(mj, ctx + ".memory", "reserved_memory_bytes", 0.0);
+  if (j.contains("accuracy")) {
+    const auto& accj = j["accuracy"];
+    const std::string ac = ctx + ".accuracy";
+    json_util::reject_unknown(accj, ac, {"method", "bands"});
+    c.accuracy_method = get_or<std::string>(accj, ac, "method", "");
+    const auto bj = get<nlohmann::json>(accj, ac, "bands");
+    if (!bj.is_array()) throw ConfigError(ac + ": 'bands' must be a list");
+    for (std::size_t i = 0; i < bj.size(); ++i) {
+      const std::string bc = ac + ".bands[" + std::to_string(i) + "]";
+      json_util::reject_unknown(bj[i], bc, {"scale", "rows", "q05", "q95"});
+      AccuracyBand b{get<std::string>(bj[i], bc, "scale"), get<int>(bj[i], bc, "rows"), get<double>(bj[i], bc, "q05"),
+                     get<double>(bj[i], bc, "q95")};
+      if (b.key != "1-node" && b.key != "multi-node")
+        throw ConfigError(bc + ": scale '" + b.key + "' is not known (known: 1-node, multi-node)");
+      if (!(b.rows > 0) || !std::isfinite(b.q05) || !std::isfinite(b.q95) || b.q05 > b.q95 || std::abs(b.q05) > 5 ||
+          std::abs(b.q95) > 5)
+        throw ConfigError(bc + ": needs rows > 0 and finite q05 <= q95 (logs of measured / predicted, within +-5)");
+      c.accuracy_bands.push_back(std::move(b));
+    }
+  }
   c.validate(ctx);
   return c;
 }

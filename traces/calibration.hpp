@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "traces/accuracy_bands.hpp"
+
 namespace dtsim {
 
 struct ParallelPlan;
@@ -128,6 +130,13 @@ struct Calibration {
 
   // Memory.
   double reserved_memory_bytes = 0;  ///< CUDA context, library workspaces, allocator slack
+
+  /// Prediction intervals of a calibration fitted to measured runs of its own cluster (`dtsim calibrate runs`): 90%
+  /// bands of ln(measured / predicted) keyed by scale ("1-node", "multi-node"), from the fit's leave-one-out
+  /// residuals. A run of a listed scale takes its interval from here instead of the shipped leave-one-source-out
+  /// bands (traces/accuracy_bands.hpp); empty = the shipped bands. accuracy_method says how they were made.
+  std::vector<AccuracyBand> accuracy_bands;
+  std::string accuracy_method;
 
   bool pinned(const std::string& field) const;
   void pin(const std::string& field);

@@ -28,7 +28,7 @@ from .errors import ConfigError, Error, FormatError, InternalError, SimulationCr
 
 __all__ = [
     "version", "simgrid_version", "presets", "model_spec", "cluster_spec", "calibration_spec", "simulate", "plan",
-    "bakeoff", "sweep", "pareto", "validate", "calibrate_compute", "calibrate_device_model", "replay", "write_files", "Error", "ConfigError", "FormatError",
+    "bakeoff", "sweep", "pareto", "validate", "calibrate_compute", "calibrate_device_model", "calibrate_runs", "replay", "write_files", "Error", "ConfigError", "FormatError",
     "InternalError", "SimulationCrashed", "SimulateResult", "PlanResult", "BakeoffResult", "SweepResult",
     "ParetoResult", "ValidationResult", "CalibrationResult", "ReplayResult", "Presets"
 ]
@@ -228,6 +228,16 @@ def calibrate_device_model(gpu, reference=None, base=None):
     file, default the built-in one) by board power: sustained tensor-core throughput is power-limited. Returns a dict:
     calibration (for simulate()), text, files ({"calibration.json": ...} for write_files())."""
     return _dtsim.calibrate_device_model(gpu, reference, base)
+
+
+def calibrate_runs(data, **options):
+    """Fits what a few measured runs of your cluster can identify (`dtsim calibrate runs`): `data` is one file or a
+    list of measured runs (JSON rows with model, cluster, plan, measured_s; or any published-data format). Options:
+    calibration (base file), stack (base stack name or profile file), fit_max_gpus, fit_runs (fit on these, predict
+    the rest), max_evals, noise. Returns a dict: calibration and stack (the two files' contents, for simulate() after
+    write_files()), report (fitted values with 90% ranges, kept values with the reason, runs with leave-one-out
+    errors, intervals), runs, fitted_values, rms_before, rms_after, held_out, text, files."""
+    return _dtsim.calibrate_runs(data, options)
 
 
 def replay(trace, **edits):

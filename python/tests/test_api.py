@@ -263,6 +263,30 @@ def test_validate_fit_max_gpus_matches_cli(tmp_path):
         dtsim.validate(data, fit_max_gpus=-1)
 
 
+
+def test_calibrate_runs_matches_the_cli(tmp_path):
+    data = SHARED / "measurements" / "simumax_b200.json"
+    if not data.exists():
+        pytest.skip(f"{data} not found")
+    r = dtsim.calibrate_runs(data, fit_runs=6, max_evals=20)
+    cli("calibrate", "runs", "--data", data, "--fit-runs", "6", "--max-evals", "20", "--out", tmp_path)
+    assert r["report"] == json.loads((tmp_path / "fit_report.json").read_text())
+    assert r["calibration"] == json.loads((tmp_path / "calibration.json").read_text())
+    assert r["runs"] == 6 and r["held_out"][0]["runs"] == 37
+    kept = {v["field"]: v for v in r["report"]["values"] if not v["fitted"]}
+    assert kept["network.inter_bandwidth_efficiency"]["reason"].startswith("not identified")
+    assert "host_issue_s" not in r["calibration"]["compute"] and r["stack"]["fitted_on"] == ["simumax_b200.json"]
+    # The two files drive simulate: a single-node run's interval comes from the fit.
+    dtsim.write_files(tmp_path / "w", r["files"])
+    plan = dict(SMALL_PLAN, stack=str(tmp_path / "w" / "stack.json"))
+    dtsim.simulate("gpt3-1.3b", "dgx-b200:8", plan, calibration=tmp_path / "w" / "calibration.json",
+                   options={"network": "analytic"}, out=tmp_path / "sim")
+    summary = json.loads((tmp_path / "sim" / "summary.json").read_text())
+    assert "fit to measured runs" in summary["results"]["iteration_time_interval_s"]["source"]
+    with pytest.raises(dtsim.ConfigError):
+        dtsim.calibrate_runs(data, noise=2)
+
+
 # ---- pandas ------------------------------------------------------------------------------------------------------
 
 

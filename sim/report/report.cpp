@@ -15,20 +15,32 @@ namespace dtsim::sim {
 
 namespace {
 
-/// The shipped accuracy band of a run's class (GPU, stack, one node or several), if any.
-std::optional<AccuracyBand> run_band(const Inputs& in) {
-  return accuracy_band(in.cluster->gpu.name, in.plan->stack, in.plan->world_size() > in.cluster->gpus_per_node);
+/// A run's accuracy band: the calibration's own (fitted to runs of its cluster at the run's scale) if it has one,
+/// else the shipped band of the run's class (GPU, stack, one node or several), if any.
+struct RunBand {
+  AccuracyBand band;
+  bool own = false;  ///< from the calibration's fit to measured runs
+};
+std::optional<RunBand> run_band(const Inputs& in) {
+  const bool multi_node = in.plan->world_size() > in.cluster->gpus_per_node;
+  if (in.calibration)
+    for (const auto& b : in.calibration->accuracy_bands)
+      if (b.key == (multi_node ? "multi-node" : "1-node")) return RunBand{b, true};
+  if (auto b = accuracy_band(in.cluster->gpu.name, in.plan->stack, multi_node)) return RunBand{*b, false};
+  return std::nullopt;
 }
 
 nlohmann::json interval_json(const Inputs& in, double t) {
-  const auto b = run_band(in);
-  if (!b) return nullptr;
-  return {{"low", t * std::exp(b->q05)},
-          {"high", t * std::exp(b->q95)},
+  const auto rb = run_band(in);
+  if (!rb) return nullptr;
+  const auto& b = rb->band;
+  return {{"low", t * std::exp(b.q05)},
+          {"high", t * std::exp(b.q95)},
           {"coverage", 0.9},
-          {"class", b->key},
-          {"rows", b->rows},
-          {"source", "leave-one-source-out errors of the development sources (traces/accuracy/bands.json)"}};
+          {"class", b.key},
+          {"rows", b.rows},
+          {"source", rb->own ? "the calibration's fit to measured runs: " + in.calibration->accuracy_method
+                             : "leave-one-source-out errors of the development sources (traces/accuracy/bands.json)"}};
 }
 using Interval = std::pair<double, double>;
 
@@ -469,10 +481,14 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode) << ", "
     << to_string(in.options->network) << " network\n\n";
   o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s";
-  if (const auto b = run_band(in))
-    o << "  (90% interval " << fmt("%.3f", rep.iteration_time_s * std::exp(b->q05)) << "-"
-      << fmt("%.3f", rep.iteration_time_s * std::exp(b->q95)) << " s from the cross-validated errors of " << b->rows
-      << " published runs of class " << b->key << ")";
+  if (const auto rb = run_band(in))
+    o << "  (90% interval " << fmt("%.3f", rep.iteration_time_s * std::exp(rb->band.q05)) << "-"
+      << fmt("%.3f", rep.iteration_time_s * std::exp(rb->band.q95)) << " s from the "
+      << (rb->own ? "leave-one-out errors of the calibration's fit to " + std::to_string(rb->band.rows) + " measured " +
+                        rb->band.key + " runs"
+                  : "cross-validated errors of " + std::to_string(rb->band.rows) + " published runs of class " +
+                        rb->band.key)
+      << ")";
   o << "\n";
   o << "throughput          " << fmt("%.0f", rep.tokens_per_s) << " tokens/s, " << fmt("%.2f", rep.samples_per_s)
     << " samples/s\n";

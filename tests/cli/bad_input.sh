@@ -286,6 +286,21 @@ expect_error "replay empty .et directory"    "holds no .et file" replay --trace 
 expect_error "calibrate unknown source"      "nccl-tests"          calibrate kineto x.json --cluster dgx-a100:8
 expect_error "calibrate malformed log"       "'12.x' is not a number" calibrate nccl-tests "$TMP/nccl_bad.log" --cluster dgx-a100:8 --op all-reduce --ranks 8
 expect_error "device model without board power" "gpu 'gh200' states no board_power_w" calibrate device-model --gpu gh200
+cat >"$TMP/runs_two.json" <<'EOF'
+[{"id": "a", "model": "gpt3-1.3b", "cluster": "dgx-h100:8", "plan": {"tp": 1, "dp": 8, "micro_batch_size": 1, "global_batch_size": 64}, "measured_s": 1.0},
+ {"id": "b", "model": "gpt3-1.3b", "cluster": "dgx-h100:8", "plan": {"tp": 2, "dp": 4, "micro_batch_size": 1, "global_batch_size": 64}, "measured_s": 1.1}]
+EOF
+cat >"$TMP/runs_typo.json" <<'EOF'
+[{"id": "a", "model": "gpt3-1.3b", "cluster": "dgx-h100:8", "plan": {"tp": 1, "dp": 8, "micro_batch_size": 1, "global_batch_size": 64}, "measured_sec": 1.0}]
+EOF
+cat >"$TMP/runs_bad_plan.json" <<'EOF'
+[{"id": "a", "model": "gpt3-1.3b", "cluster": "dgx-h100:8", "plan": {"tp": 3, "dp": 8, "micro_batch_size": 1, "global_batch_size": 64}, "measured_s": 1.0}]
+EOF
+expect_error "calibrate runs without data"   "--data FILE is required" calibrate runs
+expect_error "calibrate runs too few runs"   "2 usable runs"       calibrate runs --data "$TMP/runs_two.json"
+expect_error "calibrate runs unknown key"    "measured_sec"        calibrate runs --data "$TMP/runs_typo.json"
+expect_error "calibrate runs bad plan"       "row 0"               calibrate runs --data "$TMP/runs_bad_plan.json"
+expect_error "calibrate runs bad noise"      "--noise"             calibrate runs --data "$TMP/runs_two.json" --noise 2
 expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2
 expect_error "disconnected graph"            "disconnected"        simulate "${M[@]}" --cluster "$TMP/graph_disconnected.json" --tp 2 --gbs 2
 expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"

@@ -15,6 +15,7 @@
 #include "traces/json_util.hpp"
 #include "traces/limits.hpp"
 #include "traces/stack_profile.hpp"
+#include "validate/calibrate/nelder_mead.hpp"
 #include "validate/published/published_json.hpp"
 
 namespace dtsim::sim {
@@ -168,6 +169,51 @@ PublishedRow generic_row(const nlohmann::json& j, const std::string& ctx, int in
   r.measure = get_or<std::string>(j, ctx, "measure", "iteration");
   if (r.measure != "iteration" && r.measure != "layer")
     throw FormatError(ctx + ": measure '" + r.measure + "' is not known (known: iteration, layer)");
+  return r;
+}
+
+/// A user's run: the inputs `dtsim simulate` takes (model preset or file, cluster, plan JSON as `--plan` reads it,
+/// stack) and what was measured (docs/accuracy.md, "Your own runs").
+PublishedRow run_row(const nlohmann::json& j, const std::string& ctx, int index) {
+  using json_util::get;
+  using json_util::get_or;
+  json_util::reject_unknown(
+      j, ctx,
+      {"id", "group", "model", "cluster", "plan", "stack", "measured_s", "measured_ms", "measured_peak_gib", "notes"});
+  PublishedRow r;
+  r.index = index;
+  r.id = get_or<std::string>(j, ctx, "id", "");
+  const auto model = get<std::string>(j, ctx, "model");
+  r.model = load_model(model);
+  r.cluster = get<std::string>(j, ctx, "cluster");
+  const ClusterSpec cluster = load_cluster(r.cluster);
+  r.gpu = cluster.gpu.name;
+  nlohmann::json pj = get<nlohmann::json>(j, ctx, "plan");
+  if (pj.is_string()) {
+    r.plan = load_plan(pj.get<std::string>());
+  } else {
+    if (!pj.is_object()) throw FormatError(ctx + ": 'plan' must be a plan object or a plan JSON file name");
+    if (!pj.contains("schema_version")) pj["schema_version"] = 1;
+    r.plan = plan_from_json(pj, ctx + ".plan");
+  }
+  r.plan.stack = get_or<std::string>(j, ctx, "stack", r.plan.stack.empty() ? kDefaultStack : r.plan.stack);
+  (void)stack_profile(r.plan.stack);  // an unknown stack names the known ones
+  try {
+    r.plan.validate(r.model, cluster);
+  } catch (const ConfigError& e) {
+    throw FormatError(ctx + ": " + e.what());
+  }
+  if (j.contains("measured_s")) r.measured_s = get<double>(j, ctx, "measured_s");
+  else r.measured_s = get<double>(j, ctx, "measured_ms") / 1000.0;
+  limits::check(r.measured_s, limits::kMeasuredTime, ctx, "measured time");
+  if (j.contains("measured_peak_gib")) {
+    const double gib = get<double>(j, ctx, "measured_peak_gib");
+    if (!(gib > 0 && gib < 1e5)) throw FormatError(ctx + ": measured_peak_gib must be in (0, 1e5)");
+    r.measured_peak_memory_bytes = gib * 1024.0 * 1024 * 1024;
+  }
+  r.precision = to_string(r.plan.precision);
+  r.notes = get_or<std::string>(j, ctx, "notes", "");
+  r.group = get_or<std::string>(j, ctx, "group", r.model.name);
   return r;
 }
 
@@ -328,8 +374,12 @@ std::vector<PublishedRow> load_published(const std::string& path) {
     } else {
       if (j.is_object()) j = json_util::get<nlohmann::json>(j, path, "rows");
       if (!j.is_array()) throw FormatError(path + ": expected a list of rows");
-      for (std::size_t i = 0; i < j.size(); ++i)
-        rows.push_back(generic_row(j[i], path + ": row " + std::to_string(i), static_cast<int>(i)));
+      for (std::size_t i = 0; i < j.size(); ++i) {
+        const std::string ctx = path + ": row " + std::to_string(i);
+        // A row naming its model (preset or file) is a run in `dtsim simulate`'s terms; else a GPT-shape row.
+        rows.push_back(j[i].is_object() && j[i].contains("model") ? run_row(j[i], ctx, static_cast<int>(i))
+                                                                  : generic_row(j[i], ctx, static_cast<int>(i)));
+      }
     }
   } else if (first.rfind("# GPUs,global batch,micro batch", 0) == 0) {
     rows = parse_vtrain(f, path);
@@ -543,71 +593,21 @@ Calibration with_params(Calibration c, const std::array<double, kParams>& x) {
 }  // namespace
 
 namespace {
-/// One Nelder-Mead run (standard coefficients) from `start`, initial steps log(1.3) (log(4) for the wide-range
-/// parameters); returns the best point and its value.
-std::pair<std::array<double, kParams>, double> nelder_mead(
-    const std::function<double(const std::array<double, kParams>&)>& f, const std::array<double, kParams>& start,
-    int max_evaluations, int& evaluations) {
-  std::array<std::array<double, kParams>, kParams + 1> simplex;
-  std::array<double, kParams + 1> value{};
-  simplex[0] = start;
-  for (int i = 0; i < kParams; ++i) {
-    simplex[i + 1] = simplex[0];
-    // The misaligned-GEMM factor starts at its cap (1): step it down.
-    simplex[i + 1][i] += i == kMisalignedParam ? std::log(0.5)
-                         : i == kExponentParam ? std::log(2.0)
-                         : i == 1 || i >= 5    ? std::log(4.0)
-                                               : std::log(1.3);
-  }
-  const int limit = evaluations + max_evaluations;
-  for (int i = 0; i <= kParams; ++i) value[i] = f(simplex[i]), ++evaluations;
-  while (evaluations < limit) {
-    std::array<int, kParams + 1> order{};
-    for (int i = 0; i <= kParams; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return value[a] < value[b]; });
-    const int best = order[0], worst = order[kParams], second = order[kParams - 1];
-    if (value[worst] - value[best] < 1e-5) break;
-    std::array<double, kParams> centroid{};
-    for (int i = 0; i <= kParams; ++i)
-      if (i != worst)
-        for (int k = 0; k < kParams; ++k) centroid[k] += simplex[i][k] / kParams;
-    auto along = [&](double t) {
-      std::array<double, kParams> x{};
-      for (int k = 0; k < kParams; ++k) x[k] = centroid[k] + t * (simplex[worst][k] - centroid[k]);
-      return x;
-    };
-    const auto xr = along(-1.0);
-    const double fr = f(xr);
-    ++evaluations;
-    if (fr < value[best]) {
-      const auto xe = along(-2.0);
-      const double fe = f(xe);
-      ++evaluations;
-      if (fe < fr) simplex[worst] = xe, value[worst] = fe;
-      else simplex[worst] = xr, value[worst] = fr;
-    } else if (fr < value[second]) {
-      simplex[worst] = xr, value[worst] = fr;
-    } else {
-      const auto xc = along(fr < value[worst] ? -0.5 : 0.5);
-      const double fc = f(xc);
-      ++evaluations;
-      if (fc < std::min(fr, value[worst])) {
-        simplex[worst] = xc, value[worst] = fc;
-      } else {
-        for (int i = 0; i <= kParams; ++i)
-          if (i != best) {
-            for (int k = 0; k < kParams; ++k)
-              simplex[i][k] = simplex[best][k] + 0.5 * (simplex[i][k] - simplex[best][k]);
-            value[i] = f(simplex[i]);
-            ++evaluations;
-          }
-      }
-    }
-  }
-  int best = 0;
-  for (int i = 1; i <= kParams; ++i)
-    if (value[i] < value[best]) best = i;
-  return {simplex[best], value[best]};
+/// The simplex's initial steps: log(1.3), log(4) for the wide-range parameters; the misaligned-GEMM factor starts at
+/// its cap (1) and steps down, the curve's exponent by a factor of 2.
+std::vector<double> simplex_steps() {
+  std::vector<double> steps(kParams);
+  for (int i = 0; i < kParams; ++i)
+    steps[static_cast<std::size_t>(i)] = i == kMisalignedParam ? std::log(0.5)
+                                         : i == kExponentParam ? std::log(2.0)
+                                         : i == 1 || i >= 5    ? std::log(4.0)
+                                                               : std::log(1.3);
+  return steps;
+}
+std::array<double, kParams> to_array(const std::vector<double>& v) {
+  std::array<double, kParams> a{};
+  std::copy(v.begin(), v.end(), a.begin());
+  return a;
 }
 }  // namespace
 
@@ -643,8 +643,11 @@ FitResult fit_published(const std::vector<PublishedRow>& rows, const Calibration
   std::array<double, kParams> best_x = params_of(start0);
   double best_v = fr.objective_before;
   for (const Calibration& start : {start0, host_bound}) {
-    auto [x, v] = nelder_mead(objective, params_of(start), max_evaluations / 2, fr.evaluations);
-    if (v < best_v) best_x = x, best_v = v;
+    const auto p = params_of(start);
+    auto [x, v] =
+        nelder_mead([&](const std::vector<double>& y) { return objective(to_array(y)); },
+                    std::vector<double>(p.begin(), p.end()), simplex_steps(), max_evaluations / 2, fr.evaluations);
+    if (v < best_v) best_x = to_array(x), best_v = v;
   }
   fr.calibration = with_params(start0, best_x);
   fr.objective_after = best_v;
