@@ -28,6 +28,7 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
     ("planners", po::value<std::string>(), "comma-separated planners (default: all, and megatron-tp)")
     ("memory-limit", po::value<double>(), "per-GPU memory limit in GB (default: the device's)")
     ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("stack", po::value<std::string>(), "software stack: megatron-core (default) | ... | a profile .json")
     ("out", po::value<std::string>(), "write capacity.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
@@ -47,6 +48,7 @@ int cmd_capacity(int argc, char** argv, std::ostream& out) {
   CapacityRequest req;
   req.cluster = vm["cluster"].as<std::string>();
   req.calibration = value_or(vm, "calibration");
+  req.stack = value_or(vm, "stack");
   req.global_batch_size = vm["gbs"].as<int>();
   if (vm.count("memory-limit")) {
     req.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;

@@ -57,6 +57,7 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
     ("network", po::value<std::string>()->default_value("analytic"), "analytic | flow")
     ("memory-limit", po::value<double>(), "per-GPU memory limit in GB (default: the device's)")
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the GPU's shipped one)")
+    ("stack", po::value<std::string>(), "software stack: megatron-core (default) | ... | a profile .json")
     ("out", po::value<std::string>(), "write capacity.json")
     ("quiet,q", "print nothing on success");
   // clang-format on
@@ -77,6 +78,7 @@ int cmd_capacity_deadline(int argc, char** argv, std::ostream& out) {
   req.model = vm["model"].as<std::string>();
   req.gpu = vm["gpu"].as<std::string>();
   req.calibration = vm.count("calibration") ? vm["calibration"].as<std::string>() : "";
+  req.stack = vm.count("stack") ? vm["stack"].as<std::string>() : "";
   req.tokens = parse_count(vm["tokens"].as<std::string>(), "--tokens");
   req.days = vm["days"].as<double>();
   req.price_per_gpu_hour = vm["price-per-gpu-hour"].as<double>();

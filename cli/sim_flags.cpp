@@ -31,6 +31,7 @@ void add_planner_options(po::options_description& desc) {
     ("tp", po::value<int>()->default_value(1), "pipedream, dapple: GPUs of one node that act as one device (tensor parallel)")
     ("top", po::value<int>()->default_value(5), "how many of a planner's best candidates to simulate")
     ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("stack", po::value<std::string>(), "software stack of every candidate: megatron-core (default) | megatron-lm | megatron-deepspeed | torchtitan | a profile .json")
     ("network", po::value<std::string>()->default_value("flow"), "flow | analytic (for the simulations)")
     ("precision", po::value<std::string>()->default_value("bf16"),
      "linear-layer GEMM precision of every candidate: bf16 | fp8 (= fp8-delayed) | fp8-current | fp8-rowwise | mxfp8 | "
@@ -47,6 +48,7 @@ PlanRequest plan_request(const po::variables_map& vm, const std::string& command
   r.model = vm["model"].as<std::string>();
   r.cluster = vm["cluster"].as<std::string>();
   r.calibration = value_or(vm, "calibration");
+  r.stack = value_or(vm, "stack");
   r.global_batch_size = vm["gbs"].as<int>();
   if (vm.count("memory-limit")) {
     r.memory_limit_bytes = vm["memory-limit"].as<double>() * units::kGB;

@@ -18,13 +18,21 @@
 namespace dtsim {
 namespace {
 
+/// The calibration planners cost and simulate with: `hw` with the software values of `stack` ("" = the default
+/// stack), pinned, since the plans they emit name no stack (a simulation then keeps these values).
+Calibration planning_calibration(const Calibration& hw, const std::string& stack) {
+  Calibration c = with_stack(hw, stack.empty() ? std::string(kDefaultStack) : stack);
+  for (const auto& f : kSoftwareFields) c.pin(f);
+  return c;
+}
+
 /// Cluster, calibration, global batch and memory limit of a planner input (plan, bakeoff, capacity), with the CLI's
 /// checks and messages naming `cmd`.
-void cluster_input(const std::string& cluster, const std::string& calibration, int global_batch_size,
-                   double memory_limit_bytes, const std::string& cmd, planning::PlannerInput& in) {
+void cluster_input(const std::string& cluster, const std::string& calibration, const std::string& stack,
+                   int global_batch_size, double memory_limit_bytes, const std::string& cmd,
+                   planning::PlannerInput& in) {
   in.cluster = load_cluster(cluster);
-  // Planners cost plans of the default software stack (the plans they emit name none).
-  in.calibration = with_stack(resolve_calibration(calibration, in.cluster), kDefaultStack);
+  in.calibration = planning_calibration(resolve_calibration(calibration, in.cluster), stack);
   in.global_batch_size = global_batch_size;
   if (in.global_batch_size <= 0 || in.global_batch_size > limits::kMaxGlobalBatch)
     throw ConfigError(cmd + ": --gbs must be from 1 to " + std::to_string(limits::kMaxGlobalBatch) + ", got " +
@@ -42,7 +50,7 @@ planning::PlannerInput planner_input(const PlanRequest& req, sim::SimOptions& op
     in.model.seq_len = req.seq_len;
     in.model.validate();
   }
-  cluster_input(req.cluster, req.calibration, req.global_batch_size, req.memory_limit_bytes, cmd, in);
+  cluster_input(req.cluster, req.calibration, req.stack, req.global_batch_size, req.memory_limit_bytes, cmd, in);
   in.tensor_parallel = req.tensor_parallel;
   if (req.top < 1 || req.top > 100) throw ConfigError(cmd + ": --top must be between 1 and 100");
   in.precision = precision_from_string(req.precision, cmd + ": --precision");
@@ -95,6 +103,7 @@ PlanResult plan(const PlanRequest& req) {
   const planning::PlannerInput in = planner_input(req, opt);
   const auto search = sim::search_plan(in, req.planner, req.top, opt);
   PlanResult r = result_of(search);
+  for (auto& c : r.candidates) c.plan.stack = req.stack;  // what they were costed and simulated with
   {
     char line[400];
     std::snprintf(
@@ -163,7 +172,8 @@ BakeoffResult bakeoff(const PlanRequest& req) {
   out.text += "planner     own pred s  simulated s  peak GB  fits  search s  plan\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& name : planning::planner_names()) {
-    const PlanResult r = result_of(sim::search_plan(in, name, req.top, opt));
+    PlanResult r = result_of(sim::search_plan(in, name, req.top, opt));
+    for (auto& c : r.candidates) c.plan.stack = req.stack;
     nlohmann::json row = {{"planner", name}, {"considered", r.considered}, {"feasible", r.feasible}};
     if (r.chosen < 0) {
       std::snprintf(line, sizeof line, "%-10s  %10s  %11s  %7s  %4s  %8.2f  (%s)\n", name.c_str(), "-", "-", "-", "no",
@@ -200,7 +210,7 @@ BakeoffResult bakeoff(const PlanRequest& req) {
 
 CapacityResult capacity(const CapacityRequest& req) {
   planning::PlannerInput in;
-  cluster_input(req.cluster, req.calibration, req.global_batch_size, req.memory_limit_bytes, "capacity", in);
+  cluster_input(req.cluster, req.calibration, req.stack, req.global_batch_size, req.memory_limit_bytes, "capacity", in);
   CapacityResult out;
   out.ladder = req.models.empty() ? planning::default_capacity_ladder() : req.models;
   for (const auto& m : out.ladder) load_model(m);  // a bad name fails before any search
@@ -277,7 +287,7 @@ DeadlineResult deadline(const DeadlineRequest& req) {
   in.model = load_model(req.model);
   in.cluster_preset = cluster_preset_for(req.gpu);
   const std::string gpu = load_cluster(in.cluster_preset).gpu.name;
-  in.calibration = with_stack(calibration_or_default(req.calibration, gpu), kDefaultStack);
+  in.calibration = planning_calibration(calibration_or_default(req.calibration, gpu), req.stack);
   in.tokens = req.tokens;
   in.days = req.days;
   in.price_per_gpu_hour = req.price_per_gpu_hour;

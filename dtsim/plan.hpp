@@ -13,7 +13,10 @@ namespace dtsim {
 struct PlanRequest {
   std::string model;
   std::string cluster;
-  std::string calibration;        ///< "" = the built-in one of the cluster's GPU
+  std::string calibration;  ///< "" = the built-in one of the cluster's GPU
+  /// Software stack every candidate runs with: name or profile .json (e.g. `calibrate runs`' stack.json); "" = the
+  /// default stack.
+  std::string stack;
   int global_batch_size = 0;      ///< required
   double memory_limit_bytes = 0;  ///< 0 = the device's
   int tensor_parallel = 1;        ///< pipedream, dapple: GPUs of one node acting as one device
@@ -63,6 +66,7 @@ BakeoffResult bakeoff(const PlanRequest& req);
 struct CapacityRequest {
   std::string cluster;
   std::string calibration;
+  std::string stack;  ///< as PlanRequest::stack
   int global_batch_size = 0;
   double memory_limit_bytes = 0;
   std::vector<std::string> models;    ///< the ladder, smallest first ({} = the megatron-* presets by size)
@@ -90,6 +94,7 @@ struct DeadlineRequest {
   std::string model;
   std::string gpu;          ///< GPU preset or alias (a100-sxm4-80gb, b200, ...) or cluster preset (dgx-h100, ...)
   std::string calibration;  ///< "" = the GPU's built-in one
+  std::string stack;        ///< as PlanRequest::stack
   double tokens = 0;
   double days = 0;
   double price_per_gpu_hour = 0;  ///< 0: no cost column

@@ -155,7 +155,7 @@ std::string row_table(const std::vector<sim::RowResult>& results) {
 
 std::string published_text(const PublishedData& d, const PublishedRequest& req,
                            const std::vector<sim::RowResult>& results, const sim::ValidationScore& sc) {
-  char line[512];
+  char line[2048];
   std::snprintf(line, sizeof line,
                 "dtsim %s | validate published | %s | %zu rows (%s split), calibration %s, %s network\n"
                 "MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  min Spearman per model %.3f  (%d rows failed)\n",
@@ -163,6 +163,11 @@ std::string published_text(const PublishedData& d, const PublishedRequest& req,
                 req.network.c_str(), 100 * sc.mape, 100 * sc.max_abs_error, 100 * sc.mean_error, sc.spearman_min,
                 sc.failed);
   std::string text = line;
+  if (!sc.failed_by_reason.empty()) {
+    text += "failed rows by reason:";
+    for (const auto& [reason, n] : sc.failed_by_reason) text += " " + std::to_string(n) + " " + reason + ";";
+    text.back() = '\n';
+  }
   if (sc.memory_rows > 0) {
     std::snprintf(line, sizeof line,
                   "peak memory: MAPE %.2f%%  max |error| %.2f%%  mean error %+.2f%%  (%d rows with a measured peak)\n",
@@ -303,6 +308,12 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
                       {"network", req.network},
                       {"rows", sc.rows},
                       {"failed", sc.failed},
+                      {"failed_by_reason",
+                       [&] {
+                         nlohmann::json a = nlohmann::json::object();
+                         for (const auto& [reason, n] : sc.failed_by_reason) a[reason] = n;
+                         return a;
+                       }()},
                       {"mape", sc.mape},
                       {"max_abs_error", sc.max_abs_error},
                       {"mean_error", sc.mean_error},

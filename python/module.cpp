@@ -257,6 +257,7 @@ PlanRequest plan_request_of(const py::dict& kw, const std::string& command) {
        {"cluster", [&](const py::object& v) { r.cluster = name_of(v, command + ": cluster"); }},
        {"calibration",
         [&](const py::object& v) { r.calibration = v.is_none() ? "" : name_of(v, command + ": calibration"); }},
+       {"stack", [&](const py::object& v) { r.stack = v.is_none() ? "" : path_string(v); }},
        {"global_batch_size", [&](const py::object& v) { r.global_batch_size = v.cast<int>(); }},
        {"memory_limit_bytes", [&](const py::object& v) { r.memory_limit_bytes = v.cast<double>(); }},
        {"tensor_parallel", [&](const py::object& v) { r.tensor_parallel = v.cast<int>(); }},

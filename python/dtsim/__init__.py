@@ -163,7 +163,7 @@ def _plan_request(model, cluster, global_batch_size, **kwargs):
 
 
 def plan(model, cluster, global_batch_size, planner="grid", top=5, calibration=None, network="flow",
-         memory_limit_bytes=None, tensor_parallel=None, precision=None, seq_len=None):
+         memory_limit_bytes=None, tensor_parallel=None, precision=None, seq_len=None, stack=None):
     """Searches a plan with one planner and simulates its best `top` candidates (each in its own process); returns
     a :class:`PlanResult` whose ``best`` is the fastest candidate that fits memory (its ``.plan`` is a plan dict
     for simulate()).
@@ -172,22 +172,24 @@ def plan(model, cluster, global_batch_size, planner="grid", top=5, calibration=N
     "luo". model and cluster: preset
     names or JSON file paths. network: "flow" | "analytic" for the simulations. memory_limit_bytes: default the
     device's. tensor_parallel: GPUs of one node acting as one device (pipedream, dapple). precision: GEMM precision
-    of every candidate ("bf16", "fp8", ...). seq_len: overrides the model's sequence length.
+    of every candidate ("bf16", "fp8", ...). seq_len: overrides the model's sequence length. stack: the software stack
+    of every candidate (a name, or a profile file such as calibrate_runs()' stack.json; default "megatron-core").
     """
     req = _plan_request(model, cluster, global_batch_size, planner=planner, top=top, calibration=calibration,
                         network=network, memory_limit_bytes=memory_limit_bytes, tensor_parallel=tensor_parallel,
-                        precision=precision, seq_len=seq_len)
+                        precision=precision, seq_len=seq_len,
+                        stack=os.fspath(stack) if stack is not None else None)
     return PlanResult(_dtsim.plan(req))
 
 
 def bakeoff(model, cluster, global_batch_size, top=5, calibration=None, network="flow", memory_limit_bytes=None,
-            tensor_parallel=None, precision=None, seq_len=None):
+            tensor_parallel=None, precision=None, seq_len=None, stack=None):
     """Every planner on the same model, cluster and batch, each one's best `top` candidates simulated in the same
     simulator; returns a :class:`BakeoffResult` (``planners``: one PlanResult each; to_frame(): every candidate).
     Arguments as plan()."""
     req = _plan_request(model, cluster, global_batch_size, top=top, calibration=calibration, network=network,
                         memory_limit_bytes=memory_limit_bytes, tensor_parallel=tensor_parallel,
-                        precision=precision, seq_len=seq_len)
+                        precision=precision, seq_len=seq_len, stack=os.fspath(stack) if stack is not None else None)
     return BakeoffResult(_dtsim.bakeoff(req))
 
 

@@ -285,6 +285,17 @@ def test_calibrate_runs_matches_the_cli(tmp_path):
     assert "fit to measured runs" in summary["results"]["iteration_time_interval_s"]["source"]
     with pytest.raises(dtsim.ConfigError):
         dtsim.calibrate_runs(data, noise=2)
+    # plan takes the fitted pair too: its candidates name the stack they were costed with.
+    p = dtsim.plan("gpt3-1.3b", "dgx-b200:8", 64, top=1, network="analytic",
+                   calibration=tmp_path / "w" / "calibration.json", stack=tmp_path / "w" / "stack.json")
+    assert p.candidates[0].plan["stack"] == str(tmp_path / "w" / "stack.json")
+
+
+def test_plan_stack_changes_the_costs():
+    a = dtsim.plan("gpt3-1.3b", "dgx-a100:8", 32, top=1, network="analytic")
+    b = dtsim.plan("gpt3-1.3b", "dgx-a100:8", 32, top=1, network="analytic", stack="megatron-deepspeed")
+    assert b.candidates[0].plan["stack"] == "megatron-deepspeed"
+    assert a.candidates[0].simulated_s != b.candidates[0].simulated_s
 
 
 # ---- pandas ------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "strategies/transformer_costs.hpp"
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
+#include "traces/stack_profile.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim::sweep {
@@ -252,6 +253,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                              "gpus",
                              "cluster_preset",
                              "calibration",
+                             "stack",
                              "tp",
                              "pp",
                              "dp",
@@ -298,6 +300,17 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   if (spec.contains("calibration"))
     cal_path = resolve(json_util::get<std::string>(spec, kCtx, "calibration"), spec_dir);
   for (const auto& c : ex.clusters) ex.calibrations.push_back(calibration_or_default(cal_path, c.gpu.name));
+  if (spec.contains("stack")) {
+    // Every scenario's software values from one stack (a name or a profile file, e.g. `calibrate runs`' stack.json),
+    // pinned into its calibration: the ids then hash them too.
+    std::string stack = json_util::get<std::string>(spec, kCtx, "stack");
+    if (stack.size() > 5 && stack.compare(stack.size() - 5, 5, ".json") == 0) stack = resolve(stack, spec_dir);
+    const StackProfile profile = stack_profile(stack);
+    for (auto& c : ex.calibrations) {
+      c = with_stack(c, profile);
+      for (const auto& f : kSoftwareFields) c.pin(f);
+    }
+  }
   std::vector<std::string> model_hash, cluster_hash, cal_hash;
   for (const auto& m : ex.models) model_hash.push_back(fnv1a_hex(to_json(m).dump()));
   for (std::size_t i = 0; i < ex.clusters.size(); ++i) {

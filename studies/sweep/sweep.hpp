@@ -7,6 +7,8 @@
 //    "clusters": ["dgx-a100:1024:fat-tree:16:1", "c.json"],    and/or
 //    "gpus": [256, 512], "cluster_preset": "dgx-a100[:FABRIC]",  -> "dgx-a100:256[:FABRIC]" (default preset dgx-a100)
 //    "calibration": "cal.json",                                optional; default: the GPU's built-in calibration
+//    "stack": "megatron-core",                                 optional: every scenario's software stack (a name or a
+//                                                              profile file); default: each simulation's default stack
 //    "tp": [1, 2, 4, 8], "pp": [1, 2, 4], "dp": ["auto"],      "auto" = gpus / (tp cp pp)
 //    "vp": [1, 2], "mbs": [1, 2], "gbs": [512],                vp = virtual stages (model chunks per stage)
 //    "schedule": ["1f1b", "gpipe", "interleaved", "zb-h1"],    "interleaved" takes its chunk count from vp

@@ -300,6 +300,7 @@ expect_error "calibrate runs without data"   "--data FILE is required" calibrate
 expect_error "calibrate runs too few runs"   "2 usable runs"       calibrate runs --data "$TMP/runs_two.json"
 expect_error "calibrate runs unknown key"    "measured_sec"        calibrate runs --data "$TMP/runs_typo.json"
 expect_error "calibrate runs bad plan"       "row 0"               calibrate runs --data "$TMP/runs_bad_plan.json"
+expect_error "plan unknown stack"            "unknown software stack 'nosuch'" plan --model gpt3-1.3b --cluster dgx-a100:8 --gbs 32 --stack nosuch
 expect_error "calibrate runs bad noise"      "--noise"             calibrate runs --data "$TMP/runs_two.json" --noise 2
 expect_error "graph with an unknown vertex"  "unknown vertex 'sw'" simulate "${M[@]}" --cluster "$TMP/graph_unknown_vertex.json" --tp 2 --gbs 2
 expect_error "disconnected graph"            "disconnected"        simulate "${M[@]}" --cluster "$TMP/graph_disconnected.json" --tp 2 --gbs 2

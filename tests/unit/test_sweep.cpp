@@ -14,6 +14,7 @@
 #include "strategies/planner.hpp"
 #include "studies/sweep/sweep.hpp"
 #include "traces/error.hpp"
+#include "traces/stack_profile.hpp"
 
 namespace sw = dtsim::sim::sweep;
 using nlohmann::json;
@@ -147,6 +148,18 @@ TEST(SweepExpansion, IdsAreDeterministicAndContentBased) {
   std::set<std::string> cids;
   for (const auto& s : c.scenarios) cids.insert(s.id);
   for (const auto& id : ids) EXPECT_TRUE(cids.count(id)) << id;
+  // A stack ("stack": name or profile file) pins its software values into every scenario's calibration: other ids.
+  spec["gbs"] = {64};
+  spec["stack"] = "torchtitan";
+  const auto d = sw::expand(spec);
+  ASSERT_EQ(d.scenarios.size(), a.scenarios.size());
+  for (std::size_t i = 0; i < d.scenarios.size(); ++i) EXPECT_NE(d.scenarios[i].id, a.scenarios[i].id);
+  for (const auto& cal : d.calibrations) {
+    EXPECT_TRUE(cal.pinned("host_issue_s"));
+    EXPECT_DOUBLE_EQ(cal.host_issue_s, dtsim::stack_profile("torchtitan").host_issue_s);
+  }
+  spec["stack"] = "no-such-stack";
+  EXPECT_THROW(sw::expand(spec), dtsim::ConfigError);
 }
 
 TEST(SweepExpansion, RandomSamplesAreDeterministicSubsetsInGridOrder) {

@@ -967,3 +967,21 @@ TEST(FlopConventions, MegatronCore2025IsMegatron2021WithCausalHalving) {
   EXPECT_EQ(flop_convention_named("megatron-core-2025"), FlopConvention::MEGATRON_CORE_2025);
   EXPECT_FALSE(flop_convention_named("chinchilla").has_value());
 }
+
+TEST(PublishedData, FailedRowsAreCountedByReason) {
+  EXPECT_EQ(failure_reason("f.json: row 27 ('sailor-mit-N2-N2_D1'): heterogeneous cluster (RTX-3090, Titan-RTX): dtsim "
+                           "simulates one GPU kind per run"),
+            "heterogeneous cluster");
+  EXPECT_EQ(failure_reason("f.json: row 0 ('llama3-t4-1'): interleaved schedule with vp 1"),
+            "interleaved schedule with vp 1");
+  EXPECT_EQ(failure_reason("out of memory"), "out of memory");
+  std::vector<RowResult> results(4);
+  results[0].failure = "a.json: row 1 ('x'): heterogeneous cluster (A, B): no";
+  results[1].failure = "a.json: row 2 ('y'): heterogeneous cluster (C): no";
+  results[2].failure = "a.json: row 3 ('z'): recompute 'selective layer' (torchtitan): no";
+  results[3].row.measured_s = 1, results[3].predicted_s = 1;
+  const auto s = score(results);
+  ASSERT_EQ(s.failed_by_reason.size(), 2u);
+  EXPECT_EQ(s.failed_by_reason[0], (std::pair<std::string, int>{"heterogeneous cluster", 2}));
+  EXPECT_EQ(s.failed_by_reason[1], (std::pair<std::string, int>{"recompute 'selective layer'", 1}));
+}

@@ -446,8 +446,23 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   return da > 0 && db > 0 ? num / std::sqrt(da * db) : 0;
 }
 
+std::string failure_reason(const std::string& failure) {
+  std::string r = failure;
+  const auto row = r.find(": row ");
+  if (row != std::string::npos) {
+    const auto close = r.find("): ", row);
+    const auto colon = r.find(": ", row + 6);
+    if (close != std::string::npos && close < colon + 2) r = r.substr(close + 3);
+    else if (colon != std::string::npos) r = r.substr(colon + 2);
+  }
+  const auto cut = std::min({r.find(" ("), r.find(", "), r.find("; ")});
+  if (cut != std::string::npos && cut > 0) r = r.substr(0, cut);
+  return r;
+}
+
 ValidationScore score(const std::vector<RowResult>& results) {
   ValidationScore s;
+  std::map<std::string, int> reasons;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
   std::map<std::string, std::vector<double>> features;
   std::vector<double> abs_err, err, mem_abs_err, mem_err;
@@ -455,6 +470,7 @@ ValidationScore score(const std::vector<RowResult>& results) {
   for (const auto& r : results) {
     if (!r.failure.empty()) {
       ++s.failed;
+      ++reasons[failure_reason(r.failure)];
       continue;
     }
     if (r.has_memory()) {
@@ -507,6 +523,9 @@ ValidationScore score(const std::vector<RowResult>& results) {
   for (const auto& [name, v] : features)
     s.by_feature.emplace_back(name + " (" + std::to_string(v.size()) + " rows)", mean(v));
   s.speedups = speedup_pairs(results);
+  s.failed_by_reason.assign(reasons.begin(), reasons.end());
+  std::stable_sort(s.failed_by_reason.begin(), s.failed_by_reason.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   return s;
 }
 

@@ -74,6 +74,10 @@ struct RowResult {
   bool has_memory() const { return failure.empty() && row.measured_peak_memory_bytes > 0; }
 };
 
+/// The reason of a row's failure without the row's own details: the text after "row N ('id'): " up to the first
+/// " (", ", " or "; " ("heterogeneous cluster", "measured: no positive iteration_s", ...).
+std::string failure_reason(const std::string& failure);
+
 /// (predicted - measured) / measured; 0 when measured is not positive.
 double relative_error(double predicted, double measured);
 
@@ -97,6 +101,8 @@ std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results);
 
 struct ValidationScore {
   int rows = 0, failed = 0;
+  /// The failed rows counted by reason (failure_reason), most frequent first.
+  std::vector<std::pair<std::string, int>> failed_by_reason;
   double mape = 0;  ///< mean |error|
   double max_abs_error = 0;
   double mean_error = 0;    ///< signed (bias)
