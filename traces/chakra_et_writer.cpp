@@ -91,7 +91,10 @@ std::string chakra_et_bytes(const ExecGraph& g) {
                               e.comm.op + "' has no Chakra CollectiveCommType");
           n.set_type(pb::COMM_COLL_NODE);
           attr(n, "comm_type")->set_int64_val(type);
-          attr(n, "comm_size")->set_int64_val(rounded(e.comm.bytes));
+          // Chakra's comm_size of an all-gather is each rank's input (its PyTorch converter takes the input
+          // tensor's size; ASTRA-sim gathers comm_size from every member), dtsim's the gathered output.
+          const bool per_rank = type == pb::ALL_GATHER && e.comm.group_size > 1;
+          attr(n, "comm_size")->set_int64_val(rounded(per_rank ? e.comm.bytes / e.comm.group_size : e.comm.bytes));
           if (!e.comm.process_group.empty()) attr(n, "pg_name")->set_string_val(e.comm.process_group);
         }
         break;

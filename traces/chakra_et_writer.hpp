@@ -13,7 +13,9 @@
 //  * attributes, with the value kinds Chakra's own generators use: "is_cpu_op" (bool_val, = !gpu) on every node;
 //    COMP_NODE: "num_ops" (int64_val, the flops) and "tensor_size" (uint64_val, tensor_bytes) when known (> 0);
 //    COMM_COLL_NODE: "comm_type" (int64_val, CollectiveCommType: ALL_REDUCE 0, REDUCE 1, ALL_GATHER 2, BROADCAST 5,
-//    ALL_TO_ALL 6, REDUCE_SCATTER 7, BARRIER 9), "comm_size" (int64_val, comm.bytes) and "pg_name" (string_val,
+//    ALL_TO_ALL 6, REDUCE_SCATTER 7, BARRIER 9), "comm_size" (int64_val: comm.bytes, the collective's larger buffer
+//    as nccl-tests counts it, except an all-gather's, which Chakra and ASTRA-sim read as each rank's input:
+//    comm.bytes / comm.group_size; the Chakra replay multiplies it back by its group's size) and "pg_name" (string_val,
 //    comm.process_group, when not empty); COMM_SEND_NODE / COMM_RECV_NODE: "comm_size", and "comm_src", "comm_dst",
 //    "comm_tag" (int32_val) when >= 0.
 // A collective whose op has no CollectiveCommType ("" or unknown) is refused (ConfigError naming the node).

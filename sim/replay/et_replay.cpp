@@ -193,7 +193,10 @@ EtTimeline run_et_replay(const EtWorkload& w, const ReplayOptions& o, EtReplaySt
                     : n.comm.group_size > 0   ? n.comm.group_size
                                               : static_cast<int>(nr);
         }
-        const CollectiveEdit ed = edit_collective(n.comm.op, n.comm.bytes, members, d, o);
+        // Chakra's comm_size of an all-gather is each rank's input; the edits size a collective by its larger buffer
+        // (nccl-tests' convention, as Kineto's imports do): the gathered output.
+        const double bytes = n.comm.op == "all-gather" && role[v] == Role::COLL ? n.comm.bytes * members : n.comm.bytes;
+        const CollectiveEdit ed = edit_collective(n.comm.op, bytes, members, d, o);
         st.collectives_modelled += ed.modelled;
         st.collectives_without_bytes += ed.without_bytes;
         d = ed.dur_ns;

@@ -369,13 +369,16 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
       }
       e.duration_ns = std::llround(dur * 1e9);
       for (auto d : u.deps) {
-        const Unit& du = units[static_cast<std::size_t>(d)];
         const auto did = id_of[static_cast<std::size_t>(d)];
         DTSIM_ASSERT(did >= 0, "dependency numbered after its dependent");
-        (du.stream == u.stream ? e.ctrl_deps : e.data_deps).push_back(did);
+        // Every dependency, program order on a stream included, is a data_dep: Chakra's feeder, which ASTRA-sim
+        // runs, issues a node once its data_deps are done and does not wait on ctrl_deps (Chakra's PyTorch
+        // converter uses those for caller/callee links), so order kept only there let ASTRA-sim start a stream's
+        // nodes together (issue Interop: 337.9 ms against dtsim's 369.7 ms on gpt3-1.3b, 16 A100s).
+        e.data_deps.push_back(did);
       }
-      std::sort(e.ctrl_deps.begin(), e.ctrl_deps.end());
       std::sort(e.data_deps.begin(), e.data_deps.end());
+      e.data_deps.erase(std::unique(e.data_deps.begin(), e.data_deps.end()), e.data_deps.end());
       eg.nodes.push_back(std::move(e));
       for (auto s : succ[ui])
         if (--left[s] == 0) q.push(key(s));

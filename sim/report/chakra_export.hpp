@@ -6,7 +6,8 @@
 //    transfer -> COMP_NODE (on the HOST stream: a CPU node, is_cpu_op);
 //  * a collective instance (Lowered::collectives: its rendezvous join, every member's delays and flows and end
 //    joins, whatever the algorithm: ring, hierarchical part, tree, NVLS, chain, all-to-all) -> one COMM_COLL_NODE
-//    per member, comm_type from the kind, comm_size = the collective's bytes, pg_name = the id of its member set in
+//    per member, comm_type from the kind, comm_size as Chakra defines it (traces/chakra_et_writer.hpp: an
+//    all-gather's is each rank's input, the gathered bytes / members), pg_name = the id of its member set in
 //    the communicator-group list (ids 1, 2, ... in order of first use). A hierarchical all-reduce is three nodes
 //    (reduce-scatter in the node, all-reduce across nodes, all-gather), as the lowering runs it;
 //  * a point-to-point transfer (a pipeline send or a ring-attention KV transfer: a FLOW to a peer outside any
@@ -18,8 +19,8 @@
 //  * zero-time JOINs outside collectives -> no node: their dependencies pass through.
 // Dependencies: every graph edge between tasks of two nodes of a rank, through the joins; an edge into a collective's
 // rendezvous becomes a dependency of the predecessor rank's member node; an edge from a transfer's flow to a task of
-// the receiver becomes a dependency on the COMM_RECV_NODE. A dependency on the node's predecessor on the same stream
-// (program order) is a ctrl_dep, any other (cross-stream waits, receives, host issue) a data_dep.
+// the receiver becomes a dependency on the COMM_RECV_NODE. Every dependency is a data_dep, program order on a stream
+// included (Chakra's feeder, which ASTRA-sim runs, waits on data_deps only); ctrl_deps stay empty.
 // Durations (duration_micros, rounded to 1 us by the writer) are the simulated ones, measured from the time the
 // node's dependencies are met: COMP / CPU / SEND nodes end - max(dependency ends); a collective member's node
 // end - max over the members of their dependency ends (the rendezvous); a RECV node 0 (it completes when its send

@@ -136,7 +136,16 @@ TEST(ChakraExport, NodeCountsAndTypesAreTheLoweredGraphs) {
     EXPECT_EQ(g.rank, static_cast<int>(r));
     EXPECT_EQ(g.schema, "0.0.4");
     std::size_t gpu_comp = 0, cpu_comp = 0, coll = 0, send = 0, recv = 0, other = 0;
-    for (const auto& n : g.nodes) {
+    ASSERT_EQ(g.nodes.size(), e.ex.ranks[r].nodes.size());
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      const auto& n = g.nodes[i];
+      // Execution order in data_deps, which Chakra's feeder (ASTRA-sim) waits on; no ctrl_deps.
+      EXPECT_TRUE(n.ctrl_deps.empty()) << n.name;
+      EXPECT_EQ(n.data_deps, e.ex.ranks[r].nodes[i].data_deps) << n.name;
+      // comm_size as Chakra defines it: an all-gather's is each rank's input.
+      const auto& x = e.ex.ranks[r].nodes[i].comm;
+      if (n.comm.op == "all-gather") EXPECT_NEAR(n.comm.bytes, x.bytes / x.group_size, 1.0) << n.name;
+      else if (n.kind == ExecNodeKind::COMMUNICATION) EXPECT_NEAR(n.comm.bytes, x.bytes, 1.0) << n.name;
       if (n.kind == ExecNodeKind::COMPUTE) (n.gpu ? gpu_comp : cpu_comp)++;
       else if (n.kind == ExecNodeKind::COMMUNICATION && n.comm.op == "send") ++send;
       else if (n.kind == ExecNodeKind::COMMUNICATION && n.comm.op == "recv") ++recv;
@@ -364,9 +373,16 @@ TEST(ChakraEtWriter, WritesWhatTheReaderReads) {
   h.name = "host";
   h.gpu = false;
   h.flops = 0;
-  g.nodes = {c, a, s, h};
+  ExecNode ag = a;
+  ag.id = 4;
+  ag.name = "ag";
+  ag.comm.op = "all-gather";
+  ag.comm.bytes = 16'777'216;  // the gathered output of 2 ranks
+  ag.comm.group_size = 2;
+  g.nodes = {c, a, s, h, ag};
   const ExecGraph back = parse_chakra_et(chakra_et_bytes(g), g.source);
-  ASSERT_EQ(back.nodes.size(), 4u);
+  ASSERT_EQ(back.nodes.size(), 5u);
+  EXPECT_EQ(back.nodes[4].comm.bytes, 8'388'608);  // Chakra's comm_size: each rank's input
   EXPECT_EQ(back.rank, 5);
   EXPECT_EQ(back.nodes[0].duration_ns, 12'000);
   EXPECT_EQ(back.nodes[0].kind, ExecNodeKind::COMPUTE);
