@@ -144,8 +144,11 @@ TEST(ChakraExport, NodeCountsAndTypesAreTheLoweredGraphs) {
       EXPECT_EQ(n.data_deps, e.ex.ranks[r].nodes[i].data_deps) << n.name;
       // comm_size as Chakra defines it: an all-gather's is each rank's input.
       const auto& x = e.ex.ranks[r].nodes[i].comm;
-      if (n.comm.op == "all-gather") EXPECT_NEAR(n.comm.bytes, x.bytes / x.group_size, 1.0) << n.name;
-      else if (n.kind == ExecNodeKind::COMMUNICATION) EXPECT_NEAR(n.comm.bytes, x.bytes, 1.0) << n.name;
+      if (n.comm.op == "all-gather") {
+        EXPECT_NEAR(n.comm.bytes, x.bytes / x.group_size, 1.0) << n.name;
+      } else if (n.kind == ExecNodeKind::COMMUNICATION) {
+        EXPECT_NEAR(n.comm.bytes, x.bytes, 1.0) << n.name;
+      }
       if (n.kind == ExecNodeKind::COMPUTE) (n.gpu ? gpu_comp : cpu_comp)++;
       else if (n.kind == ExecNodeKind::COMMUNICATION && n.comm.op == "send") ++send;
       else if (n.kind == ExecNodeKind::COMMUNICATION && n.comm.op == "recv") ++recv;
