@@ -283,7 +283,13 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
 }
 
 namespace {
-double avg_utilization(const LinkStats& l, double T) { return T > 0 ? l.bytes / (l.bandwidth_Bps * T) : 0; }
+/// A link's bytes over what it could carry in the iteration. The analytic engine does not share links, so
+/// overlapping flows can demand more than the link carries (avg_demand, reported apart as peak_demand is); the
+/// utilisation cannot pass 1 (issue Guard). The flow engines share links: their demand is their utilisation.
+double avg_demand(const LinkStats& l, double T) { return T > 0 ? l.bytes / (l.bandwidth_Bps * T) : 0; }
+double avg_utilization(const LinkStats& l, double T, const EngineResult& res) {
+  return res.engine == "analytic" ? std::min(1.0, avg_demand(l, T)) : avg_demand(l, T);
+}
 
 nlohmann::json links_json(const EngineResult& res, double T) {
   nlohmann::json out = nlohmann::json::array();
@@ -293,9 +299,12 @@ nlohmann::json links_json(const EngineResult& res, double T) {
                    {"bytes", l.bytes},
                    {"busy_s", l.busy_s},
                    {"busy_fraction", T > 0 ? l.busy_s / T : 0},
-                   {"avg_utilization", avg_utilization(l, T)},
+                   {"avg_utilization", avg_utilization(l, T, res)},
                    {"peak_utilization", l.peak_utilization}});
-    if (res.engine == "analytic") out.back()["peak_demand"] = l.peak_demand;
+    if (res.engine == "analytic") {
+      out.back()["peak_demand"] = l.peak_demand;
+      out.back()["avg_demand"] = avg_demand(l, T);
+    }
     // Folding with multiplicity: the simulated flows each stood for this many real ones (counted in bytes).
     if (l.multiplicity > 1) out.back()["multiplicity"] = l.multiplicity;
   }
@@ -307,9 +316,8 @@ std::vector<const LinkStats*> busiest_links(const EngineResult& res, double T, s
   std::vector<const LinkStats*> v;
   for (const auto& l : res.link_stats)
     if (l.bytes > 0) v.push_back(&l);
-  std::stable_sort(v.begin(), v.end(), [&](const LinkStats* a, const LinkStats* b) {
-    return avg_utilization(*a, T) > avg_utilization(*b, T);
-  });
+  std::stable_sort(v.begin(), v.end(),
+                   [&](const LinkStats* a, const LinkStats* b) { return avg_demand(*a, T) > avg_demand(*b, T); });
   if (v.size() > n) v.resize(n);
   return v;
 }
@@ -564,7 +572,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
     for (const auto* l : busiest) {
       char line[200];
       std::snprintf(line, sizeof line, "  %-16s %6.1f%% average, %5.1f%% peak, busy %5.1f%% of the iteration, %s\n",
-                    l->name.c_str(), 100 * avg_utilization(*l, rep.iteration_time_s), 100 * l->peak_utilization,
+                    l->name.c_str(), 100 * avg_utilization(*l, rep.iteration_time_s, res), 100 * l->peak_utilization,
                     100 * l->busy_s / rep.iteration_time_s, gb(l->bytes).c_str());
       o << line;
     }
