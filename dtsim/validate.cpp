@@ -869,17 +869,18 @@ CalibrateRunsResult calibrate_runs(const CalibrateRunsRequest& req) {
       h.scale = scale;
       const auto band =
           std::find_if(fit.bands.begin(), fit.bands.end(), [&](const AccuracyBand& b) { return b.key == scale; });
+      std::vector<sim::RowResult> of_scale;
       for (const auto& r : results) {
         if (!r.failure.empty() || sim::scale_class(r.row) != scale) continue;
-        ++h.runs;
-        h.mape += std::abs(r.error);
-        h.bias += r.error;
+        of_scale.push_back(r);
         const double lr = std::log(r.row.measured_s / r.predicted_s);
         if (band != fit.bands.end() && lr >= band->q05 && lr <= band->q95) ++h.covered;
       }
-      if (h.runs == 0) continue;
-      h.mape /= h.runs;
-      h.bias /= h.runs;
+      const sim::ValidationScore sc = sim::score(of_scale);
+      if (sc.rows == 0) continue;
+      h.runs = sc.rows;
+      h.mape = sc.mape;
+      h.bias = sc.mean_error;
       out.held_out.push_back(h);
       hj.push_back(
           {{"scale", h.scale},

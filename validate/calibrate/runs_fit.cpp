@@ -11,6 +11,7 @@
 #include "traces/cluster.hpp"
 #include "traces/error.hpp"
 #include "validate/calibrate/nelder_mead.hpp"
+#include "validate/compare/measurements.hpp"
 #include "validate/published/cross_validate.hpp"
 
 namespace dtsim::sim {
@@ -27,13 +28,6 @@ struct Candidate {
   double step;                  ///< ln of the probe's and the simplex's step
   const char* unseen;           ///< why a set of runs may not depend on it at all
 };
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::vector<Candidate> candidates(const Calibration& cal, double median_measured_s, bool hardware_only) {
   const double r12 = std::log(1.2), r2 = std::log(2.0), r3 = std::log(3.0);
@@ -170,7 +164,7 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
   for (std::size_t i = 0; i < n; ++i) ln_measured[i] = std::log(used[i].measured_s);
   std::vector<double> measured(n);
   for (std::size_t i = 0; i < n; ++i) measured[i] = used[i].measured_s;
-  const auto cands = candidates(base, median_of(measured), options.hardware_only);
+  const auto cands = candidates(base, exec::median(measured), options.hardware_only);
   const std::size_t K = cands.size();
 
   // ln of each candidate's value: the base's, or its probe floor.
