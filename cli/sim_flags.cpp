@@ -17,6 +17,7 @@ SimulateOptions simulate_options(const po::variables_map& vm, const std::string&
   o.network = vm["network"].as<std::string>();
   if (vm.count("engine")) o.engine = vm["engine"].as<std::string>();
   o.channels = vm["channels"].as<int>();
+  o.spread_rings = vm.count("single-nic-rings") == 0;
   o.interference = vm.count("no-interference") == 0;
   return o;
 }

@@ -256,6 +256,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "engine: the same sharing model without SimGrid's per-activity costs)")
     ("channels", po::value<int>()->default_value(1),
      "parallel flows per ring transfer (NCCL channels): more channels take a larger share of contended links")
+    ("single-nic-rings",
+     "rings over several GPUs per node cross each node through one NIC (default: through every member's NIC, as "
+     "NCCL's channels do)")
     ("out", po::value<std::string>(), "write summary.json and trace.json into this directory")
     ("no-trace", "with --out, skip trace.json")
     ("trace-ranks", po::value<std::string>()->default_value("auto"),

@@ -156,6 +156,7 @@ sim::SimOptions sim_options(const SimulateOptions& o) {
   else if (o.engine == "maxmin") opt.engine = sim::FlowEngine::MAXMIN;
   else throw ConfigError(cmd + ": --engine '" + o.engine + "' is not known (known: auto, simgrid, maxmin)");
   opt.channels = o.channels;
+  opt.spread_rings = o.spread_rings;
   opt.interference = o.interference;
   if (opt.channels < 1 || opt.channels > 64) throw ConfigError(cmd + ": --channels must be between 1 and 64");
   return opt;
@@ -217,6 +218,7 @@ std::string write_reproducer(const Inputs& in, const SimulateOptions& options) {
                               {"network", options.network},
                               {"engine", options.engine},
                               {"channels", options.channels},
+                              {"spread_rings", options.spread_rings},
                               {"interference", options.interference},
                               {"export_chakra", options.export_chakra}}}};
   const std::string text = j.dump(2) + "\n";

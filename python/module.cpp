@@ -147,6 +147,7 @@ SimulateOptions simulate_options_of(const py::handle& d, const std::string& comm
        {"network", [&](const py::object& v) { o.network = v.cast<std::string>(); }},
        {"engine", [&](const py::object& v) { o.engine = v.cast<std::string>(); }},
        {"channels", [&](const py::object& v) { o.channels = v.cast<int>(); }},
+       {"spread_rings", [&](const py::object& v) { o.spread_rings = v.cast<bool>(); }},
        {"interference", [&](const py::object& v) { o.interference = v.cast<bool>(); }},
        {"trace", [&](const py::object& v) { o.trace = v.cast<bool>(); }},
        {"trace_links", [&](const py::object& v) { o.trace_links = v.cast<bool>(); }},

@@ -15,6 +15,21 @@ double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double 
   return steps * (alpha_s + step_overhead_s + bytes / n / bw_Bps);
 }
 
+double spread_ring_time_s(bool all_reduce, int per_node, int nodes, double bytes, double intra_alpha_s,
+                          double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s) {
+  const int n = per_node * nodes;
+  if (n <= 1) return 0;
+  if (per_node <= 1 || nodes <= 1) {
+    return nodes <= 1 ? ring_time_s(all_reduce, n, bytes, intra_alpha_s, intra_Bps, step_overhead_s)
+                      : ring_time_s(all_reduce, n, bytes, inter_alpha_s, inter_Bps, step_overhead_s);
+  }
+  const double steps = all_reduce ? 2.0 * (n - 1) : n - 1.0;
+  const double inter_steps = (all_reduce ? 2.0 : 1.0) * (nodes - 1);
+  const double chunk = bytes / n, g = per_node;
+  return inter_steps * inter_alpha_s + (steps - inter_steps) * intra_alpha_s +
+         steps * (step_overhead_s + std::max(chunk * (g - 1) / g / intra_Bps, chunk / g / inter_Bps));
+}
+
 namespace {
 struct Link {
   double alpha, bw;
@@ -289,8 +304,9 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   e.bottleneck_stage_s = bottleneck + blocked;
   e.pipeline_s = mb * (bottleneck + blocked) + bubble;
   // Gradient synchronisation, overlapped with the last micro-batch's backward; ZeRO's parameter all-gather after
-  // the optimizer step is exposed. All-reduces across nodes with several members per node are hierarchical
-  // (as the simulator's automatic choice), other collectives are flat rings limited by their slowest hop.
+  // the optimizer step is exposed. Rings across nodes with several members per node cross every node through each
+  // member's NIC (NCCL's channels; the simulator's Lowerer::spread_ring), other rings are limited by their slowest
+  // hop.
   double dp_time = 0, opt_time = 0;
   for (int s = 0; s < p; ++s) {
     const int zero = plan.stage_strategy(s).zero_stage;
@@ -304,13 +320,14 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
                          (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype));
     const int per_node = std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_dp, c.gpus_per_node))));
     const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
-    auto all_reduce = [&] {
-      if (!two_level) return ring_time_s(true, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
-      const int nodes = n / per_node;
-      return 2 * ring_time_s(false, per_node, grads, intra.alpha, intra.bw, cal.collective_step_overhead_s) +
-             ring_time_s(true, nodes, grads / per_node, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    auto dp_ring = [&](bool all_reduce) {
+      if (!two_level)
+        return ring_time_s(all_reduce, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+      return spread_ring_time_s(all_reduce, per_node, n / per_node, grads, intra.alpha, intra.bw, dp_link.alpha,
+                                dp_link.bw, cal.collective_step_overhead_s);
     };
-    const double ring = ring_time_s(false, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+    auto all_reduce = [&] { return dp_ring(true); };
+    const double ring = dp_ring(false);
     double hidden_part = 0, exposed_part = 0;
     if (zero == 0) hidden_part = all_reduce();
     if (zero == 1 || zero == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG

@@ -26,6 +26,11 @@ struct Estimate {
 /// Time of one ring collective of `bytes` over `n` ranks whose ring hops have latency `alpha_s` and bandwidth
 /// `bw_Bps` (+ the calibration's per-step overhead): steps (alpha + o + bytes / (n bw)).
 double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s);
+/// A ring over `per_node` GPUs on each of `nodes` nodes whose channels cross every node through each member's NIC
+/// (NCCL's rings; sim Lowerer::spread_ring): per step the larger of the NVLink share ((g-1)/g of the chunk) and the
+/// NIC share (1/g); latency of (nodes - 1) inter-node steps (twice for an all-reduce) and NVLink for the rest.
+double spread_ring_time_s(bool all_reduce, int per_node, int nodes, double bytes, double intra_alpha_s,
+                          double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s);
 
 /// Time of a pass (compute steps and tensor-parallel collectives over `tp` ranks inside a node).
 double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,

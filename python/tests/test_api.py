@@ -96,6 +96,18 @@ def test_plan_dict_fills_dp_as_the_cli_does():
         dtsim.simulate("gpt3-1.3b", "dgx-a100:8", dict(SMALL_PLAN, tp=3))
 
 
+def test_spread_rings_option():
+    # ZeRO-3 over two nodes of 8: its all-gathers and reduce-scatters cross the nodes through all 8 NICs, or
+    # through one with spread_rings off (the CLI's --single-nic-rings).
+    plan = dict(SMALL_PLAN, tp=1, pp=1, zero_stage=3)
+    opts = {"network": "analytic"}
+    spread = dtsim.simulate("gpt3-1.3b", "dgx-a100:16", plan, options=opts)
+    one_nic = dtsim.simulate("gpt3-1.3b", "dgx-a100:16", plan, options=dict(opts, spread_rings=False))
+    assert spread.iteration_time_s < one_nic.iteration_time_s
+    with pytest.raises(dtsim.ConfigError, match="spread_rings"):
+        dtsim.simulate("gpt3-1.3b", "dgx-a100:16", plan, options=dict(opts, spread_rings="no"))
+
+
 def test_plan_file_and_calibration_file(tmp_path):
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(dict(SMALL_PLAN, dp=2)))

@@ -168,8 +168,9 @@ private:
     return std::max(1, std::min(64, static_cast<int>(std::ceil(bytes / (512.0 * 1024)))));
   }
 
-  /// One ring (ring_collective) over n members.
-  Count ring(int n, bool folded, CollectiveKind kind, double bytes) const {
+  /// One ring (ring_collective) over n members; `spread`: across nodes through every member's NIC
+  /// (Lowerer::spread_ring: two flows and a join per step and channel, two predecessors).
+  Count ring(int n, bool folded, CollectiveKind kind, double bytes, bool spread = false) const {
     if (n <= 1) return {};
     const double nn = n;
     if (kind == CollectiveKind::ALL_TO_ALL) {  // direct_all_to_all
@@ -184,14 +185,17 @@ private:
     }
     const double ch = std::max(1, opt_.channels), ch_join = ch > 1 ? 1 : 0;
     const double steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (nn - 1) : nn - 1;
-    const Count payload{ch + ch_join, ch + ch_join * ch};  // one step's flows (after a task)
+    const Count payload =
+        spread ? Count{2 * ch + 1, 4 * ch} : Count{ch + ch_join, ch + ch_join * ch};  // one step's flows (after a task)
+    const double preds = spread ? 2 : 1;
     Count c;
     if (opt_.collective_mode == CollectiveMode::FLOW) c = Count{1, 0} + payload;
     else c = Count{steps * d, (steps - 1) * d} + payload * steps;
     c.edges += 2;  // after the data it needs, and after its stream's previous task (attach / join_instance)
     if (!folded) {
-      c += {1 + 1 / nn, 1 + 2};  // the rendezvous join (shared), this member's end join; its edges
-      if (opt_.collective_mode == CollectiveMode::STEPS) c.edges += steps - 1;  // data of the predecessor's step
+      c += {1 + 1 / nn, 1 + 1 + preds};  // the rendezvous join (shared), this member's end join; its edges
+      if (opt_.collective_mode == CollectiveMode::STEPS)
+        c.edges += preds * (steps - 1);  // data of the predecessors' steps
     }
     return c;
   }
@@ -213,8 +217,12 @@ private:
     const bool forced = algo == CollectiveAlgorithm::HIERARCHICAL;
     const bool hier = kind == CollectiveKind::ALL_REDUCE && opt_.collective_algorithm != CollectiveAlgorithm::RING &&
                       algo != CollectiveAlgorithm::RING && g.splits &&
-                      (forced || (algo == CollectiveAlgorithm::AUTO && g.local > 1 && g.cross > 1));
-    if (!hier) return ring(g.n, g.folded, kind, bytes);
+                      (forced || (algo == CollectiveAlgorithm::AUTO && g.local > 1 && g.cross > 1 &&
+                                  (!opt_.spread_rings || c_.has_graph() ||
+                                   hierarchical_all_reduce_is_faster(c_, cal_, g.local, g.cross, bytes))));
+    if (!hier)
+      return ring(g.n, g.folded, kind, bytes,
+                  opt_.spread_rings && !c_.has_graph() && g.splits && g.local > 1 && g.cross > 1);
     return ring(g.local, g.folded, CollectiveKind::REDUCE_SCATTER, bytes) +
            ring(g.cross, g.folded, CollectiveKind::ALL_REDUCE, bytes / g.local) +
            ring(g.local, g.folded, CollectiveKind::ALL_GATHER, bytes);

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "sim/model/groups.hpp"
+#include "strategies/estimator.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/routing.hpp"
@@ -182,7 +183,13 @@ private:
   /// when the members do not have the same number on every node they occupy.
   bool split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                           std::vector<int>* cross) const;
-  bool use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const;
+  /// `bytes`: the all-reduce's size, for the automatic choice between the hierarchical form and the spread ring
+  /// (hierarchical_all_reduce_is_faster); negative: whether any size may use the hierarchical form.
+  bool use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members, double bytes) const;
+  /// NCCL's ring across nodes with g > 1 members on each (one channel per NIC): per member index its node-local
+  /// successor and its same-position successor on the next node; false where the ring crosses each node once.
+  bool spread_ring(const std::vector<int>& members, std::vector<int>* local_succ, std::vector<int>* node_succ,
+                   int* per_node) const;
   /// The calibration's size rule or the forced algorithm; AUTO = decide by group shape.
   CollectiveAlgorithm algorithm_for(CollectiveKind kind, double bytes) const;
   bool may_use_trees() const;
@@ -375,8 +382,17 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
         if (it == members.end() || *it != r) continue;  // not in the ring it uses: no successor
         s[0] = kind(r, std::next(it) == members.end() ? members.front() : *std::next(it));
       }
-      if ((ax == GroupAxis::TP || ax == GroupAxis::DP) &&
-          use_hierarchical(CollectiveKind::ALL_REDUCE, members.front(), members)) {
+      // The hierarchical all-reduce and the spread rings (spread_ring) both use the node-local rings and the rings
+      // of same-position members across nodes.
+      std::vector<int> local_succ, node_succ;
+      int per = 1;
+      const bool spread = ax != GroupAxis::PP && ax != GroupAxis::EMB && ax != GroupAxis::EP &&
+                          spread_ring(members, &local_succ, &node_succ, &per);
+      if (spread && (ax == GroupAxis::DP || ax == GroupAxis::EDP))
+        for (int r : members) sig[r][0] = kUnset;  // only rings run over dp and edp: none goes member to member
+      if (((ax == GroupAxis::TP || ax == GroupAxis::DP) &&
+           use_hierarchical(CollectiveKind::ALL_REDUCE, members.front(), members, -1)) ||
+          spread) {
         // The node-local rings, and the rings of the members at the same position on every node (every node
         // holds the same number of members, or use_hierarchical is false).
         by_node.clear();
@@ -566,6 +582,39 @@ bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std
   for (std::size_t i = node_begin; i < node_begin + g; ++i) local->push_back(by_node[i].second);
   cross->clear();
   for (std::size_t i = pos; i < by_node.size(); i += g) cross->push_back(by_node[i].second);
+  return true;
+}
+
+bool Lowerer::spread_ring(const std::vector<int>& members, std::vector<int>* local_succ, std::vector<int>* node_succ,
+                          int* per_node) const {
+  // NCCL builds a ring over GPUs on several nodes as several channels, each entering and leaving a node through a
+  // different NIC (src/graph/search.cc: one ring graph per NIC, rails kept), so an inter-node ring uses the NICs of
+  // all g members on a node, not one: nccl-tests' all-gather and reduce-scatter bus bandwidth across DGX H100 nodes
+  // is about 8 NICs' worth, not one NIC's. Lowered as every member sending (g-1)/g of each step to the next member
+  // on its node and 1/g to the member at its position on the next node (the same rail): the bytes each NVLink
+  // and NIC carries in those g channels. Off (SimOptions::spread_rings) the ring crosses a node once.
+  if (!opt_.spread_rings || c_.has_graph() || members.size() < 4) return false;
+  std::vector<std::pair<int, int>> by_node;  // (node, member index)
+  by_node.reserve(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) by_node.emplace_back(c_.node_of(gpu(members[i])), i);
+  std::sort(by_node.begin(), by_node.end());
+  std::size_t g = 1;
+  while (g < by_node.size() && by_node[g].first == by_node[0].first) ++g;
+  if (g < 2 || g == by_node.size() || by_node.size() % g != 0) return false;
+  for (std::size_t i = 0; i < by_node.size(); ++i)
+    if (by_node[i].first != by_node[i - i % g].first ||
+        (i % g == 0 && i > 0 && by_node[i].first == by_node[i - 1].first))
+      return false;
+  const std::size_t nodes = by_node.size() / g;
+  local_succ->assign(members.size(), -1);
+  node_succ->assign(members.size(), -1);
+  for (std::size_t nd = 0; nd < nodes; ++nd)
+    for (std::size_t j = 0; j < g; ++j) {
+      const int m = by_node[nd * g + j].second;
+      (*local_succ)[m] = by_node[nd * g + (j + 1) % g].second;
+      (*node_succ)[m] = by_node[(nd + 1) % nodes * g + j].second;
+    }
+  *per_node = static_cast<int>(g);
   return true;
 }
 
@@ -868,15 +917,20 @@ bool Lowerer::may_use_trees() const {
   return false;
 }
 
-bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members) const {
+bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector<int>& members, double bytes) const {
   if (kind != CollectiveKind::ALL_REDUCE || opt_.collective_algorithm == CollectiveAlgorithm::RING ||
       opt_.collective_algorithm == CollectiveAlgorithm::TREE)
     return false;
   std::vector<int> local, cross;
   if (!split_hierarchical(grank, members, &local, &cross)) return false;
-  // AUTO: only where both levels exist (several nodes, several members per node), as NCCL's two-level
-  // algorithms do; HIERARCHICAL forces it wherever the shape allows.
-  return opt_.collective_algorithm == CollectiveAlgorithm::HIERARCHICAL || (local.size() > 1 && cross.size() > 1);
+  // AUTO: only where both levels exist (several nodes, several members per node); with rings spread over every
+  // member's NIC (spread_ring), only where its closed form beats the spread ring's at this size, as NCCL picks the
+  // algorithm its tuning model times fastest; HIERARCHICAL forces it wherever the shape allows.
+  if (opt_.collective_algorithm == CollectiveAlgorithm::HIERARCHICAL) return true;
+  if (local.size() <= 1 || cross.size() <= 1) return false;
+  if (!opt_.spread_rings || c_.has_graph() || bytes < 0) return true;
+  return hierarchical_all_reduce_is_faster(c_, cal_, static_cast<int>(local.size()), static_cast<int>(cross.size()),
+                                           bytes);
 }
 
 std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
@@ -918,8 +972,8 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
     return tree_all_reduce(si, members, axis_code * 4, seq, stream, bytes, phase, name_id, layer, mb, pred, first_out);
   }
   if (algo == CollectiveAlgorithm::RING ||
-      (algo == CollectiveAlgorithm::AUTO && !use_hierarchical(kind, grank, members)) ||
-      (algo == CollectiveAlgorithm::HIERARCHICAL && !use_hierarchical(kind, grank, members)))
+      (algo == CollectiveAlgorithm::AUTO && !use_hierarchical(kind, grank, members, bytes)) ||
+      (algo == CollectiveAlgorithm::HIERARCHICAL && !use_hierarchical(kind, grank, members, bytes)))
     return ring_collective(si, members, folded, axis_code * 4, seq, stream, kind, bytes, phase, name_id, layer, mb,
                            pred, first_out);
   // Hierarchical all-reduce: reduce-scatter inside the node, all-reduce of the 1/g shard across nodes between
@@ -963,46 +1017,77 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   const double chunk = bytes / n;
 
   const Task base = collective_base(stream, phase, name_id, layer, mb);
+  // Across nodes with several members on each, NCCL's rings cross every node through each member's NIC (one
+  // channel per NIC): per member the node-local successor and the same-position member of the next node, by member
+  // index; empty for a ring through one NIC per node (spread_ring).
+  std::vector<int> local_succ, node_succ;
+  int per_node = 1;
+  const bool spread = spread_ring(members, &local_succ, &node_succ, &per_node);
+  const double node_share = spread ? 1.0 / per_node : 0.0;  // of each step's bytes: over the NIC
 
-  // Builds the tasks of one member; returns (first, done). `succ_si` < 0 means the mirror.
-  auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global,
+  // Builds the tasks of one member; returns (first, done). `succ_si` < 0 means the mirror; `next_global` >= 0 is
+  // the spread ring's successor on the next node (then `succ_global` is the node-local one).
+  auto member_tasks = [&](int member_si, int member_global, int succ_si, int succ_global, int next_si, int next_global,
                           std::vector<std::int32_t>* step_flows) -> std::pair<std::int32_t, std::int32_t> {
     const Path hop = path(member_global, succ_global);
-    const double alpha = routing_ ? routing_->latency_s(gpu(member_global), gpu(succ_global)) : hop_latency(hop);
+    const Path next_hop = next_global >= 0 ? path(member_global, next_global) : hop;
+    auto hop_alpha = [&](int to) {
+      return routing_ ? routing_->latency_s(gpu(member_global), gpu(to)) : hop_latency(path(member_global, to));
+    };
+    // Latency: (steps - 1) hops (the payload flow carries the last); a spread ring's channel crosses nodes in
+    // (nodes - 1) of its steps (twice for an all-reduce) and runs the others over NVLink, as NCCL's tuning model
+    // counts a ring's latency (src/graph/tuning.cc: nInterSteps x the network's latency + the rest x NVLink's).
+    const int slow_to = next_global >= 0 ? next_global : succ_global;
+    const double alpha = hop_alpha(succ_global);
+    double latency_s = (steps - 1) * alpha;
+    if (next_global >= 0) {
+      const int inter_steps = (kind == CollectiveKind::ALL_REDUCE ? 2 : 1) * (n / per_node - 1);
+      latency_s = (steps - inter_steps) * alpha + (inter_steps - 1) * hop_alpha(next_global);
+    }
     // Message-size factors of the calibration (per ring step of `chunk` bytes), applied as extra latency.
-    const double extra = segment_extra_s(hop, member_global, succ_global, alpha, chunk);
+    const double extra = segment_extra_s(next_hop, member_global, slow_to, hop_alpha(slow_to), chunk);
     const double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
     Task t = base;
     t.rank = member_si;
     // The payload of a step, split over opt_.channels parallel flows (NCCL channels) that all start after the
-    // step's delay; with more than one channel a zero-time join marks the step's end.
+    // step's delay, each in two where the ring is spread (node-local share and next-node share); with more than one
+    // flow a zero-time join marks the step's end.
     auto payload = [&](double step_bytes, std::int32_t after) -> std::int32_t {
       const int ch = std::max(1, opt_.channels);
       std::int32_t end = -1;
-      if (ch > 1) {
+      if (ch > 1 || next_global >= 0) {
         Task j = base;
         j.kind = TaskKind::JOIN;
         j.rank = member_si;
         end = add_free(j);
       }
-      for (int c = 0; c < ch; ++c) {
+      auto flow_to = [&](Path p, int peer, double flow_bytes) {
         Task f = base;
         f.rank = member_si;
         f.kind = TaskKind::FLOW;
-        f.path = hop;
-        f.peer = succ_si;
+        f.path = p;
+        f.peer = peer;
         f.mirror = succ_si < 0;
-        f.bytes = step_bytes / ch;
+        f.bytes = flow_bytes;
         auto flow = add_free(f);
         if (after >= 0) g_.depend(after, flow);
-        if (ch == 1) return flow;
-        g_.depend(flow, end);
+        return flow;
+      };
+      for (int c = 0; c < ch; ++c) {
+        if (next_global < 0) {
+          auto flow = flow_to(hop, succ_si, step_bytes / ch);
+          if (end < 0) return flow;
+          g_.depend(flow, end);
+          continue;
+        }
+        g_.depend(flow_to(hop, succ_si, step_bytes * (1 - node_share) / ch), end);
+        g_.depend(flow_to(next_hop, next_si, step_bytes * node_share / ch), end);
       }
       return end;
     };
     if (opt_.collective_mode == CollectiveMode::FLOW) {
       t.kind = TaskKind::DELAY;
-      t.duration_s = std::max(0.0, (steps - 1) * alpha + steps * per_step);
+      t.duration_s = std::max(0.0, latency_s + steps * per_step);
       t.bytes = bytes;
       auto delay = add_free(t);
       auto flow = payload(steps * chunk, delay);
@@ -1027,11 +1112,15 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   };
 
   if (folded) {
-    // One simulated member: flows to its mirror over the path to its ring successor.
+    // One simulated member: flows to its mirror over the paths to its ring successors.
     const auto me = std::find(members.begin(), members.end(), grank);
     DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own group");
-    const int succ = std::next(me) == members.end() ? members.front() : *std::next(me);
-    auto [first, done] = member_tasks(si, grank, -1, succ, nullptr);
+    const auto i = static_cast<std::size_t>(me - members.begin());
+    const int succ = spread                           ? members[local_succ[i]]
+                     : std::next(me) == members.end() ? members.front()
+                                                      : *std::next(me);
+    const int next = spread ? members[node_succ[i]] : -1;
+    auto [first, done] = member_tasks(si, grank, -1, succ, -1, next, nullptr);
     return attach(si, stream, pred, first, done, first_out);
   }
 
@@ -1040,29 +1129,39 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   if (it == instances_.end()) {
     Instance inst = new_instance(base, si);
     std::vector<std::vector<std::int32_t>> flows(n);
+    // Each member's predecessors: the ring's previous member, or (spread) the node-local and next-node ones.
+    std::vector<std::array<int, 2>> preds(n, {-1, -1});
     for (int i = 0; i < n; ++i) {
       int msi = out_.sim_index_of[members[i]];
       DTSIM_ASSERT(out_.ranks[msi].global_rank == members[i],
                    "member " << members[i] << " of a " << name << " collective is not simulated");
-      int succ = members[(i + 1) % n];
-      auto [first, done] = member_tasks(msi, members[i], out_.sim_index_of[succ], succ, &flows[i]);
+      const int s = spread ? local_succ[i] : (i + 1) % n;
+      const int nx = spread ? node_succ[i] : -1;
+      preds[s][0] = i;
+      if (nx >= 0) preds[nx][1] = i;
+      const int next_si = nx >= 0 ? out_.sim_index_of[members[nx]] : -1;
+      auto [first, done] = member_tasks(msi, members[i], out_.sim_index_of[members[s]], members[s], next_si,
+                                        nx >= 0 ? members[nx] : -1, &flows[i]);
       g_.depend(inst.join, first);
       inst.first.push_back(first);
       inst.done.push_back(done);
       inst.members_si.push_back(msi);
     }
-    // Data dependencies around the ring: step k of member i needs step k-1 of member i-1 (STEPS), and a member
-    // is done when its own last flow and its predecessor's last flow have arrived.
+    // Data dependencies around the ring: step k of member i needs step k-1 of its predecessors (STEPS), and a
+    // member is done when its own last flow and its predecessors' last flows have arrived.
     for (int i = 0; i < n; ++i) {
       const auto& mine = flows[i];
-      const auto& pred_flows = flows[(i + n - 1) % n];
-      for (std::size_t k = 1; k < mine.size(); ++k) g_.depend(pred_flows[k - 1], mine[k]);
       Task e = base;
       e.kind = TaskKind::JOIN;
       e.rank = inst.members_si[i];
       auto end = add_free(e);
       g_.depend(inst.done[i], end);
-      g_.depend(pred_flows.back(), end);
+      for (int p : preds[i]) {
+        if (p < 0) continue;
+        const auto& pred_flows = flows[p];
+        for (std::size_t k = 1; k < mine.size(); ++k) g_.depend(pred_flows[k - 1], mine[k]);
+        g_.depend(pred_flows.back(), end);
+      }
       inst.done[i] = end;
     }
     it = store_instance(key, std::move(inst), kind, bytes);
@@ -1829,6 +1928,20 @@ Lowered Lowerer::run_collective(CollectiveKind kind, double bytes) {
 }
 
 }  // namespace
+
+bool hierarchical_all_reduce_is_faster(const ClusterSpec& c, const Calibration& cal, int per_node, int nodes,
+                                       double bytes) {
+  const double a_intra = c.intra.latency_s, b_intra = c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency;
+  const bool fabric = c.inter.topology != "switch";
+  const double a_inter = c.inter.latency_s + (fabric ? c.inter.spine_latency_s : 0.0);
+  const double b_inter = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
+  const double step = cal.collective_step_overhead_s;
+  const double hier = 2 * estimate::ring_time_s(false, per_node, bytes, a_intra, b_intra, step) +
+                      estimate::ring_time_s(true, nodes, bytes / per_node, a_inter, b_inter, step);
+  const double ring =
+      estimate::spread_ring_time_s(true, per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step);
+  return hier < ring;
+}
 
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan) {
   const cost::Shape sh = cost::shape_of(plan, plan.micro_batch_size);

@@ -71,6 +71,9 @@ struct SimOptions {
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::AUTO;
   int first_gpu = 0;  ///< rank r runs on GPU first_gpu + r (several jobs sharing one cluster)
   int channels = 1;   ///< ring collectives split each transfer over this many parallel flows (NCCL channels)
+  /// A ring over several GPUs on each of several nodes crosses every node through each member's NIC, as NCCL's
+  /// channels do (Lowerer::spread_ring); false: through one NIC per node (dtsim before 2026-11-29).
+  bool spread_rings = true;
   /// Overlapped kernels and collectives slow each other down (Calibration's interference_* fractions; flow engine).
   bool interference = true;
   /// Folding with multiplicity allowed (links folded-away ranks share, at capacity / k). Off where other traffic
@@ -86,6 +89,15 @@ struct SimOptions {
   /// (sim/report/chakra_export.hpp). Off by default: large runs pay nothing for it.
   bool record_collectives = false;
 };
+
+/// The automatic all-reduce choice across `nodes` nodes of `per_node` GPUs with rings spread over every NIC
+/// (SimOptions::spread_rings): the hierarchical form where its closed form (two node-local rings and one ring of the
+/// 1/g shard across nodes, one after the other) is faster than the spread ring's at `bytes`, as NCCL picks the
+/// algorithm its tuning model times fastest (src/enqueue.cc over src/graph/tuning.cc): the ring at large sizes,
+/// the two levels where the ring's (n - 1) steps of latency dominate. Both the lowering and the footprint decide
+/// by this.
+bool hierarchical_all_reduce_is_faster(const ClusterSpec& c, const Calibration& cal, int per_node, int nodes,
+                                       double bytes);
 
 /// Whether the host's kernel issue stays DELAY tasks on each rank's HOST stream: when the host syncs with the device
 /// before every pass (calibration host_sync_each_pass with host_issue_s > 0) or inside MoE layers

@@ -33,6 +33,8 @@ RunConfig run_config_from_summary(const nlohmann::json& summary, const std::stri
   const auto sim = get<nlohmann::json>(cfg, c, "simulation");
   const std::string s = c + ".simulation";
   rc.options.channels = get<int>(sim, s, "channels");
+  // Absent from summaries written before 2026-11-29, whose rings crossed each node through one NIC.
+  rc.options.spread_rings = json_util::get_or<bool>(sim, s, "spread_rings", false);
   rc.options.collective_mode = parse_enum(get<std::string>(sim, s, "collective_mode"),
                                           {CollectiveMode::FLOW, CollectiveMode::STEPS}, s, "collective_mode");
   rc.options.fold = parse_enum(get<std::string>(sim, s, "fold"), {FoldMode::AUTO, FoldMode::NONE}, s, "fold");

@@ -413,6 +413,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                       {"network", to_string(in.options->network)},
                       {"collective_algorithm", to_string(in.options->collective_algorithm)},
                       {"channels", in.options->channels},
+                      {"spread_rings", in.options->spread_rings},
                       {"network_model", in.options->network == NetworkMode::FLOW
                                             ? "SimGrid CM02 max-min, latency/bandwidth factors 1, no TCP window"
                                             : "analytic alpha-beta, contention-free"}}}}},

@@ -122,6 +122,19 @@ TEST(FoldMultiplicity, SharedNics) {
   }
 }
 
+TEST(FoldMultiplicity, DataParallelRingsAcrossNodesFold) {
+  // tp 2, dp 8 per stage: each DP ring holds 4 GPUs on each of 2 nodes. Spread as NCCL's channels run it
+  // (Lowerer::spread_ring), every member sends to its node-local successor and to its counterpart on the other node,
+  // so all members see the same paths and dp folds (before, the ring crossed the nodes at one member: not folded).
+  for (int nics : {0, 4}) {  // one NIC per GPU; two GPUs per NIC
+    const Case k{"dgx-a100:32", nics, 2, 2, 8};
+    const Simulation s = run(k, FoldMode::AUTO, FlowEngine::MAXMIN);
+    EXPECT_TRUE(s.lowered.fold_tp && s.lowered.fold_dp) << s.lowered.fold_reason;
+    expect_agreement(k, FlowEngine::MAXMIN);
+    expect_agreement(k, FlowEngine::AUTO, NetworkMode::ANALYTIC);
+  }
+}
+
 TEST(FoldMultiplicity, AnalyticEngineSeesRealCapacities) {
   // Contention-free: a flow's copies do not slow it down, and the peak loads count every copy.
   EXPECT_EQ(expect_agreement(kFatTree, FlowEngine::AUTO, NetworkMode::ANALYTIC), 8);

@@ -25,7 +25,7 @@ TransformerSpec tiny_model() { return dtsim::testing::tiny_model(8); }
 // Runs the collective alone and returns the time at which every rank is done.
 double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, double bytes, CollectiveMode mode,
                        FoldMode fold, NetworkMode network = NetworkMode::FLOW,
-                       CollectiveAlgorithm algo = CollectiveAlgorithm::RING) {
+                       CollectiveAlgorithm algo = CollectiveAlgorithm::RING, bool spread_rings = true) {
   TransformerSpec m = tiny_model();
   m.heads = n;  // tp must divide heads
   ParallelPlan p;
@@ -37,6 +37,7 @@ double collective_time(const ClusterSpec& c, int n, cost::CollectiveKind kind, d
   opt.fold = fold;
   opt.network = network;
   opt.collective_algorithm = algo;
+  opt.spread_rings = spread_rings;
   Lowered low = lower_collective(m, c, p, cal, opt, kind, bytes);
   std::vector<int> gpus;
   for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
@@ -104,10 +105,12 @@ double hierarchical_closed_form(int N, int g, double alpha, double S, double B) 
 }
 
 TEST(HierarchicalAllReduce, StepsMatchesClosedForm) {
+  // Automatic choice with rings through one NIC per node (--single-nic-rings): hierarchical.
   const int N = 4, g = 4;
   const double B = 50e9, alpha = 3e-6, S = 512e6;
-  double t = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
-                             CollectiveMode::STEPS, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::AUTO);
+  double t =
+      collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
+                      CollectiveMode::STEPS, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::AUTO, false);
   expect_rel(t, hierarchical_closed_form(N, g, alpha, S, B));
 }
 
@@ -123,20 +126,114 @@ TEST(HierarchicalAllReduce, FlowFormMatchesClosedForm) {
 TEST(HierarchicalAllReduce, AnalyticMatchesClosedForm) {
   const int N = 2, g = 8;
   const double B = 25e9, alpha = 5e-6, S = 1e9;
-  double t = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
-                             CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::AUTO);
+  double t =
+      collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::FLOW,
+                      FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::AUTO, false);
   expect_rel(t, hierarchical_closed_form(N, g, alpha, S, B));
 }
 
 TEST(HierarchicalAllReduce, FasterThanAFlatRingAcrossNodes) {
-  // A flat ring pushes 2(n-1)/n S through one NIC hop; hierarchical sends 2(N-1)/N S/g per NIC.
+  // A ring through one NIC per node pushes 2(n-1)/n S through that NIC; hierarchical sends 2(N-1)/N S/g per NIC.
   const int N = 2, g = 8;
   const double B = 25e9, alpha = 5e-6, S = 1e9;
-  double ring = collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S,
-                                CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::RING);
+  double ring =
+      collective_time(uniform_cluster(N, g, B, alpha), N * g, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::FLOW,
+                      FoldMode::NONE, NetworkMode::ANALYTIC, CollectiveAlgorithm::RING, false);
   double hier = hierarchical_closed_form(N, g, alpha, S, B);
   expect_rel(ring, 2 * (N * g - 1) * alpha + 2.0 * (N * g - 1) / (N * g) * S / B);
   EXPECT_LT(hier, ring);
+}
+
+// ---- Rings across nodes as NCCL runs them (Lowerer::spread_ring): each of N nodes holds g members and every member
+// sends (g-1)/g of each step over NVLink and 1/g over its own NIC, as two flows of steps x chunk x share. Latency:
+// 2(N-1) (all-reduce) or N-1 inter-node steps at the NICs' alpha, the rest at NVLink's, the last one carried by the
+// flow that ends last (its own alpha).
+double spread_closed_form(bool all_reduce, int N, int g, double a_intra, double a_inter, double S, double B_intra,
+                          double B_inter) {
+  const int n = N * g;
+  const double steps = all_reduce ? 2.0 * (n - 1) : n - 1.0, inter = (all_reduce ? 2.0 : 1.0) * (N - 1);
+  const double chunk = S / n;
+  return (inter - 1) * a_inter + (steps - inter) * a_intra +
+         std::max(a_intra + steps * chunk * (g - 1.0) / g / B_intra, a_inter + steps * chunk / g / B_inter);
+}
+
+ClusterSpec two_speed_cluster(int N, int g, double B_intra, double a_intra, double B_inter, double a_inter) {
+  ClusterSpec c = uniform_cluster(N, g, B_intra, a_intra);
+  c.inter.nic_bandwidth_Bps = B_inter;
+  c.inter.latency_s = a_inter;
+  c.inter.spine_latency_s = 0;
+  return c;
+}
+
+TEST(SpreadRing, FlowFormMatchesClosedFormForEveryKind) {
+  const int N = 4, g = 4;
+  const double Bi = 400e9, ai = 1e-6, Bn = 50e9, an = 4e-6, S = 1e9;
+  for (auto net : {NetworkMode::FLOW, NetworkMode::ANALYTIC})
+    for (auto kind :
+         {cost::CollectiveKind::ALL_REDUCE, cost::CollectiveKind::REDUCE_SCATTER, cost::CollectiveKind::ALL_GATHER}) {
+      const double t = in_child([&] {
+        return collective_time(two_speed_cluster(N, g, Bi, ai, Bn, an), N * g, kind, S, CollectiveMode::FLOW,
+                               FoldMode::NONE, net, CollectiveAlgorithm::AUTO);
+      });
+      expect_rel(t, spread_closed_form(kind == cost::CollectiveKind::ALL_REDUCE, N, g, ai, an, S, Bi, Bn));
+    }
+}
+
+TEST(SpreadRing, NvlinkBoundWhenTheNicsAreFast) {
+  // NICs faster than NVLink / (g - 1): the node-local share sets the time.
+  const int N = 2, g = 8;
+  const double Bi = 100e9, ai = 1e-6, Bn = 100e9, an = 3e-6, S = 512e6;
+  const double t = collective_time(two_speed_cluster(N, g, Bi, ai, Bn, an), N * g, cost::CollectiveKind::ALL_GATHER, S,
+                                   CollectiveMode::FLOW, FoldMode::NONE, NetworkMode::ANALYTIC);
+  expect_rel(t, spread_closed_form(false, N, g, ai, an, S, Bi, Bn));
+  // One inter-node step, whose alpha the NVLink flow's own replaces: (n - N + 1) NVLink alphas.
+  EXPECT_NEAR(t - (N * g - N + 1) * ai, (N * g - 1.0) / (N * g) * S * (g - 1.0) / g / Bi, 1e-12);
+}
+
+TEST(SpreadRing, StepsFormMatchesClosedForm) {
+  // Every step: both shares in parallel, then the next step once both predecessors' shares have arrived.
+  const int N = 2, g = 4;
+  const double B = 50e9, alpha = 2e-6, S = 256e6;
+  const int n = N * g;
+  const double t = collective_time(uniform_cluster(N, g, B, alpha), n, cost::CollectiveKind::REDUCE_SCATTER, S,
+                                   CollectiveMode::STEPS, FoldMode::NONE, NetworkMode::FLOW, CollectiveAlgorithm::AUTO);
+  expect_rel(t, (n - 1) * (alpha + S / n * (g - 1.0) / g / B));
+}
+
+TEST(SpreadRing, AutoPicksTheFasterClosedForm) {
+  // As NCCL picks the algorithm its tuning model times fastest: the two-level form while the ring's 2(n-1) step
+  // latencies dominate, the spread ring once the bytes do (n = 32 here).
+  const int N = 4, g = 8;
+  const double B = 50e9, alpha = 5e-6;
+  const ClusterSpec c = uniform_cluster(N, g, B, alpha);
+  for (double S : {64e3, 1e9}) {
+    const double t = in_child([&] {
+      return collective_time(c, N * g, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::FLOW, FoldMode::NONE,
+                             NetworkMode::ANALYTIC, CollectiveAlgorithm::AUTO);
+    });
+    const double hier = hierarchical_closed_form(N, g, alpha, S, B),
+                 spread = spread_closed_form(true, N, g, alpha, alpha, S, B, B);
+    EXPECT_EQ(hier < spread, S < 1e6);
+    expect_rel(t, std::min(hier, spread));
+  }
+}
+
+TEST(SpreadRing, FasterThanHierarchicalAndOneNic) {
+  const int N = 2, g = 8;
+  const double Bi = 300e9, ai = 1e-6, Bn = 50e9, an = 4e-6, S = 1e9;
+  const ClusterSpec c = two_speed_cluster(N, g, Bi, ai, Bn, an);
+  auto time = [&](CollectiveAlgorithm algo, bool spread) {
+    return in_child([&] {
+      return collective_time(c, N * g, cost::CollectiveKind::ALL_REDUCE, S, CollectiveMode::FLOW, FoldMode::NONE,
+                             NetworkMode::ANALYTIC, algo, spread);
+    });
+  };
+  const double spread = time(CollectiveAlgorithm::AUTO, true), hier = time(CollectiveAlgorithm::HIERARCHICAL, true),
+               one_nic = time(CollectiveAlgorithm::RING, false);
+  EXPECT_LT(spread, hier);
+  EXPECT_LT(hier, one_nic);
+  // The NICs carry 2(N-1)/N S / g each: g times less than one NIC carrying 2(n-1)/n S.
+  EXPECT_LT(spread, one_nic / 4);
 }
 
 TEST(AllToAll, DirectMatchesClosedFormOnPrivatePorts) {
