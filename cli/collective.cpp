@@ -31,6 +31,7 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     ("collectives", po::value<std::string>()->default_value("flow"), "flow | steps")
     ("network", po::value<std::string>()->default_value("flow"), "flow | analytic")
     ("channels", po::value<int>()->default_value(1), "parallel flows per ring transfer (NCCL channels)")
+    ("single-nic-rings", "rings over several GPUs per node cross each node through one NIC (default: every member's)")
     ("calibration", po::value<std::string>(), "calibration JSON file")
     ("max-memory", po::value<std::string>(),
      "refuse, before it starts, a collective whose estimated memory is above SIZE (e.g. 8GB; none: no limit; "
