@@ -1020,10 +1020,15 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   // Across nodes with several members on each, NCCL's rings cross every node through each member's NIC (one
   // channel per NIC): per member the node-local successor and the same-position member of the next node, by member
   // index; empty for a ring through one NIC per node (spread_ring).
+  // Worked out once per instance (by its first member; the others join it), not per member.
   std::vector<int> local_succ, node_succ;
   int per_node = 1;
-  const bool spread = spread_ring(members, &local_succ, &node_succ, &per_node);
-  const double node_share = spread ? 1.0 / per_node : 0.0;  // of each step's bytes: over the NIC
+  bool spread = false;
+  double node_share = 0;  // of each step's bytes: over the NIC
+  auto find_spread = [&] {
+    spread = spread_ring(members, &local_succ, &node_succ, &per_node);
+    node_share = spread ? 1.0 / per_node : 0.0;
+  };
 
   // Builds the tasks of one member; returns (first, done). `succ_si` < 0 means the mirror; `next_global` >= 0 is
   // the spread ring's successor on the next node (then `succ_global` is the node-local one).
@@ -1113,6 +1118,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
 
   if (folded) {
     // One simulated member: flows to its mirror over the paths to its ring successors.
+    find_spread();
     const auto me = std::find(members.begin(), members.end(), grank);
     DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own group");
     const auto i = static_cast<std::size_t>(me - members.begin());
@@ -1128,6 +1134,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   auto it = instances_.find(key);
   if (it == instances_.end()) {
     Instance inst = new_instance(base, si);
+    find_spread();
     std::vector<std::vector<std::int32_t>> flows(n);
     // Each member's predecessors: the ring's previous member, or (spread) the node-local and next-node ones.
     std::vector<std::array<int, 2>> preds(n, {-1, -1});
