@@ -59,5 +59,8 @@ INSTANTIATE_TEST_SUITE_P(
         // MoE: the EP group inside a node, and one spanning two nodes (etp = tp = 2: stride 2, 16 GPUs), where the
         // all-to-all's off-node pieces take the NIC and the on-node ones NVLink at the same time.
         Case{"mixtral_ep8_in_node", "mixtral-8x7b", "dgx-h100:64", 1, 4, 16, 1, 256, "1f1b", Recompute::NONE, 1, 8},
-        Case{"mixtral_ep8_two_nodes", "mixtral-8x7b", "dgx-h100:64", 2, 2, 16, 1, 256, "1f1b", Recompute::NONE, 1, 8}),
+        Case{"mixtral_ep8_two_nodes", "mixtral-8x7b", "dgx-h100:64", 2, 2, 16, 1, 256, "1f1b", Recompute::NONE, 1, 8},
+        // Fine-grained experts (128 of 768, top-8), ZeRO-1 over 32 data-parallel ranks with 4 per node: the
+        // reduce-scatter and all-gather rings spread over every member's NIC (as the simulator's spread_ring).
+        Case{"qwen3_30b_ep8_zero1", "qwen3-30b-a3b", "dgx-h100:64", 2, 1, 32, 1, 256, "1f1b", Recompute::NONE, 1, 8}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
