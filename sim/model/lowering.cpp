@@ -179,6 +179,11 @@ private:
   std::int32_t ring_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
                                Stream stream, CollectiveKind kind, double bytes, Phase phase, std::int32_t name_id,
                                int layer, int mb, std::int32_t pred, std::int32_t* first_out);
+  /// `members` grouped by node: `by_node` = (node, member index) sorted; returns the members per node, 0 when the
+  /// nodes they occupy do not hold the same number each.
+  std::size_t node_blocks(const std::vector<int>& members, std::vector<std::pair<int, int>>* by_node) const;
+  /// Whether a ring of `members` with `per_node` on each node spreads over every member's NIC (spread_ring).
+  bool spreads(std::size_t per_node, std::size_t members) const;
   /// Hierarchical form of `members`: node-local sub-group and the same-local-index group across nodes; empty
   /// when the members do not have the same number on every node they occupy.
   bool split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
@@ -350,7 +355,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
     if (k == Path::CROSS_LEAF || k == Path::CROSS_POD) crosses_leaf = true;
     return static_cast<std::int16_t>(k);
   };
-  std::vector<std::pair<int, int>> by_node;  // (node, member)
+  std::vector<std::pair<int, int>> by_node;  // (node, member index)
   for (GroupAxis ax : {GroupAxis::TP, GroupAxis::DP, GroupAxis::PP, GroupAxis::EMB, GroupAxis::CP, GroupAxis::EP,
                        GroupAxis::ETP, GroupAxis::EDP}) {
     if ((ax == GroupAxis::CP && p_.cp == 1) || (ax >= GroupAxis::EP && !m_.moe.enabled())) continue;
@@ -384,10 +389,9 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
       }
       // The hierarchical all-reduce and the spread rings (spread_ring) both use the node-local rings and the rings
       // of same-position members across nodes.
-      std::vector<int> local_succ, node_succ;
-      int per = 1;
-      const bool spread = ax != GroupAxis::PP && ax != GroupAxis::EMB && ax != GroupAxis::EP &&
-                          spread_ring(members, &local_succ, &node_succ, &per);
+      const std::size_t per_node = node_blocks(members, &by_node);
+      const bool spread =
+          ax != GroupAxis::PP && ax != GroupAxis::EMB && ax != GroupAxis::EP && spreads(per_node, members.size());
       if (spread && (ax == GroupAxis::DP || ax == GroupAxis::EDP))
         for (int r : members) sig[r][0] = kUnset;  // only rings run over dp and edp: none goes member to member
       if (((ax == GroupAxis::TP || ax == GroupAxis::DP) &&
@@ -395,17 +399,12 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
           spread) {
         // The node-local rings, and the rings of the members at the same position on every node (every node
         // holds the same number of members, or use_hierarchical is false).
-        by_node.clear();
-        for (int m : members) by_node.emplace_back(c_.node_of(gpu(m)), m);
-        std::sort(by_node.begin(), by_node.end());
-        std::size_t per_node = 1;
-        while (per_node < by_node.size() && by_node[per_node].first == by_node[0].first) ++per_node;
         const std::size_t nodes = by_node.size() / per_node;
         for (std::size_t n = 0; n < nodes; ++n)
           for (std::size_t i = 0; i < per_node; ++i) {
-            const int r = by_node[n * per_node + i].second;
-            sig[r][1] = kind(r, by_node[n * per_node + (i + 1) % per_node].second);
-            sig[r][2] = kind(r, by_node[(n + 1) % nodes * per_node + i].second);
+            const int r = members[by_node[n * per_node + i].second];
+            sig[r][1] = kind(r, members[by_node[n * per_node + (i + 1) % per_node].second]);
+            sig[r][2] = kind(r, members[by_node[(n + 1) % nodes * per_node + i].second]);
           }
       }
     }
@@ -562,27 +561,39 @@ std::int32_t Lowerer::p2p(int si_from, int si_to, double bytes, Phase phase, con
   return flow;
 }
 
+std::size_t Lowerer::node_blocks(const std::vector<int>& members, std::vector<std::pair<int, int>>* by_node) const {
+  by_node->clear();
+  by_node->reserve(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i)
+    by_node->emplace_back(c_.node_of(gpu(members[i])), static_cast<int>(i));
+  std::sort(by_node->begin(), by_node->end());
+  const auto& b = *by_node;
+  std::size_t g = 1;  // members per node
+  while (g < b.size() && b[g].first == b[0].first) ++g;
+  if (b.size() % g != 0) return 0;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (b[i].first != b[i - i % g].first || (i % g == 0 && i > 0 && b[i].first == b[i - 1].first)) return 0;
+  return g;
+}
+
 bool Lowerer::split_hierarchical(int grank, const std::vector<int>& members, std::vector<int>* local,
                                  std::vector<int>* cross) const {
-  std::vector<std::pair<int, int>> by_node;  // (node, member), sorted: members by node, in rank order
-  by_node.reserve(members.size());
-  for (int m : members) by_node.emplace_back(c_.node_of(gpu(m)), m);
-  std::sort(by_node.begin(), by_node.end());
-  std::size_t g = 1;  // members per node
-  while (g < by_node.size() && by_node[g].first == by_node[0].first) ++g;
-  if (by_node.size() % g != 0) return false;
-  for (std::size_t i = 0; i < by_node.size(); ++i)
-    if (by_node[i].first != by_node[i - i % g].first ||
-        (i % g == 0 && i > 0 && by_node[i].first == by_node[i - 1].first))
-      return false;
-  const auto me = std::find_if(by_node.begin(), by_node.end(), [&](const auto& x) { return x.second == grank; });
+  std::vector<std::pair<int, int>> by_node;
+  const std::size_t g = node_blocks(members, &by_node);
+  if (g == 0) return false;
+  const auto me =
+      std::find_if(by_node.begin(), by_node.end(), [&](const auto& x) { return members[x.second] == grank; });
   DTSIM_ASSERT(me != by_node.end(), "rank " << grank << " not in its own group");
   const std::size_t at = me - by_node.begin(), node_begin = at - at % g, pos = at % g;
   local->clear();
-  for (std::size_t i = node_begin; i < node_begin + g; ++i) local->push_back(by_node[i].second);
+  for (std::size_t i = node_begin; i < node_begin + g; ++i) local->push_back(members[by_node[i].second]);
   cross->clear();
-  for (std::size_t i = pos; i < by_node.size(); i += g) cross->push_back(by_node[i].second);
+  for (std::size_t i = pos; i < by_node.size(); i += g) cross->push_back(members[by_node[i].second]);
   return true;
+}
+
+bool Lowerer::spreads(std::size_t per_node, std::size_t members) const {
+  return opt_.spread_rings && !c_.has_graph() && per_node >= 2 && per_node < members;
 }
 
 bool Lowerer::spread_ring(const std::vector<int>& members, std::vector<int>* local_succ, std::vector<int>* node_succ,
@@ -595,16 +606,8 @@ bool Lowerer::spread_ring(const std::vector<int>& members, std::vector<int>* loc
   // and NIC carries in those g channels. Off (SimOptions::spread_rings) the ring crosses a node once.
   if (!opt_.spread_rings || c_.has_graph() || members.size() < 4) return false;
   std::vector<std::pair<int, int>> by_node;  // (node, member index)
-  by_node.reserve(members.size());
-  for (std::size_t i = 0; i < members.size(); ++i) by_node.emplace_back(c_.node_of(gpu(members[i])), i);
-  std::sort(by_node.begin(), by_node.end());
-  std::size_t g = 1;
-  while (g < by_node.size() && by_node[g].first == by_node[0].first) ++g;
-  if (g < 2 || g == by_node.size() || by_node.size() % g != 0) return false;
-  for (std::size_t i = 0; i < by_node.size(); ++i)
-    if (by_node[i].first != by_node[i - i % g].first ||
-        (i % g == 0 && i > 0 && by_node[i].first == by_node[i - 1].first))
-      return false;
+  const std::size_t g = node_blocks(members, &by_node);
+  if (!spreads(g, members.size())) return false;
   const std::size_t nodes = by_node.size() / g;
   local_succ->assign(members.size(), -1);
   node_succ->assign(members.size(), -1);
