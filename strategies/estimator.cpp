@@ -30,6 +30,12 @@ double spread_ring_time_s(bool all_reduce, int per_node, int nodes, double bytes
          steps * (step_overhead_s + std::max(chunk * (g - 1) / g / intra_Bps, chunk / g / inter_Bps));
 }
 
+double hierarchical_all_reduce_time_s(int per_node, int nodes, double bytes, double intra_alpha_s, double intra_Bps,
+                                      double inter_alpha_s, double inter_Bps, double step_overhead_s) {
+  return 2 * ring_time_s(false, per_node, bytes, intra_alpha_s, intra_Bps, step_overhead_s) +
+         ring_time_s(true, nodes, bytes / per_node, inter_alpha_s, inter_Bps, step_overhead_s);
+}
+
 namespace {
 struct Link {
   double alpha, bw;
@@ -326,7 +332,13 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       return spread_ring_time_s(all_reduce, per_node, n / per_node, grads, intra.alpha, intra.bw, dp_link.alpha,
                                 dp_link.bw, cal.collective_step_overhead_s);
     };
-    auto all_reduce = [&] { return dp_ring(true); };
+    // All-reduce: the faster of the spread ring and the two-level form, as the simulator's automatic choice.
+    auto all_reduce = [&] {
+      if (!two_level) return dp_ring(true);
+      return std::min(dp_ring(true),
+                      hierarchical_all_reduce_time_s(per_node, n / per_node, grads, intra.alpha, intra.bw,
+                                                     dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s));
+    };
     const double ring = dp_ring(false);
     double hidden_part = 0, exposed_part = 0;
     if (zero == 0) hidden_part = all_reduce();

@@ -31,6 +31,10 @@ double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double 
 /// NIC share (1/g); latency of (nodes - 1) inter-node steps (twice for an all-reduce) and NVLink for the rest.
 double spread_ring_time_s(bool all_reduce, int per_node, int nodes, double bytes, double intra_alpha_s,
                           double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s);
+/// The hierarchical all-reduce over the same shape: node-local reduce-scatter, all-reduce of the 1/g shard across
+/// nodes, node-local all-gather, one after the other.
+double hierarchical_all_reduce_time_s(int per_node, int nodes, double bytes, double intra_alpha_s, double intra_Bps,
+                                      double inter_alpha_s, double inter_Bps, double step_overhead_s);
 
 /// Time of a pass (compute steps and tensor-parallel collectives over `tp` ranks inside a node).
 double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,

@@ -1946,8 +1946,8 @@ bool hierarchical_all_reduce_is_faster(const ClusterSpec& c, const Calibration& 
   const double a_inter = c.inter.latency_s + (fabric ? c.inter.spine_latency_s : 0.0);
   const double b_inter = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
   const double step = cal.collective_step_overhead_s;
-  const double hier = 2 * estimate::ring_time_s(false, per_node, bytes, a_intra, b_intra, step) +
-                      estimate::ring_time_s(true, nodes, bytes / per_node, a_inter, b_inter, step);
+  const double hier =
+      estimate::hierarchical_all_reduce_time_s(per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step);
   const double ring =
       estimate::spread_ring_time_s(true, per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step);
   return hier < ring;
