@@ -480,6 +480,34 @@ TEST(SharedMeasurements, AnUnstatedMemoryLeverIsTakenWhenTheMappedPlanDoesNotFit
   EXPECT_TRUE(has(r.row.notes, "does not fit as mapped: distributed optimizer (ZeRO-1) assumed")) << r.row.notes;
 }
 
+TEST(SharedMeasurements, LlamaThreeRowsMapTheirShardingAndInterleaving) {
+  // Llama 3 405B on 8,192-16,384 H100s (Table 4): FSDP that "does not reshard after forward" (the file: ZeRO-2-like),
+  // Meta's interleaved schedule with V not stated, sequence parallelism not stated.
+  const std::string path = kMeasurements + "large_scale_papers.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
+  const auto rows = load_published(path);
+  const auto& row = row_by_id(rows, "llama3-t4-2");
+  ASSERT_TRUE(row.failure.empty()) << row.failure;
+  EXPECT_EQ(row.plan.zero_stage, 2);
+  EXPECT_TRUE(has(row.notes, "FSDP described as ZeRO-2-like: ZeRO stage 2")) << row.notes;
+  EXPECT_EQ(row.plan.schedule, Schedule::INTERLEAVED);
+  EXPECT_EQ(row.plan.virtual_stages, 2);
+  EXPECT_TRUE(has(row.notes, "interleaving depth not stated: 2 model chunks per rank assumed")) << row.notes;
+  EXPECT_FALSE(row.plan.sequence_parallel);
+  EXPECT_TRUE(row.sp_unstated);
+  EXPECT_FALSE(row.zero_unstated);
+  // 16,384 GPUs, 16 micro-batches per pipeline: without sequence parallelism the activations do not fit in 80 GB,
+  // with it they do; the run fitted, so the harness takes that lever and says so.
+  const auto results = predict_rows({row}, default_calibration(row.gpu), NetworkMode::ANALYTIC);
+  ASSERT_EQ(results.size(), 1u);
+  const auto& r = results[0];
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+  EXPECT_FALSE(r.oom);
+  EXPECT_TRUE(r.row.plan.sequence_parallel);
+  EXPECT_EQ(r.row.plan.recompute, Recompute::NONE);
+  EXPECT_TRUE(has(r.row.notes, "does not fit as mapped: sequence parallelism assumed")) << r.row.notes;
+}
+
 // A 2026-style table in the measurements-document shape (issue Calibrate): Grace-Blackwell NVL72 racks used whole
 // or 64 of 72, B300, MXFP8 / NVFP4 / FP8 recipe shorthands, an MoE shape with no dense FFN. Synthetic rows: the
 // measured times only make the rows scoreable; the test checks what each row maps to.

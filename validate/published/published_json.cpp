@@ -453,6 +453,19 @@ std::vector<int> layers_per_stage_of(const json& row, const std::string& ctx, co
   return out;
 }
 
+/// The stage a free-text sharding description names as "ZeRO-N" / "ZeRO N" (any case), if it names one.
+std::optional<int> zero_stage_named(const std::string& text) {
+  const std::string t = lower(text);
+  for (std::size_t at = t.find("zero"); at != std::string::npos; at = t.find("zero", at + 1)) {
+    std::size_t i = at + 4;
+    if (i < t.size() && (t[i] == '-' || t[i] == ' ')) ++i;
+    if (i < t.size() && t[i] >= '0' && t[i] <= '3' &&
+        (i + 1 == t.size() || !std::isdigit(static_cast<unsigned char>(t[i + 1]))))
+      return t[i] - '0';
+  }
+  return std::nullopt;
+}
+
 /// The plan of a row (not yet validated against the model and cluster: predict_rows does that).
 ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const TransformerSpec& model, int gpus,
                      Notes& notes) {
@@ -480,7 +493,8 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     throw ConfigError(ctx + ": tp*pp*dp*cp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) + "*" +
                       std::to_string(p.dp) + "*" + std::to_string(p.cp) + " is not the row's " + std::to_string(gpus) +
                       " GPUs");
-  const int vp = opt_int(row, ctx, "vp").value_or(1);
+  const std::optional<int> vp_stated = opt_int(row, ctx, "vp");
+  int vp = vp_stated.value_or(1);
   if (const auto mbs = opt_int(row, ctx, "mbs")) {
     p.micro_batch_size = *mbs;
   } else if (p.pp > 1 && present(row, "local_batch_size")) {
@@ -505,6 +519,12 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   const std::string sched = lower(opt_str(row, ctx, "pp_schedule"));
   const bool interleaved = contains(sched, "interleaved") && !contains(sched, "non-interleaved");
   if (p.pp > 1 && (vp > 1 || interleaved)) {
+    // An interleaved schedule whose depth the source does not give (Llama 3's Table 4: "V ... not stated"): the least
+    // interleaving, two model chunks per rank.
+    if (!vp_stated) {
+      vp = 2;
+      notes.add("interleaving depth not stated: 2 model chunks per rank assumed");
+    }
     if (vp < 2) throw ConfigError(ctx + ": interleaved schedule with vp " + std::to_string(vp));
     set_schedule(p, "interleaved:" + std::to_string(vp), ctx);
   } else {
@@ -513,7 +533,14 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   }
   // ZeRO: FSDP shards everything (torchtitan with PP keeps the parameters gathered between forward and backward,
   // reshard_after_forward=False: still ZeRO-3 here); Megatron's distributed optimizer shards optimizer states.
-  if (opt_bool(row, ctx, "fsdp").value_or(false)) p.zero_stage = 3;
+  const bool zero_text = present(row, "zero_stage") && row.at("zero_stage").is_string();
+  if (const auto like = zero_text ? zero_stage_named(opt_str(row, ctx, "zero_stage")) : std::nullopt) {
+    // The source describes its sharding by what it amounts to (Llama 3: FSDP that shards optimizer states and
+    // gradients but does not reshard the parameters after the forward, "ZeRO-2-like"): that stage, even under FSDP.
+    p.zero_stage = *like;
+    if (opt_bool(row, ctx, "fsdp").value_or(false))
+      notes.add("FSDP described as ZeRO-" + std::to_string(*like) + "-like: ZeRO stage " + std::to_string(*like));
+  } else if (opt_bool(row, ctx, "fsdp").value_or(false)) p.zero_stage = 3;
   else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
   else if (present(row, "zero_stage") && row.at("zero_stage").is_string()) {
     // Free text that starts with the stage ("1 (DeepSpeed BF16_Optimizer ...)", large_scale_papers.json).
@@ -847,6 +874,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.compiled = opt_bool(row, ctx, "compile").value_or(false);
     r.recompute_unstated = !present(row, "recompute");
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
+    r.sp_unstated = r.plan.tp > 1 && !r.plan.sequence_parallel && !present(row, "sequence_parallel");
     r.plan.stack = stack_name(row, ctx, stack);
     framework_conventions(row, ctx, r.plan, r.model.moe.enabled(), notes);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
