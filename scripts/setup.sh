@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
 # Installs dtsim's build dependencies (Debian 12 packages) and builds it into build/.
-# Usage: scripts/setup.sh            (as root, or with sudo available)
+# Usage: scripts/setup.sh            what building and running dtsim and its Python module need, and only those
+#                                    targets (the first command of README: no test binaries, linters, clang or Jupyter)
+#        scripts/setup.sh --tests    also the test suite's tools (GoogleTest, pytest, Jupyter, Open MPI, clang, the
+#                                    linters) and every target with the test binaries (scripts/test.sh runs this)
+# Run as root, or with sudo available.
 # Environment: DTSIM_BUILD_DIR (default build), DTSIM_WERROR=ON to treat warnings as errors (CI),
 #              DTSIM_SKIP_APT=1 to skip the package installation, DTSIM_PTH=0 not to write the dtsim.pth file that
 #              lets the system python3 `import dtsim` (from BUILD_DIR/python; see the end of this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${DTSIM_BUILD_DIR:-build}
-PACKAGES=(build-essential cmake ninja-build pkg-config python3 time
-          libsimgrid-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev libgtest-dev
-          coinor-libcbc-dev libarchive-dev libopenmpi-dev openmpi-bin
-          protobuf-compiler libprotobuf-dev
-          jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
-# The Python module (python/: pybind11 over Debian's python3) and its tests (pytest; pandas for to_frame(); protobuf
-# for the test that decodes exported Chakra traces).
-PACKAGES+=(pybind11-dev python3-dev python3-pytest python3-pandas python3-protobuf)
-# The fuzz smoke test of scripts/test.sh (scripts/fuzz_smoke.sh): clang and the libFuzzer runtime it links.
-PACKAGES+=(clang libclang-rt-14-dev)
-# The static checks of scripts/test.sh (scripts/lint.sh): clang-format and clang-tidy.
-PACKAGES+=(clang-format clang-tidy)
+TESTS=OFF
+case "${1:-}" in
+  "") ;;
+  --tests) TESTS=ON ;;
+  *) echo "setup: unknown argument '$1' (usage: scripts/setup.sh [--tests])" >&2; exit 2 ;;
+esac
+# dtsim itself: the compiler and CMake, SimGrid, JSON, Boost.Program_options, CBC (the UniAP planner's MILP),
+# libarchive (compressed traces), Protocol Buffers (Perfetto and Chakra traces); the Python module (pybind11 over
+# Debian's python3, pandas for to_frame()).
+PACKAGES=(build-essential cmake ninja-build pkg-config python3
+          libsimgrid-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev
+          coinor-libcbc-dev libarchive-dev protobuf-compiler libprotobuf-dev
+          pybind11-dev python3-dev python3-pandas)
+if [ "$TESTS" = ON ]; then
+  # The test suite: GoogleTest, pytest, protobuf for the test that decodes exported Chakra traces, Jupyter to run the
+  # notebooks, Open MPI for the sharded sweep (studies/ builds its MPI path where found), time for the benchmarks.
+  PACKAGES+=(libgtest-dev python3-pytest python3-protobuf libopenmpi-dev openmpi-bin time
+             jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
+  # The fuzz smoke test of scripts/test.sh (scripts/fuzz_smoke.sh): clang and the libFuzzer runtime it links.
+  PACKAGES+=(clang libclang-rt-14-dev)
+  # The static checks of scripts/test.sh (scripts/lint.sh): clang-format and clang-tidy.
+  PACKAGES+=(clang-format clang-tidy)
+fi
 
 if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then
   missing=()
@@ -34,7 +49,7 @@ if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$TESTS" \
       -DDTSIM_WERROR="${DTSIM_WERROR:-OFF}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 echo "setup: built $BUILD_DIR/bin/dtsim"

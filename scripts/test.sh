@@ -3,7 +3,7 @@
 # GPU tests (label gpu) are excluded here; on a GPU machine run `ctest --test-dir build -L gpu`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DTSIM_WERROR=${DTSIM_WERROR:-ON} scripts/setup.sh
+DTSIM_WERROR=${DTSIM_WERROR:-ON} scripts/setup.sh --tests
 ctest --test-dir "${DTSIM_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE gpu
 # Every tracked C++ file as .clang-format says, and clang-tidy (.clang-tidy) without a finding over every
 # translation unit (each finding or differing file is listed). DTSIM_LINT=0 skips both.
