@@ -307,25 +307,26 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
   std::array<double, kValues> v = run(in);
   // A measured run fitted in memory. When the plan as mapped does not and the source left the memory levers unstated,
   // take the first of Megatron's standard ones that fits (each a documented default of large runs): the distributed
-  // optimizer (ZeRO-1), then sequence parallelism (Korthikanti et al. 2023, with TP), then selective, then full
-  // activation recomputation. Each lever keeps the ones before it.
+  // optimizer (ZeRO-1), then selective, then full activation recomputation, then sequence parallelism (with TP; opt-in
+  // in Megatron-LM and Megatron-Core, --sequence-parallel, so assumed last). Each lever keeps the ones before it.
   if (v[4] > 0 && !row.measured_oom && (row.recompute_unstated || row.zero_unstated || row.sp_unstated)) {
     std::vector<std::pair<ParallelPlan, std::string>> levers;
     ParallelPlan p = row.plan;
+    auto with = [&] { return levers.empty() ? std::string() : levers.back().second + " + "; };
     if (row.zero_unstated && p.zero_stage == 0 && p.dp > 1) {
       p.zero_stage = 1;
       levers.emplace_back(p, "distributed optimizer (ZeRO-1)");
     }
-    if (row.sp_unstated && p.tp > 1 && !p.sequence_parallel) {
-      p.sequence_parallel = true;
-      levers.emplace_back(p, (levers.empty() ? "" : levers.back().second + " + ") + "sequence parallelism");
-    }
     if (row.recompute_unstated && p.recompute == Recompute::NONE) {
-      const std::string with = levers.empty() ? "" : levers.back().second + " + ";
+      const std::string before = with();
       for (auto [rc, name] : {std::pair{Recompute::SELECTIVE, "selective"}, std::pair{Recompute::FULL, "full"}}) {
         p.recompute = rc;
-        levers.emplace_back(p, with + name + " recompute");
+        levers.emplace_back(p, before + name + " recompute");
       }
+    }
+    if (row.sp_unstated && p.tp > 1 && !p.sequence_parallel) {
+      p.sequence_parallel = true;
+      levers.emplace_back(p, with() + "sequence parallelism");
     }
     for (const auto& [plan, name] : levers) {
       Inputs alt = in;

@@ -46,7 +46,7 @@ struct PublishedRow {
   bool compiled = false;      ///< the source ran it under torch.compile (its kernel fusion is not modelled)
   /// The source does not state the run's activation recomputation / optimizer sharding. The run was measured, so it
   /// fitted: where the plan as mapped does not, the prediction takes the first of Megatron's standard memory levers
-  /// that makes it fit (distributed optimizer, then sequence parallelism, then selective, then full recomputation)
+  /// that makes it fit (distributed optimizer, then selective, then full recomputation, then sequence parallelism)
   /// and says so in the notes.
   bool recompute_unstated = false, zero_unstated = false, sp_unstated = false;
   /// Caveats, "; "-separated: the source's flags and how the harness mapped the row (e.g. an FP8 run predicted in
