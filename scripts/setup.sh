@@ -27,7 +27,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config python3
 if [ "$TESTS" = ON ]; then
   # The test suite: GoogleTest, pytest, protobuf for the test that decodes exported Chakra traces, Jupyter to run the
   # notebooks, Open MPI for the sharded sweep (studies/ builds its MPI path where found), time for the benchmarks.
-  PACKAGES+=(libgtest-dev python3-pytest python3-protobuf libopenmpi-dev openmpi-bin time
+  # python3-venv and python3-wheel: the test that pip-installs the package into a virtual environment.
+  PACKAGES+=(libgtest-dev python3-pytest python3-protobuf python3-venv python3-wheel libopenmpi-dev openmpi-bin time
              jupyter-nbconvert python3-nbconvert python3-ipykernel python3-matplotlib python3-nbformat)
   # The fuzz smoke test of scripts/test.sh (scripts/fuzz_smoke.sh): clang and the libFuzzer runtime it links.
   PACKAGES+=(clang libclang-rt-14-dev)
