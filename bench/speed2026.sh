@@ -8,10 +8,12 @@
 #   dsv3-skew      DeepSeek-V3, 2,048 H100, PP16 EP64, --routing skew:1.0, gbs 2048
 #   llama405-nvl72 Llama 3 405B, 576 GB200 (NVL72), TP8 PP9 DP8, MXFP8, SP, --tp-comm-overlap, gbs 576
 #   gpt3-1k        GPT-3 175B, 1,024 A100, TP8 PP8 DP16, folded (reference), gbs 1536
+#   sweep300       `dtsim sweep examples/sweeps/moe-dense-300.json -j 2`: 300 MoE and dense plans on 256-2,048 H100s
+#                  (once, not per network; target <= 10 min)
 # The issue gives no global batch for most rows: the sizes above are this script's. Targets: <= 5 s analytic and
 # <= 15 s flow, <= 2 GB. A case past the per-run limit (TIMEOUT_S, default 120) is reported as not finished; one
 # the simulator refuses up front (memory guard, invalid plan) is reported with its message.
-# Usage: bench/speed2026.sh [path/to/dtsim] [runs] [case ...]
+# Usage: bench/speed2026.sh [path/to/dtsim] [runs] [case ...]   (the default cases leave out sweep300)
 set -uo pipefail
 DTSIM=${1:-build/bin/dtsim}
 RUNS=${2:-3}
@@ -69,7 +71,28 @@ print(f"{name:15s} {net:8s} wall best {w[0]:.2f} s, median {statistics.median(w)
 PY
 }
 
+run_sweep() {  # the 300-plan sweep with 2 workers, once
+  local t0 t1 rc=0
+  rm -rf "$tmp/sweep"
+  t0=$EPOCHREALTIME
+  /usr/bin/time -f "%M" -o "$tmp/rss" "$DTSIM" sweep examples/sweeps/moe-dense-300.json -j 2 --out "$tmp/sweep" -q \
+    >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  t1=$EPOCHREALTIME
+  if [[ $rc -ne 0 ]]; then
+    printf '%-15s failed (exit %d): %s\n' sweep300 "$rc" "$(grep -v '^Command exited' "$tmp/stderr" | head -1)"
+    return 0
+  fi
+  python3 - "$tmp/sweep/sweep.json" "$(python3 -c "print($t1 - $t0)")" "$(tail -1 "$tmp/rss")" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+print(f"sweep300        2 workers wall {float(sys.argv[2]):.1f} s | peak RSS of the driver {int(sys.argv[3]) / 1024:.0f} MiB | "
+      f"{c['scenarios']} plans: {c['prefiltered']} refused by the memory estimate, {c['rows']} simulated "
+      f"({c['status']['ok']} ok, {c['status']['failed']} failed, {c['status']['crashed']} crashed)")
+PY
+}
+
 echo "dtsim speed benchmark (2026 configurations) on $(nproc) cores, $(date -u +%Y-%m-%d), timeout ${TIMEOUT_S} s per run"
 for c in "${CASES[@]}"; do
+  if [[ $c == sweep300 ]]; then run_sweep; continue; fi
   for net in analytic flow; do run_case "$c" "$net"; done
 done

@@ -7,7 +7,8 @@
 # carrying pid/tid/ts/dur and args.microbatch, and "memory (GB)" counter ("C") events by category; an out-of-memory plan is
 # a result, not an error (exit 0, "OUT OF MEMORY" on stdout, fits_in_memory false, a per-rank oom list);
 # --no-trace writes only summary.json; --quiet prints nothing; `plan --precision fp8` prints plans that carry the
-# precision; `capacity --gpu gb200` steps in whole 72-GPU racks past one rack and `--gpu b200` (an alias) is known.
+# precision; `capacity --gpu gb200` steps in whole 72-GPU racks past one rack and `--gpu b200` (an alias) is known;
+# every example sweep spec (examples/sweeps/) expands with --dry-run.
 set -euo pipefail
 
 DTSIM=${1:?usage: smoke.sh /path/to/dtsim}
@@ -211,6 +212,13 @@ fi
 if run capacity_b200 capacity --model gpt3-1.3b --gpu b200 --tokens 100B --days 3; then
   expect_stdout capacity_b200 'on dgx-b200 \(b200-sxm-180gb\)' "capacity: --gpu b200 (alias) maps to dgx-b200"
 fi
+# Every example sweep spec expands (examples/sweeps/: the README's default sweep, the speed benchmark's 300 plans).
+for spec in "$(cd "$(dirname "$0")/../.." && pwd)"/examples/sweeps/*.json; do
+  name=sweep_$(basename "$spec" .json)
+  if run "$name" sweep "$spec" --dry-run --out "$TMP/$name"; then
+    expect_stdout "$name" '-> [1-9][0-9]* scenarios' "sweep --dry-run: $(basename "$spec") expands to scenarios"
+  fi
+done
 
 echo
 if [[ $failures -ne 0 ]]; then
