@@ -533,10 +533,12 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   }
   // ZeRO: FSDP shards everything (torchtitan with PP keeps the parameters gathered between forward and backward,
   // reshard_after_forward=False: still ZeRO-3 here); Megatron's distributed optimizer shards optimizer states.
-  const bool zero_text = present(row, "zero_stage") && row.at("zero_stage").is_string();
-  if (const auto like = zero_text ? zero_stage_named(opt_str(row, ctx, "zero_stage")) : std::nullopt) {
-    // The source describes its sharding by what it amounts to (Llama 3: FSDP that shards optimizer states and
-    // gradients but does not reshard the parameters after the forward, "ZeRO-2-like"): that stage, even under FSDP.
+  // A free-text sharding that does not start with its stage but names one (Llama 3: FSDP that shards optimizer states
+  // and gradients but does not reshard the parameters after the forward, "ZeRO-2-like"): that stage, even under FSDP.
+  const std::string zero_text =
+      present(row, "zero_stage") && row.at("zero_stage").is_string() ? opt_str(row, ctx, "zero_stage") : "";
+  const bool leading_stage = !zero_text.empty() && std::isdigit(static_cast<unsigned char>(zero_text[0]));
+  if (const auto like = leading_stage ? std::nullopt : zero_stage_named(zero_text)) {
     p.zero_stage = *like;
     if (opt_bool(row, ctx, "fsdp").value_or(false))
       notes.add("FSDP described as ZeRO-" + std::to_string(*like) + "-like: ZeRO stage " + std::to_string(*like));
