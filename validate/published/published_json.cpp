@@ -531,8 +531,7 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     if (vp > 1) throw ConfigError(ctx + ": vp " + std::to_string(vp) + " without pipeline parallelism");
     p.schedule = Schedule::ONE_F_ONE_B;
   }
-  // ZeRO: FSDP shards everything (torchtitan with PP keeps the parameters gathered between forward and backward,
-  // reshard_after_forward=False: still ZeRO-3 here); Megatron's distributed optimizer shards optimizer states.
+  // ZeRO: FSDP shards everything; Megatron's distributed optimizer shards optimizer states.
   // A free-text sharding that does not start with its stage but names one (Llama 3: FSDP that shards optimizer states
   // and gradients but does not reshard the parameters after the forward, "ZeRO-2-like"): that stage, even under FSDP.
   const std::string zero_text =
@@ -542,8 +541,19 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     p.zero_stage = *like;
     if (opt_bool(row, ctx, "fsdp").value_or(false))
       notes.add("FSDP described as ZeRO-" + std::to_string(*like) + "-like: ZeRO stage " + std::to_string(*like));
-  } else if (opt_bool(row, ctx, "fsdp").value_or(false)) p.zero_stage = 3;
-  else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
+  } else if (opt_bool(row, ctx, "fsdp").value_or(false)) {
+    p.zero_stage = 3;
+    // torchtitan with PP: torch.distributed.pipelining runs every backward of a step but the last with FSDP's
+    // reshard_after_backward and requires_gradient_sync off (PipelineStage.backward_maybe_with_nosync in
+    // torch/distributed/pipelining/stage.py), and torchtitan builds such stages with reshard_after_forward=False: the
+    // parameters stay gathered and the gradients accumulate unsharded through the step, reduce-scattered once after
+    // the last backward; only the fp32 parameters and optimizer states stay sharded. That is ZeRO-1's memory and
+    // communication (full bf16 weights and gradients, one reduce-scatter and one all-gather per step).
+    if (stack == Stack::TORCHTITAN && p.pp > 1) {
+      p.zero_stage = 1;
+      notes.add("FSDP under torch pipelining: weights and gradients unsharded through the step (ZeRO-1)");
+    }
+  } else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
   else if (present(row, "zero_stage") && row.at("zero_stage").is_string()) {
     // Free text that starts with the stage ("1 (DeepSpeed BF16_Optimizer ...)", large_scale_papers.json).
     const std::string z = json_util::get<std::string>(row, ctx, "zero_stage");
