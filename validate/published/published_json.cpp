@@ -563,7 +563,7 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   } else p.zero_stage = opt_int(row, ctx, "zero_stage").value_or(0);
   // Megatron-LM with bf16 accumulates and reduces gradients in fp32 main_grad buffers by default
   // (accumulate_allreduce_grads_in_fp32 is set for --bf16). torchtitan reduces in fp32 too: its FSDP2 mixed-precision
-  // policy has reduce_dtype float32 (job config mixed_precision_reduce, default "float32", the only value it accepts),
+  // policy has reduce_dtype float32 (job config mixed_precision_reduce, default "float32"),
   // and under pipelining FSDP2 accumulates the unsharded gradients in that dtype
   // (FSDPParam.to_accumulated_grad_if_needed, torch/distributed/fsdp/_fully_shard/_fsdp_param.py). Memory: FSDP2 keeps
   // fp32 sharded parameters and gradients with no separate master copy, 16 bytes per parameter; the ZeRO accounting
