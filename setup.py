@@ -1,7 +1,7 @@
 """Builds dtsim for `pip install --no-build-isolation .` (see pyproject.toml).
 
-The package is the one CMake assembles in <build>/python/dtsim/ (python/dtsim/*.py and the pybind11 extension
-_dtsim) plus the `dtsim` executable as dtsim/_bin/dtsim, which the `dtsim` console script (dtsim._cli) runs. Both are
+The package is python/dtsim/ (the Python sources) with the pybind11 extension _dtsim CMake builds into
+<build>/python/dtsim/, plus the `dtsim` executable as dtsim/_bin/dtsim, which the `dtsim` console script (dtsim._cli) runs. Both are
 self-contained (the library is linked in statically), so the wheel needs nothing from the build tree once installed.
 """
 import os
@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent
 
 
 class CMakeBuildPy(build_py):
-    """Configures (once) and builds the `dtsim` and `dtsim_python` targets, then copies the package into build_lib."""
+    """Configures (once) and builds the `dtsim` and `dtsim_python` targets; build_py copies the Python sources, this
+    adds the extension and the executable."""
 
     def run(self):
         build_dir = Path(os.environ.get("DTSIM_PIP_BUILD_DIR", ROOT / "build-pip")).resolve()
@@ -29,16 +30,14 @@ class CMakeBuildPy(build_py):
                                    "-DPython3_EXECUTABLE=" + sys.executable])
         subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "dtsim", "dtsim_python",
                                "--parallel", str(os.cpu_count() or 1)])
-        super().run()  # python/dtsim/*.py
-        built = build_dir / "python" / "dtsim"
-        if not any(built.glob("_dtsim*.so")):
-            sys.exit(f"setup.py: {built} has no _dtsim extension: CMake found no pybind11-dev / python3-dev "
-                     "(Debian: apt-get install pybind11-dev python3-dev)")
+        super().run()  # python/dtsim/*.py, *.pyi, py.typed (package_dir, package_data)
+        extensions = list((build_dir / "python" / "dtsim").glob("_dtsim*.so"))
+        if not extensions:
+            sys.exit(f"setup.py: {build_dir}/python/dtsim has no _dtsim extension: CMake found no pybind11-dev / "
+                     "python3-dev (Debian: apt-get install pybind11-dev python3-dev)")
         package = Path(self.build_lib) / "dtsim"
-        package.mkdir(parents=True, exist_ok=True)
-        for f in built.iterdir():
-            if f.is_file():
-                shutil.copy2(f, package / f.name)
+        for f in extensions:
+            shutil.copy2(f, package / f.name)
         (package / "_bin").mkdir(exist_ok=True)
         shutil.copy2(build_dir / "bin" / "dtsim", package / "_bin" / "dtsim")
 

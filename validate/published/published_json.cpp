@@ -556,7 +556,7 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   } else if (opt_bool(row, ctx, "distributed_optimizer").value_or(false)) p.zero_stage = 1;
   else if (present(row, "zero_stage") && row.at("zero_stage").is_string()) {
     // Free text that starts with the stage ("1 (DeepSpeed BF16_Optimizer ...)", large_scale_papers.json).
-    const std::string z = json_util::get<std::string>(row, ctx, "zero_stage");
+    const std::string& z = zero_text;
     if (z.empty() || z[0] < '0' || z[0] > '3' || (z.size() > 1 && std::isdigit(static_cast<unsigned char>(z[1]))))
       throw ConfigError(ctx + ": zero_stage '" + z + "' does not start with a stage 0-3");
     p.zero_stage = z[0] - '0';
