@@ -26,7 +26,7 @@ class CMakeBuildPy(build_py):
         if not (build_dir / "CMakeCache.txt").exists():
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build_dir), *generator,
-                                   "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_TESTING=OFF",
+                                   "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_TESTING=OFF", "-DCMAKE_UNITY_BUILD=ON",
                                    "-DPython3_EXECUTABLE=" + sys.executable])
         subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "dtsim", "dtsim_python",
                                "--parallel", str(os.cpu_count() or 1)])

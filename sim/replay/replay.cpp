@@ -16,6 +16,7 @@
 #include "traces/chrome_trace.hpp"
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
+#include "traces/text.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -33,12 +34,6 @@ bool is_gpu_work(Kind k) { return k == Kind::KERNEL || k == Kind::MEMCPY || k ==
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 /// Total length of the union of [start, end) intervals (sorts them).
 std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>>& iv) {
@@ -339,17 +334,17 @@ void ReplayOptions::validate() const {
 
 std::string ReplayOptions::describe() const {
   std::vector<std::string> parts;
-  for (const auto& k : kernel_scales) parts.push_back("kernels /" + k.pattern + "/ x" + fmt("%g", k.factor));
+  for (const auto& k : kernel_scales) parts.push_back("kernels /" + k.pattern + "/ x" + format_number("%g", k.factor));
   if (collective_bandwidth_Bps > 0)
-    parts.push_back("collective bandwidth " + fmt("%g", collective_bandwidth_Bps / 1e9) + " GB/s");
-  if (collective_bw_scale != 1.0) parts.push_back("collective bandwidth x" + fmt("%g", collective_bw_scale));
+    parts.push_back("collective bandwidth " + format_number("%g", collective_bandwidth_Bps / 1e9) + " GB/s");
+  if (collective_bw_scale != 1.0) parts.push_back("collective bandwidth x" + format_number("%g", collective_bw_scale));
   if (collective_group_size > 0) parts.push_back("collective group " + std::to_string(collective_group_size));
   if ((collective_bandwidth_Bps > 0 || collective_bw_scale != 1.0 || collective_group_size > 0) &&
       collective_alpha_s > 0)
-    parts.push_back("alpha " + fmt("%g", collective_alpha_s * 1e6) + " us");
-  if (collective_time_scale != 1.0) parts.push_back("collective time x" + fmt("%g", collective_time_scale));
-  if (cpu_gap_scale != 1.0) parts.push_back("cpu gaps x" + fmt("%g", cpu_gap_scale));
-  if (runtime_scale != 1.0) parts.push_back("runtime calls x" + fmt("%g", runtime_scale));
+    parts.push_back("alpha " + format_number("%g", collective_alpha_s * 1e6) + " us");
+  if (collective_time_scale != 1.0) parts.push_back("collective time x" + format_number("%g", collective_time_scale));
+  if (cpu_gap_scale != 1.0) parts.push_back("cpu gaps x" + format_number("%g", cpu_gap_scale));
+  if (runtime_scale != 1.0) parts.push_back("runtime calls x" + format_number("%g", runtime_scale));
   std::string s;
   for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p;
   return s;
@@ -1093,7 +1088,7 @@ nlohmann::json critical_json(const CriticalPath& cp) {
   return {{"length_ns", cp.length_ns}, {"tasks", cp.tasks}, {"by_category", cats}, {"top_gpu_tasks", top}};
 }
 
-std::string ms(std::int64_t ns) { return fmt("%.3f", static_cast<double>(ns) / 1e6); }
+std::string ms(std::int64_t ns) { return format_number("%.3f", static_cast<double>(ns) / 1e6); }
 
 }  // namespace
 
@@ -1235,9 +1230,9 @@ std::string replay_summary(const ReplayReport& r) {
   o << "  graph: " << s.cpu_threads << " CPU threads, " << s.gpu_streams << " GPU streams, " << s.runtime_calls
     << " runtime calls, " << s.gpu_tasks << " GPU tasks (" << s.linked_gpu_tasks << " linked to their launch, "
     << s.collectives << " collective)\n";
-  o << "  launch latency " << fmt("%.2f", static_cast<double>(r.launch_latency_ns) / 1e3) << " us (median of "
+  o << "  launch latency " << format_number("%.2f", static_cast<double>(r.launch_latency_ns) / 1e3) << " us (median of "
     << s.launch_latency_samples << " launches on idle streams), dispatch gap "
-    << fmt("%.2f", static_cast<double>(r.dispatch_gap_ns) / 1e3) << " us (mean of " << s.dispatch_gap_samples
+    << format_number("%.2f", static_cast<double>(r.dispatch_gap_ns) / 1e3) << " us (mean of " << s.dispatch_gap_samples
     << " queued tasks)\n";
   o << "  waits: " << s.blocking_calls << " blocking calls (" << s.sync_waits << " GPU waits, " << s.sync_waits_dropped
     << " contradicted), " << s.stream_waits << " stream-wait-event edges (" << s.stream_waits_dropped
@@ -1245,7 +1240,7 @@ std::string replay_summary(const ReplayReport& r) {
     << s.late_starts_relaunched << " re-launched, " << s.unexplained_gaps << " unexplained ("
     << ms(s.unexplained_gap_ns) << " ms kept); " << s.thread_starts_linked << " thread starts after another thread\n";
   o << "  span: measured " << ms(r.measured_span_ns) << " ms, replayed " << ms(r.replayed_span_ns) << " ms, error "
-    << fmt("%+.3f", r.error_pct) << " %\n";
+    << format_number("%+.3f", r.error_pct) << " %\n";
   auto lane_table = [&](const std::vector<LaneReport>& lanes, const char* second) {
     char line[256];
     std::snprintf(line, sizeof line, "  %-26s %8s %12s %12s %12s %12s\n", "lane", "tasks", "busy meas ms",
@@ -1263,7 +1258,8 @@ std::string replay_summary(const ReplayReport& r) {
     bool first = true;
     for (const auto& [k, v] : cp.by_category) {
       if (v <= 0) continue;
-      o << (first ? " " : ", ") << k << " " << fmt("%.1f", cp.length_ns > 0 ? 100.0 * v / cp.length_ns : 0.0) << "%";
+      o << (first ? " " : ", ") << k << " " << format_number("%.1f", cp.length_ns > 0 ? 100.0 * v / cp.length_ns : 0.0)
+        << "%";
       first = false;
     }
     o << "\n";
@@ -1282,7 +1278,7 @@ std::string replay_summary(const ReplayReport& r) {
       o << "    " << s.gpu_tasks_scaled << " GPU tasks scaled, " << s.collectives_modelled << " collectives re-timed ("
         << s.collectives_without_bytes << " without message size, " << s.collectives_without_group
         << " without group size)\n";
-    o << "  predicted span " << ms(r.predicted_span_ns) << " ms (" << fmt("%+.2f", r.change_pct)
+    o << "  predicted span " << ms(r.predicted_span_ns) << " ms (" << format_number("%+.2f", r.change_pct)
       << " % vs the replay)\n";
     lane_table(r.predicted_lanes, "pred ms");
     path(r.predicted_critical_path);

@@ -9,6 +9,7 @@
 #include "sim/report/trace_render.hpp"
 #include "traces/accuracy_bands.hpp"
 #include "traces/stack_profile.hpp"
+#include "traces/text.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -65,12 +66,7 @@ double overlap(const std::vector<Interval>& merged, double a, double b) {
   return total;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-std::string gb(double bytes) { return fmt("%.2f", bytes / units::kGB) + " GB"; }
+std::string gb(double bytes) { return format_number("%.2f", bytes / units::kGB) + " GB"; }
 }  // namespace
 
 const char* comm_kind_name(int kind) {
@@ -161,7 +157,7 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
     if (t.layer >= 0) d += " layer " + std::to_string(t.layer);
     if (t.microbatch >= 0) d += " micro-batch " + std::to_string(t.microbatch);
     return d + std::string(" (") + (ev.at_end ? "end" : "start") + ", " + mem_category_name(ev.category) + " " +
-           fmt("%+.3f", ev.bytes / units::kGB) + " GB)";
+           format_number("%+.3f", ev.bytes / units::kGB) + " GB)";
   };
 
   const double capacity = in.cluster->gpu.memory_bytes;
@@ -458,9 +454,10 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   const auto& plan = *in.plan;
   std::ostringstream o;
   o << "dtsim " << DTSIM_VERSION << " | " << in.model->name << " ("
-    << fmt("%.1f", static_cast<double>(in.model->total_params()) / 1e9) << "B params"
-    << (in.model->moe.enabled() ? ", " + fmt("%.1f", static_cast<double>(in.model->active_params()) / 1e9) + "B active"
-                                : std::string())
+    << format_number("%.1f", static_cast<double>(in.model->total_params()) / 1e9) << "B params"
+    << (in.model->moe.enabled()
+            ? ", " + format_number("%.1f", static_cast<double>(in.model->active_params()) / 1e9) + "B active"
+            : std::string())
     << ") on " << in.cluster->name << " (" << in.cluster->total_gpus() << " x " << in.cluster->gpu.name << ")\n";
   o << "plan: tp " << plan.tp << " pp " << plan.pp << " dp " << plan.dp;
   if (plan.cp > 1) o << " cp " << plan.cp << " (" << to_string(plan.cp_kind) << ")";
@@ -489,23 +486,25 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << "simulation: " << low.ranks.size() << " simulated ranks (" << low.fold_reason << "), " << rep.tasks << " tasks, "
     << rep.activities << " activities, collectives as " << to_string(in.options->collective_mode) << ", "
     << to_string(in.options->network) << " network\n\n";
-  o << "iteration time      " << fmt("%.3f", rep.iteration_time_s) << " s";
+  o << "iteration time      " << format_number("%.3f", rep.iteration_time_s) << " s";
   if (const auto rb = run_band(in))
-    o << "  (90% interval " << fmt("%.3f", rep.iteration_time_s * std::exp(rb->band.q05)) << "-"
-      << fmt("%.3f", rep.iteration_time_s * std::exp(rb->band.q95)) << " s from the "
+    o << "  (90% interval " << format_number("%.3f", rep.iteration_time_s * std::exp(rb->band.q05)) << "-"
+      << format_number("%.3f", rep.iteration_time_s * std::exp(rb->band.q95)) << " s from the "
       << (rb->own ? "leave-one-out errors of the calibration's fit to " + std::to_string(rb->band.rows) + " measured " +
                         rb->band.key + " runs"
                   : "cross-validated errors of " + std::to_string(rb->band.rows) + " published runs of class " +
                         rb->band.key)
       << ")";
   o << "\n";
-  o << "throughput          " << fmt("%.0f", rep.tokens_per_s) << " tokens/s, " << fmt("%.2f", rep.samples_per_s)
-    << " samples/s\n";
-  o << "per GPU             " << fmt("%.1f", rep.model_tflops_per_gpu) << " TFLOP/s model ("
-    << fmt("%.1f", rep.hardware_tflops_per_gpu) << " executed), MFU " << fmt("%.1f", 100 * rep.mfu) << "%\n";
-  o << "hand estimate       " << fmt("%.3f", rep.hand_estimate_s) << " s  ("
-    << fmt("%g", rep.hand_estimate_flops_per_param_token) << " x " << (in.model->moe.enabled() ? "active " : "")
-    << "params x tokens / (GPUs x peak x " << fmt("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
+  o << "throughput          " << format_number("%.0f", rep.tokens_per_s) << " tokens/s, "
+    << format_number("%.2f", rep.samples_per_s) << " samples/s\n";
+  o << "per GPU             " << format_number("%.1f", rep.model_tflops_per_gpu) << " TFLOP/s model ("
+    << format_number("%.1f", rep.hardware_tflops_per_gpu) << " executed), MFU " << format_number("%.1f", 100 * rep.mfu)
+    << "%\n";
+  o << "hand estimate       " << format_number("%.3f", rep.hand_estimate_s) << " s  ("
+    << format_number("%g", rep.hand_estimate_flops_per_param_token) << " x "
+    << (in.model->moe.enabled() ? "active " : "") << "params x tokens / (GPUs x peak x "
+    << format_number("%.2f", in.calibration->gemm_efficiency_max) << "))\n\n";
   o << "stage  layers  compute s  exposed comm s  bubble s (fraction)  peak memory (static + dynamic)\n";
   for (int s = 0; s < plan.pp; ++s) {
     RankCoord c;
@@ -545,9 +544,9 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
       o << "  stage " << s << ":";
       for (int k = 0; k < kNumCommKinds; ++k)
         if (rr.exposed_by_kind_s[k] > 0 || rr.overlapped_by_kind_s[k] > 0)
-          o << " " << comm_kind_name(k) << " " << fmt("%.3f", rr.exposed_by_kind_s[k]) << " / "
-            << fmt("%.3f", rr.overlapped_by_kind_s[k]);
-      o << " | interference +" << fmt("%.3f", rr.interference_s) << " s compute\n";
+          o << " " << comm_kind_name(k) << " " << format_number("%.3f", rr.exposed_by_kind_s[k]) << " / "
+            << format_number("%.3f", rr.overlapped_by_kind_s[k]);
+      o << " | interference +" << format_number("%.3f", rr.interference_s) << " s compute\n";
     }
   } else if (any_kind) {
     o << "exposed communication by kind (s):\n";
@@ -560,7 +559,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
             << (k == 1   ? (plan.cp_kind == CpKind::RING ? " (ring attention)" : "")
                 : k == 2 ? " (moe dispatch/combine)"
                          : "")
-            << " " << fmt("%.3f", rr.exposed_by_kind_s[k]);
+            << " " << format_number("%.3f", rr.exposed_by_kind_s[k]);
       o << "\n";
     }
   }
@@ -592,7 +591,8 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
       << worst_rank << " over by " << gb(worst) << " of " << gb(in.cluster->gpu.memory_bytes) << ")\n";
     for (const auto& e : rep.oom)
       if (e.global_rank == worst_rank)
-        o << "        capacity first crossed at " << fmt("%.4f", e.event_time_s) << " s by " << e.event << "\n";
+        o << "        capacity first crossed at " << format_number("%.4f", e.event_time_s) << " s by " << e.event
+          << "\n";
   }
   return o.str();
 }

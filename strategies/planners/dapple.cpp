@@ -30,8 +30,6 @@
 namespace dtsim::planning {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 /// DAPPLE's device placements (Fan et al. §4.2) of the stages' replicas over the nodes:
 ///  APPEND_FIRST  each pipeline copy on consecutive devices, stage after stage (fills partly used nodes first);
 ///  FRESH_FIRST   stage after stage, a stage's replicas of every copy on the freest nodes first (whole fresh

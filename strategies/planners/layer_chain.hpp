@@ -2,6 +2,7 @@
 // see it (they profile each layer once and scale by batch and replica count), plus the two link classes of a
 // two-level cluster (inside a node, between nodes). Shared by the partitioning planners.
 #pragma once
+#include <limits>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -9,6 +10,9 @@
 #include "strategies/planner.hpp"
 
 namespace dtsim::planning {
+
+/// "No feasible value" in the planners' dynamic programmes (a time or cost that cannot be reached).
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct LinkCost {
   double alpha_s = 0;

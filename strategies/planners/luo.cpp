@@ -46,7 +46,6 @@
 namespace dtsim::planning {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 /// Local-search budget per (p, b) candidate. On a two-level cluster every GPU of a node sees the same links and
 /// every node the same network, so the mapping is essentially which axis lives inside a node -- the starting
 /// layouts cover that and a small budget suffices; arbitrary graphs get the large one.

@@ -21,8 +21,6 @@
 namespace dtsim::planning {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 struct Level {
   int devices;    // devices at this level (per node at level 1, nodes at level 2)
   LinkCost link;  // bandwidth class of the level

@@ -36,7 +36,6 @@
 namespace dtsim::planning {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kMinPartitions = 5, kMaxPartitions = 32, kMaxPipeline = 32;
 constexpr double kMemMargin = 0.1;
 

@@ -20,6 +20,7 @@
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 #include "traces/kineto_import.hpp"
+#include "traces/text.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -75,12 +76,7 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(a, b - a));
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-std::string pct(double v) { return fmt("%.1f%%", 100 * v); }
+std::string pct(double v) { return format_number("%.1f%%", 100 * v); }
 
 /// Peak of a TF32 tensor-core GEMM: half the fp16 tensor-core peak (A100: 156 of 312 TFLOP/s, H100: 495 of 989).
 double tf32_peak(const GpuSpec& gpu) { return gpu.peak_fp16_flops / 2; }
@@ -553,11 +549,11 @@ ComputeSamples samples_from_trace(const ImportedTrace& trace, const GpuSpec& gpu
     if (d.name == device && d.total_memory_bytes > 0 && gpu.memory_bytes > 0) {
       const double ratio = d.total_memory_bytes / gpu.memory_bytes;
       if (ratio < 0.9 || ratio > 1.1)
-        out.notes.push_back(source + ": device '" + device + "' has " +
-                            fmt("%.0f", d.total_memory_bytes / units::kGiB) + " GiB, preset '" + gpu.name + "' " +
-                            fmt("%.0f", gpu.memory_bytes / units::kGiB) +
-                            " GiB: its HBM bandwidth may differ from the preset's " + fmt("%.0f", gpu.hbm_Bps / 1e9) +
-                            " GB/s, which memory_bandwidth_efficiency is relative to");
+        out.notes.push_back(
+            source + ": device '" + device + "' has " + format_number("%.0f", d.total_memory_bytes / units::kGiB) +
+            " GiB, preset '" + gpu.name + "' " + format_number("%.0f", gpu.memory_bytes / units::kGiB) +
+            " GiB: its HBM bandwidth may differ from the preset's " + format_number("%.0f", gpu.hbm_Bps / 1e9) +
+            " GB/s, which memory_bandwidth_efficiency is relative to");
       break;
     }
   std::size_t used = 0;
@@ -961,12 +957,12 @@ ComputeFit fit_compute(ComputeSamples in, const GpuSpec& gpu, const Calibration&
     // The fit's curve is the hyperbola (exponent 1): a base with another exponent would pair the fitted max and
     // half with a curve they were not fitted for.
     if (cal.gemm_efficiency_exponent != 1.0)
-      fit.notes.push_back("gemm_efficiency_exponent " + fmt("%.3g", cal.gemm_efficiency_exponent) +
+      fit.notes.push_back("gemm_efficiency_exponent " + format_number("%.3g", cal.gemm_efficiency_exponent) +
                           " of the base set to 1: the GEMM fit is the hyperbola max * f / (f + f_half)");
     cal.gemm_efficiency_exponent = 1.0;
     if (max_flops < 10 * fit.gemm.half_efficiency_flops)
-      fit.notes.push_back("the largest fitted GEMM (" + fmt("%.3g", max_flops) + " FLOP) is below 10 x f_half (" +
-                          fmt("%.3g", fit.gemm.half_efficiency_flops) +
+      fit.notes.push_back("the largest fitted GEMM (" + format_number("%.3g", max_flops) +
+                          " FLOP) is below 10 x f_half (" + format_number("%.3g", fit.gemm.half_efficiency_flops) +
                           "): gemm_efficiency_max is an extrapolation beyond the data");
   } else {
     fit.notes.push_back(std::to_string(gemm.size()) +
@@ -1150,19 +1146,19 @@ std::string summary_text(const ComputeFit& fit) {
   for (const auto& s : fit.points) (s.category == ComputeCategory::MEMORY ? nm : ng) += 1;
   o << "  memory-bound (" << nm << "): ";
   if (fit.memory.fitted)
-    o << "kernel_launch_s " << fmt("%.3g", c.kernel_launch_s * 1e6) << " us, memory_bandwidth_efficiency "
-      << fmt("%.3f", c.memory_bandwidth_efficiency) << " (" << fit.memory.outliers << " outliers)\n";
+    o << "kernel_launch_s " << format_number("%.3g", c.kernel_launch_s * 1e6) << " us, memory_bandwidth_efficiency "
+      << format_number("%.3f", c.memory_bandwidth_efficiency) << " (" << fit.memory.outliers << " outliers)\n";
   else
-    o << "not fitted, base kept (kernel_launch_s " << fmt("%.3g", c.kernel_launch_s * 1e6)
-      << " us, memory_bandwidth_efficiency " << fmt("%.3f", c.memory_bandwidth_efficiency) << ")\n";
+    o << "not fitted, base kept (kernel_launch_s " << format_number("%.3g", c.kernel_launch_s * 1e6)
+      << " us, memory_bandwidth_efficiency " << format_number("%.3f", c.memory_bandwidth_efficiency) << ")\n";
   o << "    residuals: " << stats(fit.memory_residuals) << "\n";
   o << "  GEMM (" << ng << ", fit on " << fit.gemm_fit_set << "): ";
   if (fit.gemm.fitted)
-    o << "gemm_efficiency_max " << fmt("%.3f", c.gemm_efficiency_max) << ", gemm_half_efficiency_flops "
-      << fmt("%.3g", c.gemm_half_efficiency_flops) << " (" << fit.gemm.outliers << " outliers)\n";
+    o << "gemm_efficiency_max " << format_number("%.3f", c.gemm_efficiency_max) << ", gemm_half_efficiency_flops "
+      << format_number("%.3g", c.gemm_half_efficiency_flops) << " (" << fit.gemm.outliers << " outliers)\n";
   else
-    o << "not fitted, base kept (gemm_efficiency_max " << fmt("%.3f", c.gemm_efficiency_max)
-      << ", gemm_half_efficiency_flops " << fmt("%.3g", c.gemm_half_efficiency_flops) << ")\n";
+    o << "not fitted, base kept (gemm_efficiency_max " << format_number("%.3f", c.gemm_efficiency_max)
+      << ", gemm_half_efficiency_flops " << format_number("%.3g", c.gemm_half_efficiency_flops) << ")\n";
   o << "    residuals: " << stats(fit.gemm_residuals) << "\n";
   o << "per class: |relative residual| under the fitted calibration; own fit of the class when it has one\n";
   char line[256];
@@ -1172,10 +1168,11 @@ std::string summary_text(const ComputeFit& fit) {
   for (const auto& k : fit.classes) {
     std::string own = "-";
     if (k.own.fitted)
-      own =
-          k.category == ComputeCategory::MEMORY
-              ? "launch " + fmt("%.3g", k.own.launch_s * 1e6) + " us, eff_mem " + fmt("%.3f", k.own.memory_efficiency)
-              : "eff_max " + fmt("%.3f", k.own.efficiency_max) + ", f_half " + fmt("%.3g", k.own.half_efficiency_flops);
+      own = k.category == ComputeCategory::MEMORY
+                ? "launch " + format_number("%.3g", k.own.launch_s * 1e6) + " us, eff_mem " +
+                      format_number("%.3f", k.own.memory_efficiency)
+                : "eff_max " + format_number("%.3f", k.own.efficiency_max) + ", f_half " +
+                      format_number("%.3g", k.own.half_efficiency_flops);
     std::snprintf(line, sizeof line, "  %-28.28s %-6s %6zu %8s %8s %8s  %s\n", k.name.c_str(),
                   k.category == ComputeCategory::MEMORY ? "memory" : "gemm", k.samples, pct(k.global.median).c_str(),
                   pct(k.global.mean).c_str(), pct(k.global.max).c_str(), own.c_str());

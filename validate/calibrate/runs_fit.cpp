@@ -10,6 +10,7 @@
 
 #include "traces/cluster.hpp"
 #include "traces/error.hpp"
+#include "traces/text.hpp"
 #include "validate/calibrate/nelder_mead.hpp"
 #include "validate/compare/measurements.hpp"
 #include "validate/published/cross_validate.hpp"
@@ -112,12 +113,6 @@ bool invert(std::vector<std::vector<double>> a, std::vector<std::vector<double>>
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 std::string label_of(const PublishedRow& r) {
@@ -283,13 +278,14 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
     if (!taken[k]) {
       if (v.sensitivity < 1e-3) {
         v.reason = std::string("not identified: ") + cands[k].unseen + " (largest |d ln t / d ln v| " +
-                   fmt("%.4f", v.sensitivity) + ")";
+                   format_number("%.4f", v.sensitivity) + ")";
       } else if (lone_run[k]) {
         v.reason = "one run alone depends on it (" + (v.determined_by.empty() ? "" : v.determined_by.front()) +
                    "): a fit would match that run and nothing else";
       } else if (norm0[k] < threshold) {
-        v.reason = "too weak: the runs would pin it only within x" + fmt("%.2f", std::exp(options.noise / norm0[k])) +
-                   " at one sigma of " + fmt("%.0f", 100 * options.noise) + "% noise per run";
+        v.reason = "too weak: the runs would pin it only within x" +
+                   format_number("%.2f", std::exp(options.noise / norm0[k])) + " at one sigma of " +
+                   format_number("%.0f", 100 * options.noise) + "% noise per run";
       } else {
         // Confounded: the chosen value whose column it resembles most.
         std::size_t with = K;
@@ -303,7 +299,7 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
                      " fitted values and stronger ones took them";
         else
           v.reason = std::string("confounded with ") + (with == K ? "the fitted values" : cands[with].field) +
-                     ": the runs move them together (|cos| " + fmt("%.2f", best_cos) + ")";
+                     ": the runs move them together (|cos| " + format_number("%.2f", best_cos) + ")";
       }
     }
     fit.values.push_back(std::move(v));
@@ -440,9 +436,10 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
       "dtsim calibrate runs (validate/calibrate/runs_fit.cpp) from the profile '" + stack.name + "'";
   for (const auto& v : fit.values)
     if (v.file == std::string("stack.json"))
-      fit.stack.provenance[v.field.substr(6)] =
-          v.fitted ? "fitted: " + fmt("%.4g", v.after) + " (90% " + fmt("%.4g", v.low) + "-" + fmt("%.4g", v.high) + ")"
-                   : "kept from '" + stack.name + "': " + v.reason;
+      fit.stack.provenance[v.field.substr(6)] = v.fitted ? "fitted: " + format_number("%.4g", v.after) + " (90% " +
+                                                               format_number("%.4g", v.low) + "-" +
+                                                               format_number("%.4g", v.high) + ")"
+                                                         : "kept from '" + stack.name + "': " + v.reason;
   return fit;
 }
 
@@ -459,14 +456,16 @@ std::string runs_fit_text(const RunsFit& f) {
   int fitted = 0;
   for (const auto& v : f.values) fitted += v.fitted;
   o << ", " << fitted << " values fitted, " << f.evaluations << " evaluations\n";
-  o << "rms |ln(measured / predicted)|: " << fmt("%.2f", 100 * f.rms_before) << "% with the base values, "
-    << fmt("%.2f", 100 * f.rms_after) << "% fitted";
-  if (f.dof > 0) o << " (s = " << fmt("%.2f", 100 * f.residual_sigma) << "% over " << f.dof << " degrees of freedom)";
+  o << "rms |ln(measured / predicted)|: " << format_number("%.2f", 100 * f.rms_before) << "% with the base values, "
+    << format_number("%.2f", 100 * f.rms_after) << "% fitted";
+  if (f.dof > 0)
+    o << " (s = " << format_number("%.2f", 100 * f.residual_sigma) << "% over " << f.dof << " degrees of freedom)";
   o << "\n\nfitted:\n";
   for (const auto& v : f.values)
     if (v.fitted) {
-      o << "  " << v.field << "  " << fmt("%.4g", v.before) << " -> " << fmt("%.4g", v.after);
-      if (v.sigma_log > 0) o << "  (90% " << fmt("%.4g", v.low) << "-" << fmt("%.4g", v.high) << ")";
+      o << "  " << v.field << "  " << format_number("%.4g", v.before) << " -> " << format_number("%.4g", v.after);
+      if (v.sigma_log > 0)
+        o << "  (90% " << format_number("%.4g", v.low) << "-" << format_number("%.4g", v.high) << ")";
       if (v.at_bound) o << "  at its bound";
       o << "  [" << v.file << "; determined by";
       for (const auto& d : v.determined_by) o << " " << d;
@@ -474,14 +473,14 @@ std::string runs_fit_text(const RunsFit& f) {
     }
   o << "kept (the runs cannot determine them):\n";
   for (const auto& v : f.values)
-    if (!v.fitted) o << "  " << v.field << "  " << fmt("%.4g", v.before) << "  " << v.reason << "\n";
+    if (!v.fitted) o << "  " << v.field << "  " << format_number("%.4g", v.before) << "  " << v.reason << "\n";
   o << "\nruns (error = (predicted - measured) / measured):\n";
   o << "  run                                      gpus  measured s  base err  fitted err  leave-one-out err\n";
   for (const auto& r : f.runs) {
     char line[256];
     std::snprintf(line, sizeof line, "  %-40s %5d  %10.4f  %+7.1f%%  %+9.1f%%  %s%s\n", r.label.substr(0, 40).c_str(),
                   r.gpus, r.measured_s, 100 * r.error_before, 100 * r.error_after,
-                  r.loo_defined ? fmt("%+8.1f%%", 100 * r.loo_error).c_str() : "  (alone determines a value)",
+                  r.loo_defined ? format_number("%+8.1f%%", 100 * r.loo_error).c_str() : "  (alone determines a value)",
                   r.unexplained ? "  <- not explained" : "");
     o << line;
   }
@@ -492,8 +491,8 @@ std::string runs_fit_text(const RunsFit& f) {
     if (it == f.bands.end())
       o << "  " << scale << ": none from these runs (fewer than two of this scale); the shipped bands apply\n";
     else
-      o << "  " << scale << ": x" << fmt("%.3f", std::exp(it->q05)) << " to x" << fmt("%.3f", std::exp(it->q95))
-        << " of the prediction (" << it->rows << " runs)\n";
+      o << "  " << scale << ": x" << format_number("%.3f", std::exp(it->q05)) << " to x"
+        << format_number("%.3f", std::exp(it->q95)) << " of the prediction (" << it->rows << " runs)\n";
   }
   for (const auto& n : f.notes) o << "note: " << n << "\n";
   return o.str();

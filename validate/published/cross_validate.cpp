@@ -8,6 +8,7 @@
 
 #include "traces/cluster.hpp"
 #include "traces/stack_profile.hpp"
+#include "traces/text.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -49,12 +50,6 @@ double quantile(std::vector<double> v, double q) {
   const auto lo = static_cast<std::size_t>(std::floor(pos));
   const std::size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
 }
 
 /// The band for a run: the most specific class with a band.
@@ -142,7 +137,7 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
       cal_of_gpu.emplace(g, fr.calibration);
       notes.push_back(g + ": refit without it on " + used + " (" + std::to_string(train.size()) + " rows, " +
                       std::to_string(fr.evaluations) + " evaluations, objective " +
-                      fmt("%.2f%%", 100 * fr.objective_after) + ")");
+                      format_number("%.2f%%", 100 * fr.objective_after) + ")");
     }
     for (const auto& n : notes) out.values_from += (out.values_from.empty() ? "" : "; ") + n;
     const Calibration fallback = default_calibration("a100-sxm4-80gb");
@@ -211,7 +206,7 @@ std::string cv_text(const CvReport& r) {
     std::snprintf(line, sizeof line, "%-34s %5d %6d %7.2f%% %+7.2f%% %9.3f %7s %9s  %s / %s\n",
                   s.source.substr(0, 34).c_str(), s.score.rows, s.score.failed, 100 * s.score.mape,
                   100 * s.score.mean_error, s.spearman_all,
-                  s.score.memory_rows > 0 ? fmt("%.2f%%", 100 * s.score.memory_mape).c_str() : "-",
+                  s.score.memory_rows > 0 ? format_number("%.2f%%", 100 * s.score.memory_mape).c_str() : "-",
                   s.banded > 0 ? (std::to_string(s.covered) + "/" + std::to_string(s.banded)).c_str() : "-",
                   s.gpus.c_str(), s.stacks.c_str());
     t += line;
