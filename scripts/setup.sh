@@ -50,9 +50,10 @@ if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# Without the tests, a unity build (CMake's UNITY_BUILD: each library compiled as a few merged sources) halves the
-# first build (3 min 42 s instead of ~7 min on this 2-core machine, 2026-12-02); the test build keeps one object
-# per source, which clang-tidy's compile database and incremental rebuilds need.
+# Without the tests, a unity build (CMake's UNITY_BUILD: each library compiled as a few merged sources): README's
+# first command took 4 min 13 s with it on a fresh Debian 12 chroot of a 2-core machine (2026-12-02), 7 min 16 s
+# without (2026-11-29). The test build keeps one object per source, which clang-tidy's compile database and
+# incremental rebuilds need.
 UNITY=ON
 [ "$TESTS" = ON ] && UNITY=OFF
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$TESTS" -DCMAKE_UNITY_BUILD="$UNITY" \
