@@ -296,6 +296,7 @@ SimulateResult simulate(const Inputs& in, const SimulateOptions& options) {
       throw ConfigError(options.command + ": the Chakra prefix '" + p + "' must be a plain file-name prefix");
     opt.fold = sim::FoldMode::NONE;
     opt.record_collectives = true;
+    opt.record_kernels = true;  // each compute node's tensor_size: the HBM bytes of its kernels
   }
   const sim::Inputs si{&in.model, &in.cluster, &in.plan, &in.calibration, &opt};
   // Valid inputs first: the trace request and the memory estimate use the plan's world size.

@@ -70,7 +70,9 @@ std::string chakra_et_bytes(const ExecGraph& g) {
     for (auto d : e.ctrl_deps) n.add_ctrl_deps(as_u64(d));
     for (auto d : e.data_deps) n.add_data_deps(as_u64(d));
     if (e.duration_ns > 0) n.set_duration_micros(as_u64(rounded(static_cast<double>(e.duration_ns) / 1000.0)));
-    attr(n, "is_cpu_op")->set_bool_val(!e.gpu);
+    // A metadata node is a CPU op: ASTRA-sim's workload layer issues only CPU ops, compute, memory and communication
+    // nodes (astra-sim/workload/Workload.cc, Workload::issue), so a GPU metadata node would never complete there.
+    attr(n, "is_cpu_op")->set_bool_val(!e.gpu || e.kind == ExecNodeKind::OTHER);
     switch (e.kind) {
       case ExecNodeKind::COMPUTE:
         n.set_type(pb::COMP_NODE);

@@ -335,7 +335,12 @@ ChakraExport chakra_export(const Lowered& low, const EngineResult& res) {
           e.kind = ExecNodeKind::COMPUTE;
           e.name = task_label(g, k);
           e.gpu = k.stream != Stream::HOST;
-          if (k.kind == TaskKind::COMPUTE) e.flops = k.flops;
+          if (k.kind == TaskKind::COMPUTE) {
+            // num_ops and tensor_size (the kernels' FLOPs and HBM bytes): what ASTRA-sim's roofline mode times a
+            // compute node by (Workload::issue_comp: num_ops / roofline(num_ops / tensor_size)).
+            e.flops = k.flops;
+            for (const auto& kernel : g.kernels(u.task)) e.tensor_bytes += kernel.bytes;
+          }
           break;
         case UnitKind::HOST:
           e.kind = ExecNodeKind::COMPUTE;

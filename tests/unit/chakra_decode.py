@@ -3,7 +3,10 @@ dtsim's C++ reader: the classes come from traces/chakra_et.proto through `protoc
 directory. Checks the stream framing (varint length, GlobalMetadata "0.0.4", then Nodes), node types and attribute
 kinds, that every collective names a group of the comm-group file that holds its rank, that every send has its
 receive on the destination (same tag and size), that dependencies name earlier nodes, and that the per-rank counts
-equal what `dtsim replay` reports for the same files.
+equal what `dtsim replay` reports for the same files. The rules ASTRA-sim's workload layer needs (issue Interop):
+only the published node types (0-7) and collective types; every dependency in data_deps (its feeder does not wait
+on ctrl_deps); every GPU compute node with FLOPs has num_ops and tensor_size (its roofline mode); no GPU metadata
+node (it would never be issued).
 
 usage: chakra_decode.py DTSIM PROTOC PROTO_FILE WORKDIR   (exit 77: no google.protobuf in this Python)
 """
@@ -85,8 +88,16 @@ for r in range(world):
             assert d < n.id, f"rank {r} node {n.id} depends on a later node {d}"
         a = attrs(n)
         assert a["is_cpu_op"].WhichOneof("value") == "bool_val"
+        assert 1 <= n.type <= 7, f"rank {r} node {n.id}: node type {n.type} is not in the published schema"
+        assert not n.ctrl_deps, f"rank {r} node {n.id}: a dependency in ctrl_deps, which ASTRA-sim does not wait on"
+        if n.type == pb.METADATA_NODE:
+            assert a["is_cpu_op"].bool_val, f"rank {r} node {n.id}: a GPU metadata node, which ASTRA-sim never issues"
         if n.type == pb.COMP_NODE:
             c["compute"] += 1
+            if not a["is_cpu_op"].bool_val and "num_ops" in a:  # a kernel with FLOPs (not a delay)
+                assert a["num_ops"].int64_val > 0 and a["tensor_size"].uint64_val > 0, (
+                    f"rank {r} node {n.id}: a kernel with num_ops but no tensor_size")
+                c["kernels"] = c.get("kernels", 0) + 1
         elif n.type == pb.COMM_COLL_NODE:
             c["collective"] += 1
             assert a["comm_type"].int64_val in (pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL,
@@ -105,6 +116,7 @@ for r in range(world):
             raise AssertionError(f"rank {r}: unexpected node type {n.type}")
     counts[r] = c
 assert sends == recvs, "every send has its receive (same src, dst, tag and size)"
+assert all(c.get("kernels", 0) > 0 for c in counts.values()), "every rank has kernels with num_ops and tensor_size"
 assert sum(c["send"] for c in counts.values()) > 0 and sum(c["collective"] for c in counts.values()) > 0
 
 rep = os.path.join(work, "replay")
@@ -114,5 +126,6 @@ assert replayed["schema"] == "dtsim.replay.chakra"
 for x in replayed["ranks"]:
     c = counts[x["rank"]]
     got = {"compute": x["compute_nodes"], "collective": x["collective_nodes"], "send": x["sends"], "recv": x["recvs"]}
+    c = {key: v for key, v in c.items() if key != "kernels"}
     assert got == c, f"rank {x['rank']}: dtsim replay counts {got}, protobuf decode {c}"
 print("chakra_decode: %d ranks, %s" % (world, counts[0]))
