@@ -9,8 +9,7 @@ namespace dtsim {
 /// `v` formatted by the printf conversion `printf_format` (one double conversion, e.g. "%.2f"); at most 63 characters.
 inline std::string format_number(const char* printf_format, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, printf_format,
-                v);  // NOLINT(clang-diagnostic-format-nonliteral): callers pass literals
+  std::snprintf(buf, sizeof buf, printf_format, v);
   return buf;
 }
 
