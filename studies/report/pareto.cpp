@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "traces/text.hpp"
 #include "traces/units.hpp"
 
 namespace dtsim::sim {
@@ -32,12 +33,7 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-std::string fixed(double v, const char* fmt) {
-  if (!std::isfinite(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
+std::string fixed(double v, const char* fmt) { return std::isfinite(v) ? format_number(fmt, v) : "-"; }
 
 }  // namespace
 
