@@ -33,6 +33,9 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
     ("channels", po::value<int>()->default_value(1), "parallel flows per ring transfer (NCCL channels)")
     ("single-nic-rings", "rings over several GPUs per node cross each node through one NIC (default: every member's)")
     ("calibration", po::value<std::string>(), "calibration JSON file")
+    ("nccl-proto", po::value<std::string>(),
+     "rings' NCCL protocol: auto (NCCL's tuning model picks by size; a floor) | off | ll | ll128 | simple (forced); "
+     "default: the calibration's")
     ("max-memory", po::value<std::string>(),
      "refuse, before it starts, a collective whose estimated memory is above SIZE (e.g. 8GB; none: no limit; "
      "default: 90% of this machine's memory)")
@@ -50,6 +53,7 @@ int cmd_collective(int argc, char** argv, std::ostream& out) {
   if (vm.count("ranks")) req.ranks = vm["ranks"].as<int>();
   req.op = vm["op"].as<std::string>();
   req.calibration = value_or(vm, "calibration");
+  req.nccl_protocol = value_or(vm, "nccl-proto");
   req.options = simulate_options(vm, "collective", "algo");
   req.options.max_memory_bytes = parse_max_memory(vm, "collective");
   if (vm.count("bytes") && vm.count("sweep")) throw ConfigError("collective: give --bytes or --sweep, not both");

@@ -240,6 +240,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("fsdp-prefetch", po::value<int>(), "ZeRO-3/FSDP: layers whose parameter all-gather may run ahead (default 1)")
     ("cuda-graphs", "capture every layer pass in a CUDA graph: one host launch per layer pass")
     ("no-interference", "overlapped kernels and collectives do not slow each other down")
+    ("nccl-proto", po::value<std::string>(),
+     "ring collectives' NCCL protocol: auto (NCCL's tuning model picks LL, LL128 or Simple by size; its latency is a "
+     "floor) | off (route latencies and the calibration's step overheads only) | ll | ll128 | simple (forced, as "
+     "NCCL_PROTO); default: the calibration's network.nccl_protocol (auto)")
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
     ("stack", po::value<std::string>(),
      "software stack whose host, p2p, attention-kernel and per-iteration costs apply: megatron-core (default) | "
@@ -297,6 +301,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (vm.count("seq-len")) in.model.seq_len = vm["seq-len"].as<int>();
   if (vm.count("attention"))
     in.model.attention = attention_kind_from_string(vm["attention"].as<std::string>(), "--attention");
+  if (vm.count("nccl-proto")) {
+    in.calibration.nccl_protocol = vm["nccl-proto"].as<std::string>();
+    in.calibration.validate("simulate: --nccl-proto");
+  }
   if (!vm.count("plan")) in.plan = plan_from_flags(vm, in.cluster);
   if (vm.count("stack")) in.plan.stack = vm["stack"].as<std::string>();  // also over a --plan file's own
   SimulateOptions opt = simulate_options(vm, "simulate");

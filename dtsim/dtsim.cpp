@@ -398,7 +398,11 @@ CollectiveResult collective(const CollectiveRequest& req) {
   const ClusterSpec cluster = load_cluster(req.cluster);
   const int n = req.ranks == -1 ? cluster.total_gpus() : req.ranks;
   const auto kind = sim::collective_kind_from_string(req.op, "--op");
-  const Calibration cal = resolve_calibration(req.calibration, cluster);
+  Calibration cal = resolve_calibration(req.calibration, cluster);
+  if (!req.nccl_protocol.empty()) {
+    cal.nccl_protocol = req.nccl_protocol;
+    cal.validate("collective: --nccl-proto");
+  }
   SimulateOptions so = req.options;
   so.command = "collective";
   const sim::SimOptions opt = detail::sim_options(so);

@@ -182,6 +182,7 @@ struct CollectiveRequest {
   std::string op = "all-reduce";    ///< all-reduce | all-gather | reduce-scatter | all-to-all | broadcast | reduce
   std::vector<double> sizes_bytes;  ///< one size, or a sweep
   SimulateOptions options;          ///< collectives, collective_algorithm, network, channels
+  std::string nccl_protocol;        ///< ring protocols: auto | off | ll | ll128 | simple; "" = the calibration's
 };
 struct CollectivePoint {
   double bytes = 0, time_s = 0, algbw_Bps = 0, busbw_Bps = 0;

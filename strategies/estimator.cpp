@@ -9,45 +9,77 @@
 
 namespace dtsim::estimate {
 
-double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s) {
+NcclContext nccl_context(const ClusterSpec& c, const Calibration& cal) {
+  return {nccl::parse_setting(cal.nccl_protocol, "calibration network.nccl_protocol"), nccl::compute_capability(c.gpu),
+          nccl::nvlink_nodes(c)};
+}
+
+namespace {
+// What NCCL's protocol model adds to a ring of `bytes` over `n` ranks on `nodes` nodes whose own latency is
+// `simulated_s` and bus bandwidth `bus_Bps` (the lowering's floor: strategies/nccl_model.hpp).
+double nccl_extra_s(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps,
+                    double simulated_s) {
+  if (nc.setting == nccl::Setting::OFF || n <= 1) return 0;
+  nccl::Ring r;
+  r.all_reduce = all_reduce;
+  r.ranks = n;
+  r.nodes = nodes;
+  r.nvlink = nc.nvlink;
+  r.compute_capability = nc.compute_capability;
+  r.bytes = bytes;
+  r.bus_Bps = bus_Bps;
+  return nccl::floor_extra_s(nccl::ring_choice(nc.setting, r), simulated_s);
+}
+}  // namespace
+
+double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s,
+                   const NcclContext& nc, bool across_nodes) {
   if (n <= 1) return 0;
   const double steps = all_reduce ? 2.0 * (n - 1) : n - 1.0;
-  return steps * (alpha_s + step_overhead_s + bytes / n / bw_Bps);
+  const double latency_s = steps * (alpha_s + step_overhead_s);
+  return latency_s + steps * bytes / n / bw_Bps +
+         nccl_extra_s(nc, all_reduce, n, across_nodes ? n : 1, bytes, bw_Bps, latency_s);
 }
 
 double spread_ring_time_s(bool all_reduce, int per_node, int nodes, double bytes, double intra_alpha_s,
-                          double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s) {
+                          double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s,
+                          const NcclContext& nc) {
   const int n = per_node * nodes;
   if (n <= 1) return 0;
   if (per_node <= 1 || nodes <= 1) {
-    return nodes <= 1 ? ring_time_s(all_reduce, n, bytes, intra_alpha_s, intra_Bps, step_overhead_s)
-                      : ring_time_s(all_reduce, n, bytes, inter_alpha_s, inter_Bps, step_overhead_s);
+    return nodes <= 1 ? ring_time_s(all_reduce, n, bytes, intra_alpha_s, intra_Bps, step_overhead_s, nc, false)
+                      : ring_time_s(all_reduce, n, bytes, inter_alpha_s, inter_Bps, step_overhead_s, nc, true);
   }
   const double steps = all_reduce ? 2.0 * (n - 1) : n - 1.0;
   const double inter_steps = (all_reduce ? 2.0 : 1.0) * (nodes - 1);
   const double chunk = bytes / n, g = per_node;
-  return inter_steps * inter_alpha_s + (steps - inter_steps) * intra_alpha_s +
-         steps * (step_overhead_s + std::max(chunk * (g - 1) / g / intra_Bps, chunk / g / inter_Bps));
+  const double step_s = std::max(chunk * (g - 1) / g / intra_Bps, chunk / g / inter_Bps);
+  const double latency_s =
+      inter_steps * inter_alpha_s + (steps - inter_steps) * intra_alpha_s + steps * step_overhead_s;
+  return latency_s + steps * step_s + nccl_extra_s(nc, all_reduce, n, nodes, bytes, chunk / step_s, latency_s);
 }
 
 double hierarchical_all_reduce_time_s(int per_node, int nodes, double bytes, double intra_alpha_s, double intra_Bps,
-                                      double inter_alpha_s, double inter_Bps, double step_overhead_s) {
-  return 2 * ring_time_s(false, per_node, bytes, intra_alpha_s, intra_Bps, step_overhead_s) +
-         ring_time_s(true, nodes, bytes / per_node, inter_alpha_s, inter_Bps, step_overhead_s);
+                                      double inter_alpha_s, double inter_Bps, double step_overhead_s,
+                                      const NcclContext& nc) {
+  return 2 * ring_time_s(false, per_node, bytes, intra_alpha_s, intra_Bps, step_overhead_s, nc, false) +
+         ring_time_s(true, nodes, bytes / per_node, inter_alpha_s, inter_Bps, step_overhead_s, nc, true);
 }
 
 namespace {
 struct Link {
   double alpha, bw;
+  bool across = false;  ///< the ring's hops cross node boundaries
 };
 
 // Ring hop of a group of `n` ranks `stride` apart in rank order (GPU = rank): inside a node or across nodes.
 Link hop(const ClusterSpec& c, const Calibration& cal, int n, int stride) {
   const bool intra = static_cast<long>(n) * stride <= c.gpus_per_node && !c.has_graph();
-  if (intra) return {c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
+  if (intra) return {c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency, false};
   return {c.inter.latency_s + (c.inter.topology != "switch" ? c.inter.spine_latency_s : 0.0),
           c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency /
-              (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0)};
+              (c.inter.topology != "switch" ? c.inter.oversubscription : 1.0),
+          true};
 }
 
 // Links of a TP group's collectives: the whole group, or one axis of a 2-D/2.5-D/3-D layout (index = TpAxis).
@@ -62,11 +94,13 @@ struct TpLinks {
   int group_per_node[3] = {1, 1, 1};
   Link node;               ///< the in-node link (hop() of a group inside one node)
   int overlap_chunks = 0;  ///< TP communication overlap: pieces per overlapped collective (0 = no overlap)
+  NcclContext nc;          ///< NCCL's protocol model of the rings (nccl_context)
 };
 
 TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int stride_tp, TpLayout layout, int depth) {
   TpLinks l;
   l.tp = tp;
+  l.nc = nccl_context(c, cal);
   const int q = layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(layout, tp, depth));
   // (members, stride in tp index) of each axis; see cost::tp_axis_members for the layout of t.
   const std::pair<int, int> axes[7] = {{tp, 1}, {q, 1},     {q, q}, {tp / std::max(1, q * q), q * q},
@@ -81,12 +115,14 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int strid
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                   const TpLinks& tl) {
   double t = 0, host = 0;
+  const NcclContext& nc = tl.nc;
   // TP communication overlap (as Lowerer::overlapped_compute): an all-gather into the step's first GEMM and a
   // reduce-scatter out of its last, each in k pieces pipelined with the GEMM's pieces: c + (k-1) max(c, g) + g.
   const int k = tl.overlap_chunks;
   auto op_s = [&](const cost::Op& op) { return cost::op_time_s(op, c.gpu, dt, cal); };
   auto piece_s = [&](const cost::Op& op) { return op_s(cost::gemm_piece(op, k)); };
   auto coll_s = [&](double bytes) {
+    // Transformer Engine's userbuffers, not NCCL: no protocol latency (as Lowerer::overlapped_compute).
     return ring_time_s(false, tl.size[0], bytes, tl.axis[0].alpha, tl.axis[0].bw, cal.collective_step_overhead_s);
   };
   auto overlapped = [&](const cost::Step& st, const cost::Step* ag, const cost::Step* rs) {
@@ -171,7 +207,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
         t += l.alpha + cal.collective_step_overhead_s + std::max(on_node, off_node);
       } else {
         t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, n, s.collective_bytes, l.alpha, l.bw,
-                         cal.collective_step_overhead_s);
+                         cal.collective_step_overhead_s, nc, l.across);
       }
       host += cal.host_collective_issue_s;
     } else {
@@ -179,7 +215,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       const int n = s.group_size > 0 ? s.group_size : tl.size[a];
       if (n <= 1) continue;
       t += ring_time_s(s.collective == cost::CollectiveKind::ALL_REDUCE, n, s.collective_bytes, tl.axis[a].alpha,
-                       tl.axis[a].bw, cal.collective_step_overhead_s);
+                       tl.axis[a].bw, cal.collective_step_overhead_s, nc, tl.axis[a].across);
       host += cal.host_collective_issue_s;
     }
   }
@@ -201,6 +237,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   std::optional<Calibration> filled;
   if (hw.stack != stack) filled = with_stack(hw, stack);
   const Calibration& cal = filled ? *filled : hw;
+  const NcclContext nc = nccl_context(c, cal);
   Estimate e;
   const int p = plan.pp, mb = plan.num_microbatches();
   // Strides of the axes in rank order (the lowering's layout without stage replication).
@@ -284,7 +321,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is
     // re-sharded over this stage's TP group (an all-to-all of its shard).
     const double reshard = ring_time_s(false, tp_s, act_bytes / plan.replicas(s) / tp_s, intra.alpha, intra.bw,
-                                       cal.collective_step_overhead_s);
+                                       cal.collective_step_overhead_s, nc, intra.across);
     if (s > 0 && plan.stage_layouts_differ(s - 1, s)) f += reshard;
     if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b += reshard;
     stage_time[s] = f + b;
@@ -328,16 +365,17 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
     auto dp_ring = [&](bool all_reduce) {
       if (!two_level)
-        return ring_time_s(all_reduce, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+        return ring_time_s(all_reduce, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s, nc,
+                           dp_link.across);
       return spread_ring_time_s(all_reduce, per_node, n / per_node, grads, intra.alpha, intra.bw, dp_link.alpha,
-                                dp_link.bw, cal.collective_step_overhead_s);
+                                dp_link.bw, cal.collective_step_overhead_s, nc);
     };
     // All-reduce: the faster of the spread ring and the two-level form, as the simulator's automatic choice.
     auto all_reduce = [&] {
       if (!two_level) return dp_ring(true);
       return std::min(dp_ring(true),
                       hierarchical_all_reduce_time_s(per_node, n / per_node, grads, intra.alpha, intra.bw,
-                                                     dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s));
+                                                     dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s, nc));
     };
     const double ring = dp_ring(false);
     double hidden_part = 0, exposed_part = 0;
@@ -358,8 +396,10 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       // Gradient clipping: a pass over the gradient shard, then the norm's all-reduce over TP and DP (as lowered).
       step +=
           shard * (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype)) / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
-      if (tp_s > 1) step += ring_time_s(true, tp_s, 4, intra.alpha, intra.bw, cal.collective_step_overhead_s);
-      if (n > 1) step += ring_time_s(true, n, 4, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s);
+      if (tp_s > 1)
+        step += ring_time_s(true, tp_s, 4, intra.alpha, intra.bw, cal.collective_step_overhead_s, nc, intra.across);
+      if (n > 1)
+        step += ring_time_s(true, n, 4, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s, nc, dp_link.across);
     }
     opt_time = std::max(opt_time, step);
   }

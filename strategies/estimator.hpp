@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "strategies/nccl_model.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
@@ -23,18 +24,32 @@ struct Estimate {
   bool fits = true;  ///< every stage under the device memory
 };
 
+/// What NCCL's protocol model of a ring needs besides its shape (strategies/nccl_model.hpp); OFF = not applied.
+struct NcclContext {
+  nccl::Setting setting = nccl::Setting::OFF;
+  int compute_capability = 90;
+  bool nvlink = true;
+};
+/// The calibration's setting on the cluster's GPU and node fabric.
+NcclContext nccl_context(const ClusterSpec& c, const Calibration& cal);
+
 /// Time of one ring collective of `bytes` over `n` ranks whose ring hops have latency `alpha_s` and bandwidth
-/// `bw_Bps` (+ the calibration's per-step overhead): steps (alpha + o + bytes / (n bw)).
-double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s);
+/// `bw_Bps` (+ the calibration's per-step overhead): steps (alpha + o + bytes / (n bw)); with `nc` NCCL's modelled
+/// latency is a floor on the steps' latency and its protocol's bandwidth factor applies (`across_nodes`: every hop
+/// crosses a node boundary, else none does), as the simulator's lowering charges them.
+double ring_time_s(bool all_reduce, int n, double bytes, double alpha_s, double bw_Bps, double step_overhead_s,
+                   const NcclContext& nc = {}, bool across_nodes = false);
 /// A ring over `per_node` GPUs on each of `nodes` nodes whose channels cross every node through each member's NIC
 /// (NCCL's rings; sim Lowerer::spread_ring): per step the larger of the NVLink share ((g-1)/g of the chunk) and the
 /// NIC share (1/g); latency of (nodes - 1) inter-node steps (twice for an all-reduce) and NVLink for the rest.
 double spread_ring_time_s(bool all_reduce, int per_node, int nodes, double bytes, double intra_alpha_s,
-                          double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s);
+                          double intra_Bps, double inter_alpha_s, double inter_Bps, double step_overhead_s,
+                          const NcclContext& nc = {});
 /// The hierarchical all-reduce over the same shape: node-local reduce-scatter, all-reduce of the 1/g shard across
 /// nodes, node-local all-gather, one after the other.
 double hierarchical_all_reduce_time_s(int per_node, int nodes, double bytes, double intra_alpha_s, double intra_Bps,
-                                      double inter_alpha_s, double inter_Bps, double step_overhead_s);
+                                      double inter_alpha_s, double inter_Bps, double step_overhead_s,
+                                      const NcclContext& nc = {});
 
 /// Time of a pass (compute steps and tensor-parallel collectives over `tp` ranks inside a node).
 double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,

@@ -56,6 +56,10 @@ void Calibration::validate(const std::string& ctx) const {
   in_range(collective_step_overhead_s, "network.collective_step_overhead_s", limits::kOverhead);
   in_range(p2p_overhead_s, "network.p2p_overhead_s", limits::kOverhead);
   check_p2p_sync(p2p_sync, ctx + ": network.p2p_sync");
+  if (nccl_protocol != "auto" && nccl_protocol != "off" && nccl_protocol != "ll" && nccl_protocol != "ll128" &&
+      nccl_protocol != "simple")
+    throw ConfigError(ctx + ": network.nccl_protocol '" + nccl_protocol +
+                      "' is not known (known: auto, off, ll, ll128, simple)");
   in_range(reserved_memory_bytes, "memory.reserved_memory_bytes", limits::kReservedBytes);
   for (std::size_t i = 0; i < collective_algorithms.size(); ++i) {
     const auto& r = collective_algorithms[i];
@@ -134,6 +138,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"collective_step_overhead_s", c.collective_step_overhead_s},
                         {"p2p_overhead_s", c.p2p_overhead_s},
                         {"p2p_sync", c.p2p_sync},
+                        {"nccl_protocol", c.nccl_protocol},
                         {"segments", segments_json(c.network_segments)},
                         {"collective_algorithms",
                          [&] {
@@ -229,12 +234,13 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   const std::string nc = ctx + ".network";
   json_util::reject_unknown(nj, nc,
                             {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency", "collective_step_overhead_s",
-                             "p2p_overhead_s", "p2p_sync", "segments", "collective_algorithms"});
+                             "p2p_overhead_s", "p2p_sync", "nccl_protocol", "segments", "collective_algorithms"});
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
   software(nj, nc, "p2p_overhead_s", c.p2p_overhead_s);
   software(nj, nc, "p2p_sync", c.p2p_sync);
+  c.nccl_protocol = get_or<std::string>(nj, nc, "nccl_protocol", "auto");
   auto aj = get_or<nlohmann::json>(nj, nc, "collective_algorithms", nlohmann::json::array());
   if (!aj.is_array()) throw ConfigError(nc + ": 'collective_algorithms' must be a list");
   for (std::size_t i = 0; i < aj.size(); ++i) {

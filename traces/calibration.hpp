@@ -118,6 +118,10 @@ struct Calibration {
   double inter_bandwidth_efficiency = 0.9;   ///< achieved / nominal NIC bandwidth for large transfers
   double collective_step_overhead_s = 2e-6;  ///< software cost per ring step of a collective, seconds
   double p2p_overhead_s = 5e-6;              ///< software cost per point-to-point transfer, seconds
+  /// NCCL's protocol model for ring collectives (strategies/nccl_model.hpp, after NCCL's src/graph/tuning.cc):
+  /// "auto" (NCCL's choice of LL / LL128 / Simple by size; its modelled latency is a floor on the ring's simulated
+  /// latency), "off" (route latencies and collective_step_overhead_s only), or "ll" / "ll128" / "simple" forced.
+  std::string nccl_protocol = "auto";
   /// Pipeline sends and receives that block the rank (software-stack value): "none" (they run beside the compute),
   /// "non_interleaved" (blocking except in interleaved schedules) or "all". A blocking exchange starts when the
   /// receiving rank has posted its receive (finished the pass before the one that consumes it) and the sending rank

@@ -331,14 +331,18 @@ EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, cons
   DTSIM_ASSERT(!used, "run_on_simgrid called twice in one process (SimGrid's engine is a singleton)");
   used = true;
   // Exact flow-level model: CM02 max-min sharing, no latency/bandwidth correction, no TCP window, no cross
-  // traffic. Calibration enters through link bandwidths and latencies instead.
+  // traffic. Calibration enters through link bandwidths and latencies instead. surf/precision (SimGrid's timing
+  // precision, 1e-9 s by default) at 1e-12 s: at 1e-9 s, events a few nanoseconds apart could merge, and a kernel's
+  // interference overlap with a collective then differed from the max-min engine's by ~3e-9 s (tests/engine
+  // maxmin_agreement.sh, its MoE case, once NCCL's protocol floors put step delays off round values).
   std::vector<std::string> args = {"dtsim",
                                    "--log=root.thresh:critical",
                                    "--cfg=network/model:CM02",
                                    "--cfg=network/latency-factor:1",
                                    "--cfg=network/bandwidth-factor:1",
                                    "--cfg=network/TCP-gamma:0",
-                                   "--cfg=network/crosstraffic:0"};
+                                   "--cfg=network/crosstraffic:0",
+                                   "--cfg=surf/precision:1e-12"};
   std::vector<char*> argv;
   argv.reserve(args.size());
   for (auto& a : args) argv.push_back(a.data());

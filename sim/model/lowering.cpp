@@ -11,6 +11,7 @@
 
 #include "sim/model/groups.hpp"
 #include "strategies/estimator.hpp"
+#include "strategies/nccl_model.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/routing.hpp"
@@ -195,6 +196,8 @@ private:
   /// successor and its same-position successor on the next node; false where the ring crosses each node once.
   bool spread_ring(const std::vector<int>& members, std::vector<int>* local_succ, std::vector<int>* node_succ,
                    int* per_node) const;
+  /// NCCL's protocol for a ring collective of `bytes` over `members` (strategies/nccl_model.hpp).
+  nccl::Choice nccl_ring(CollectiveKind kind, const std::vector<int>& members, double bytes) const;
   /// The calibration's size rule or the forced algorithm; AUTO = decide by group shape.
   CollectiveAlgorithm algorithm_for(CollectiveKind kind, double bytes) const;
   bool may_use_trees() const;
@@ -233,6 +236,10 @@ private:
   /// Global GPU of plan rank `rank`: the job's first GPU + the plan's device mapping.
   int gpu(int rank) const { return off_ + p_.gpu_of_rank(rank); }
   std::unique_ptr<GraphRouting> routing_ = c_.has_graph() ? std::make_unique<GraphRouting>(c_.graph) : nullptr;
+  const estimate::NcclContext nccl_ = estimate::nccl_context(c_, cal_);  ///< NCCL's protocol model of the rings
+  /// Set while the pieces of a TP-overlapped collective are lowered: Transformer Engine's userbuffers move them with
+  /// copy-engine / SM point-to-point exchanges, not NCCL kernels, so NCCL's protocol latencies do not apply.
+  bool userbuffers_ = false;
 
   TaskGraph g_;
   Lowered out_;
@@ -900,6 +907,30 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
   return join_instance(it, si, stream, pred, first_out);
 }
 
+nccl::Choice Lowerer::nccl_ring(CollectiveKind kind, const std::vector<int>& members, double bytes) const {
+  if (userbuffers_) return {};
+  nccl::Ring r;
+  r.all_reduce = kind == CollectiveKind::ALL_REDUCE;
+  r.ranks = static_cast<int>(members.size());
+  std::vector<int> nodes;
+  nodes.reserve(members.size());
+  for (int m : members) nodes.push_back(c_.node_of(gpu(m)));
+  std::sort(nodes.begin(), nodes.end());
+  r.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  r.nvlink = nccl_.nvlink;
+  r.compute_capability = nccl_.compute_capability;
+  r.bytes = bytes;
+  // The Simple protocol's bus bandwidth, for the choice: the NVLink port, or across nodes the NICs the ring crosses
+  // (each member's own where rings spread over every NIC).
+  r.bus_Bps = c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency;
+  if (r.nodes > 1) {
+    const int per_node = opt_.spread_rings ? r.ranks / r.nodes : 1;
+    r.bus_Bps = std::min(r.nodes == r.ranks ? 1e300 : r.bus_Bps,
+                         c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency * std::max(1, per_node));
+  }
+  return nccl::ring_choice(nccl_.setting, r);
+}
+
 CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {
   if (kind != CollectiveKind::ALL_REDUCE) return CollectiveAlgorithm::RING;
   if (opt_.collective_algorithm != CollectiveAlgorithm::AUTO) return opt_.collective_algorithm;
@@ -1018,6 +1049,9 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
                              first_out);
   const int steps = kind == CollectiveKind::ALL_REDUCE ? 2 * (n - 1) : n - 1;
   const double chunk = bytes / n;
+  // NCCL's protocol, worked out where the tasks are built (not for members joining an instance).
+  nccl::Choice proto;
+  auto choose_protocol = [&] { proto = nccl_ring(kind, members, bytes); };
 
   const Task base = collective_base(stream, phase, name_id, layer, mb);
   // Across nodes with several members on each, NCCL's rings cross every node through each member's NIC (one
@@ -1054,7 +1088,10 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     }
     // Message-size factors of the calibration (per ring step of `chunk` bytes), applied as extra latency.
     const double extra = segment_extra_s(next_hop, member_global, slow_to, hop_alpha(slow_to), chunk);
-    const double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
+    double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
+    // NCCL's estimate of the ring's time as a floor on dtsim's (strategies/nccl_model.hpp): what it exceeds it by,
+    // spread evenly over the steps.
+    per_step += nccl::floor_extra_s(proto, latency_s + hop_alpha(slow_to) + steps * per_step) / steps;
     Task t = base;
     t.rank = member_si;
     // The payload of a step, split over opt_.channels parallel flows (NCCL channels) that all start after the
@@ -1122,6 +1159,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   if (folded) {
     // One simulated member: flows to its mirror over the paths to its ring successors.
     find_spread();
+    choose_protocol();
     const auto me = std::find(members.begin(), members.end(), grank);
     DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own group");
     const auto i = static_cast<std::size_t>(me - members.begin());
@@ -1138,6 +1176,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
   if (it == instances_.end()) {
     Instance inst = new_instance(base, si);
     find_spread();
+    choose_protocol();
     std::vector<std::vector<std::int32_t>> flows(n);
     // Each member's predecessors: the ring's previous member, or (spread) the node-local and next-node ones.
     std::vector<std::array<int, 2>> preds(n, {-1, -1});
@@ -1242,6 +1281,13 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
   };
   std::int32_t cur = pred;
   int next_op = 0;
+  struct Userbuffers {  // the pieces' collectives are not NCCL's (nccl_ring)
+    bool& flag;
+    explicit Userbuffers(bool& f) : flag(f) { flag = true; }
+    ~Userbuffers() { flag = false; }
+    Userbuffers(const Userbuffers&) = delete;
+    Userbuffers& operator=(const Userbuffers&) = delete;
+  } userbuffers(userbuffers_);
   if (first >= 0) {
     cur = segment(0, first, cur);
     std::int32_t coll_pred = cur;
@@ -1946,10 +1992,11 @@ bool hierarchical_all_reduce_is_faster(const ClusterSpec& c, const Calibration& 
   const double a_inter = c.inter.latency_s + (fabric ? c.inter.spine_latency_s : 0.0);
   const double b_inter = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
   const double step = cal.collective_step_overhead_s;
+  const estimate::NcclContext nc = estimate::nccl_context(c, cal);
   const double hier =
-      estimate::hierarchical_all_reduce_time_s(per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step);
+      estimate::hierarchical_all_reduce_time_s(per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step, nc);
   const double ring =
-      estimate::spread_ring_time_s(true, per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step);
+      estimate::spread_ring_time_s(true, per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step, nc);
   return hier < ring;
 }
 

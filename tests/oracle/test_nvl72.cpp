@@ -2,11 +2,13 @@
 // behind one non-blocking NVSwitch fabric, one NIC per GPU. Simulated with the flow engine (SimGrid) and the shipped
 // (estimated) gb200 calibration, against the closed forms of tests/oracle/test_sim_oracle.cpp with the calibration's
 // efficiencies and per-step software costs put in:
-//   ring all-reduce over n ranks: 2(n-1) (alpha + o) + 2(n-1)/n S / (B eff)
+//   ring all-reduce over n ranks: max(2(n-1) (alpha + o), L_nccl) + 2(n-1)/n S / (B eff)
 //   NVLS all-reduce:              o + alpha + S / (B eff)
 // with alpha the hop's one-way latency, o the calibration's collective_step_overhead_s, B the link's nominal
-// bandwidth per direction and eff its calibrated efficiency. Every simulation runs in a forked child (SimGrid allows
-// one engine per process).
+// bandwidth per direction and eff its calibrated efficiency; L_nccl NCCL's modelled latency of the ring with the
+// Simple protocol (these messages are large), from NCCL 2.30.7 src/graph/tuning.cc: 8.4 us of base latency plus
+// 3.4 us per NVLink step, or 14 us per step between nodes for a ring with one GPU per node. Every simulation runs in a
+// forked child (SimGrid allows one engine per process).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,9 +61,13 @@ double all_reduce_time(const ClusterSpec& c, const ParallelPlan& plan, const Cal
   return in_child(run);
 }
 
-double ring_closed_form(int n, double S, double B, double eff, double alpha, double o) {
-  return 2.0 * (n - 1) * (alpha + o) + 2.0 * (n - 1) / n * S / (B * eff);
+double ring_closed_form(int n, double S, double B, double eff, double alpha, double o, double nccl_latency_s) {
+  return std::max(2.0 * (n - 1) * (alpha + o), nccl_latency_s) + 2.0 * (n - 1) / n * S / (B * eff);
 }
+// NCCL's Simple-protocol latency of an all-reduce ring of n ranks inside one NVLink domain, and of one across n nodes
+// with one rank on each (every step crosses nodes: NCCL's tree net latency, as it charges a ring at one GPU per node).
+double nccl_nvlink_all_reduce_s(int n) { return (8.4 + 2 * (n - 1) * 3.4) * 1e-6; }
+double nccl_net_all_reduce_s(int n) { return (8.4 + 2 * (n - 1) * 14.0) * 1e-6; }
 
 // Tight, but above the rounding of SimGrid's clock over the 142 dependent steps of a 72-rank ring (~1e-13 s each).
 constexpr double kRel = 1e-8;
@@ -102,11 +108,13 @@ TEST(Nvl72, AllReduceInsideOneDomainMatchesRingClosedForm) {
   const Calibration cal = gb200_calibration();
   const int n = 72;
   const double S = 1e9;
-  const double expected = ring_closed_form(n, S, c.intra.bandwidth_Bps, cal.intra_bandwidth_efficiency,
-                                           c.intra.latency_s, cal.collective_step_overhead_s);
-  // 900 GB/s x 0.8 per direction, 1 us + 0.52 us per step: 2.74 ms of transfer + 0.22 ms of steps for 1 GB.
-  EXPECT_GT(expected, 2.9e-3);
-  EXPECT_LT(expected, 3.0e-3);
+  const double expected =
+      ring_closed_form(n, S, c.intra.bandwidth_Bps, cal.intra_bandwidth_efficiency, c.intra.latency_s,
+                       cal.collective_step_overhead_s, nccl_nvlink_all_reduce_s(n));
+  // 900 GB/s x 0.8 per direction: 2.74 ms of transfer; 142 steps at NCCL's 3.4 us (above 1 us + 0.52 us) + 8.4 us:
+  // 0.49 ms of latency for 1 GB.
+  EXPECT_GT(expected, 3.2e-3);
+  EXPECT_LT(expected, 3.3e-3);
   for (auto mode : {CollectiveMode::STEPS, CollectiveMode::FLOW})
     for (auto fold : {FoldMode::NONE, FoldMode::AUTO}) {
       SCOPED_TRACE(std::string(mode == CollectiveMode::STEPS ? "steps" : "flow") +
@@ -138,8 +146,9 @@ TEST(Nvl72, AllReduceInOneDomainIsNotSlowedByTheOtherDomain) {
   const int n = 72;
   const double S = 1e9;
   EXPECT_EQ(simulated_ranks(c, tp_plan(n, 2), cal), 144u);  // both racks' all-reduces run, at the same time
-  const double expected = ring_closed_form(n, S, c.intra.bandwidth_Bps, cal.intra_bandwidth_efficiency,
-                                           c.intra.latency_s, cal.collective_step_overhead_s);
+  const double expected =
+      ring_closed_form(n, S, c.intra.bandwidth_Bps, cal.intra_bandwidth_efficiency, c.intra.latency_s,
+                       cal.collective_step_overhead_s, nccl_nvlink_all_reduce_s(n));
   for (auto mode : {CollectiveMode::STEPS, CollectiveMode::FLOW}) {
     SCOPED_TRACE(mode == CollectiveMode::STEPS ? "steps" : "flow");
     expect_rel(all_reduce_time(c, tp_plan(n, 2), cal, S, mode, FoldMode::NONE, CollectiveAlgorithm::RING), expected);
@@ -163,9 +172,10 @@ TEST(Nvl72, CrossDomainGroupUsesTheNics) {
   const int n = 2;
   const double S = 256e6;
   const double expected = ring_closed_form(n, S, c.inter.nic_bandwidth_Bps, cal.inter_bandwidth_efficiency,
-                                           c.inter.latency_s, cal.collective_step_overhead_s);
-  const double over_nvlink = ring_closed_form(n, S, c.intra.bandwidth_Bps, cal.intra_bandwidth_efficiency,
-                                              c.intra.latency_s, cal.collective_step_overhead_s);
+                                           c.inter.latency_s, cal.collective_step_overhead_s, nccl_net_all_reduce_s(n));
+  const double over_nvlink =
+      ring_closed_form(n, S, c.intra.bandwidth_Bps, cal.intra_bandwidth_efficiency, c.intra.latency_s,
+                       cal.collective_step_overhead_s, nccl_nvlink_all_reduce_s(n));
   EXPECT_GT(expected, 10 * over_nvlink);  // 400 Gb/s x 0.9 = 45 GB/s against 720 GB/s
   for (auto mode : {CollectiveMode::STEPS, CollectiveMode::FLOW})
     for (auto fold : {FoldMode::NONE, FoldMode::AUTO}) {
@@ -188,5 +198,5 @@ TEST(Nvl72, Gb300CrossDomainGroupUsesItsEightHundredGigabitNics) {
   const double S = 256e6;
   expect_rel(all_reduce_time(c, p, cal, S, CollectiveMode::FLOW, FoldMode::NONE, CollectiveAlgorithm::RING),
              ring_closed_form(2, S, c.inter.nic_bandwidth_Bps, cal.inter_bandwidth_efficiency, c.inter.latency_s,
-                              cal.collective_step_overhead_s));
+                              cal.collective_step_overhead_s, nccl_net_all_reduce_s(2)));
 }

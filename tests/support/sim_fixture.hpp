@@ -30,6 +30,7 @@ inline Calibration ideal_calibration() {
   c.intra_bandwidth_efficiency = 1.0;
   c.inter_bandwidth_efficiency = 1.0;
   c.collective_step_overhead_s = 0;
+  c.nccl_protocol = "off";  // NCCL's modelled latencies are software overheads too
   c.p2p_overhead_s = 0;
   c.p2p_sync = "none";
   c.reserved_memory_bytes = 0;

@@ -28,6 +28,9 @@ NcclFit fit_nccl_tests(const NcclTestsRun& run, const ClusterSpec& cluster, cons
   NcclFit fit;
   fit.link = intra ? "intra" : "inter";
   fit.calibration = base;
+  // The measurements are NCCL itself (its protocol choice and latencies): the fitted segments replace NCCL's modelled
+  // protocol latencies (strategies/nccl_model.hpp), which would otherwise be charged again as a floor.
+  fit.calibration.nccl_protocol = "off";
   auto& segs = fit.calibration.network_segments;
   segs.erase(std::remove_if(segs.begin(), segs.end(), [&](const NetworkSegment& g) { return g.link == fit.link; }),
              segs.end());
