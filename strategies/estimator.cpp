@@ -14,12 +14,7 @@ NcclContext nccl_context(const ClusterSpec& c, const Calibration& cal) {
           nccl::nvlink_nodes(c)};
 }
 
-namespace {
-// What NCCL's protocol model adds to a ring of `bytes` over `n` ranks on `nodes` nodes whose own latency is
-// `simulated_s` and bus bandwidth `bus_Bps` (the lowering's floor: strategies/nccl_model.hpp).
-double nccl_extra_s(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps,
-                    double simulated_s) {
-  if (nc.setting == nccl::Setting::OFF || n <= 1) return 0;
+nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps) {
   nccl::Ring r;
   r.all_reduce = all_reduce;
   r.ranks = n;
@@ -28,7 +23,15 @@ double nccl_extra_s(const NcclContext& nc, bool all_reduce, int n, int nodes, do
   r.compute_capability = nc.compute_capability;
   r.bytes = bytes;
   r.bus_Bps = bus_Bps;
-  return nccl::floor_extra_s(nccl::ring_choice(nc.setting, r), simulated_s);
+  return nccl::ring_choice(nc.setting, r);
+}
+
+namespace {
+// What NCCL's model adds to a ring whose own latency is `simulated_s` (the lowering's floor).
+double nccl_extra_s(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps,
+                    double simulated_s) {
+  if (nc.setting == nccl::Setting::OFF || n <= 1) return 0;
+  return nccl::floor_extra_s(nccl_choice(nc, all_reduce, n, nodes, bytes, bus_Bps), simulated_s);
 }
 }  // namespace
 

@@ -909,26 +909,21 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
 
 nccl::Choice Lowerer::nccl_ring(CollectiveKind kind, const std::vector<int>& members, double bytes) const {
   if (userbuffers_) return {};
-  nccl::Ring r;
-  r.all_reduce = kind == CollectiveKind::ALL_REDUCE;
-  r.ranks = static_cast<int>(members.size());
-  std::vector<int> nodes;
-  nodes.reserve(members.size());
-  for (int m : members) nodes.push_back(c_.node_of(gpu(m)));
-  std::sort(nodes.begin(), nodes.end());
-  r.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-  r.nvlink = nccl_.nvlink;
-  r.compute_capability = nccl_.compute_capability;
-  r.bytes = bytes;
+  std::vector<int> node_ids;
+  node_ids.reserve(members.size());
+  for (int m : members) node_ids.push_back(c_.node_of(gpu(m)));
+  std::sort(node_ids.begin(), node_ids.end());
+  const int ranks = static_cast<int>(members.size());
+  const int nodes = static_cast<int>(std::unique(node_ids.begin(), node_ids.end()) - node_ids.begin());
   // The Simple protocol's bus bandwidth, for the choice: the NVLink port, or across nodes the NICs the ring crosses
   // (each member's own where rings spread over every NIC).
-  r.bus_Bps = c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency;
-  if (r.nodes > 1) {
-    const int per_node = opt_.spread_rings ? r.ranks / r.nodes : 1;
-    r.bus_Bps = std::min(r.nodes == r.ranks ? 1e300 : r.bus_Bps,
-                         c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency * std::max(1, per_node));
+  double bus_Bps = c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency;
+  if (nodes > 1) {
+    const int per_node = opt_.spread_rings ? ranks / nodes : 1;
+    bus_Bps = std::min(nodes == ranks ? 1e300 : bus_Bps,
+                       c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency * std::max(1, per_node));
   }
-  return nccl::ring_choice(nccl_.setting, r);
+  return estimate::nccl_choice(nccl_, kind == CollectiveKind::ALL_REDUCE, ranks, nodes, bytes, bus_Bps);
 }
 
 CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {
