@@ -14,7 +14,8 @@ NcclContext nccl_context(const ClusterSpec& c, const Calibration& cal) {
           nccl::nvlink_nodes(c)};
 }
 
-nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps) {
+nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps,
+                         bool ring_only) {
   nccl::Ring r;
   r.all_reduce = all_reduce;
   r.ranks = n;
@@ -23,6 +24,7 @@ nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int node
   r.compute_capability = nc.compute_capability;
   r.bytes = bytes;
   r.bus_Bps = bus_Bps;
+  r.ring_only = ring_only;
   return nccl::ring_choice(nc.setting, r);
 }
 

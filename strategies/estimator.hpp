@@ -33,7 +33,9 @@ struct NcclContext {
 /// The calibration's setting on the cluster's GPU and node fabric.
 NcclContext nccl_context(const ClusterSpec& c, const Calibration& cal);
 /// NCCL's choice for a ring of `bytes` over `n` ranks on `nodes` nodes whose Simple bus bandwidth is `bus_Bps`.
-nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps);
+/// `ring_only`: NCCL restricted to its ring (no tree or PAT alternative).
+nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps,
+                         bool ring_only = false);
 
 /// Time of one ring collective of `bytes` over `n` ranks whose ring hops have latency `alpha_s` and bandwidth
 /// `bw_Bps` (+ the calibration's per-step overhead): steps (alpha + o + bytes / (n bw)); with `nc` NCCL's modelled

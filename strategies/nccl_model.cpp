@@ -108,7 +108,7 @@ Choice ring_choice(Setting s, const Ring& r) {
     if (t < best.time_s) best = {Algorithm::RING, proto, latency_s, bw / r.bus_Bps, t, simple_payload_s};
     // NCCL's tree for an all-reduce across nodes: reduce up and broadcast down the double binary tree, a chain of
     // the node's GPUs at each tree node; the whole buffer crosses each link twice.
-    if (r.all_reduce && r.nodes > 1) {
+    if (r.all_reduce && r.nodes > 1 && !r.ring_only) {
       const int ppn = r.ranks / r.nodes;
       const double tree_latency_s =
           (kBaseTree_us[p] + 2 * ((ppn - 1) * kNvlinkTree_us[p] + log2i(r.nodes) * kNetTree_us[p])) * 1e-6;
@@ -118,7 +118,7 @@ Choice ring_choice(Setting s, const Ring& r) {
     }
   }
   // PAT for an all-gather / reduce-scatter at one GPU per node (Simple only).
-  if (!r.all_reduce && one_per_node && r.nodes > 1 && (s == Setting::AUTO || s == Setting::SIMPLE)) {
+  if (!r.all_reduce && one_per_node && r.nodes > 1 && !r.ring_only && (s == Setting::AUTO || s == Setting::SIMPLE)) {
     const double pat_latency_s =
         (kBasePat_us + log2i(r.nodes) * kNetTree_us[2] / 3.5 + r.ranks * kPatPerRank_us) * 1e-6;
     const double pat_t = pat_latency_s + r.bytes / (r.bus_Bps * kPatFactor);

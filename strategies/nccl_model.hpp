@@ -57,8 +57,9 @@ struct Ring {
   int nodes = 1;       ///< distinct nodes among the ranks
   bool nvlink = true;  ///< node-local hops over NVLink (else PCIe: NCCL's PCI latencies, no LL128)
   int compute_capability = 90;
-  double bytes = 0;    ///< the collective's buffer (NCCL's nBytes: the all-reduce's input, the gathered output)
-  double bus_Bps = 0;  ///< the ring's bus bandwidth for the Simple protocol (the slowest hop's share)
+  double bytes = 0;        ///< the collective's buffer (NCCL's nBytes: the all-reduce's input, the gathered output)
+  double bus_Bps = 0;      ///< the ring's bus bandwidth for the Simple protocol (the slowest hop's share)
+  bool ring_only = false;  ///< NCCL restricted to its ring (NCCL_ALGO=Ring; dtsim's --collective-algo ring)
 };
 
 struct Choice {

@@ -915,15 +915,22 @@ nccl::Choice Lowerer::nccl_ring(CollectiveKind kind, const std::vector<int>& mem
   std::sort(node_ids.begin(), node_ids.end());
   const int ranks = static_cast<int>(members.size());
   const int nodes = static_cast<int>(std::unique(node_ids.begin(), node_ids.end()) - node_ids.begin());
-  // The Simple protocol's bus bandwidth, for the choice: the NVLink port, or across nodes the NICs the ring crosses
-  // (each member's own where rings spread over every NIC).
-  double bus_Bps = c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency;
+  // The Simple protocol's bus bandwidth, as the estimator's closed forms have it: the NVLink port; across nodes the
+  // NIC at one GPU per node or where the ring crosses each node once, and where it spreads over its g members' NICs
+  // the slower of the NVLink share (g-1)/g and the NIC share 1/g of each step (estimate::spread_ring_time_s).
+  const double intra_Bps = c_.intra.bandwidth_Bps * cal_.intra_bandwidth_efficiency;
+  const double inter_Bps = c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency;
+  double bus_Bps = intra_Bps;
   if (nodes > 1) {
-    const int per_node = opt_.spread_rings ? ranks / nodes : 1;
-    bus_Bps = std::min(nodes == ranks ? 1e300 : bus_Bps,
-                       c_.inter.nic_bandwidth_Bps * cal_.inter_bandwidth_efficiency * std::max(1, per_node));
+    const int g = ranks / nodes;
+    bus_Bps = nodes == ranks ? inter_Bps
+              : spreads(static_cast<std::size_t>(g), members.size())
+                  ? std::min(intra_Bps * g / (g - 1.0), inter_Bps * g)
+                  : std::min(intra_Bps, inter_Bps);
   }
-  return estimate::nccl_choice(nccl_, kind == CollectiveKind::ALL_REDUCE, ranks, nodes, bytes, bus_Bps);
+  // NCCL's alternatives to a ring count unless the ring is forced (NCCL_ALGO=Ring).
+  return estimate::nccl_choice(nccl_, kind == CollectiveKind::ALL_REDUCE, ranks, nodes, bytes, bus_Bps,
+                               opt_.collective_algorithm == CollectiveAlgorithm::RING);
 }
 
 CollectiveAlgorithm Lowerer::algorithm_for(CollectiveKind kind, double bytes) const {

@@ -51,6 +51,11 @@ TEST(NcclModel, ForcedProtocolLatenciesAreNcclsSums) {
   EXPECT_EQ(t.algorithm, nccl::Algorithm::TREE);
   EXPECT_NEAR(t.latency_s, (8.4 + 2 * (7 * 4.0 + 1 * 14.0)) * us, 1e-12);
   EXPECT_NEAR(t.time_s, t.latency_s + 2 * 1e6 / (45e9 * 0.92), 1e-12);
+  auto forced = ring(true, 16, 2, 1e6, 45e9);  // NCCL_ALGO=Ring (--collective-algo ring): the ring's sum
+  forced.ring_only = true;
+  const auto rr = nccl::ring_choice(nccl::Setting::SIMPLE, forced);
+  EXPECT_EQ(rr.algorithm, nccl::Algorithm::RING);
+  EXPECT_NEAR(rr.latency_s, (8.4 + 28 * 3.4 + 2 * 14.0) * us, 1e-12);
   // An all-gather over 64 nodes at one GPU each: PAT (8.0 + log2(64) x 14 / 3.5 + 64 x 2.8 = 211.2 us, 0.75 of the
   // bus bandwidth) beats the ring's 8.4 + 63 x 14 = 890.4 us.
   const auto pat = nccl::ring_choice(nccl::Setting::AUTO, ring(false, 64, 64, 1e6, 45e9));
