@@ -102,10 +102,11 @@ struct TpLinks {
   NcclContext nc;          ///< NCCL's protocol model of the rings (nccl_context)
 };
 
-TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, int tp, int stride_tp, TpLayout layout, int depth) {
+TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, const NcclContext& nc, int tp, int stride_tp,
+                 TpLayout layout, int depth) {
   TpLinks l;
   l.tp = tp;
-  l.nc = nccl_context(c, cal);
+  l.nc = nc;
   const int q = layout == TpLayout::D1 ? tp : std::max(1, tp_grid_side(layout, tp, depth));
   // (members, stride in tp index) of each axis; see cost::tp_axis_members for the layout of t.
   const std::pair<int, int> axes[7] = {{tp, 1}, {q, 1},     {q, q}, {tp / std::max(1, q * q), q * q},
@@ -233,7 +234,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
 
 double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                     int tp) {
-  return steps_time(steps, c, cal, dt, tp_links(c, cal, tp, 1, TpLayout::D1, 1));
+  return steps_time(steps, c, cal, dt, tp_links(c, cal, nccl_context(c, cal), tp, 1, TpLayout::D1, 1));
 }
 
 Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibration& hw, const ParallelPlan& plan) {
@@ -256,7 +257,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   auto stage_tp_link = [&](int s) {
     const StageStrategy st = plan.stage_strategy(s);
     const int tp = plan.stage_tp(s);
-    TpLinks l = tp_links(c, cal, tp, stride_tp, st.tp_layout, st.tp_depth);
+    TpLinks l = tp_links(c, cal, nc, tp, stride_tp, st.tp_layout, st.tp_depth);
     if (plan.tp_comm_overlap) l.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : tp;
     // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
     l.group_size[0] = plan.cp;

@@ -966,7 +966,7 @@ bool Lowerer::use_hierarchical(CollectiveKind kind, int grank, const std::vector
   if (local.size() <= 1 || cross.size() <= 1) return false;
   if (!opt_.spread_rings || c_.has_graph() || bytes < 0) return true;
   return hierarchical_all_reduce_is_faster(c_, cal_, static_cast<int>(local.size()), static_cast<int>(cross.size()),
-                                           bytes);
+                                           bytes, &nccl_);
 }
 
 std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, CollectiveKind kind, double bytes, Phase phase,
@@ -1988,17 +1988,17 @@ Lowered Lowerer::run_collective(CollectiveKind kind, double bytes) {
 }  // namespace
 
 bool hierarchical_all_reduce_is_faster(const ClusterSpec& c, const Calibration& cal, int per_node, int nodes,
-                                       double bytes) {
+                                       double bytes, const estimate::NcclContext* nc) {
   const double a_intra = c.intra.latency_s, b_intra = c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency;
   const bool fabric = c.inter.topology != "switch";
   const double a_inter = c.inter.latency_s + (fabric ? c.inter.spine_latency_s : 0.0);
   const double b_inter = c.inter.nic_bandwidth_Bps * cal.inter_bandwidth_efficiency;
   const double step = cal.collective_step_overhead_s;
-  const estimate::NcclContext nc = estimate::nccl_context(c, cal);
+  const estimate::NcclContext ctx = nc ? *nc : estimate::nccl_context(c, cal);
   const double hier =
-      estimate::hierarchical_all_reduce_time_s(per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step, nc);
+      estimate::hierarchical_all_reduce_time_s(per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step, ctx);
   const double ring =
-      estimate::spread_ring_time_s(true, per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step, nc);
+      estimate::spread_ring_time_s(true, per_node, nodes, bytes, a_intra, b_intra, a_inter, b_inter, step, ctx);
   return hier < ring;
 }
 

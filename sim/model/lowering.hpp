@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "sim/model/task_graph.hpp"
+#include "strategies/estimator.hpp"
 #include "strategies/memory_model.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/calibration.hpp"
@@ -95,9 +96,10 @@ struct SimOptions {
 /// 1/g shard across nodes, one after the other) is faster than the spread ring's at `bytes`, as NCCL picks the
 /// algorithm its tuning model times fastest (src/enqueue.cc over src/graph/tuning.cc): the ring at large sizes,
 /// the two levels where the ring's (n - 1) steps of latency dominate. Both the lowering and the footprint decide
-/// by this.
+/// by this. `nc`: NCCL's protocol model of the calibration on the cluster (estimate::nccl_context), when the caller
+/// has it already; null = work it out.
 bool hierarchical_all_reduce_is_faster(const ClusterSpec& c, const Calibration& cal, int per_node, int nodes,
-                                       double bytes);
+                                       double bytes, const estimate::NcclContext* nc = nullptr);
 
 /// Whether the host's kernel issue stays DELAY tasks on each rank's HOST stream: when the host syncs with the device
 /// before every pass (calibration host_sync_each_pass with host_issue_s > 0) or inside MoE layers
