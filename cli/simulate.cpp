@@ -244,6 +244,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "ring collectives' NCCL protocol: auto (NCCL's tuning model picks LL, LL128 or Simple by size; its latency is a "
      "floor) | off (route latencies and the calibration's step overheads only) | ll | ll128 | simple (forced, as "
      "NCCL_PROTO); default: the calibration's network.nccl_protocol (auto)")
+    ("gpu-speed-cv", po::value<double>(),
+     "per-GPU speed variability: the spread (coefficient of variation) of sustained GPU speed across the fleet; each "
+     "rank waits for the job's slowest GPU (strategies/straggler_model.hpp). 0 = off; default: the calibration's "
+     "compute.gpu_speed_cv (0.015, Sinha et al. SC'22)")
     ("calibration", po::value<std::string>(), "calibration JSON file (default: the built-in one for the GPU)")
     ("stack", po::value<std::string>(),
      "software stack whose host, p2p, attention-kernel and per-iteration costs apply: megatron-core (default) | "
@@ -304,6 +308,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
   if (vm.count("nccl-proto")) {
     in.calibration.nccl_protocol = vm["nccl-proto"].as<std::string>();
     in.calibration.validate("simulate: --nccl-proto");
+  }
+  if (vm.count("gpu-speed-cv")) {
+    in.calibration.gpu_speed_cv = vm["gpu-speed-cv"].as<double>();
+    in.calibration.validate("simulate: --gpu-speed-cv");
   }
   if (!vm.count("plan")) in.plan = plan_from_flags(vm, in.cluster);
   if (vm.count("stack")) in.plan.stack = vm["stack"].as<std::string>();  // also over a --plan file's own

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "strategies/memory_model.hpp"
+#include "strategies/straggler_model.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/stack_profile.hpp"
 
@@ -412,7 +413,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   opt_time += cal.per_iteration_s;
   e.dp_exposed_s = dp_time;
   e.optimizer_s = opt_time;
-  e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
+  e.variability_wait_s = straggler::pace_fraction(cal, plan.world_size()) * mb * bottleneck;
+  e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s + e.variability_wait_s;
   for (int s = 0; s < p; ++s) {
     const double peak = memory::analytic_peak_bytes(m, plan.stage_view(s), s, cal.reserved_memory_bytes);
     e.stage_peak_bytes.push_back(peak);

@@ -19,6 +19,9 @@ struct Estimate {
   double bottleneck_stage_s = 0;  ///< forward + backward of one micro-batch on the slowest stage
   double dp_exposed_s = 0;        ///< gradient synchronisation not hidden behind the last backward
   double optimizer_s = 0;
+  /// Waiting for the job's slowest GPU (per-GPU speed variability, strategies/straggler_model.hpp): the pace
+  /// fraction times the bottleneck stage's passes over all micro-batches.
+  double variability_wait_s = 0;
   std::vector<double> stage_peak_bytes;
   double peak_bytes = 0;
   bool fits = true;  ///< every stage under the device memory

@@ -45,6 +45,12 @@ void Calibration::validate(const std::string& ctx) const {
                       std::pair{interference_collective_slowdown, "compute.interference_collective_slowdown"}})
     if (!(v >= 0 && v <= 10)) throw ConfigError(ctx + ": " + f + " must be in [0, 10], got " + std::to_string(v));
   in_range(kernel_launch_s, "compute.kernel_launch_s", limits::kOverhead);
+  if (!(gpu_speed_cv >= 0 && gpu_speed_cv <= 0.3))
+    throw ConfigError(ctx + ": compute.gpu_speed_cv must be in [0, 0.3] (0: off), got " + limits::number(gpu_speed_cv));
+  if (!(gpu_speed_reference_gpus >= 1 && gpu_speed_reference_gpus <= 1e7 &&
+        gpu_speed_reference_gpus == std::floor(gpu_speed_reference_gpus)))
+    throw ConfigError(ctx + ": compute.gpu_speed_reference_gpus must be a whole number in [1, 1e7], got " +
+                      limits::number(gpu_speed_reference_gpus));
   in_range(host_issue_s, "compute.host_issue_s", limits::kOverhead);
   in_range(host_collective_issue_s, "compute.host_collective_issue_s", limits::kOverhead);
   if (!(fa2_attention_efficiency == 0 ||
@@ -131,7 +137,9 @@ nlohmann::json to_json(const Calibration& c) {
                         {"per_iteration_s", c.per_iteration_s},
                         {"grad_clip", c.grad_clip},
                         {"tf32_matmul", c.tf32_matmul},
-                        {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}}},
+                        {"optimizer_bytes_per_param", c.optimizer_bytes_per_param},
+                        {"gpu_speed_cv", c.gpu_speed_cv},
+                        {"gpu_speed_reference_gpus", c.gpu_speed_reference_gpus}}},
                       {"network",
                        {{"intra_bandwidth_efficiency", c.intra_bandwidth_efficiency},
                         {"inter_bandwidth_efficiency", c.inter_bandwidth_efficiency},
@@ -186,6 +194,8 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "interference_flash_slowdown",
                              "interference_collective_slowdown",
                              "kernel_launch_s",
+                             "gpu_speed_cv",
+                             "gpu_speed_reference_gpus",
                              "host_issue_s",
                              "host_sync_each_pass",
                              "moe_dispatch_sync",
@@ -230,6 +240,8 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "grad_clip", c.grad_clip);
   software(cj, cc, "tf32_matmul", c.tf32_matmul);
   c.optimizer_bytes_per_param = get<double>(cj, cc, "optimizer_bytes_per_param");
+  c.gpu_speed_cv = get_or<double>(cj, cc, "gpu_speed_cv", c.gpu_speed_cv);
+  c.gpu_speed_reference_gpus = get_or<double>(cj, cc, "gpu_speed_reference_gpus", c.gpu_speed_reference_gpus);
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";
   json_util::reject_unknown(nj, nc,

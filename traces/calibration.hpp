@@ -101,6 +101,15 @@ struct Calibration {
   /// start before it is issued. 0 = collectives cost the host nothing.
   double host_collective_issue_s = 0;
   double optimizer_bytes_per_param = 28;  ///< HBM traffic of one fused Adam step per parameter, bytes
+  /// Per-GPU speed variability (strategies/straggler_model.hpp): the coefficient of variation of GPUs' sustained
+  /// kernel speed across a fleet of one SKU. A synchronous step runs at the pace of its slowest GPU, so each rank
+  /// waits cv x (E[max of N normals] - E[max of gpu_speed_reference_gpus normals]) x its compute time. 0.015 from
+  /// Sinha et al., SC'22 (8% spread between GPUs of one SKU, read as the span of their box plots' whiskers, +-2.70
+  /// standard deviations of a normal spread). 0 = off.
+  double gpu_speed_cv = 0.015;
+  /// The GPU count whose slowest member the compute values already hold: 1 for kernel sweeps on one GPU and for
+  /// specification-based values; the size of the measured runs for a calibration fitted to iteration times.
+  double gpu_speed_reference_gpus = 1;
 
   // Software-stack values (traces/stack_profile.hpp): filled in from the run's stack profile by with_stack(), unless
   // pinned. host_issue_s, host_sync_each_pass, host_collective_issue_s above and p2p_overhead_s below are of this kind.

@@ -13,6 +13,7 @@
 #include "strategies/estimator.hpp"
 #include "strategies/nccl_model.hpp"
 #include "strategies/schedule.hpp"
+#include "strategies/straggler_model.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/routing.hpp"
 
@@ -122,6 +123,8 @@ private:
   std::int32_t add_free(Task t) { return g_.add(t); }
   std::int32_t add_on_stream(int si, Task t) {
     t.rank = si;
+    if (t.kind == TaskKind::COMPUTE && t.stream == Stream::COMPUTE)
+      compute_busy_s_[static_cast<std::size_t>(si)] += t.duration_s;
     auto id = g_.add(t);
     chain(si, t.stream, id, id);
     return id;
@@ -248,6 +251,10 @@ private:
   bool host_runs_ahead_ = true;
   bool moe_waits_ = false;  ///< moe_dispatch_waits: a step marked host_sync makes the host wait for it
   std::vector<double> host_clock_;
+  std::vector<double> compute_busy_s_;  ///< per simulated rank: its compute tasks' nominal time so far
+  /// Per-GPU speed variability (strategies/straggler_model.hpp): the fraction of its compute a rank waits for the
+  /// job's slowest GPU.
+  const double variability_pace_ = straggler::pace_fraction(cal_, p_.world_size());
   std::vector<std::array<int, kNumGroupAxes>> seq_;  // per simulated rank, per GroupAxis: collectives issued so far
   int block_index(const RankCoord& c) const { return sim::block_index(p_, c); }
   RankCoord block_coord(int j, int pp) const { return sim::block_coord(p_, j, pp); }
@@ -1093,7 +1100,10 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
     // NCCL's estimate of the ring's time as a floor on dtsim's (strategies/nccl_model.hpp): what it exceeds it by,
     // spread evenly over the steps.
-    per_step += nccl::floor_extra_s(proto, latency_s + hop_alpha(slow_to) + steps * per_step) / steps;
+    const double floor_s = nccl::floor_extra_s(proto, latency_s + hop_alpha(slow_to) + steps * per_step);
+    per_step += floor_s / steps;
+    if (floor_s > 0 && static_cast<std::size_t>(member_si) < out_.nccl_floor_s.size())
+      out_.nccl_floor_s[static_cast<std::size_t>(member_si)][name_id] += floor_s;
     Task t = base;
     t.rank = member_si;
     // The payload of a step, split over opt_.channels parallel flows (NCCL channels) that all start after the
@@ -1795,6 +1805,17 @@ void Lowerer::lower_rank(int si) {
     if (cur >= 0) last_compute = cur;
     if (pass_end >= 0 || cur >= 0) posted = pass_end >= 0 ? pass_end : cur;
   }
+  // Per-GPU speed variability (strategies/straggler_model.hpp): the job's slowest GPU finishes its passes later by
+  // its share of this rank's compute; its last gradients, and so this rank's last bucket and step, wait for it.
+  if (variability_pace_ > 0 && last_compute >= 0) {
+    Task wait;
+    wait.kind = TaskKind::COMPUTE;
+    wait.stream = Stream::COMPUTE;
+    wait.phase = Phase::BACKWARD;
+    wait.name = g_.intern(kVariabilityWaitName);
+    wait.duration_s = variability_pace_ * compute_busy_s_[static_cast<std::size_t>(si)];
+    last_compute = add_on_stream(si, wait);
+  }
   if (!p_.dp_overlap)
     for (const auto& [task, dense_bytes, expert_bytes] : ready_grads) {
       (void)task;
@@ -1910,6 +1931,8 @@ void Lowerer::setup_ranks() {
   host_runs_ahead_ = !host_issue_as_tasks(cal_, opt_, p_, m_.moe.enabled());
   moe_waits_ = moe_dispatch_waits(cal_, p_, m_.moe.enabled());
   host_clock_.assign(out_.ranks.size(), 0.0);
+  compute_busy_s_.assign(out_.ranks.size(), 0.0);
+  out_.nccl_floor_s.assign(out_.ranks.size(), {});
   seq_.assign(out_.ranks.size(), std::array<int, kNumGroupAxes>{});
 }
 

@@ -27,6 +27,7 @@
 // capacity / k, which max-min sharing makes exact when every flow on it stands for the same k (checked; tests in
 // tests/oracle/test_fold_multiplicity.cpp). Reports count every copy's bytes against the real capacity.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,9 @@ std::string to_string(FoldMode m);
 enum class FlowEngine { AUTO, SIMGRID, MAXMIN };
 std::string to_string(FlowEngine e);
 inline constexpr int kSimgridUpToRanks = 64;
+/// The task in which a rank waits for the job's slowest GPU (per-GPU speed variability,
+/// strategies/straggler_model.hpp): a COMPUTE-stream task the report counts apart from compute.
+inline constexpr const char* kVariabilityWaitName = "gpu-variability-wait";
 
 struct SimOptions {
   CollectiveMode collective_mode = CollectiveMode::FLOW;
@@ -145,7 +149,10 @@ struct Lowered {
   double model_flops_per_iteration = 0;       ///< 3 x forward FLOPs of the global batch (no recompute)
   double hardware_flops_per_iteration = 0;    ///< FLOPs actually executed by all GPUs (recompute included)
   std::vector<CollectiveRecord> collectives;  ///< with SimOptions::record_collectives, in creation order
-  bool collectives_recorded = false;          ///< SimOptions::record_collectives was set
+  /// Per simulated rank: the latency NCCL's protocol model (strategies/nccl_model.hpp) added to its ring
+  /// collectives beyond dtsim's own ring, by task name id (summary.json: nccl_floor_by_kind_s).
+  std::vector<std::map<std::int32_t, double>> nccl_floor_s;
+  bool collectives_recorded = false;  ///< SimOptions::record_collectives was set
 };
 
 /// The per-layer costs the lowering uses. By default they come from strategies/transformer_costs; tests and

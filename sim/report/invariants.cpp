@@ -55,7 +55,7 @@ void check_invariants(const Inputs& in, const Lowered& low, const EngineResult& 
         violated(who + ": memory in use " + num(total) + " B at " + num(t) + " s");
     }
     for (const auto& [v, name] : {std::pair{r.compute_s, "compute"}, std::pair{r.exposed_comm_s, "exposed comm"},
-                                  std::pair{r.bubble_s, "bubble"}})
+                                  std::pair{r.bubble_s, "bubble"}, std::pair{r.variability_wait_s, "slowest-GPU wait"}})
       if (!finite_nonneg(v) || v > t_max)
         violated(who + ": " + name + " time " + num(v) + " s in an iteration of " + num(T) + " s");
   }

@@ -114,19 +114,28 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
     }
   }
   std::vector<int> kind_of_name(low.graph.names().size(), -1);
-  std::vector<Interval> compute, comm;
+  // The wait for the job's slowest GPU (per-GPU speed variability) is counted apart from compute.
+  std::int32_t wait_name = -1;
+  for (std::size_t i = 0; i < low.graph.names().size(); ++i)
+    if (low.graph.names()[i] == kVariabilityWaitName) wait_name = static_cast<std::int32_t>(i);
+  std::vector<Interval> compute, comm, waits;
   std::array<std::vector<Interval>, kNumCommKinds> comm_kind;
   double interference = 0;
   // Rank r's intervals into compute, comm and comm_kind.
   auto collect = [&](std::size_t r) {
     compute.clear();
     comm.clear();
+    waits.clear();
     for (auto& v : comm_kind) v.clear();
     interference = 0;
     for (std::size_t j = first[r]; j < first[r + 1]; ++j) {
       const std::int32_t i = by_rank[j];
       const Task& t = tasks[i];
       const double s = res.start_s[i], e = res.end_s[i];
+      if (t.kind == TaskKind::COMPUTE && t.name == wait_name) {
+        waits.emplace_back(s, e);
+        continue;
+      }
       if (t.kind == TaskKind::COMPUTE) {
         compute.emplace_back(s, e);
         if (t.interference > 0) interference += std::max(0.0, (e - s) - t.duration_s);
@@ -178,12 +187,21 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       for (int k = 0; k < kNumCommKinds; ++k)
         if (!by_kind[k].empty()) rr.exposed_by_kind_s[k] += overlap(by_kind[k], a, b);
     };
+    // A rank waiting for the slowest GPU is neither computing nor idle: its waits join the busy intervals for the
+    // idle accounting and are reported on their own.
+    for (const auto& [a, b] : merge(waits)) rr.variability_wait_s += b - a;
+    if (!waits.empty()) {
+      std::vector<Interval> both = compute;
+      both.insert(both.end(), waits.begin(), waits.end());
+      busy = merge(both);
+    }
     double cursor = 0;
     for (const auto& [a, b] : busy) {
       rr.compute_s += b - a;
       if (a > cursor) idle(cursor, a);
       cursor = std::max(cursor, b);
     }
+    rr.compute_s = std::max(0.0, rr.compute_s - rr.variability_wait_s);
     if (T > cursor) idle(cursor, T);
     for (int k = 0; k < kNumCommKinds; ++k) {
       double total = 0;
@@ -191,6 +209,9 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
       rr.overlapped_by_kind_s[k] = std::max(0.0, total - rr.exposed_by_kind_s[k]);
     }
     rr.interference_s = interference;
+    if (r < low.nccl_floor_s.size())
+      for (const auto& [name, seconds] : low.nccl_floor_s[r])
+        rr.nccl_floor_by_kind_s[comm_kind_of(low.graph.names()[static_cast<std::size_t>(name)])] += seconds;
     rr.bubble_fraction = rr.compute_s > 0 ? rr.bubble_s / rr.compute_s : 0;
     // Memory timeline: static parts at t = 0, then every event in time order.
     const auto& sm = low.ranks[r].static_mem;
@@ -338,6 +359,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                      {"exposed_comm_s", rr.exposed_comm_s},
                      {"bubble_s", rr.bubble_s},
                      {"bubble_fraction", rr.bubble_fraction},
+                     {"gpu_variability_wait_s", rr.variability_wait_s},
                      {"peak_memory_bytes", rr.peak_bytes},
                      {"peak_memory_time_s", rr.peak_time_s},
                      {"peak_activation_bytes", rr.peak_activation_bytes}});
@@ -355,9 +377,12 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
     nlohmann::json hidden_kind;
     for (int k = 0; k < kNumCommKinds; ++k) by_kind[comm_kind_name(k)] = rr.exposed_by_kind_s[k];
     for (int k = 0; k < kNumCommKinds; ++k) hidden_kind[comm_kind_name(k)] = rr.overlapped_by_kind_s[k];
+    json floor_kind = json::object();
+    for (int k = 0; k < kNumCommKinds; ++k) floor_kind[comm_kind_name(k)] = rr.nccl_floor_by_kind_s[k];
     stages.push_back({{"stage", s},
                       {"exposed_comm_by_kind_s", by_kind},
                       {"overlapped_comm_by_kind_s", hidden_kind},
+                      {"nccl_floor_by_kind_s", floor_kind},
                       {"interference_s", rr.interference_s},
                       {"layers", in.plan->stage_layers(in.model->num_layers)[s]},
                       {"replicas", in.plan->replicas(s)},
@@ -375,7 +400,8 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                       {"compute_s", rr.compute_s},
                       {"exposed_comm_s", rr.exposed_comm_s},
                       {"bubble_s", rr.bubble_s},
-                      {"bubble_fraction", rr.bubble_fraction}});
+                      {"bubble_fraction", rr.bubble_fraction},
+                      {"gpu_variability_wait_s", rr.variability_wait_s}});
     if (in.plan->has_stage_tp()) stages.back()["tp"] = in.plan->stage_tp(s);
   }
   json oom = json::array();
@@ -519,6 +545,13 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
                   gb(rr.peak_bytes - stat).c_str());
     o << line;
   }
+  double max_wait = 0;
+  for (const auto& rr : rep.ranks) max_wait = std::max(max_wait, rr.variability_wait_s);
+  if (max_wait > 0)
+    o << "slowest-GPU wait    up to " << format_number("%.3f", max_wait)
+      << " s per rank, outside the columns above (GPU"
+      << " speed spread " << format_number("%.1f", 100 * in.calibration->gpu_speed_cv) << "% over " << plan.world_size()
+      << " GPUs; --gpu-speed-cv 0 turns it off)\n";
   // Which communication the idle compute stream waited for, per stage (kinds in flight together count in each).
   bool any_kind = false, any_interference = false;
   for (const auto& rr : rep.ranks) {

@@ -30,9 +30,15 @@ struct RankReport {
   std::array<double, kNumCommKinds> exposed_by_kind_s{};
   /// Communication of each kind in flight while the compute stream was busy (hidden behind compute).
   std::array<double, kNumCommKinds> overlapped_by_kind_s{};
+  /// Latency NCCL's protocol model added to this rank's ring collectives of each kind beyond dtsim's own ring
+  /// (strategies/nccl_model.hpp), whether exposed or hidden: part of those collectives' time, not an extra.
+  std::array<double, kNumCommKinds> nccl_floor_by_kind_s{};
   /// Interference: how much longer this rank's kernels ran than their nominal time because collectives ran beside
   /// them (flow engine; 0 with interference off or on the analytic engine).
   double interference_s = 0;
+  /// Waiting for the job's slowest GPU (per-GPU speed variability, strategies/straggler_model.hpp): not in compute_s,
+  /// exposed_comm_s or bubble_s; the four add up to the iteration time.
+  double variability_wait_s = 0;
   double bubble_s = 0;         ///< compute stream idle with no communication in flight
   double bubble_fraction = 0;  ///< idle / compute time: (p-1)/m for balanced GPipe and 1F1B (Megatron's t_pb/t_id)
   double peak_bytes = 0;       ///< peak device memory

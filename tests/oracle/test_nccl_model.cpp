@@ -12,6 +12,8 @@
 
 #include <cmath>
 
+#include "sim/model/lowering.hpp"
+#include "sim/report/report.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/nccl_model.hpp"
 #include "studies/collective_bench.hpp"
@@ -135,4 +137,35 @@ TEST(NcclModel, SimulatorAndEstimatorAddTheFloorToTheRing) {
         estimate::ring_time_s(false, 8, S, a, bus, o, nc, false) - estimate::ring_time_s(false, 8, S, a, bus, o),
         expected_extra, 1e-12);
   }
+}
+
+// The breakdown's nccl_floor_by_kind_s: every member of a ring is charged the floor of its ring once, under the
+// collective's name; off charges nothing.
+TEST(NcclModel, TheFloorIsTalliedPerRankForTheBreakdown) {
+  const ClusterSpec c = load_cluster("dgx-h100:8");
+  Calibration on = default_calibration(c.gpu.name);
+  on.network_segments.clear();
+  on.collective_algorithms.clear();
+  Calibration off = on;
+  off.nccl_protocol = "off";
+  sim::SimOptions opt;
+  opt.network = sim::NetworkMode::ANALYTIC;
+  opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  opt.fold = sim::FoldMode::NONE;
+  ParallelPlan plan;
+  plan.tp = 8;
+  plan.micro_batch_size = plan.global_batch_size = 1;
+  const double S = 8192, o = on.collective_step_overhead_s, a = c.intra.latency_s;
+  const double bus = 450e9 * on.intra_bandwidth_efficiency, W = 7 * S / 8;
+  const double expected = (6.6 + 7 * 0.6) * us + W / 141e9 - (7 * (a + o) + W / bus);  // LL's estimate - own ring
+  const auto model = model_preset("gpt3-1.3b");
+  const auto low = sim::lower_collective(model, c, plan, on, opt, cost::CollectiveKind::ALL_GATHER, S);
+  ASSERT_EQ(low.nccl_floor_s.size(), 8u);
+  for (const auto& per_name : low.nccl_floor_s) {
+    ASSERT_EQ(per_name.size(), 1u);
+    EXPECT_EQ(sim::comm_kind_of(low.graph.names()[static_cast<std::size_t>(per_name.begin()->first)]), 0);  // tp
+    EXPECT_NEAR(per_name.begin()->second, expected, 1e-12);
+  }
+  const auto none = sim::lower_collective(model, c, plan, off, opt, cost::CollectiveKind::ALL_GATHER, S);
+  for (const auto& per_name : none.nccl_floor_s) EXPECT_TRUE(per_name.empty());
 }

@@ -31,6 +31,8 @@ inline Calibration ideal_calibration() {
   c.inter_bandwidth_efficiency = 1.0;
   c.collective_step_overhead_s = 0;
   c.nccl_protocol = "off";  // NCCL's modelled latencies are software overheads too
+  c.gpu_speed_cv = 0;       // every GPU runs at the nominal speed
+  c.gpu_speed_reference_gpus = 1;
   c.p2p_overhead_s = 0;
   c.p2p_sync = "none";
   c.reserved_memory_bytes = 0;
