@@ -206,7 +206,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("etp", po::value<int>(), "expert tensor-parallel degree (default: tp)")
     ("dispatcher", po::value<std::string>(), "MoE token dispatcher: alltoall (default) | allgather")
     ("routing", po::value<std::string>(),
-     "MoE token routing: balanced (default) | skew:S (Zipf exponent over the experts) | loads:f1,f2,... | "
+     "MoE token routing: balanced (default: each token's experts drawn at random, the most loaded EP rank sets the "
+     "pace) | exact (every expert exactly its share) | skew:S (Zipf exponent over the experts) | loads:f1,f2,... | "
      "loads:FILE; optional ,cf:X[:pad] capacity factor")
     ("seq-len", po::value<int>(), "override the model's sequence length (tokens per sample)")
     ("attention", po::value<std::string>(), "override the model's attention kernels: flash | unfused")

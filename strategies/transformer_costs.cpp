@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "strategies/straggler_model.hpp"
 #include "strategies/tp_layouts.hpp"
 #include "traces/error.hpp"
 
@@ -82,6 +83,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.etp = plan.expert_tp();
   sh.dispatcher = plan.dispatcher;
   sh.moe_padded = plan.routing.capacity_factor > 0 && plan.routing.pad_to_capacity;
+  sh.random_routing = plan.routing.balanced() && !plan.routing.exact && plan.routing.capacity_factor <= 0;
   sh.sequential_experts = !plan.moe_grouped_gemm;
   sh.precision = plan.precision;
   sh.fp32_grad_accumulation = plan.fp32_grads;
@@ -96,6 +98,12 @@ double Shape::ep_load_factor() const {
   const double mine =
       ep_rank >= 0 ? ep_loads[static_cast<std::size_t>(ep_rank)] : *std::max_element(ep_loads.begin(), ep_loads.end());
   return mine * static_cast<double>(ep_loads.size());
+}
+
+double sampling_load_factor(const MoeSpec& moe, const Shape& sh, double slots) {
+  if (!sh.random_routing || !sh.ep_loads.empty() || sh.ep <= 1 || slots <= 0 || moe.experts <= 1) return 1.0;
+  const double E = moe.experts, k = moe.top_k;
+  return 1.0 + straggler::expected_max_standard_normal(sh.ep) * std::sqrt((E - k) / ((E - 1) * slots));
 }
 
 std::vector<double> ep_rank_loads(const Routing& routing, int experts, int ep) {
@@ -595,7 +603,9 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     const double Tr = d.T / d.t, k = x.top_k, E = x.experts, ep = sh.ep, etp = sh.etp;
     const double E_local = E / ep;
     // Tokens this rank's experts process: its EP group's routed slots to its experts, gathered over ETP.
-    const double load = sh.ep_load_factor();  // 1 = balanced
+    // 1 = balanced; random balanced routing: the most loaded EP rank's expected share (sampling_load_factor).
+    const double sampling = sampling_load_factor(x, sh, Tr * k * etp);
+    const double load = sh.ep_load_factor() * sampling;
     const double N = Tr * k * load * etp;
     const double fe = x.expert_ffn_hidden / etp;
     const double slots_bytes = Tr * k * d.h * d.e;  // one rank's routed token-slots
@@ -630,6 +640,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
                           });
         if (even) {
           if (!sh.ep_loads.empty()) st.collective_bytes *= sh.ep_loads[0] * ep;
+          st.collective_bytes *= sampling;  // the most loaded rank receives (and returns) the most
         } else {
           st.a2a_loads = sh.ep_loads;
           st.a2a_combine = combine_shaped;
@@ -890,7 +901,8 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     // Router input and fp32 probabilities, the permuted tokens (expert FC1 input), FC1 output (activation input),
     // FC2 input, the expert outputs kept for the weighted unpermute; shared experts as a dense MLP of their width.
     const auto& x = m.moe;
-    const double Tr = d.T / t, N = Tr * x.top_k * sh.ep_load_factor() * sh.etp;
+    const double Tr = d.T / t,
+                 N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
     const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp;
     const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
     moe_bytes =

@@ -117,6 +117,9 @@ struct Shape {
   std::vector<double> ep_loads = {};
   /// The EP rank whose expert work this shape describes (its load is ep_loads[ep_rank]); -1 = the most loaded.
   int ep_rank = -1;
+  /// Balanced dropless routing with each token's experts drawn at random (Routing::exact false): the counts of a
+  /// micro-batch scatter about the mean and every EP rank waits for the most loaded one (sampling_load_factor).
+  bool random_routing = false;
   /// Precision of the linear layers' GEMMs, and the share of a weight's quantization each forward pays (1: cast every
   /// micro-batch, torchao; 1 / micro-batches: Transformer Engine casts on the first micro-batch and caches).
   Precision precision = Precision::BF16;
@@ -127,6 +130,14 @@ struct Shape {
   /// Load of this shape's EP rank relative to the balanced share (1 = balanced).
   double ep_load_factor() const;
 };
+/// The expected load of the most loaded of `sh.ep` EP ranks relative to the mean, under random balanced dropless
+/// routing (Shape::random_routing; 1 otherwise): each of the rank's `slots` routed token-slots (its mean count per
+/// micro-batch) lands on it as a draw of top_k of the E experts without replacement, so its count has variance
+/// slots (E - k) / (E - 1) (1 - 1/ep); the ep counts sum to a constant, and the expected maximum of such exchangeable
+/// counts is the mean + sqrt(slots (E - k) / (E - 1)) E[max of ep standard normals]
+/// (strategies/straggler_model.hpp). Every rank waits for that one at the layer's combine, so its tokens set the
+/// expert GEMMs' and the all-to-all's size. A lower bound on a trained router's imbalance.
+double sampling_load_factor(const MoeSpec& moe, const Shape& sh, double slots);
 /// The shape of `plan`'s per-rank work at micro-batch `micro_batch` (a replicated stage's share).
 Shape shape_of(const ParallelPlan& plan, int micro_batch);
 

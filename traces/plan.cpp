@@ -151,6 +151,10 @@ Routing routing_from_string(const std::string& spec, const std::string& ctx) {
     r.capacity_factor = parse_number(cf, "capacity factor", ctx, limits::kCapacityFactor);
   }
   if (s == "balanced") return r;
+  if (s == "exact") {
+    r.exact = true;
+    return r;
+  }
   if (s.rfind("skew:", 0) == 0) {
     r.kind = Routing::Kind::SKEW;
     r.skew = parse_number(s.substr(5), "routing skew", ctx, limits::kRoutingSkew);
@@ -192,7 +196,7 @@ Routing routing_from_string(const std::string& spec, const std::string& ctx) {
 std::string to_string(const Routing& r) {
   std::ostringstream o;
   if (r.kind == Routing::Kind::BALANCED) {
-    o << "balanced";
+    o << (r.exact ? "exact" : "balanced");
   } else if (!r.loads.empty()) {
     o << "loads:";
     for (std::size_t i = 0; i < r.loads.size(); ++i) o << (i ? "," : "") << r.loads[i];

@@ -51,17 +51,20 @@ CpKind cp_kind_from_string(const std::string& s, const std::string& ctx);
 /// ALL_GATHER (every EP rank gathers all tokens, keeps its experts' ones, reduce-scatters the outputs).
 enum class Dispatcher { ALL_TO_ALL, ALL_GATHER };
 std::string to_string(Dispatcher d);
-/// Token routing of MoE layers. BALANCED: every expert gets top_k T / E of the T tokens (what benchmark tables force
-/// with aux losses or padding). SKEW: the expert loads follow a Zipf-like law load_i ~ 1 / (i + 1)^skew over the
-/// experts (skew 0 = balanced), or the explicit per-expert fractions `loads` (summing to 1). capacity_factor > 0
-/// caps an expert at capacity_factor x its balanced share (tokens above are dropped; padded to capacity when
-/// pad_to_capacity); 0 = dropless.
+/// Token routing of MoE layers. BALANCED: every expert gets top_k T / E of the T tokens in expectation, each token's
+/// experts drawn at random (Megatron-Core's --moe-router-force-load-balancing: random router logits, what benchmark
+/// tables force), so a micro-batch's counts scatter about the mean and the most loaded EP rank sets the pace
+/// (strategies/transformer_costs.hpp, sampling_load_factor); `exact` ("exact"): every expert gets exactly its share.
+/// SKEW: the expert loads follow a Zipf-like law load_i ~ 1 / (i + 1)^skew over the experts (skew 0 = balanced), or the
+/// explicit per-expert fractions `loads` (summing to 1). capacity_factor > 0 caps an expert at capacity_factor x its
+/// balanced share (tokens above are dropped; padded to capacity when pad_to_capacity); 0 = dropless.
 struct Routing {
   enum class Kind { BALANCED, SKEW } kind = Kind::BALANCED;
   double skew = 0;
   std::vector<double> loads;  ///< per expert, sums to 1 (SKEW with explicit loads)
   double capacity_factor = 0;
   bool pad_to_capacity = false;
+  bool exact = false;  ///< BALANCED with exactly top_k T / E per expert (no sampling imbalance)
   bool balanced() const { return kind == Kind::BALANCED || (loads.empty() && skew == 0); }
   /// Fraction of the routed token-slots each expert receives (experts entries, sums to 1), after the capacity cap
   /// (dropped slots leave the sum below 1; padding to capacity raises every expert to its capacity).
@@ -70,7 +73,8 @@ struct Routing {
   /// drops tokens). Padding slots are not counted: they are not the model's work.
   double kept_fraction(int experts) const;
 };
-/// "balanced", "skew:S" (Zipf exponent S), "loads:FILE" or "loads:f1,f2,..."; "cf:X" suffix sets the capacity factor.
+/// "balanced", "exact", "skew:S" (Zipf exponent S), "loads:FILE" or "loads:f1,f2,..."; "cf:X" suffix sets the capacity
+/// factor.
 Routing routing_from_string(const std::string& s, const std::string& ctx);
 std::string to_string(const Routing& r);
 

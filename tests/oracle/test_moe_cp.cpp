@@ -159,7 +159,8 @@ TEST(MoeOracle, SequentialExpertsIssueEachExpertsKernels) {
 TEST(MoeOracle, DispatchBytesBalanced) {
   const TransformerSpec m = tiny_moe(2, 8, 2);
   const ClusterSpec c = uniform_cluster(1, 4, 100e9, 1e-6);
-  const ParallelPlan p = ep_plan(4, 4);
+  // Exact routing: every expert gets exactly its share.
+  const ParallelPlan p = ep_plan(4, 4, routing_from_string("exact", "test"));
   // tokens x top_k x hidden x bytes: 2 x 1024 tokens, top-2, 1024 wide, bf16.
   const double S = 2.0 * 1024 * 2 * 1024 * 2;
   EXPECT_DOUBLE_EQ(cost::moe_dispatch_bytes(m, cost::shape_of(p, 2)), S);
@@ -169,6 +170,15 @@ TEST(MoeOracle, DispatchBytesBalanced) {
     ASSERT_EQ(out.size(), 3u) << "rank " << g;
     for (const auto& [to, bytes] : out) EXPECT_DOUBLE_EQ(bytes, S / 4) << g << " -> " << to;
   }
+  // Random balanced routing (the default): every rank's all-to-all is sized by the most loaded EP rank's expected
+  // count, the mean + sqrt(m (E - k) / (E - 1)) E[max of 4 normals] with m = 2048 x 2 slots.
+  const ParallelPlan q = ep_plan(4, 4);
+  const double factor = 1 + 1.0293753730039641 * std::sqrt((8.0 - 2) / (7 * 2048.0 * 2));
+  EXPECT_NEAR(cost::sampling_load_factor(m.moe, cost::shape_of(q, 2), 2048.0 * 2), factor, 1e-9);
+  const SimRun rq = run(m, c, q, ideal_calibration());
+  for (int g = 0; g < 4; ++g)
+    for (const auto& [to, bytes] : flows_from(rq, g, "moe-dispatch all-to-all", 1, 0))
+      EXPECT_NEAR(bytes, S / 4 * factor, 1e-9 * S) << g << " -> " << to;
 }
 
 TEST(MoeOracle, DispatchBytesSkewed) {
@@ -198,7 +208,7 @@ TEST(MoeOracle, SkewSlowsTheRunAsTheHotRanksExpertsSay) {
   const TransformerSpec m = tiny_moe(4, 8, 2);
   const ClusterSpec c = uniform_cluster(1, 4, 1e18, 0);
   Calibration cal = ideal_calibration();
-  const ParallelPlan bal = ep_plan(4, 4);
+  const ParallelPlan bal = ep_plan(4, 4, routing_from_string("exact", "test"));
   const ParallelPlan skw = ep_plan(4, 4, routing_from_string("loads:4,2,1,1,1,1,2,4", "test"));
   const double t_bal = makespan(run(m, c, bal, cal)), t_skw = makespan(run(m, c, skw, cal));
   // Closed form: extra = layers x (f - 1) x (expert forward + backward time), f = 4 x 6/16 = 1.5.

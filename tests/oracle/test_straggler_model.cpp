@@ -8,6 +8,7 @@
 #include "sim/engine/analytic_runtime.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/straggler_model.hpp"
+#include "strategies/transformer_costs.hpp"
 #include "tests/support/sim_fixture.hpp"
 #include "traces/error.hpp"
 
@@ -110,4 +111,48 @@ TEST(StragglerModel, EstimatorAddsTheSameShareOfTheBottleneckStage) {
       0.015 * straggler::expected_max_standard_normal(16) * plan.num_microbatches() * off.bottleneck_stage_s;
   EXPECT_NEAR(on.variability_wait_s, expected, 1e-12);
   EXPECT_NEAR(on.iteration_s - off.iteration_s, expected, 1e-12);
+}
+
+// MoE routing under random balanced dropless routing: the most loaded EP rank's expected slots are the mean +
+// sqrt(slots (E - k) / (E - 1)) x E[max of ep normals] (strategies/transformer_costs.hpp, sampling_load_factor);
+// its expert GEMMs and the all-to-all take that share; exact routing, one EP rank and capacity-capped routing none.
+TEST(StragglerModel, RandomRoutingSizesTheExpertsByTheMostLoadedEpRank) {
+  TransformerSpec m = model_preset("mixtral-8x7b");
+  ASSERT_TRUE(m.moe.enabled());
+  ParallelPlan plan;
+  plan.ep = 8;
+  plan.dp = 8;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = 64;
+  auto expert_flops = [&](const ParallelPlan& p, double* a2a_bytes) {
+    const cost::Shape sh = cost::shape_of(p, 1);
+    double f = 0;
+    *a2a_bytes = 0;
+    for (const auto& st : cost::layer_passes(m, sh, true).forward) {
+      for (const auto& op : st.ops)
+        if (op.name.rfind("expert-fc", 0) == 0) f += op.flops;
+      if (st.kind == cost::Step::Kind::TP_COLLECTIVE && st.collective == cost::CollectiveKind::ALL_TO_ALL &&
+          *a2a_bytes == 0)
+        *a2a_bytes = st.collective_bytes;
+    }
+    return f;
+  };
+  plan.routing = routing_from_string("exact", "test");
+  double a2a_exact = 0, a2a_random = 0;
+  const double exact = expert_flops(plan, &a2a_exact);
+  plan.routing = routing_from_string("balanced", "test");
+  const double random = expert_flops(plan, &a2a_random);
+  const double E = m.moe.experts, k = m.moe.top_k, slots = m.seq_len * k;  // tp 1: every token of the micro-batch
+  const double factor = 1 + straggler::expected_max_standard_normal(8) * std::sqrt((E - k) / ((E - 1) * slots));
+  EXPECT_GT(exact, 0);
+  EXPECT_NEAR(random / exact, factor, 1e-9);
+  EXPECT_GT(a2a_exact, 0);
+  EXPECT_NEAR(a2a_random / a2a_exact, factor, 1e-9);
+  EXPECT_EQ(to_string(routing_from_string("exact", "test")), "exact");
+  // One EP rank, or a capacity factor (the counts are capped): no sampling imbalance.
+  plan.ep = 1;
+  EXPECT_EQ(cost::sampling_load_factor(m.moe, cost::shape_of(plan, 1), slots), 1.0);
+  plan.ep = 8;
+  plan.routing = routing_from_string("balanced,cf:1", "test");
+  EXPECT_EQ(cost::sampling_load_factor(m.moe, cost::shape_of(plan, 1), slots), 1.0);
 }
