@@ -1,6 +1,7 @@
 #include "strategies/estimator.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "strategies/memory_model.hpp"
@@ -278,7 +279,14 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   const Link dp_link_ordered = hop(c, cal, plan.dp, stride_dp);
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
-  std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0);
+  std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
+  // Per-GPU speed variability (strategies/straggler_model.hpp): each rank waits this share of its compute (kernels
+  // only, as the simulator's compute stream: no communication, no host costs).
+  const double variability_pace = straggler::pace_fraction(cal, plan.world_size());
+  Calibration compute_only = cal;
+  compute_only.host_issue_s = compute_only.host_collective_issue_s = compute_only.p2p_overhead_s = 0;
+  compute_only.collective_step_overhead_s = 0;
+  compute_only.moe_dispatch_sync = false;
   const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   const double act_bytes =
       static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden * dtype_bytes(m.dtype);
@@ -291,39 +299,54 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     int moe_layers = 0;
     if (m.moe.enabled())
       for (int l : memory::stage_layer_indexes(m, plan, s)) moe_layers += m.is_moe_layer(l) ? 1 : 0;
-    double f = (layers[s] - moe_layers) * steps_time(layer.forward, c, cal, m.dtype, tp_link);
-    double b = (layers[s] - moe_layers) * (steps_time(layer.recompute, c, cal, m.dtype, tp_link) +
-                                           steps_time(layer.backward, c, cal, m.dtype, tp_link));
-    if (moe_layers > 0) {
-      // The most loaded EP rank sets the pace of every MoE layer.
-      if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
-        sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
-      const auto moe = cost::layer_passes(m, sh, true);
-      f += moe_layers * steps_time(moe.forward, c, cal, m.dtype, tp_link);
-      b += moe_layers *
-           (steps_time(moe.recompute, c, cal, m.dtype, tp_link) + steps_time(moe.backward, c, cal, m.dtype, tp_link));
-    }
-    // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
-    if (const int a = plan.cut_atoms(s - 1); a > 0) {
-      const auto part = cost::slice_atoms(layer, a, kLayerAtoms);
-      f += steps_time(part.forward, c, cal, m.dtype, tp_link) - steps_time(layer.forward, c, cal, m.dtype, tp_link);
-      b += steps_time(part.recompute, c, cal, m.dtype, tp_link) + steps_time(part.backward, c, cal, m.dtype, tp_link) -
-           steps_time(layer.recompute, c, cal, m.dtype, tp_link) - steps_time(layer.backward, c, cal, m.dtype, tp_link);
-    }
-    if (const int a = plan.cut_atoms(s); a > 0) {
-      const auto part = cost::slice_atoms(layer, 0, a);
-      f += steps_time(part.forward, c, cal, m.dtype, tp_link);
-      b += steps_time(part.recompute, c, cal, m.dtype, tp_link) + steps_time(part.backward, c, cal, m.dtype, tp_link);
-    }
-    if (s == 0) {
-      const auto emb = cost::embedding_passes(m, sh);
-      f += steps_time(emb.forward, c, cal, m.dtype, tp_link);
-      b += steps_time(emb.backward, c, cal, m.dtype, tp_link);
-    }
-    if (s == p - 1) {
-      const auto head = cost::head_passes(m, sh);
-      f += steps_time(head.forward, c, cal, m.dtype, tp_link);
-      b += steps_time(head.backward, c, cal, m.dtype, tp_link);
+    // The stage's passes with links `tl` under calibration `cc` (also run with free communication and no host costs:
+    // the compute alone, whose share the per-GPU speed variability charges).
+    auto stage_passes = [&](const TpLinks& tl, const Calibration& cc, double& f, double& b) {
+      auto pass_time = [&](const std::vector<cost::Step>& v) { return steps_time(v, c, cc, m.dtype, tl); };
+      f = (layers[s] - moe_layers) * pass_time(layer.forward);
+      b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
+      if (moe_layers > 0) {
+        // The most loaded EP rank sets the pace of every MoE layer.
+        if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
+          sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+        const auto moe = cost::layer_passes(m, sh, true);
+        f += moe_layers * pass_time(moe.forward);
+        b += moe_layers * (pass_time(moe.recompute) + pass_time(moe.backward));
+      }
+      // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
+      if (const int a = plan.cut_atoms(s - 1); a > 0) {
+        const auto part = cost::slice_atoms(layer, a, kLayerAtoms);
+        f += pass_time(part.forward) - pass_time(layer.forward);
+        b += pass_time(part.recompute) + pass_time(part.backward) - pass_time(layer.recompute) -
+             pass_time(layer.backward);
+      }
+      if (const int a = plan.cut_atoms(s); a > 0) {
+        const auto part = cost::slice_atoms(layer, 0, a);
+        f += pass_time(part.forward);
+        b += pass_time(part.recompute) + pass_time(part.backward);
+      }
+      if (s == 0) {
+        const auto emb = cost::embedding_passes(m, sh);
+        f += pass_time(emb.forward);
+        b += pass_time(emb.backward);
+      }
+      if (s == p - 1) {
+        const auto head = cost::head_passes(m, sh);
+        f += pass_time(head.forward);
+        b += pass_time(head.backward);
+      }
+    };
+    double f = 0, b = 0, cf = 0, cb = 0;
+    stage_passes(tp_link, cal, f, b);
+    if (variability_pace > 0) {
+      TpLinks free_links = tp_link;
+      for (Link* l : {&free_links.axis[0], &free_links.axis[1], &free_links.axis[2], &free_links.axis[3],
+                      &free_links.axis[4], &free_links.axis[5], &free_links.axis[6], &free_links.group[0],
+                      &free_links.group[1], &free_links.group[2], &free_links.node})
+        *l = Link{0, std::numeric_limits<double>::infinity()};
+      free_links.nc = NcclContext{};
+      stage_passes(free_links, compute_only, cf, cb);
+      stage_compute[s] = cf + cb;
     }
     // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is
     // re-sharded over this stage's TP group (an all-to-all of its shard).
@@ -413,7 +436,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   opt_time += cal.per_iteration_s;
   e.dp_exposed_s = dp_time;
   e.optimizer_s = opt_time;
-  e.variability_wait_s = straggler::pace_fraction(cal, plan.world_size()) * mb * bottleneck;
+  e.variability_wait_s = variability_pace * mb * *std::max_element(stage_compute.begin(), stage_compute.end());
   e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s + e.variability_wait_s;
   for (int s = 0; s < p; ++s) {
     const double peak = memory::analytic_peak_bytes(m, plan.stage_view(s), s, cal.reserved_memory_bytes);

@@ -93,24 +93,36 @@ TEST(StragglerModel, SimulatorChargesTheSlowestGpusShareOfEachRanksCompute) {
   for (const auto& rr : off.ranks) EXPECT_EQ(rr.variability_wait_s, 0.0);
 }
 
-TEST(StragglerModel, EstimatorAddsTheSameShareOfTheBottleneckStage) {
+TEST(StragglerModel, EstimatorAddsTheSameShareOfTheBottleneckStagesCompute) {
   const TransformerSpec model = model_preset("gpt3-1.3b");
-  const ClusterSpec cluster = load_cluster("dgx-h100:16");
   ParallelPlan plan;
   plan.tp = 2;
   plan.dp = 8;  // one stage: its passes are the bottleneck, with no pipeline exchange in them
   plan.micro_batch_size = 1;
   plan.global_batch_size = 64;
+  // Free communication and no host costs: the bottleneck stage's passes are its compute.
+  {
+    const ClusterSpec free_net = uniform_cluster(2, 8, 1e20, 0.0);
+    Calibration cal = ideal_calibration();
+    const auto off = estimate::estimate(model, free_net, cal, plan);
+    cal.gpu_speed_cv = 0.015;
+    const auto on = estimate::estimate(model, free_net, cal, plan);
+    EXPECT_EQ(off.variability_wait_s, 0.0);
+    const double expected =
+        0.015 * straggler::expected_max_standard_normal(16) * plan.num_microbatches() * off.bottleneck_stage_s;
+    EXPECT_NEAR(on.variability_wait_s, expected, 1e-9 * expected);  // the free links' 1e-20 s per byte
+    EXPECT_NEAR(on.iteration_s - off.iteration_s, expected, 1e-9 * expected);
+  }
+  // On a real cluster the share is of the compute alone: less than of the passes with their TP collectives and host
+  // issue (this small model's passes are host-bound under the Megatron-Core stack).
+  const ClusterSpec cluster = load_cluster("dgx-h100:16");
   Calibration cal = default_calibration("h100-sxm5-80gb");
-  cal.gpu_speed_cv = 0;
-  const auto off = estimate::estimate(model, cluster, cal, plan);
   cal.gpu_speed_cv = 0.015;
-  const auto on = estimate::estimate(model, cluster, cal, plan);
-  EXPECT_EQ(off.variability_wait_s, 0.0);
-  const double expected =
-      0.015 * straggler::expected_max_standard_normal(16) * plan.num_microbatches() * off.bottleneck_stage_s;
-  EXPECT_NEAR(on.variability_wait_s, expected, 1e-12);
-  EXPECT_NEAR(on.iteration_s - off.iteration_s, expected, 1e-12);
+  const auto e = estimate::estimate(model, cluster, cal, plan);
+  const double of_passes =
+      0.015 * straggler::expected_max_standard_normal(16) * plan.num_microbatches() * e.bottleneck_stage_s;
+  EXPECT_GT(e.variability_wait_s, 0.2 * of_passes);
+  EXPECT_LT(e.variability_wait_s, of_passes);
 }
 
 // MoE routing under random balanced dropless routing: the most loaded EP rank's expected slots are the mean +
