@@ -267,6 +267,7 @@ SimulateResult result_of(const sim::Simulation& s) {
     x.compute_s = rr.compute_s;
     x.exposed_comm_s = rr.exposed_comm_s;
     x.bubble_s = rr.bubble_s;
+    x.variability_wait_s = rr.variability_wait_s;
     x.bubble_fraction = rr.bubble_fraction;
     x.peak_bytes = rr.peak_bytes;
     x.peak_time_s = rr.peak_time_s;

@@ -113,6 +113,7 @@ struct RankResult {
   double compute_s = 0;                 ///< compute stream busy
   double exposed_comm_s = 0;            ///< compute idle while this rank's communication is in flight
   double bubble_s = 0;                  ///< compute idle with no communication in flight
+  double variability_wait_s = 0;        ///< waiting for the job's slowest GPU (per-GPU speed variability)
   double bubble_fraction = 0;           ///< idle / compute
   double peak_bytes = 0;                ///< peak device memory
   double peak_time_s = 0;               ///< when the peak is first reached

@@ -218,6 +218,7 @@ py::dict simulate_dict(const SimulateResult& r) {
     x["compute_s"] = rr.compute_s;
     x["exposed_comm_s"] = rr.exposed_comm_s;
     x["bubble_s"] = rr.bubble_s;
+    x["gpu_variability_wait_s"] = rr.variability_wait_s;
     x["bubble_fraction"] = rr.bubble_fraction;
     x["peak_bytes"] = rr.peak_bytes;
     x["peak_time_s"] = rr.peak_time_s;
