@@ -107,20 +107,30 @@ TEST(NcclModel, FloorIsTheExcessOfNcclsEstimate) {
   EXPECT_EQ(nccl::floor_extra_s(c, 40e-6), 0);
 }
 
+// A DGX H100 node with its shipped calibration, NCCL's floor on (`on`) and off, rings on the analytic network.
+struct H100Rings {
+  ClusterSpec c = load_cluster("dgx-h100:8");
+  Calibration on, off;
+  sim::SimOptions opt;
+  H100Rings() : on(default_calibration(c.gpu.name)) {
+    on.network_segments.clear();
+    on.collective_algorithms.clear();
+    off = on;
+    off.nccl_protocol = "off";
+    opt.network = sim::NetworkMode::ANALYTIC;
+    opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  }
+};
+
 // The simulator (analytic network) and the estimator charge the same: a ring all-gather over the 8 GPUs of a DGX
 // H100 with the shipped calibration (1 us route latency + 0.52 us per step, 0.8 x 450 GB/s): of 1 GiB, NCCL's Simple
 // latency 32.2 us exceeds the ring's own 7 x 1.52 us by the difference; of 8 KiB, LL's 10.8 us plus its payload at
 // 141 GB/s exceeds the ring's own latency plus its payload at 360 GB/s by a little.
 TEST(NcclModel, SimulatorAndEstimatorAddTheFloorToTheRing) {
-  const ClusterSpec c = load_cluster("dgx-h100:8");
-  Calibration on = default_calibration(c.gpu.name);
-  on.network_segments.clear();
-  on.collective_algorithms.clear();
-  Calibration off = on;
-  off.nccl_protocol = "off";
-  sim::SimOptions opt;
-  opt.network = sim::NetworkMode::ANALYTIC;
-  opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  H100Rings h;
+  const ClusterSpec& c = h.c;
+  const Calibration &on = h.on, &off = h.off;
+  sim::SimOptions& opt = h.opt;
   const double o = on.collective_step_overhead_s, a = c.intra.latency_s, bus = 450e9 * on.intra_bandwidth_efficiency;
   for (double S : {1073741824.0, 8192.0}) {
     SCOPED_TRACE(S);
@@ -142,15 +152,10 @@ TEST(NcclModel, SimulatorAndEstimatorAddTheFloorToTheRing) {
 // The breakdown's nccl_floor_by_kind_s: every member of a ring is charged the floor of its ring once, under the
 // collective's name; off charges nothing.
 TEST(NcclModel, TheFloorIsTalliedPerRankForTheBreakdown) {
-  const ClusterSpec c = load_cluster("dgx-h100:8");
-  Calibration on = default_calibration(c.gpu.name);
-  on.network_segments.clear();
-  on.collective_algorithms.clear();
-  Calibration off = on;
-  off.nccl_protocol = "off";
-  sim::SimOptions opt;
-  opt.network = sim::NetworkMode::ANALYTIC;
-  opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  H100Rings h;
+  const ClusterSpec& c = h.c;
+  const Calibration &on = h.on, &off = h.off;
+  sim::SimOptions& opt = h.opt;
   opt.fold = sim::FoldMode::NONE;
   ParallelPlan plan;
   plan.tp = 8;
