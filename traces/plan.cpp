@@ -190,7 +190,8 @@ Routing routing_from_string(const std::string& spec, const std::string& ctx) {
   }
   throw ConfigError(
       ctx + ": unknown routing '" + spec +
-      "' (known: balanced, skew:S, loads:f1,f2,... or loads:FILE, each with an optional ,cf:X[:pad] capacity factor)");
+      "' (known: balanced, exact, skew:S, loads:f1,f2,... or loads:FILE, each with an optional ,cf:X[:pad] capacity "
+      "factor)");
 }
 
 std::string to_string(const Routing& r) {

@@ -186,6 +186,7 @@ expect_error "cp does not divide sequence"   "must divide the sequence" simulate
 expect_error "cp without flash attention"    "needs flash attention" simulate --model llama3-8b --cluster dgx-h100:8 --cp 8 --dp 1 --attention unfused --gbs 1
 expect_error "unknown cp kind"               "'zigzag'"            simulate --model llama3-8b --cluster dgx-h100:8 --cp 8 --dp 1 --cp-kind zigzag --gbs 1
 expect_error "unknown routing"               "unknown routing 'hot'" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing hot --gbs 8
+expect_error "gpu speed spread 2"             "compute.gpu_speed_cv must be in [0, 0.3]" simulate --model gpt3-1.3b --cluster dgx-h100:8 --gbs 8 --gpu-speed-cv 2
 expect_error "routing loads count"           "loads for 3 experts" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing loads:1,2,3 --gbs 8
 expect_error "unknown attention kind"        "unknown attention 'fast'" simulate --model llama3-8b --cluster dgx-h100:8 --dp 8 --attention fast --gbs 8
 expect_error "unknown schedule"              "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zigzag
