@@ -1,7 +1,6 @@
 #include "strategies/estimator.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 
 #include "strategies/memory_model.hpp"
@@ -120,9 +119,32 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, const NcclContext
   return l;
 }
 
+/// A pass's time and its kernels' time alone, scaled and summed together.
+struct PassTime {
+  double s = 0, kernels_s = 0;
+  PassTime& operator+=(const PassTime& o) {
+    s += o.s;
+    kernels_s += o.kernels_s;
+    return *this;
+  }
+  friend PassTime operator+(PassTime a, const PassTime& b) { return a += b; }
+  friend PassTime operator-(PassTime a, const PassTime& b) {
+    a.s -= b.s;
+    a.kernels_s -= b.kernels_s;
+    return a;
+  }
+  friend PassTime operator*(double k, PassTime a) {
+    a.s *= k;
+    a.kernels_s *= k;
+    return a;
+  }
+};
+
+/// `kernels_s` (optional): adds the pass's kernel time alone (no communication, no host), as the simulator's
+/// compute stream is busy with it.
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
-                  const TpLinks& tl) {
-  double t = 0, host = 0;
+                  const TpLinks& tl, double* kernels_s = nullptr) {
+  double t = 0, host = 0, kernels = 0;
   const NcclContext& nc = tl.nc;
   // TP communication overlap (as Lowerer::overlapped_compute): an all-gather into the step's first GEMM and a
   // reduce-scatter out of its last, each in k pieces pipelined with the GEMM's pieces: c + (k-1) max(c, g) + g.
@@ -140,13 +162,16 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
     double sum = 0;
     for (std::size_t i = 0; i < st.ops.size(); ++i)
       if (static_cast<int>(i) != first && static_cast<int>(i) != last) sum += op_s(st.ops[i]);
+    kernels += sum;
     if (first >= 0) {
       const double g = piece_s(st.ops[static_cast<std::size_t>(first)]), cc = coll_s(ag->collective_bytes / k);
       sum += cc + (k - 1) * std::max(cc, g) + g;
+      kernels += k * g;
     }
     if (last >= 0) {
       const double g = piece_s(st.ops[static_cast<std::size_t>(last)]), cc = coll_s(rs->collective_bytes / k);
       sum += g + (k - 1) * std::max(cc, g) + cc;
+      kernels += k * g;
     }
     host += static_cast<double>(st.ops.size()) * cal.host_issue_s;
     return std::pair{sum, last >= 0};
@@ -184,7 +209,9 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       }
     }
     if (s.kind == cost::Step::Kind::COMPUTE) {
-      t += cost::step_time_s(s, c.gpu, dt, cal);
+      const double st = cost::step_time_s(s, c.gpu, dt, cal);
+      t += st;
+      kernels += st;
       host += (s.host_issues > 0 ? s.host_issues : static_cast<double>(s.ops.size())) * cal.host_issue_s;
     } else if (s.kind == cost::Step::Kind::RING_ATTENTION) {
       // Ring attention: each of the cp blocks after its KV transfer, transfers overlapped with the previous block.
@@ -192,6 +219,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       cost::Step block = s;
       block.kind = cost::Step::Kind::COMPUTE;
       const double t_block = cost::step_time_s(block, c.gpu, dt, cal);
+      kernels += s.ring_steps * t_block;
       const double t_xfer = l.alpha + cal.p2p_overhead_s + s.collective_bytes / l.bw;
       t += t_block + (s.ring_steps - 1) * std::max(t_block, t_xfer) +
            (s.ring_tail_bytes > 0 ? l.alpha + s.ring_tail_bytes / l.bw : 0.0);
@@ -230,6 +258,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   if (!steps.empty()) host_wait(steps.size() - 1);
   // The host issues the kernels and collectives of the pass while the GPU runs (the simulator's HOST stream runs
   // ahead): the pass takes at least their issue time.
+  if (kernels_s) *kernels_s += kernels;
   return std::max(t, host);
 }
 }  // namespace
@@ -280,13 +309,6 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
-  // Per-GPU speed variability (strategies/straggler_model.hpp): each rank waits this share of its compute (kernels
-  // only, as the simulator's compute stream: no communication, no host costs).
-  const double variability_pace = straggler::pace_fraction(cal, plan.world_size());
-  Calibration compute_only = cal;
-  compute_only.host_issue_s = compute_only.host_collective_issue_s = compute_only.p2p_overhead_s = 0;
-  compute_only.collective_step_overhead_s = 0;
-  compute_only.moe_dispatch_sync = false;
   const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   const double act_bytes =
       static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden * dtype_bytes(m.dtype);
@@ -299,63 +321,55 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     int moe_layers = 0;
     if (m.moe.enabled())
       for (int l : memory::stage_layer_indexes(m, plan, s)) moe_layers += m.is_moe_layer(l) ? 1 : 0;
-    // The stage's passes with links `tl` under calibration `cc` (also run with free communication and no host costs:
-    // the compute alone, whose share the per-GPU speed variability charges).
-    auto stage_passes = [&](const TpLinks& tl, const Calibration& cc, double& f, double& b) {
-      auto pass_time = [&](const std::vector<cost::Step>& v) { return steps_time(v, c, cc, m.dtype, tl); };
-      f = (layers[s] - moe_layers) * pass_time(layer.forward);
-      b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
-      if (moe_layers > 0) {
-        // The most loaded EP rank sets the pace of every MoE layer.
-        if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
-          sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
-        const auto moe = cost::layer_passes(m, sh, true);
-        f += moe_layers * pass_time(moe.forward);
-        b += moe_layers * (pass_time(moe.recompute) + pass_time(moe.backward));
-      }
-      // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
-      if (const int a = plan.cut_atoms(s - 1); a > 0) {
-        const auto part = cost::slice_atoms(layer, a, kLayerAtoms);
-        f += pass_time(part.forward) - pass_time(layer.forward);
-        b += pass_time(part.recompute) + pass_time(part.backward) - pass_time(layer.recompute) -
-             pass_time(layer.backward);
-      }
-      if (const int a = plan.cut_atoms(s); a > 0) {
-        const auto part = cost::slice_atoms(layer, 0, a);
-        f += pass_time(part.forward);
-        b += pass_time(part.recompute) + pass_time(part.backward);
-      }
-      if (s == 0) {
-        const auto emb = cost::embedding_passes(m, sh);
-        f += pass_time(emb.forward);
-        b += pass_time(emb.backward);
-      }
-      if (s == p - 1) {
-        const auto head = cost::head_passes(m, sh);
-        f += pass_time(head.forward);
-        b += pass_time(head.backward);
-      }
+    // A pass's time and its kernels' time alone (the share the per-GPU speed variability charges), scaled and summed
+    // alike.
+    PassTime f, b;
+    auto pass_time = [&](const std::vector<cost::Step>& v) {
+      PassTime pt;
+      pt.s = steps_time(v, c, cal, m.dtype, tp_link, &pt.kernels_s);
+      return pt;
     };
-    double f = 0, b = 0, cf = 0, cb = 0;
-    stage_passes(tp_link, cal, f, b);
-    if (variability_pace > 0) {
-      TpLinks free_links = tp_link;
-      for (Link* l : {&free_links.axis[0], &free_links.axis[1], &free_links.axis[2], &free_links.axis[3],
-                      &free_links.axis[4], &free_links.axis[5], &free_links.axis[6], &free_links.group[0],
-                      &free_links.group[1], &free_links.group[2], &free_links.node})
-        *l = Link{0, std::numeric_limits<double>::infinity()};
-      free_links.nc = NcclContext{};
-      stage_passes(free_links, compute_only, cf, cb);
-      stage_compute[s] = cf + cb;
+    f = (layers[s] - moe_layers) * pass_time(layer.forward);
+    b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
+    if (moe_layers > 0) {
+      // The most loaded EP rank sets the pace of every MoE layer.
+      if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
+        sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+      const auto moe = cost::layer_passes(m, sh, true);
+      f += moe_layers * pass_time(moe.forward);
+      b += moe_layers * (pass_time(moe.recompute) + pass_time(moe.backward));
     }
+    // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
+    if (const int a = plan.cut_atoms(s - 1); a > 0) {
+      const auto part = cost::slice_atoms(layer, a, kLayerAtoms);
+      f += pass_time(part.forward) - pass_time(layer.forward);
+      b +=
+          pass_time(part.recompute) + pass_time(part.backward) - pass_time(layer.recompute) - pass_time(layer.backward);
+    }
+    if (const int a = plan.cut_atoms(s); a > 0) {
+      const auto part = cost::slice_atoms(layer, 0, a);
+      f += pass_time(part.forward);
+      b += pass_time(part.recompute) + pass_time(part.backward);
+    }
+    if (s == 0) {
+      const auto emb = cost::embedding_passes(m, sh);
+      f += pass_time(emb.forward);
+      b += pass_time(emb.backward);
+    }
+    if (s == p - 1) {
+      const auto head = cost::head_passes(m, sh);
+      f += pass_time(head.forward);
+      b += pass_time(head.backward);
+    }
+    stage_compute[s] = f.kernels_s + b.kernels_s;
     // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is
     // re-sharded over this stage's TP group (an all-to-all of its shard).
     const double reshard = ring_time_s(false, tp_s, act_bytes / plan.replicas(s) / tp_s, intra.alpha, intra.bw,
                                        cal.collective_step_overhead_s, nc, intra.across);
-    if (s > 0 && plan.stage_layouts_differ(s - 1, s)) f += reshard;
-    if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b += reshard;
-    stage_time[s] = f + b;
-    last_backward[s] = b;
+    if (s > 0 && plan.stage_layouts_differ(s - 1, s)) f.s += reshard;
+    if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b.s += reshard;
+    stage_time[s] = f.s + b.s;
+    last_backward[s] = b.s;
   }
   // Pipeline: the bottleneck stage sets the pace; fill and drain cost the other stages once (GPipe/1F1B),
   // 1/v of that with v interleaved chunks; ZB-H2 fills its bubble with weight-gradient passes.
@@ -436,7 +450,10 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   opt_time += cal.per_iteration_s;
   e.dp_exposed_s = dp_time;
   e.optimizer_s = opt_time;
-  e.variability_wait_s = variability_pace * mb * *std::max_element(stage_compute.begin(), stage_compute.end());
+  // Per-GPU speed variability (strategies/straggler_model.hpp): each rank waits this share of its kernels' time (as
+  // the simulator's compute stream: no communication, no host costs); the bottleneck stage's sets the pace.
+  e.variability_wait_s = straggler::pace_fraction(cal, plan.world_size()) * mb *
+                         *std::max_element(stage_compute.begin(), stage_compute.end());
   e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s + e.variability_wait_s;
   for (int s = 0; s < p; ++s) {
     const double peak = memory::analytic_peak_bytes(m, plan.stage_view(s), s, cal.reserved_memory_bytes);
