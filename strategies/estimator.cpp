@@ -329,9 +329,27 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       pt.s = steps_time(v, c, cal, m.dtype, tp_link, &pt.kernels_s);
       return pt;
     };
-    f = (layers[s] - moe_layers) * pass_time(layer.forward);
-    b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
-    if (moe_layers > 0) {
+    if (!m.layer_pattern.empty()) {
+      // Per layer kind (hybrid and sliding-window models): each kind's passes timed once.
+      if (m.moe.enabled() && (!plan.routing.balanced() || plan.routing.capacity_factor > 0))
+        sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+      std::vector<std::pair<LayerKind, std::pair<PassTime, PassTime>>> timed;
+      for (int l : memory::stage_layer_indexes(m, plan, s)) {
+        const LayerKind k = m.layer_kind(l);
+        auto it = std::find_if(timed.begin(), timed.end(), [&](const auto& e) { return e.first == k; });
+        if (it == timed.end()) {
+          const auto kp = cost::layer_passes(m, sh, k);
+          timed.push_back({k, {pass_time(kp.forward), pass_time(kp.recompute) + pass_time(kp.backward)}});
+          it = timed.end() - 1;
+        }
+        f += it->second.first;
+        b += it->second.second;
+      }
+    } else {
+      f = (layers[s] - moe_layers) * pass_time(layer.forward);
+      b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
+    }
+    if (moe_layers > 0 && m.layer_pattern.empty()) {
       // The most loaded EP rank sets the pace of every MoE layer.
       if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
         sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);

@@ -23,6 +23,12 @@ std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPla
 
 double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   if (!m.moe.enabled()) return 0;
+  if (!m.layer_pattern.empty()) {
+    double p = 0;
+    for (int l : stage_layer_indexes(m, plan, stage))
+      p += cost::kind_params_per_rank(m, m.layer_kind(l), plan.tp, plan.ep, plan.expert_tp()).expert;
+    return p;
+  }
   const auto per = cost::moe_layer_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
   double p = 0;
   for (int l : stage_layer_indexes(m, plan, stage))
@@ -32,7 +38,14 @@ double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan
 
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   double p = 0;
-  if (!m.moe.enabled()) {
+  if (!m.layer_pattern.empty()) {
+    // Per layer kind (hybrid and sliding-window models).
+    for (int l : stage_layer_indexes(m, plan, stage)) {
+      const auto k =
+          cost::kind_params_per_rank(m, m.layer_kind(l), plan.tp, plan.ep, plan.expert_tp(), plan.tp_weight_replicas());
+      p += k.dense + k.expert;
+    }
+  } else if (!m.moe.enabled()) {
     p = plan.stage_layers(m.num_layers)[stage] * cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
     // Boundaries inside layers: the first layer's first atoms run on the stage before, the next stage's first atoms
     // here.
@@ -96,7 +109,11 @@ cost::Shape shape_of(const ParallelPlan& plan, int stage) {
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   auto sh = shape_of(plan, stage);
   double a = 0;
-  if (!m.moe.enabled()) {
+  if (!m.layer_pattern.empty()) {
+    if (m.moe.enabled() && !plan.routing.balanced())
+      sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+    for (int l : stage_layer_indexes(m, plan, stage)) a += cost::layer_activation_bytes(m, sh, m.layer_kind(l)).stored;
+  } else if (!m.moe.enabled()) {
     a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
     if (const int c = plan.cut_atoms(stage - 1); c > 0)  // the first layer from atom c on
       a +=
@@ -116,7 +133,13 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
   const auto orders = sched::plan_orders(plan);
   const auto sh = shape_of(plan, stage);
-  const auto layer_act = cost::layer_activation_bytes(m, sh, m.moe.enabled());
+  auto layer_act =
+      m.layer_pattern.empty() ? cost::layer_activation_bytes(m, sh, m.moe.enabled()) : cost::ActivationBytes{};
+  // Hybrid models: the largest transient of the stage's layer kinds.
+  if (!m.layer_pattern.empty())
+    for (int l : stage_layer_indexes(m, plan, stage))
+      layer_act.transient =
+          std::max(layer_act.transient, cost::layer_activation_bytes(m, sh, m.layer_kind(l)).transient);
   const double v = plan.virtual_stages;
   // Walk the stage's pass order: F stores the chunk's activations (1/v of the stage's); with a split backward the
   // recomputed activations of the chunk's layers stay from B until W, otherwise one layer's at a time.

@@ -422,7 +422,8 @@ AttentionProj attention_proj(const TransformerSpec& m, const Dims& d) {
     a.o_w = hr * a.v_dim;
     a.duplicated_w = (x.q_lora_rank > 0 ? x.q_lora_rank : 0) + x.kv_lora_rank + x.qk_rope_head_dim;
   } else {
-    a.in.push_back(gemm("qkv", d.T, d.h, (d.qd + 2 * d.kv) / d.t, d.e));
+    // Gated attention: the query projection also makes the gate (heads x head_dim more outputs).
+    a.in.push_back(gemm("qkv", d.T, d.h, (d.qd * (m.attention_gate ? 2 : 1) + 2 * d.kv) / d.t, d.e));
     a.q_w = d.qd / d.t;
     a.k_w = a.v_w = d.kv / d.t;
     a.o_w = d.qd / d.t;
@@ -437,9 +438,15 @@ AttentionProj attention_proj(const TransformerSpec& m, const Dims& d) {
 // the scores: QK^T again, then dV, dP, dQ, dK); a causal mask halves both where the kernel skips masked blocks.
 // Bytes: q, k, v, o read/written once (backward: twice, plus the gradients).
 std::pair<Op, Op> flash_ops(const Dims& d, double heads, double sq, double skv, double qk_dim, double v_dim,
-                            bool causal, double share) {
+                            bool causal, double share, double window = 0) {
   const double c = causal ? 0.5 : 1.0;
-  const double pairs = d.b * heads * sq * skv * c * share;
+  double pairs = d.b * heads * sq * skv * c * share;
+  // A causal sliding window of w keys (itself included; sq = skv, no context parallelism): query i attends to
+  // min(i + 1, w) keys, sum_i min(i + 1, w) = w s - w (w - 1) / 2 pairs; the kernel skips the blocks outside it.
+  if (window > 0 && causal) {
+    const double w = std::min(window, skv);
+    pairs = d.b * heads * (sq * w - w * (w - 1) / 2) * share;
+  }
   const double io = d.b * heads * (sq * (qk_dim + v_dim) + skv * share * (qk_dim + v_dim)) * d.e + d.b * heads * sq * 4;
   Op f{"flash-attention", false, 2 * pairs * (qk_dim + v_dim), io, false, sq, qk_dim, skv, d.b * heads};
   f.flash = true;
@@ -488,7 +495,141 @@ double moe_dispatch_bytes(const TransformerSpec& m, const Shape& sh) {
   return tokens * m.moe.top_k * d.h * d.e;
 }
 
+namespace {
+// The MoE FFN of one layer on one rank: forward and backward steps.
+struct MoeBlock {
+  std::vector<Step> forward, backward;
+};
+// Mixture-of-experts FFN on this rank (sequence parallel: Tr = T / tp tokens routed by each TP rank).
+MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
+  const bool tp = sh.tp > 1;
+  const double act_bytes = d.T * d.h * d.e;
+  MoeBlock blk;
+  const auto& x = m.moe;
+  const double Tr = d.T / d.t, k = x.top_k, E = x.experts, ep = sh.ep, etp = sh.etp;
+  const double E_local = E / ep;
+  // Tokens this rank's experts process: its EP group's routed slots to its experts, gathered over ETP.
+  // 1 = balanced; random balanced routing: the most loaded EP rank's expected share (sampling_load_factor).
+  const double sampling = sampling_load_factor(x, sh, Tr * k * etp);
+  const double load = sh.ep_load_factor() * sampling;
+  const double N = Tr * k * load * etp;
+  const double fe = x.expert_ffn_hidden / etp;
+  const double slots_bytes = Tr * k * d.h * d.e;  // one rank's routed token-slots
+  Op router = gemm("router", Tr, d.h, E, d.e);
+  Op topk = mem(x.sigmoid_router ? "router-sigmoid-topk" : "router-softmax-topk", 3 * Tr * E * 4);
+  Op permute = mem("moe-permute", 2 * slots_bytes);
+  Op efc1 = gemm("expert-fc1", N / E_local, d.h, fe * (m.mlp == MlpKind::SWIGLU ? 2 : 1), d.e);
+  Op eact = mem(m.mlp == MlpKind::SWIGLU ? "expert-swiglu" : "expert-gelu",
+                (m.mlp == MlpKind::SWIGLU ? 3 : 2) * N * fe * d.e);
+  Op efc2 = gemm("expert-fc2", N / E_local, fe, d.h, d.e);
+  for (Op* g : {&efc1, &efc2}) {  // grouped GEMM over the rank's local experts
+    g->flops *= E_local;
+    g->bytes = (N * g->k + E_local * g->k * g->n + N * g->n) * d.e;
+    g->batch = E_local;
+    g->grouped = true;
+  }
+  Op unpermute = mem("moe-unpermute", 2 * slots_bytes + Tr * d.h * d.e);
+  const bool dispatch = ep > 1 || sh.dispatcher == Dispatcher::ALL_GATHER;
+  const double recv_bytes = N / etp * d.h * d.e;  // tokens received from the EP group
+  auto ep_step = [&](const std::string& name, bool combine_shaped) {
+    Step st;
+    if (sh.dispatcher == Dispatcher::ALL_GATHER) {
+      // Every EP rank gathers all tokens (Tr each) of its EP group, keeps its experts' ones; the outputs are
+      // reduce-scattered back.
+      st = group_coll(name, combine_shaped ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_GATHER,
+                      ep * Tr * d.h * d.e, CommGroup::EP);
+    } else {
+      st = group_coll(name, CollectiveKind::ALL_TO_ALL, slots_bytes, CommGroup::EP);
+      // Even loads (balanced, or every expert padded to capacity) scale the buffer; uneven ones shape it.
+      const bool even = sh.ep_loads.empty() || std::all_of(sh.ep_loads.begin(), sh.ep_loads.end(), [&](double l) {
+                          return std::abs(l - sh.ep_loads[0]) <= 1e-12 * sh.ep_loads[0];
+                        });
+      if (even) {
+        if (!sh.ep_loads.empty()) st.collective_bytes *= sh.ep_loads[0] * ep;
+        st.collective_bytes *= sampling;  // the most loaded rank receives (and returns) the most
+      } else {
+        st.a2a_loads = sh.ep_loads;
+        st.a2a_combine = combine_shaped;
+      }
+    }
+    return st;
+  };
+  // Shared experts: a dense SwiGLU/GELU FFN of shared_ffn_hidden split by tp, on the TP-gathered tokens.
+  const bool shared = x.shared_ffn_hidden > 0;
+  const double sf = static_cast<double>(x.shared_ffn_hidden) / d.t;
+  Op sfc1 = gemm("shared-fc1", d.T, d.h, sf * (m.mlp == MlpKind::SWIGLU ? 2 : 1), d.e);
+  Op sact = mem("shared-act", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * sf * d.e);
+  Op sfc2 = gemm("shared-fc2", d.T, sf, d.h, d.e);
+
+  auto& F = blk.forward;
+  F.push_back(compute("moe-router", {router, topk, permute}));
+  // Dropless dispatch sizes its buffers from the per-expert token counts (Megatron-Core token_dispatcher.py,
+  // MoEAlltoAllTokenDispatcher.preprocess): with EP or TP the counts are all-gathered over the TP x EP group (E
+  // int64 per member; over the EP group here, the TP members adding latency steps only) and copied to the host,
+  // which waits for them before the all-to-all (cuda_sync_point "before_ep_alltoall"); without either the host
+  // waits after the router ("before_finish"). The all-gather dispatcher reads the counts of the gathered routing
+  // map (.cpu()) after its token all-gather. Padded experts have static sizes: neither.
+  const bool counts = !sh.moe_padded && sh.dispatcher != Dispatcher::ALL_GATHER;
+  if (counts && ep > 1) {
+    F.push_back(group_coll("moe-token-counts", CollectiveKind::ALL_GATHER, ep * E * 8, CommGroup::EP));
+  } else if (counts && tp) {
+    F.push_back(coll("moe-token-counts", CollectiveKind::ALL_GATHER, d.t * E * 8));
+  }
+  if (counts) F.back().host_sync = true;
+  if (dispatch) F.push_back(ep_step("moe-dispatch", false));
+  if (!sh.moe_padded && sh.dispatcher == Dispatcher::ALL_GATHER) F.back().host_sync = true;
+  if (etp > 1) F.push_back(group_coll("moe-etp-ag", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
+  // Megatron's SequentialMLP (no --moe-grouped-gemm) loops over the local experts in Python: the host issues every
+  // expert's kernels (the same GPU work as the grouped GEMM's groups).
+  auto per_expert_issue = [&](Step st) {
+    if (sh.sequential_experts) st.host_issues = static_cast<double>(st.ops.size()) * E_local;
+    return st;
+  };
+  F.push_back(per_expert_issue(compute("moe-experts", {efc1, eact, efc2})));
+  if (etp > 1) F.push_back(group_coll("moe-etp-rs", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
+  if (dispatch) F.push_back(ep_step("moe-combine", true));
+  F.push_back(compute("moe-unpermute", {unpermute}));
+  if (shared) {
+    if (tp) F.push_back(coll("shared-ag", CollectiveKind::ALL_GATHER, act_bytes));
+    F.push_back(compute("moe-shared", {sfc1, sact, sfc2}));
+    if (tp) F.push_back(coll("shared-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+  }
+  auto& B = blk.backward;
+  if (shared) {
+    if (tp) B.push_back(coll("shared-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+    B.push_back(compute("moe-shared-bwd", backward_of({sfc1, sact, sfc2}, {})));
+    if (tp) B.push_back(coll("shared-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+  }
+  B.push_back(compute("moe-unpermute-bwd", {mem("moe-unpermute-bwd", 1.5 * unpermute.bytes)}));
+  if (dispatch) B.push_back(ep_step("moe-combine-bwd", false));
+  if (etp > 1) B.push_back(group_coll("moe-etp-ag-bwd", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
+  B.push_back(per_expert_issue(compute("moe-experts-bwd", backward_of({efc1, eact, efc2}, {}))));
+  if (etp > 1)
+    B.push_back(group_coll("moe-etp-rs-bwd", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
+  if (dispatch) B.push_back(ep_step("moe-dispatch-bwd", true));
+  B.push_back(compute("moe-router-bwd", backward_of({router, topk, permute}, {})));
+  return blk;
+}
+}  // namespace
+
+namespace {
+LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, bool moe, double window);
+LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind);
+}  // namespace
+
 LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
+  return standard_layer_passes(m, sh, moe, 0);
+}
+
+LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind) {
+  if (kind.ffn != FfnKind::NONE && (kind.mixer == MixerKind::ATTENTION || kind.mixer == MixerKind::SLIDING_ATTENTION))
+    return standard_layer_passes(m, sh, kind.ffn == FfnKind::MOE,
+                                 kind.mixer == MixerKind::SLIDING_ATTENTION ? m.sliding_window : 0);
+  return hybrid_layer_passes(m, sh, kind);
+}
+
+namespace {
+LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, bool moe, double window) {
   if (sh.layout != TpLayout::D1 && sh.tp > 1) {
     DTSIM_ASSERT(!moe && sh.cp == 1 && !m.mla.enabled(), "grid tensor-parallel layouts model dense GPT layers only");
     return grid_layer_passes(m, sh);
@@ -510,13 +651,20 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   // queries attend to the whole sequence (causal load balance gives every rank 1/cp of the causal work).
   std::vector<Op> core, core_b;
   if (flash) {
-    auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0);
+    auto [f, b] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0, window);
     core = {tagged(f, 1)};
     core_b = {tagged(b, 1)};
   } else {
     core = attention_core(d, heads_rank, m.head_dim(), fused_softmax(m, sh));
     for (Op& o : core) o.atom = 1;
     core_b = backward_of(core, {"qk", "av"});
+  }
+  if (m.attention_gate) {
+    // Gated attention (Qwen3-Next): the core's output times the sigmoid of the gate the query projection made (read
+    // both, write one); its backward reads those and the output gradient, writes two gradients.
+    const Op gate = tagged(mem("attention-gate", 3 * d.T * ap.o_w * d.e), 1);
+    core.push_back(gate);
+    core_b.insert(core_b.begin(), tagged(mem("attention-gate-bwd", 5 * d.T * ap.o_w * d.e), 1));
   }
   Op proj = ap.out;
   Op dropres1 = tagged(mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1)), 2);
@@ -593,120 +741,6 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     out.push_back(compute("attention-qkv-bwd", qb));
   };
 
-  // Mixture-of-experts FFN on this rank (sequence parallel: Tr = T / tp tokens routed by each TP rank).
-  struct MoeBlock {
-    std::vector<Step> forward, backward;
-  };
-  auto moe_block = [&]() {
-    MoeBlock blk;
-    const auto& x = m.moe;
-    const double Tr = d.T / d.t, k = x.top_k, E = x.experts, ep = sh.ep, etp = sh.etp;
-    const double E_local = E / ep;
-    // Tokens this rank's experts process: its EP group's routed slots to its experts, gathered over ETP.
-    // 1 = balanced; random balanced routing: the most loaded EP rank's expected share (sampling_load_factor).
-    const double sampling = sampling_load_factor(x, sh, Tr * k * etp);
-    const double load = sh.ep_load_factor() * sampling;
-    const double N = Tr * k * load * etp;
-    const double fe = x.expert_ffn_hidden / etp;
-    const double slots_bytes = Tr * k * d.h * d.e;  // one rank's routed token-slots
-    Op router = gemm("router", Tr, d.h, E, d.e);
-    Op topk = mem(x.sigmoid_router ? "router-sigmoid-topk" : "router-softmax-topk", 3 * Tr * E * 4);
-    Op permute = mem("moe-permute", 2 * slots_bytes);
-    Op efc1 = gemm("expert-fc1", N / E_local, d.h, fe * (m.mlp == MlpKind::SWIGLU ? 2 : 1), d.e);
-    Op eact = mem(m.mlp == MlpKind::SWIGLU ? "expert-swiglu" : "expert-gelu",
-                  (m.mlp == MlpKind::SWIGLU ? 3 : 2) * N * fe * d.e);
-    Op efc2 = gemm("expert-fc2", N / E_local, fe, d.h, d.e);
-    for (Op* g : {&efc1, &efc2}) {  // grouped GEMM over the rank's local experts
-      g->flops *= E_local;
-      g->bytes = (N * g->k + E_local * g->k * g->n + N * g->n) * d.e;
-      g->batch = E_local;
-      g->grouped = true;
-    }
-    Op unpermute = mem("moe-unpermute", 2 * slots_bytes + Tr * d.h * d.e);
-    const bool dispatch = ep > 1 || sh.dispatcher == Dispatcher::ALL_GATHER;
-    const double recv_bytes = N / etp * d.h * d.e;  // tokens received from the EP group
-    auto ep_step = [&](const std::string& name, bool combine_shaped) {
-      Step st;
-      if (sh.dispatcher == Dispatcher::ALL_GATHER) {
-        // Every EP rank gathers all tokens (Tr each) of its EP group, keeps its experts' ones; the outputs are
-        // reduce-scattered back.
-        st = group_coll(name, combine_shaped ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_GATHER,
-                        ep * Tr * d.h * d.e, CommGroup::EP);
-      } else {
-        st = group_coll(name, CollectiveKind::ALL_TO_ALL, slots_bytes, CommGroup::EP);
-        // Even loads (balanced, or every expert padded to capacity) scale the buffer; uneven ones shape it.
-        const bool even = sh.ep_loads.empty() || std::all_of(sh.ep_loads.begin(), sh.ep_loads.end(), [&](double l) {
-                            return std::abs(l - sh.ep_loads[0]) <= 1e-12 * sh.ep_loads[0];
-                          });
-        if (even) {
-          if (!sh.ep_loads.empty()) st.collective_bytes *= sh.ep_loads[0] * ep;
-          st.collective_bytes *= sampling;  // the most loaded rank receives (and returns) the most
-        } else {
-          st.a2a_loads = sh.ep_loads;
-          st.a2a_combine = combine_shaped;
-        }
-      }
-      return st;
-    };
-    // Shared experts: a dense SwiGLU/GELU FFN of shared_ffn_hidden split by tp, on the TP-gathered tokens.
-    const bool shared = x.shared_ffn_hidden > 0;
-    const double sf = static_cast<double>(x.shared_ffn_hidden) / d.t;
-    Op sfc1 = gemm("shared-fc1", d.T, d.h, sf * (m.mlp == MlpKind::SWIGLU ? 2 : 1), d.e);
-    Op sact = mem("shared-act", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * sf * d.e);
-    Op sfc2 = gemm("shared-fc2", d.T, sf, d.h, d.e);
-
-    auto& F = blk.forward;
-    F.push_back(compute("moe-router", {router, topk, permute}));
-    // Dropless dispatch sizes its buffers from the per-expert token counts (Megatron-Core token_dispatcher.py,
-    // MoEAlltoAllTokenDispatcher.preprocess): with EP or TP the counts are all-gathered over the TP x EP group (E
-    // int64 per member; over the EP group here, the TP members adding latency steps only) and copied to the host,
-    // which waits for them before the all-to-all (cuda_sync_point "before_ep_alltoall"); without either the host
-    // waits after the router ("before_finish"). The all-gather dispatcher reads the counts of the gathered routing
-    // map (.cpu()) after its token all-gather. Padded experts have static sizes: neither.
-    const bool counts = !sh.moe_padded && sh.dispatcher != Dispatcher::ALL_GATHER;
-    if (counts && ep > 1) {
-      F.push_back(group_coll("moe-token-counts", CollectiveKind::ALL_GATHER, ep * E * 8, CommGroup::EP));
-    } else if (counts && tp) {
-      F.push_back(coll("moe-token-counts", CollectiveKind::ALL_GATHER, d.t * E * 8));
-    }
-    if (counts) F.back().host_sync = true;
-    if (dispatch) F.push_back(ep_step("moe-dispatch", false));
-    if (!sh.moe_padded && sh.dispatcher == Dispatcher::ALL_GATHER) F.back().host_sync = true;
-    if (etp > 1) F.push_back(group_coll("moe-etp-ag", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
-    // Megatron's SequentialMLP (no --moe-grouped-gemm) loops over the local experts in Python: the host issues every
-    // expert's kernels (the same GPU work as the grouped GEMM's groups).
-    auto per_expert_issue = [&](Step st) {
-      if (sh.sequential_experts) st.host_issues = static_cast<double>(st.ops.size()) * E_local;
-      return st;
-    };
-    F.push_back(per_expert_issue(compute("moe-experts", {efc1, eact, efc2})));
-    if (etp > 1)
-      F.push_back(group_coll("moe-etp-rs", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
-    if (dispatch) F.push_back(ep_step("moe-combine", true));
-    F.push_back(compute("moe-unpermute", {unpermute}));
-    if (shared) {
-      if (tp) F.push_back(coll("shared-ag", CollectiveKind::ALL_GATHER, act_bytes));
-      F.push_back(compute("moe-shared", {sfc1, sact, sfc2}));
-      if (tp) F.push_back(coll("shared-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
-    }
-    auto& B = blk.backward;
-    if (shared) {
-      if (tp) B.push_back(coll("shared-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
-      B.push_back(compute("moe-shared-bwd", backward_of({sfc1, sact, sfc2}, {})));
-      if (tp) B.push_back(coll("shared-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
-    }
-    B.push_back(compute("moe-unpermute-bwd", {mem("moe-unpermute-bwd", 1.5 * unpermute.bytes)}));
-    if (dispatch) B.push_back(ep_step("moe-combine-bwd", false));
-    if (etp > 1)
-      B.push_back(group_coll("moe-etp-ag-bwd", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
-    B.push_back(per_expert_issue(compute("moe-experts-bwd", backward_of({efc1, eact, efc2}, {}))));
-    if (etp > 1)
-      B.push_back(group_coll("moe-etp-rs-bwd", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
-    if (dispatch) B.push_back(ep_step("moe-dispatch-bwd", true));
-    B.push_back(compute("moe-router-bwd", backward_of({router, topk, permute}, {})));
-    return blk;
-  };
-
   LayerPasses p;
   // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
   // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
@@ -722,7 +756,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
     }
     if (moe) {
       p.forward.push_back(compute("ln2", {dropres1, ln2}));
-      append_steps(p.forward, moe_block().forward);
+      append_steps(p.forward, moe_block(m, sh, d).forward);
       p.forward.push_back(compute("residual", {dropres2}));
     } else {
       p.forward.push_back(compute("ln2", {dropres1, ln2}));
@@ -750,7 +784,7 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   if (sp || moe) {
     p.backward.push_back(compute("residual-bwd", {dropres2_b}));
     if (moe) {
-      append_steps(p.backward, moe_block().backward);
+      append_steps(p.backward, moe_block(m, sh, d).backward);
     } else {
       p.backward.push_back(tagged(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 4));
       p.backward.push_back(compute("mlp-bwd", mlp_b));
@@ -784,6 +818,188 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   }
   return p;
 }
+
+}  // namespace
+
+namespace {
+// The SSD scan's backward and the gated delta rule's: about twice the forward's FLOPs (the gradients of each of the
+// forward's products, states recomputed), its bytes 2.5 times as FlashAttention's backward (flash_ops) -- an
+// approximation; no published FLOP count of the Triton backward kernels.
+Op chunk_scan_bwd(const Op& f) {
+  Op b = f;
+  b.name = f.name + "-bwd";
+  b.flops = 2 * f.flops;
+  b.bytes = 2.5 * f.bytes;
+  return b;
+}
+
+// Mamba-2 mixer on one TP rank (Megatron-Core MambaMixer: heads and groups split by tp; in_proj column-parallel,
+// out_proj row-parallel). Forward ops between the block's norm and its TP reduction.
+std::vector<Op> mamba_ops(const TransformerSpec& m, const Dims& d) {
+  const auto& x = m.mamba;
+  const double H = x.heads / d.t, G = x.groups / d.t, P = x.head_dim, N = x.state, Q = x.chunk;
+  const double di = H * P, gn = G * N;
+  std::vector<Op> ops;
+  ops.push_back(gemm("in-proj", d.T, d.h, 2 * di + 2 * gn + H, d.e));
+  // Causal depthwise conv1d (kernel K) with SiLU over x, B, C: read and write them (causal-conv1d's kernel).
+  ops.push_back(mem("conv1d", 2 * d.T * (di + 2 * gn) * d.e));
+  // The chunked SSD scan (Dao & Gu 2024, section 6; mamba_ssm's Triton kernels chunk_state, state_passing, bmm_chunk,
+  // chunk_scan): per token C B^T within its chunk once per group (2 Q N), and per head the chunk's masked product
+  // with x (2 Q P), its chunk state B^T x (2 N P) and the output from the incoming state C h (2 N P); tiled dot
+  // products on tensor cores, timed as a fused attention kernel. Bytes: x, B, C read twice (chunk state, chunk scan),
+  // dt (fp32), y written, the fp32 chunk states (heads x N x P per chunk) written and read, C B^T (fp32) likewise.
+  Op scan{"ssd-scan", false, d.T * (G * 2 * Q * N + H * (2 * Q * P + 4 * N * P)),
+          d.T * (2 * (di + 2 * gn) * d.e + di * d.e + 2 * H * 4 + 2 * H * N * P * 4 / Q + 2 * G * Q * 4), false};
+  scan.flash = true;
+  ops.push_back(scan);
+  // Gated RMSNorm: y x SiLU(z), normalised per group (read y and z, write).
+  ops.push_back(mem("gated-norm", 3 * d.T * di * d.e));
+  ops.push_back(gemm("out-proj", d.T, di, d.h, d.e));
+  return ops;
+}
+
+// Gated DeltaNet mixer on one TP rank (key and value heads split by tp).
+std::vector<Op> gated_deltanet_ops(const TransformerSpec& m, const Dims& d) {
+  const auto& x = m.linear;
+  const double Hk = x.key_heads / d.t, Hv = x.value_heads / d.t, dk = x.key_head_dim, dv = x.value_head_dim,
+               C = x.chunk;
+  const double kd = Hk * dk, vd = Hv * dv;
+  std::vector<Op> ops;
+  // in_proj_qkvz and in_proj_ba as one GEMM: q, k, v, the output gate z, beta and the decay per value head.
+  ops.push_back(gemm("in-proj", d.T, d.h, 2 * kd + 2 * vd + 2 * Hv, d.e));
+  // conv1d with SiLU over q, k, v (read, write), q and k L2-normalised (read, write), beta and decay gates.
+  ops.push_back(mem("conv1d", 2 * d.T * (2 * kd + vd) * d.e + 2 * d.T * 2 * kd * d.e + 4 * d.T * Hv * 4));
+  // The chunked gated delta rule (Yang et al. 2025, section 3.3, WY representation; fla's chunk_gated_delta_rule):
+  // per token and value head (keys shared by value_heads / key_heads heads) within its chunk K K^T, W = A K, U = A V,
+  // Q K^T and the masked product with U - W S (2 C (3 d_k + 2 d_v)); with the chunk's incoming state S (d_k x d_v):
+  // W S, Q S and the state update K^T (U - W S) (6 d_k d_v). Bytes: q, k, v, gates read, the output written, the fp32
+  // chunk-local A (C per token and head) and chunk states written and read.
+  Op rule{"gated-delta-rule", false, d.T * Hv * (2 * C * (3 * dk + 2 * dv) + 6 * dk * dv),
+          d.T * ((2 * kd + vd) * d.e + 2 * Hv * 4 + vd * d.e + 2 * Hv * C * 4 + 2 * Hv * dk * dv * 4 / C), false};
+  rule.flash = true;
+  ops.push_back(rule);
+  ops.push_back(mem("gated-norm", 3 * d.T * vd * d.e));
+  ops.push_back(gemm("out-proj", d.T, vd, d.h, d.e));
+  return ops;
+}
+
+// Forward and backward steps of one pre-norm residual block: its norm, its TP collectives (sequence parallel:
+// all-gather before, reduce-scatter after; otherwise an all-reduce after), its ops, the residual add.
+struct Block {
+  std::vector<Step> forward, backward;
+};
+Block residual_block(const std::string& name, const Dims& d, const Shape& sh, const std::vector<Op>& fwd,
+                     const std::vector<Op>& bwd) {
+  const bool tp = sh.tp > 1, sp = sh.sequence_parallel;
+  const double act_bytes = d.T * d.h * d.e;
+  const Op norm = mem(name + "-norm", 2 * d.Tsp * d.h * d.e), add = mem(name + "-residual", 3 * d.Tsp * d.h * d.e);
+  const Op norm_b = mem(name + "-norm-bwd", 1.5 * norm.bytes), add_b = mem(name + "-residual-bwd", add.bytes);
+  Block b;
+  if (tp && sp) {
+    b.forward = {compute(name + "-norm", {norm}), coll(name + "-ag", CollectiveKind::ALL_GATHER, act_bytes),
+                 compute(name, fwd), coll(name + "-rs", CollectiveKind::REDUCE_SCATTER, act_bytes),
+                 compute(name + "-residual", {add})};
+    b.backward = {compute(name + "-residual-bwd", {add_b}),
+                  coll(name + "-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), compute(name + "-bwd", bwd),
+                  coll(name + "-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes),
+                  compute(name + "-norm-bwd", {norm_b})};
+  } else {
+    std::vector<Op> f = {norm}, bw = {add_b};
+    append(f, fwd);
+    append(bw, bwd);
+    if (tp) {
+      b.forward = {compute(name, f), coll(name + "-ar", CollectiveKind::ALL_REDUCE, act_bytes),
+                   compute(name + "-residual", {add})};
+      b.backward = {compute(name + "-bwd", bw), coll(name + "-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes),
+                    compute(name + "-norm-bwd", {norm_b})};
+    } else {
+      f.push_back(add);
+      bw.push_back(norm_b);
+      b.forward = {compute(name, f)};
+      b.backward = {compute(name + "-bwd", bw)};
+    }
+  }
+  return b;
+}
+
+// A layer that is not a standard attention + FFN layer: a Megatron-Core hybrid block (Mamba-2, attention, MLP or MoE
+// alone, each with its own norm and residual) or a whole layer of another mixer and an FFN (Gated DeltaNet + MoE).
+// No context parallelism and 1-D tensor parallelism only (the plan is refused otherwise).
+LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind) {
+  DTSIM_ASSERT(sh.cp == 1 && (sh.layout == TpLayout::D1 || sh.tp == 1),
+               "layer kind " << to_string(kind) << " with context parallelism or a grid TP layout");
+  const Dims d = dims(m, sh);
+  std::vector<Block> blocks;
+  std::vector<Op> selective;  // an unfused attention core, recomputed under selective recompute
+  if (kind.mixer == MixerKind::MAMBA2 || kind.mixer == MixerKind::GATED_DELTANET) {
+    const auto f = kind.mixer == MixerKind::MAMBA2 ? mamba_ops(m, d) : gated_deltanet_ops(m, d);
+    std::vector<Op> b;
+    for (auto it = f.rbegin(); it != f.rend(); ++it) {
+      if (it->gemm) append(b, gemm_bwd(*it));
+      else if (it->flash) b.push_back(chunk_scan_bwd(*it));
+      else b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
+    }
+    blocks.push_back(residual_block("mixer", d, sh, f, b));
+  } else if (kind.mixer != MixerKind::NONE) {  // attention alone (a '*' block)
+    const AttentionProj ap = attention_proj(m, d);
+    const double heads_rank = static_cast<double>(m.heads) / sh.tp;
+    std::vector<Op> f = ap.in, b;
+    std::vector<Op> core, core_b;
+    if (m.attention == AttentionKind::FLASH) {
+      auto [cf, cb] = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0,
+                                kind.mixer == MixerKind::SLIDING_ATTENTION ? m.sliding_window : 0);
+      core = {cf};
+      core_b = {cb};
+    } else {
+      core = attention_core(d, static_cast<int>(heads_rank), m.head_dim(), fused_softmax(m, sh));
+      core_b = backward_of(core, {"qk", "av"});
+      selective = core;
+    }
+    append(f, core);
+    f.push_back(ap.out);
+    append(b, gemm_bwd(ap.out));
+    append(b, core_b);
+    append(b, backward_of(ap.in, {}));
+    blocks.push_back(residual_block("attention", d, sh, f, b));
+  }
+  if (kind.ffn == FfnKind::DENSE) {
+    const double ffn_rank = d.f / d.t * (m.mlp == MlpKind::SWIGLU ? 2 : 1);
+    const Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
+    const Op act = mem(m.mlp == MlpKind::SWIGLU  ? "swiglu"
+                       : m.mlp == MlpKind::RELU2 ? "squared-relu"
+                                                 : "gelu",
+                       (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e);
+    const Op fc2 = gemm("fc2", d.T, d.f / d.t, d.h, d.e);
+    blocks.push_back(residual_block("mlp", d, sh, {fc1, act, fc2}, backward_of({fc1, act, fc2}, {})));
+  } else if (kind.ffn == FfnKind::MOE) {
+    // The MoE block's own steps (router, dispatch, experts, combine: transformer_costs' moe_block) between its norm
+    // and its residual add; with TP it runs on the sequence-parallel shard (as in standard MoE layers).
+    DTSIM_ASSERT(sh.sequence_parallel || sh.tp == 1, "a MoE block with tp > 1 needs sequence parallelism");
+    const MoeBlock moe = moe_block(m, sh, d);
+    const Op norm = mem("moe-norm", 2 * d.Tsp * d.h * d.e), add = mem("moe-residual", 3 * d.Tsp * d.h * d.e);
+    Block b;
+    b.forward.push_back(compute("moe-norm", {norm}));
+    append_steps(b.forward, moe.forward);
+    b.forward.push_back(compute("moe-residual", {add}));
+    b.backward.push_back(compute("moe-residual-bwd", {mem("moe-residual-bwd", add.bytes)}));
+    append_steps(b.backward, moe.backward);
+    b.backward.push_back(compute("moe-norm-bwd", {mem("moe-norm-bwd", 1.5 * norm.bytes)}));
+    blocks.push_back(std::move(b));
+  }
+  LayerPasses p;
+  for (const auto& b : blocks) append_steps(p.forward, b.forward);
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) append_steps(p.backward, it->backward);
+  apply_precision(p, m, sh);
+  finish_backward(p, sh);
+  if (sh.recompute == Recompute::FULL) {
+    p.recompute = p.forward;
+    for (auto& st : p.recompute) st.name = "recompute-" + st.name;
+  } else if (sh.recompute == Recompute::SELECTIVE && !selective.empty()) {
+    p.recompute.push_back(compute("recompute-attention-core", selective));
+  }
+  return p;
+}
+}  // namespace
 
 LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh) {
   const Dims d = dims(m, sh);
@@ -926,6 +1142,92 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   return out;
 }
 
+ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh, LayerKind kind) {
+  if (kind.standard() || (kind.mixer == MixerKind::SLIDING_ATTENTION && kind.ffn != FfnKind::NONE))
+    return layer_activation_bytes(m, sh, kind.ffn == FfnKind::MOE);  // a window does not change what is stored
+  const Dims d = dims(m, sh);
+  const double rep = sh.sequence_parallel ? 1 / d.t : 1;
+  // Every block keeps its norm's input and the normalised input of its first GEMM (replicated unless sequence
+  // parallel), as Korthikanti's attention and MLP halves do.
+  double full = 0, scores = 0;
+  auto block_inputs = [&]() { full += 2 * d.T * d.h * d.e * rep; };
+  if (kind.mixer == MixerKind::MAMBA2) {
+    // in_proj's output (z, x, B, C, dt), the scan's output y and the gated norm's output (out_proj's input); the
+    // conv1d output and the chunk states are recomputed in the backward (mamba_ssm's fused path).
+    const auto& x = m.mamba;
+    const double H = x.heads / d.t, di = H * x.head_dim, gn = x.groups / d.t * x.state;
+    block_inputs();
+    full += d.T * (2 * di + 2 * gn + H + 2 * di) * d.e;
+  } else if (kind.mixer == MixerKind::GATED_DELTANET) {
+    // The projections' output, the conv1d output (q, k, v), the fp32 chunk-local A (C per token and value head), the
+    // rule's output and the gated norm's output.
+    const auto& x = m.linear;
+    const double Hv = x.value_heads / d.t, kd = x.key_heads / d.t * x.key_head_dim, vd = Hv * x.value_head_dim;
+    block_inputs();
+    full += d.T * ((2 * kd + 2 * vd + 2 * Hv) + (2 * kd + vd) + 2 * vd) * d.e + d.T * Hv * x.chunk * 4;
+  } else if (kind.mixer != MixerKind::NONE) {
+    // Attention alone: q, k, v and the core's output; FlashAttention's log-sum-exp, or the unfused scores.
+    const AttentionProj ap = attention_proj(m, d);
+    block_inputs();
+    full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e;
+    if (m.attention == AttentionKind::FLASH) full += d.b * (m.heads / d.t) * d.sq * 4;
+    else scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / d.t;
+  }
+  if (kind.ffn == FfnKind::DENSE) {
+    block_inputs();
+    full += d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2) / d.t;
+  } else if (kind.ffn == FfnKind::MOE) {
+    // As the MoE half of a standard MoE layer (layer_activation_bytes with moe): router input and fp32 probabilities,
+    // the permuted tokens, FC1's output, FC2's input, the expert outputs; the shared experts as a dense MLP.
+    block_inputs();
+    const auto& x = m.moe;
+    const double Tr = d.T / d.t,
+                 N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
+    const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp, glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+    full +=
+        Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * (glu + 1) * d.e + Tr * x.top_k * d.h * d.e;
+    if (x.shared_ffn_hidden > 0) full += d.T * x.shared_ffn_hidden / d.t * (glu + 1) * d.e;
+  }
+  ActivationBytes out;
+  switch (sh.recompute) {
+    case Recompute::NONE: out.stored = full + scores; break;
+    case Recompute::SELECTIVE:
+      out.stored = full;
+      out.transient = scores;
+      break;
+    case Recompute::FULL:
+      out.stored = d.T * d.h * d.e * rep;  // the layer input only
+      out.transient = full + scores;
+      break;
+  }
+  return out;
+}
+
+MoeLayerParams kind_params_per_rank(const TransformerSpec& m, LayerKind kind, int tp, int ep, int etp,
+                                    int weight_replicas) {
+  if (kind == LayerKind{MixerKind::ATTENTION, FfnKind::DENSE})
+    return {layer_params_per_rank(m, tp, weight_replicas), 0};
+  if (kind == LayerKind{MixerKind::ATTENTION, FfnKind::MOE}) return moe_layer_params_per_rank(m, tp, ep, etp);
+  // Split by tp but the norms (one per block) and the router; the routed experts by ep x etp.
+  const double h = m.hidden;
+  const double norms = 2 * h * ((kind.mixer != MixerKind::NONE ? 1 : 0) + (kind.ffn != FfnKind::NONE ? 1 : 0));
+  const double routed = static_cast<double>(m.kind_expert_params(kind));
+  const double router = kind.ffn == FfnKind::MOE ? h * m.moe.experts : 0;
+  MoeLayerParams p;
+  p.dense = (static_cast<double>(m.kind_params(kind)) - routed - router - norms) / tp + router + norms;
+  p.expert = routed / ep / etp;
+  return p;
+}
+
+std::vector<LayerKind> other_kinds(const TransformerSpec& m) {
+  std::vector<LayerKind> out;
+  for (int l = 0; l < m.num_layers; ++l) {
+    const LayerKind k = m.layer_kind(l);
+    if (!base_kind(k) && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  return out;
+}
+
 const char* atom_name(int atom) {
   static const char* const names[kLayerAtoms] = {"ln1-qkv", "attention-core", "proj", "ln2-fc1", "fc2"};
   DTSIM_ASSERT(atom >= 0 && atom < kLayerAtoms, "atom " << atom);
@@ -1050,7 +1352,7 @@ ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh)
 
 double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas) {
   const double h = m.hidden;
-  double replicated = 4 * h + (m.mlp == MlpKind::SWIGLU ? 0 : 2 * h);  // norms; row-parallel biases
+  double replicated = 4 * h + (m.mlp == MlpKind::GELU ? 2 * h : 0);  // norms; row-parallel biases
   return (static_cast<double>(m.layer_params()) - replicated) * weight_replicas / tp + replicated;
 }
 
@@ -1124,9 +1426,9 @@ double precision_bytes(Precision p, double dtype_bytes) {
 
 namespace {
 bool linear_weight_gemm(const std::string& name) {
-  static const std::vector<std::string> names = {"qkv",        "proj",       "fc1",       "fc2",   "q-down",
-                                                 "q-up",       "q",          "kv-down",   "kv-up", "expert-fc1",
-                                                 "expert-fc2", "shared-fc1", "shared-fc2"};
+  static const std::vector<std::string> names = {"qkv",        "proj",       "fc1",        "fc2",     "q-down",
+                                                 "q-up",       "q",          "kv-down",    "kv-up",   "expert-fc1",
+                                                 "expert-fc2", "shared-fc1", "shared-fc2", "in-proj", "out-proj"};
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 // The quantization kernels of one tensor of n elements (dtype e bytes) under recipe p, producing the row-wise copy
@@ -1169,7 +1471,8 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
           }
           if (forward && !dgrad && !wgrad) {
             // The input (its local sequence shard when it is all-gathered in low precision) and the weight.
-            const double x = op.m * op.k * op.batch / (sp_gather && (base == "qkv" || base == "fc1") ? sh.tp : 1);
+            const double x = op.m * op.k * op.batch /
+                             (sp_gather && (base == "qkv" || base == "fc1" || base == "in-proj") ? sh.tp : 1);
             for (auto& k : quantize_ops(op.name + "-x", sh.precision, x, e)) ops.push_back(k);
             for (auto& k : quantize_ops(op.name + "-w", sh.precision, op.k * op.n * op.batch * sh.weight_cast_share, e))
               ops.push_back(k);
@@ -1183,7 +1486,8 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
         st.ops = std::move(ops);
       } else if (forward && sp_gather && st.kind == Step::Kind::TP_COLLECTIVE &&
                  st.collective == CollectiveKind::ALL_GATHER && st.group == CommGroup::TP &&
-                 (st.name == "attn-ag" || st.name == "mlp-ag" || st.name == "shared-ag")) {
+                 (st.name == "attn-ag" || st.name == "mlp-ag" || st.name == "shared-ag" || st.name == "mixer-ag" ||
+                  st.name == "attention-ag")) {
         // The column-parallel GEMM's input is quantized on each rank's shard and all-gathered in the low-precision
         // format (Transformer Engine, torchao Float8 tensor parallelism); a per-tensor scale needs the shards' amax
         // all-reduced first so that every shard uses the same scale.
@@ -1293,6 +1597,17 @@ double model_forward_flops_per_sample(const TransformerSpec& m, double routed_ke
   DTSIM_ASSERT(routed_kept_fraction > 0 && routed_kept_fraction <= 1, "kept fraction " << routed_kept_fraction);
   Shape sh;  // b = 1, t = 1, balanced routing
   double f = 0;
+  if (!m.layer_pattern.empty()) {
+    // Per layer kind (hybrid and sliding-window models).
+    Shape kept = sh;
+    if (routed_kept_fraction < 1) kept.ep_loads = {routed_kept_fraction};
+    for (int l = 0; l < m.num_layers; ++l) {
+      const LayerKind k = m.layer_kind(l);
+      for (const auto& s : layer_passes(m, k.ffn == FfnKind::MOE ? kept : sh, k).forward) f += s.flops();
+    }
+    for (const auto& s : head_passes(m, sh).forward) f += s.flops();
+    return f;
+  }
   for (const auto& s : layer_passes(m, sh).forward) f += s.flops();
   f *= m.num_layers - m.num_moe_layers();
   if (m.num_moe_layers() > 0) {

@@ -159,6 +159,10 @@ void split_backward(LayerPasses& p);
 /// Forward, recompute and backward passes of one transformer layer on one TP rank: a dense layer, or (moe) a layer
 /// with the mixture-of-experts FFN (router, permute, dispatch, grouped expert GEMMs, combine, shared experts).
 LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe = false);
+/// The passes of a layer of kind `kind` (TransformerSpec::layer_kind): the standard layers as above (a sliding
+/// window's attention core over its window only), the other kinds as their blocks (Mamba-2, Gated DeltaNet, attention,
+/// MLP or MoE, each between its norm and its residual add with its TP collectives).
+LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind);
 /// Fraction of the routed token-slots each of the ep EP ranks' experts receive under `routing` (experts are
 /// assigned to EP ranks in contiguous blocks, as Megatron-Core does).
 std::vector<double> ep_rank_loads(const Routing& routing, int experts, int ep);
@@ -180,6 +184,7 @@ struct ActivationBytes {
   double transient = 0;  ///< extra bytes alive while the layer's backward runs (recomputed activations)
 };
 ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh, bool moe = false);
+ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh, LayerKind kind);
 /// Embedding output/dropout mask (first stage) and logits + fp32 loss buffers (last stage), per micro-batch.
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh);
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh);
@@ -210,6 +215,14 @@ struct MoeLayerParams {
   double dense = 0, expert = 0;
 };
 MoeLayerParams moe_layer_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp);
+/// One layer of kind `kind` on one rank: dense (split by tp but norms and router) and routed-expert parameters.
+MoeLayerParams kind_params_per_rank(const TransformerSpec& m, LayerKind kind, int tp, int ep, int etp,
+                                    int weight_replicas = 1);
+/// A layer kind the lowering and the estimator cost from their dense-layer or MoE-layer entries: a full-attention
+/// layer with a dense or MoE FFN. Every other kind has its own entry (PassCosts::kinds).
+inline bool base_kind(LayerKind k) { return k.mixer == MixerKind::ATTENTION && k.ffn != FfnKind::NONE; }
+/// The kinds of `m`'s layers that are not base kinds, in order of first appearance.
+std::vector<LayerKind> other_kinds(const TransformerSpec& m);
 double first_stage_extra_params(const TransformerSpec& m, int tp);
 double last_stage_extra_params(const TransformerSpec& m, int tp, int pp);
 

@@ -47,6 +47,48 @@ AttentionKind attention_kind_from_string(const std::string& s, const std::string
   throw ConfigError(ctx + ": unknown attention '" + s + "' (known: unfused, flash)");
 }
 
+std::string to_string(LayerKind k) {
+  std::string mixer;
+  switch (k.mixer) {
+    case MixerKind::ATTENTION: mixer = "attention"; break;
+    case MixerKind::SLIDING_ATTENTION: mixer = "sliding-attention"; break;
+    case MixerKind::MAMBA2: mixer = "mamba2"; break;
+    case MixerKind::GATED_DELTANET: mixer = "gated-deltanet"; break;
+    case MixerKind::NONE: break;
+  }
+  const char* ffn = k.ffn == FfnKind::DENSE ? "mlp" : k.ffn == FfnKind::MOE ? "moe" : "";
+  if (mixer.empty()) return ffn;
+  return *ffn ? mixer + "+" + ffn : mixer;
+}
+
+LayerKind TransformerSpec::layer_kind(int layer) const {
+  const FfnKind whole = moe.enabled() && layer >= moe.dense_layers ? FfnKind::MOE : FfnKind::DENSE;
+  if (layer_pattern.empty()) return {MixerKind::ATTENTION, whole};
+  switch (layer_pattern[static_cast<std::size_t>(layer) % layer_pattern.size()]) {
+    case 'M': return {MixerKind::MAMBA2, FfnKind::NONE};
+    case '*': return {MixerKind::ATTENTION, FfnKind::NONE};
+    case '-': return {MixerKind::NONE, FfnKind::DENSE};
+    case 'E': return {MixerKind::NONE, FfnKind::MOE};
+    case 'S': return {MixerKind::SLIDING_ATTENTION, whole};
+    case 'G': return {MixerKind::GATED_DELTANET, whole};
+    default: return {MixerKind::ATTENTION, whole};  // 'A' (validate() refuses any other character)
+  }
+}
+
+bool TransformerSpec::hybrid() const {
+  for (char c : layer_pattern)
+    if (c != 'A') return true;
+  return false;
+}
+
+int TransformerSpec::num_moe_layers() const {
+  if (!moe.enabled()) return 0;
+  if (layer_pattern.empty()) return num_layers - moe.dense_layers;
+  int n = 0;
+  for (int l = 0; l < num_layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+  return n;
+}
+
 // Biases: GPT (GELU) layers have them on every linear layer (QKV, projection, both FFN GEMMs); SwiGLU models
 // (LLaMA, Mixtral, DeepSeek, Qwen3) have none, except the routed experts of a MoE with expert_bias (GPT-OSS). Norms:
 // two per layer counted as 4h (LayerNorm scale and shift; an RMSNorm has only the scale, 2h less per layer -- under
@@ -105,6 +147,51 @@ std::int64_t TransformerSpec::moe_layer_params() const {
   return attention_params() + moe_ffn_params(*this, moe.experts);
 }
 
+std::int64_t TransformerSpec::mixer_params(MixerKind x) const {
+  const std::int64_t h = hidden;
+  switch (x) {
+    case MixerKind::ATTENTION:
+    case MixerKind::SLIDING_ATTENTION: {
+      // attention_params() without its two norms; a gated attention's query projection also makes the gate.
+      return attention_params() - 4 * h + (attention_gate ? h * static_cast<std::int64_t>(q_dim()) : 0);
+    }
+    case MixerKind::MAMBA2: {
+      // Megatron-Core MambaMixer (and Hugging Face's NemotronHMamba2Mixer), no linear biases: in_proj h x (2 d_inner +
+      // 2 groups state + heads), conv1d over x, B, C with a bias (kernel + 1 per channel), dt_bias, A_log and D per
+      // head, the gated RMSNorm's d_inner scale, out_proj d_inner x h.
+      const std::int64_t di = mamba.inner(), gn = static_cast<std::int64_t>(mamba.groups) * mamba.state,
+                         nh = mamba.heads;
+      return h * (2 * di + 2 * gn + nh) + (di + 2 * gn) * (mamba.conv_kernel + 1) + 3 * nh + di + di * h;
+    }
+    case MixerKind::GATED_DELTANET: {
+      // Qwen3-Next's Qwen3NextGatedDeltaNet: in_proj_qkvz h x (2 key_dim + 2 value_dim), in_proj_ba h x 2 value
+      // heads, conv1d over q, k, v without a bias, dt_bias and A_log per value head, the gated RMSNorm's
+      // value_head_dim scale, out_proj value_dim x h.
+      const std::int64_t kd = linear.key_dim(), vd = linear.value_dim(), vh = linear.value_heads;
+      return h * (2 * kd + 2 * vd + 2 * vh) + (2 * kd + vd) * linear.conv_kernel + 2 * vh + linear.value_head_dim +
+             vd * h;
+    }
+    case MixerKind::NONE: return 0;
+  }
+  return 0;
+}
+
+std::int64_t TransformerSpec::kind_expert_params(LayerKind k) const {
+  return k.ffn == FfnKind::MOE ? static_cast<std::int64_t>(moe.experts) * expert_params() : 0;
+}
+
+std::int64_t TransformerSpec::kind_params(LayerKind k) const {
+  if (k == LayerKind{MixerKind::ATTENTION, FfnKind::DENSE}) return layer_params();
+  if (k == LayerKind{MixerKind::ATTENTION, FfnKind::MOE}) return moe_layer_params();
+  const std::int64_t h = hidden;
+  std::int64_t p = 0;
+  // One norm per block (counted as 2h, as attention_params() counts its two).
+  if (k.mixer != MixerKind::NONE) p += mixer_params(k.mixer) + 2 * h;
+  if (k.ffn == FfnKind::DENSE) p += ffn_params(*this, ffn_hidden, gpt_biases(*this)) + 2 * h;
+  if (k.ffn == FfnKind::MOE) p += moe_ffn_params(*this, moe.experts) + 2 * h;
+  return p;
+}
+
 std::int64_t TransformerSpec::embedding_params() const {
   return static_cast<std::int64_t>(vocab) * hidden +
          (learned_pos_embedding ? static_cast<std::int64_t>(seq_len) * hidden : 0);
@@ -115,12 +202,25 @@ std::int64_t TransformerSpec::head_params() const {
 }
 
 std::int64_t TransformerSpec::total_params() const {
+  if (!layer_pattern.empty()) {
+    std::int64_t p = embedding_params() + head_params() + final_norm_params();
+    for (int l = 0; l < num_layers; ++l) p += kind_params(layer_kind(l));
+    return p;
+  }
   const std::int64_t moe_layers = num_moe_layers();
   return (num_layers - moe_layers) * layer_params() + (moe_layers > 0 ? moe_layers * moe_layer_params() : 0) +
          embedding_params() + head_params() + final_norm_params();
 }
 
 std::int64_t TransformerSpec::active_params() const {
+  if (!layer_pattern.empty()) {
+    // Each MoE block with top_k of its routed experts.
+    const std::int64_t inactive = static_cast<std::int64_t>(moe.experts - moe.top_k) * expert_params();
+    std::int64_t p = total_params();
+    for (int l = 0; l < num_layers; ++l)
+      if (is_moe_layer(l)) p -= inactive;
+    return p;
+  }
   const std::int64_t moe_layers = num_moe_layers();
   const std::int64_t moe_layer =
       moe_layers > 0 ? attention_params() + moe_ffn_params(*this, moe.top_k) : 0;  // top_k routed experts
@@ -173,6 +273,48 @@ void TransformerSpec::validate() const {
     positive(mla.qk_rope_head_dim, "mla.qk_rope_head_dim");
     positive(mla.v_head_dim, "mla.v_head_dim");
   }
+  // Layer kinds (layer_pattern) and the mixers they name.
+  if (!layer_pattern.empty()) {
+    for (char c : layer_pattern)
+      if (std::string("ASGM*-E").find(c) == std::string::npos)
+        throw ConfigError(ctx + ": field 'layer_pattern' has '" + std::string(1, c) +
+                          "' (known: A attention layer, S sliding-window attention layer, G Gated DeltaNet layer, M "
+                          "Mamba-2 block, * attention block, - MLP block, E MoE block)");
+    if (num_layers % static_cast<int>(layer_pattern.size()) != 0)
+      throw ConfigError(ctx + ": field 'layer_pattern' has " + std::to_string(layer_pattern.size()) +
+                        " characters, which do not divide num_layers " + std::to_string(num_layers));
+    auto needs = [&](char c, bool ok, const std::string& what) {
+      if (layer_pattern.find(c) != std::string::npos && !ok)
+        throw ConfigError(ctx + ": field 'layer_pattern' has '" + std::string(1, c) + "' layers but " + what);
+    };
+    needs('M', mamba.enabled(), "no 'mamba' object (heads, head_dim, groups, state)");
+    needs('G', linear.enabled(), "no 'linear_attention' object (key_heads, value_heads, head dims)");
+    needs('S', sliding_window > 0, "no positive 'sliding_window'");
+    needs('E', moe.enabled(), "no 'moe' object");
+  }
+  non_negative(sliding_window, "sliding_window");
+  non_negative(mamba.heads, "mamba.heads");
+  if (mamba.enabled()) {
+    positive(mamba.head_dim, "mamba.head_dim");
+    positive(mamba.groups, "mamba.groups");
+    positive(mamba.state, "mamba.state");
+    positive(mamba.conv_kernel, "mamba.conv_kernel");
+    positive(mamba.chunk, "mamba.chunk");
+    if (mamba.heads % mamba.groups != 0)
+      throw ConfigError(ctx + ": mamba.heads " + std::to_string(mamba.heads) + " is not divisible by mamba.groups " +
+                        std::to_string(mamba.groups));
+  }
+  non_negative(linear.value_heads, "linear_attention.value_heads");
+  if (linear.enabled()) {
+    positive(linear.key_heads, "linear_attention.key_heads");
+    positive(linear.key_head_dim, "linear_attention.key_head_dim");
+    positive(linear.value_head_dim, "linear_attention.value_head_dim");
+    positive(linear.conv_kernel, "linear_attention.conv_kernel");
+    positive(linear.chunk, "linear_attention.chunk");
+    if (linear.value_heads % linear.key_heads != 0)
+      throw ConfigError(ctx + ": linear_attention.value_heads " + std::to_string(linear.value_heads) +
+                        " is not divisible by key_heads " + std::to_string(linear.key_heads));
+  }
   if (head_dim_override == 0 && !mla.enabled() && hidden % heads != 0)
     throw ConfigError(ctx + ": hidden " + std::to_string(hidden) + " is not divisible by heads " +
                       std::to_string(heads) + " (or give head_dim)");
@@ -199,6 +341,16 @@ void TransformerSpec::validate() const {
     const double E = moe.experts, ef = moe.expert_ffn_hidden, sf = moe.shared_ffn_hidden;
     ffn = std::max(ffn, h * E + E * (3 * h * ef + 2 * ef + h) + 3 * h * sf + 2 * sf + h);
   }
+  // The other mixers' products (in and out projections, conv1d channels), in double.
+  const double di = static_cast<double>(mamba.heads) * mamba.head_dim,
+               gn = static_cast<double>(mamba.groups) * mamba.state;
+  attn =
+      std::max(attn, h * (2 * di + 2 * gn + mamba.heads) + (di + 2 * gn) * (mamba.conv_kernel + 1.0) + di * h + 2 * h);
+  const double kd = static_cast<double>(linear.key_heads) * linear.key_head_dim,
+               vd = static_cast<double>(linear.value_heads) * linear.value_head_dim;
+  attn = std::max(
+      attn, h * (2 * kd + 2 * vd + 2.0 * linear.value_heads) + (2 * kd + vd) * linear.conv_kernel + vd * h + 2 * h);
+  if (attention_gate) attn += h * qd;
   const double params = num_layers * (attn + ffn) + 2.0 * vocab * h + static_cast<double>(seq_len) * h + 2 * h;
   if (!(params <= kMaxParams))
     throw ConfigError(ctx + ": " + std::to_string(num_layers) + " layers of hidden " + std::to_string(hidden) +
@@ -271,6 +423,37 @@ TransformerSpec gpt_oss_120b() {
   TransformerSpec m = with_moe(open_weights("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096), 128, 4, 2880);
   m.head_dim_override = 64;
   m.moe.expert_bias = true;
+  m.layer_pattern = "SA";  // layer_types: sliding_attention and full_attention alternate, sliding first
+  m.sliding_window = 128;
+  return m;
+}
+
+// Nemotron-H (Megatron-Core hybrid): Mamba-2 blocks of 64-wide heads in 8 groups, squared-ReLU MLP blocks, GQA
+// attention blocks of 8 groups of 128, no biases, untied embeddings, vocabulary 131072, seq 8192.
+TransformerSpec nemotron_h(const std::string& name, const std::string& pattern, int hidden, int heads, int ffn,
+                           int mamba_heads, int mamba_state) {
+  TransformerSpec m = open_weights(name, static_cast<int>(pattern.size()), hidden, heads, 8, ffn, 131072, 8192);
+  m.head_dim_override = 128;
+  m.mlp = MlpKind::RELU2;
+  m.layer_pattern = pattern;
+  m.mamba = {mamba_heads, 64, 8, mamba_state, 4, 128};
+  return m;
+}
+TransformerSpec nemotron_3_nano() {
+  TransformerSpec m =
+      nemotron_h("nemotron-3-nano", "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", 2688, 32, 1856, 64, 128);
+  m.kv_heads = 2;
+  m.moe = {128, 6, 1856, 1, 3712, 0, true, false};
+  return m;
+}
+TransformerSpec qwen3_next_80b() {
+  TransformerSpec m = with_moe(open_weights("qwen3-next-80b-a3b", 48, 2048, 16, 2, 5120, 151936, 4096), 512, 10, 512);
+  m.head_dim_override = 256;
+  m.moe.shared_experts = 1;
+  m.moe.shared_ffn_hidden = 512;
+  m.layer_pattern = "GGGA";
+  m.attention_gate = true;
+  m.linear = {16, 32, 128, 128, 4, 64};
   return m;
 }
 
@@ -300,7 +483,19 @@ struct Preset {
 //   qwen3-30b-a3b, qwen3-235b-a22b: Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json (head_dim 128, 128
 //     experts, top-8, no shared experts, every layer MoE); seq 4096 (Qwen3 report, general pre-training stage).
 //   gpt-oss-120b: openai/gpt-oss-120b config.json (head_dim 64, 128 experts of 2880, top-4, experts with biases;
-//     attention biases and sinks, 8000 + 64 per layer, are not counted); seq 4096 (initial_context_length).
+//     attention biases and sinks, 8000 + 64 per layer, are not counted); seq 4096 (initial_context_length); layer_types
+//     alternate a sliding window of 128 tokens (sliding_window) and full attention. The sinks (one logit per head in
+//     the softmax's denominator) cost nothing the model counts.
+//   nemotron-h-8b, nemotron-h-56b, nemotron-3-nano: Megatron-Bridge src/megatron/bridge/models/nemotronh/
+//     nemotron_h_provider.py (NemotronHModelProvider8B / 56B, Nemotron3NanoProvider: hybrid_layer_pattern,
+//     hidden_size, mamba_num_heads, mamba_state_dim, ffn_hidden_size, num_attention_heads; the base class:
+//     mamba_num_groups 8, mamba_head_dim 64, num_query_groups 8, squared_relu, seq_length 8192); Nemotron 3 Nano: 2
+//     query groups, 128 experts of 1856, top-6, a shared expert of 3712, sigmoid router, seq 8192 here (its provider's
+//     262144 is the long-context length).
+//   qwen3-next-80b-a3b: Qwen/Qwen3-Next-80B-A3B-Instruct config.json (hidden 2048, 48 layers, full_attention_interval
+//     4: three Gated DeltaNet layers, then one gated attention layer of 16 heads of 256 and 2 kv heads; linear
+//     attention 16 key heads and 32 value heads of 128, conv kernel 4; 512 experts of 512, top-10, a shared expert of
+//     512, every layer MoE); seq 4096 as the qwen3 presets. Its MTP module is not modelled.
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> list = {
       {"gpt3-1.3b", gpt("gpt3-1.3b", 24, 2048, 16, 2048, 51200)},
@@ -325,6 +520,14 @@ const std::vector<Preset>& presets() {
       {"qwen3-30b-a3b", qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 768)},
       {"qwen3-235b-a22b", qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 1536)},
       {"gpt-oss-120b", gpt_oss_120b()},
+      {"nemotron-h-8b",
+       nemotron_h("nemotron-h-8b", "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", 4096, 32, 21504, 128, 128)},
+      {"nemotron-h-56b", nemotron_h("nemotron-h-56b",
+                                    "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-"
+                                    "M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+                                    8192, 64, 32768, 256, 256)},
+      {"nemotron-3-nano", nemotron_3_nano()},
+      {"qwen3-next-80b-a3b", qwen3_next_80b()},
   };
   return list;
 }
@@ -370,7 +573,9 @@ nlohmann::json to_json(const TransformerSpec& m) {
                       {"dtype", to_string(m.dtype)},
                       {"tied_embeddings", m.tied_embeddings},
                       {"learned_pos_embedding", m.learned_pos_embedding},
-                      {"mlp", m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu"},
+                      {"mlp", m.mlp == MlpKind::SWIGLU  ? "swiglu"
+                              : m.mlp == MlpKind::RELU2 ? "squared-relu"
+                                                        : "gelu"},
                       {"params", m.total_params()}};
   // The newer keys only where they differ from their defaults: a model without them writes what dtsim wrote before
   // (summary.json of the golden scenarios, the sweep's scenario ids hash this text).
@@ -388,6 +593,16 @@ nlohmann::json to_json(const TransformerSpec& m) {
                 {"expert_bias", m.moe.expert_bias}};
     j["active_params"] = m.active_params();
   }
+  if (!m.layer_pattern.empty()) j["layer_pattern"] = m.layer_pattern;
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
+  if (m.attention_gate) j["attention_gate"] = true;
+  if (m.mamba.enabled())
+    j["mamba"] = {{"heads", m.mamba.heads}, {"head_dim", m.mamba.head_dim},       {"groups", m.mamba.groups},
+                  {"state", m.mamba.state}, {"conv_kernel", m.mamba.conv_kernel}, {"chunk", m.mamba.chunk}};
+  if (m.linear.enabled())
+    j["linear_attention"] = {{"key_heads", m.linear.key_heads},       {"value_heads", m.linear.value_heads},
+                             {"key_head_dim", m.linear.key_head_dim}, {"value_head_dim", m.linear.value_head_dim},
+                             {"conv_kernel", m.linear.conv_kernel},   {"chunk", m.linear.chunk}};
   if (m.mla.enabled())
     j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
                 {"kv_lora_rank", m.mla.kv_lora_rank},
@@ -429,6 +644,11 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
                              "causal",
                              "moe",
                              "mla",
+                             "layer_pattern",
+                             "sliding_window",
+                             "attention_gate",
+                             "mamba",
+                             "linear_attention",
                              "params",
                              "active_params"});
   TransformerSpec m;
@@ -447,7 +667,8 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   std::string mlp = get_or<std::string>(j, ctx, "mlp", "gelu");
   if (mlp == "gelu") m.mlp = MlpKind::GELU;
   else if (mlp == "swiglu") m.mlp = MlpKind::SWIGLU;
-  else throw ConfigError(ctx + ": unknown mlp '" + mlp + "' (known: gelu, swiglu)");
+  else if (mlp == "squared-relu") m.mlp = MlpKind::RELU2;
+  else throw ConfigError(ctx + ": unknown mlp '" + mlp + "' (known: gelu, swiglu, squared-relu)");
   m.head_dim_override = get_or<int>(j, ctx, "head_dim", 0);
   m.attention = attention_kind_from_string(get_or<std::string>(j, ctx, "attention", "unfused"), ctx);
   m.causal = get_or<bool>(j, ctx, "causal", true);
@@ -467,6 +688,30 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
     else if (router != "softmax")
       throw ConfigError(ectx + ": unknown router '" + router + "' (known: softmax, sigmoid)");
     m.moe.expert_bias = get_or<bool>(*e, ectx, "expert_bias", false);
+  }
+  m.layer_pattern = get_or<std::string>(j, ctx, "layer_pattern", "");
+  m.sliding_window = get_or<int>(j, ctx, "sliding_window", 0);
+  m.attention_gate = get_or<bool>(j, ctx, "attention_gate", false);
+  if (const auto* x = sub_object(j, ctx, "mamba")) {
+    const std::string xctx = ctx + " (mamba)";
+    json_util::reject_unknown(*x, xctx, {"heads", "head_dim", "groups", "state", "conv_kernel", "chunk"});
+    m.mamba.heads = get<int>(*x, xctx, "heads");
+    m.mamba.head_dim = get_or<int>(*x, xctx, "head_dim", 64);
+    m.mamba.groups = get_or<int>(*x, xctx, "groups", 8);
+    m.mamba.state = get_or<int>(*x, xctx, "state", 128);
+    m.mamba.conv_kernel = get_or<int>(*x, xctx, "conv_kernel", 4);
+    m.mamba.chunk = get_or<int>(*x, xctx, "chunk", 128);
+  }
+  if (const auto* x = sub_object(j, ctx, "linear_attention")) {
+    const std::string xctx = ctx + " (linear_attention)";
+    json_util::reject_unknown(*x, xctx,
+                              {"key_heads", "value_heads", "key_head_dim", "value_head_dim", "conv_kernel", "chunk"});
+    m.linear.key_heads = get<int>(*x, xctx, "key_heads");
+    m.linear.value_heads = get<int>(*x, xctx, "value_heads");
+    m.linear.key_head_dim = get_or<int>(*x, xctx, "key_head_dim", 128);
+    m.linear.value_head_dim = get_or<int>(*x, xctx, "value_head_dim", 128);
+    m.linear.conv_kernel = get_or<int>(*x, xctx, "conv_kernel", 4);
+    m.linear.chunk = get_or<int>(*x, xctx, "chunk", 64);
   }
   if (const auto* a = sub_object(j, ctx, "mla")) {
     const std::string actx = ctx + " (mla)";

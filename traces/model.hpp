@@ -8,7 +8,9 @@
 namespace dtsim {
 
 enum class DType { FP16, BF16, FP32 };
-enum class MlpKind { GELU, SWIGLU };
+/// Feed-forward activation: GELU (two matrices), SWIGLU (gated: three), RELU2 (squared ReLU, two matrices: Nemotron-H,
+/// Megatron-Core's squared_relu; costed as GELU).
+enum class MlpKind { GELU, SWIGLU, RELU2 };
 /// Attention kernels: UNFUSED is Megatron-LM 2021 (QK^T GEMM, (fused) softmax, dropout, AV GEMM; the s x s scores
 /// are stored for the backward); FLASH is FlashAttention-2/3 (one fused forward kernel, a fused backward that
 /// recomputes the scores; only the output and the log-sum-exp are stored).
@@ -42,6 +44,52 @@ struct MlaSpec {
   bool operator==(const MlaSpec&) const = default;
 };
 
+/// Token mixer of a layer: softmax attention (full, or a sliding window of TransformerSpec::sliding_window tokens),
+/// a Mamba-2 (SSD) mixer, a Gated DeltaNet linear-attention mixer, or none (a feed-forward-only block).
+enum class MixerKind { ATTENTION, SLIDING_ATTENTION, MAMBA2, GATED_DELTANET, NONE };
+/// Feed-forward block of a layer: the dense FFN of ffn_hidden, the mixture of experts, or none (a mixer-only block).
+enum class FfnKind { DENSE, MOE, NONE };
+/// What one layer is. The transformer layers of before are {ATTENTION, DENSE} and {ATTENTION, MOE}.
+struct LayerKind {
+  MixerKind mixer = MixerKind::ATTENTION;
+  FfnKind ffn = FfnKind::DENSE;
+  /// A full attention layer with a dense or MoE FFN: the layer the cost model has always built.
+  bool standard() const { return mixer == MixerKind::ATTENTION && ffn != FfnKind::NONE; }
+  bool operator==(const LayerKind&) const = default;
+};
+/// "attention+dense", "mamba2", "gated-deltanet+moe", "mlp", ...
+std::string to_string(LayerKind k);
+
+/// A Mamba-2 mixer (Dao & Gu, "Transformers are SSMs", ICML 2024; Megatron-Core's MambaMixer naming): in_proj to
+/// z, x, B, C, dt; a causal depthwise conv1d over x, B, C; the chunked SSD scan; a gated RMSNorm; out_proj.
+/// d_inner = heads x head_dim; B and C are shared by the heads of each of `groups` groups. heads == 0: none.
+struct MambaSpec {
+  int heads = 0;        ///< mamba_num_heads
+  int head_dim = 64;    ///< mamba_head_dim
+  int groups = 8;       ///< mamba_num_groups
+  int state = 128;      ///< mamba_state_dim (d_state)
+  int conv_kernel = 4;  ///< d_conv
+  int chunk = 128;      ///< SSD chunk length (mamba_ssm's chunk_size)
+  bool enabled() const { return heads > 0; }
+  int inner() const { return heads * head_dim; }
+  bool operator==(const MambaSpec&) const = default;
+};
+
+/// A Gated DeltaNet linear-attention mixer (Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025; Qwen3-Next's
+/// linear_attention layers): projections to q, k (key_heads x key_head_dim), v (value_heads x value_head_dim), the
+/// output gate z and the per-head beta and decay; a causal conv1d over q, k, v; the chunked gated delta rule
+/// (flash-linear-attention's chunk_gated_delta_rule, chunk 64); a gated RMSNorm; out_proj. value_heads == 0: none.
+struct LinearAttentionSpec {
+  int key_heads = 0, value_heads = 0;
+  int key_head_dim = 128, value_head_dim = 128;
+  int conv_kernel = 4;
+  int chunk = 64;
+  bool enabled() const { return value_heads > 0; }
+  int key_dim() const { return key_heads * key_head_dim; }
+  int value_dim() const { return value_heads * value_head_dim; }
+  bool operator==(const LinearAttentionSpec&) const = default;
+};
+
 int dtype_bytes(DType d);
 std::string to_string(DType d);
 DType dtype_from_string(const std::string& s, const std::string& ctx);
@@ -65,15 +113,38 @@ struct TransformerSpec {
   bool causal = true;  ///< causal mask (decoder LM); FLASH skips the masked half of the score blocks
   MoeSpec moe;
   MlaSpec mla;
+  MambaSpec mamba;
+  LinearAttentionSpec linear;
+  /// Which kind each layer is, one character per layer, repeated when shorter than num_layers (its length must divide
+  /// num_layers). Megatron-Core's hybrid_override_pattern blocks (one norm and one residual each): 'M' Mamba-2 mixer,
+  /// '*' attention, '-' dense MLP, 'E' mixture of experts. Whole layers (mixer, then the FFN: MoE from
+  /// moe.dense_layers on when the model has experts, else dense): 'A' full attention, 'S' sliding-window attention,
+  /// 'G' Gated DeltaNet. Empty: every layer 'A'.
+  std::string layer_pattern;
+  /// Tokens each query of a sliding-window ('S') layer attends to, itself included (GPT-OSS: 128). 0: none.
+  int sliding_window = 0;
+  /// Gated attention (Qwen3-Next): the query projection also produces a sigmoid gate on the attention output.
+  bool attention_gate = false;
 
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
   int kv_dim() const { return kv_heads * head_dim(); }
   /// Width of the attention's query / output projection: heads x head_dim (= hidden unless head_dim is explicit;
   /// MLA: heads x v_head_dim on the output side).
   int q_dim() const { return heads * head_dim(); }
+  /// What layer `layer` (0-based) is (layer_pattern).
+  LayerKind layer_kind(int layer) const;
+  /// Whether any layer is not a standard full-attention layer (layer_pattern names other kinds).
+  bool hybrid() const;
   /// Whether layer `layer` (0-based) has a mixture-of-experts FFN.
-  bool is_moe_layer(int layer) const { return moe.enabled() && layer >= moe.dense_layers; }
-  int num_moe_layers() const { return moe.enabled() ? num_layers - moe.dense_layers : 0; }
+  bool is_moe_layer(int layer) const { return layer_kind(layer).ffn == FfnKind::MOE; }
+  int num_moe_layers() const;
+  /// Parameters of one layer of kind `k` (all of it, before any parallelism): its mixer, its FFN (all routed experts)
+  /// and one norm per block.
+  std::int64_t kind_params(LayerKind k) const;
+  /// Of kind_params(k), the routed experts'.
+  std::int64_t kind_expert_params(LayerKind k) const;
+  /// Parameters of a mixer alone (no norm).
+  std::int64_t mixer_params(MixerKind x) const;
   /// Parameters of one dense transformer layer (weights and biases, all of it, before tensor parallelism).
   std::int64_t layer_params() const;
   /// Parameters of the attention block of one layer (projections, norms).

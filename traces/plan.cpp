@@ -791,6 +791,27 @@ void ParallelPlan::validate_intra_layer(const TransformerSpec& model, const Clus
     throw ConfigError(ctx + ": sequence parallelism needs tp " + std::to_string(tp) + " to divide seq_len " +
                       std::to_string(model.seq_len));
   if (sequence_parallel && tp == 1) throw ConfigError(ctx + ": sequence parallelism needs tp > 1");
+  if (model.hybrid()) {
+    // Mamba-2, Gated DeltaNet, sliding-window and single-block layers are modelled with 1-D tensor parallelism,
+    // without context parallelism and with stage boundaries between layers.
+    auto refuse = [&](const std::string& what) {
+      throw ConfigError(ctx + ": " + what + " is not modelled for the hybrid layers of '" + model.name +
+                        "' (layer_pattern)");
+    };
+    if (cp > 1) refuse("context parallelism");
+    for (int s = 0; s < pp; ++s)
+      if (stage_strategy(s).tp_layout != TpLayout::D1)
+        refuse("the " + to_string(stage_strategy(s).tp_layout) + " layout");
+    if (has_stage_cuts()) refuse("a stage boundary inside a layer");
+    if (model.mamba.enabled() && (model.mamba.heads % tp != 0 || model.mamba.groups % tp != 0))
+      throw ConfigError(ctx + ": tp " + std::to_string(tp) + " must divide the " + std::to_string(model.mamba.heads) +
+                        " Mamba heads and " + std::to_string(model.mamba.groups) + " groups of '" + model.name + "'");
+    if (model.linear.enabled() && (model.linear.key_heads % tp != 0 || model.linear.value_heads % tp != 0))
+      throw ConfigError(ctx + ": tp " + std::to_string(tp) + " must divide the " +
+                        std::to_string(model.linear.key_heads) + " key heads and " +
+                        std::to_string(model.linear.value_heads) + " value heads of the linear attention of '" +
+                        model.name + "'");
+  }
   if (tp_layout != TpLayout::D2_5 && tp_depth != 1)
     throw ConfigError(ctx + ": tp_depth applies to the 2.5d layout only");
   if (tp_layout != TpLayout::D1) {

@@ -1580,9 +1580,18 @@ void Lowerer::lower_rank(int si) {
     std::vector<Unit> u;
     if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
     for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l) {
+      const LayerKind kind = m_.layer_kind(l);
       if (l == chunk_start[k] && a_in > 0) {
         u.push_back(partial(pc.front, pc.front_act, pc.front_params, l));
-      } else if (m_.is_moe_layer(l)) {
+      } else if (!cost::base_kind(kind)) {
+        const auto& kc = pc.kind_costs(kind);
+        const std::size_t v = kc.passes.size() > 1 ? moe_idx : 0;
+        const auto& lp = kc.passes[v];
+        const auto& la = kc.act[v];
+        const auto kp = cost::kind_params_per_rank(m_, kind, tp_s, p_.ep, p_.expert_tp(), weight_replicas);
+        u.push_back(
+            {&lp, la.stored, lp.recompute.empty() ? 0 : la.transient, (kp.dense + kp.expert) * e, l, kp.expert * e});
+      } else if (kind.ffn == FfnKind::MOE) {
         DTSIM_ASSERT(moe_idx < pc.moe_layer.size(), "no MoE layer costs for layer " << l);
         const auto& lp = pc.moe_layer[moe_idx];
         const auto& la = pc.moe_layer_act[moe_idx];
@@ -2034,19 +2043,38 @@ PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& p
   pc.layer_act = cost::layer_activation_bytes(model, sh);
   pc.embedding_act = cost::embedding_activation_bytes(model, sh);
   pc.head_act = cost::head_activation_bytes(model, sh);
+  cost::Shape msh = sh;
+  int variants = 1;
   if (model.moe.enabled()) {
-    cost::Shape msh = sh;
     const bool skew = !plan.routing.balanced() || plan.routing.capacity_factor > 0;
     if (skew) msh.ep_loads = cost::ep_rank_loads(plan.routing, model.moe.experts, plan.ep);
     // Balanced routing: every EP rank alike; skewed (or capped) routing: one variant per EP rank.
-    const int variants = skew && !plan.routing.balanced() ? plan.ep : 1;
+    variants = skew && !plan.routing.balanced() ? plan.ep : 1;
     for (int k = 0; k < variants; ++k) {
       msh.ep_rank = variants > 1 ? k : -1;
       pc.moe_layer.push_back(cost::layer_passes(model, msh, true));
       pc.moe_layer_act.push_back(cost::layer_activation_bytes(model, msh, true));
     }
   }
+  for (const LayerKind kind : cost::other_kinds(model)) {
+    PassCosts::KindCosts kc{kind, {}, {}};
+    const int n = kind.ffn == FfnKind::MOE ? variants : 1;
+    for (int k = 0; k < n; ++k) {
+      cost::Shape ksh = kind.ffn == FfnKind::MOE ? msh : sh;
+      if (kind.ffn == FfnKind::MOE) ksh.ep_rank = n > 1 ? k : -1;
+      kc.passes.push_back(cost::layer_passes(model, ksh, kind));
+      kc.act.push_back(cost::layer_activation_bytes(model, ksh, kind));
+    }
+    pc.kinds.push_back(std::move(kc));
+  }
   return pc;
+}
+
+const PassCosts::KindCosts& PassCosts::kind_costs(LayerKind k) const {
+  for (const auto& kc : kinds)
+    if (kc.kind == k) return kc;
+  DTSIM_ASSERT(false, "no costs for layer kind " << to_string(k));
+  return kinds.front();
 }
 
 Lowered lower(const TransformerSpec& model, const ClusterSpec& cluster, const ParallelPlan& plan,

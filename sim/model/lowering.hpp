@@ -164,6 +164,16 @@ struct PassCosts {
   /// load sets its expert GEMMs).
   std::vector<cost::LayerPasses> moe_layer;
   std::vector<cost::ActivationBytes> moe_layer_act;
+  /// Layer kinds other than the base ones (cost::other_kinds: Mamba-2, Gated DeltaNet, sliding-window, attention-only,
+  /// MLP-only and MoE-only blocks), each with one entry per EP rank under skewed routing when it has experts.
+  struct KindCosts {
+    LayerKind kind;
+    std::vector<cost::LayerPasses> passes;
+    std::vector<cost::ActivationBytes> act;
+  };
+  std::vector<KindCosts> kinds;
+  /// The entry of kind `k` (asserts it exists).
+  const KindCosts& kind_costs(LayerKind k) const;
   /// Stage boundaries inside layers (ParallelPlan::stage_cut_atoms): atoms [a, kLayerAtoms) of the stage's first
   /// layer (`front`, when the boundary before the stage cuts at a > 0) and atoms [0, b) of the next stage's first
   /// layer (`back`, b > 0), with their activations and parameters on one rank.

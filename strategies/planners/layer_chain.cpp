@@ -51,7 +51,10 @@ Element element(const PlannerInput& in, const cost::Shape& sh, const cost::Layer
 void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh,
                    const std::vector<Element>& per_layer) {
   const auto& m = in.model;
-  const std::size_t n = per_layer.size() * static_cast<std::size_t>(m.num_layers);
+  // per_layer: the elements of one layer (repeated over the layers), or one per layer of the model.
+  const std::size_t n = per_layer.size() == static_cast<std::size_t>(m.num_layers) && !m.layer_pattern.empty()
+                            ? per_layer.size()
+                            : per_layer.size() * static_cast<std::size_t>(m.num_layers);
   ch.num_layers = static_cast<int>(n);
   ch.forward_s.assign(n, 0.0);
   ch.compute_s = ch.params = ch.act_stored_bytes = ch.forward_s;
@@ -96,9 +99,27 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   LayerChain ch;
   ch.tp = tp;
   const cost::Shape sh = chain_shape(tp, profile_batch, rc);
-  fill_elements(ch, in, sh,
-                {element(in, sh, cost::layer_passes(m, sh), cost::layer_params_per_rank(m, tp),
-                         cost::layer_activation_bytes(m, sh).stored)});
+  if (m.layer_pattern.empty()) {
+    fill_elements(ch, in, sh,
+                  {element(in, sh, cost::layer_passes(m, sh), cost::layer_params_per_rank(m, tp),
+                           cost::layer_activation_bytes(m, sh).stored)});
+  } else {
+    // Layers of several kinds (hybrid, sliding-window): one element per layer, each kind profiled once.
+    std::vector<std::pair<LayerKind, Element>> kinds;
+    std::vector<Element> layers;
+    for (int l = 0; l < m.num_layers; ++l) {
+      const LayerKind k = m.layer_kind(l);
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == k; });
+      if (it == kinds.end()) {
+        const auto kp = cost::kind_params_per_rank(m, k, tp, 1, tp);
+        kinds.push_back({k, element(in, sh, cost::layer_passes(m, sh, k), kp.dense + kp.expert,
+                                    cost::layer_activation_bytes(m, sh, k).stored)});
+        it = kinds.end() - 1;
+      }
+      layers.push_back(it->second);
+    }
+    fill_elements(ch, in, sh, layers);
+  }
   ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
   ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   // Byte counts of the chain are per GPU (boundary_bytes and params are a TP rank's shard): every GPU of a TP

@@ -52,7 +52,7 @@ public:
     const auto t0 = std::chrono::steady_clock::now();
     PlannerResult r;
     r.planner = name();
-    const bool atoms = ops_ && !in.model.moe.enabled() && !in.model.mla.enabled();
+    const bool atoms = ops_ && !in.model.moe.enabled() && !in.model.mla.enabled() && in.model.layer_pattern.empty();
     const auto chain = atoms ? build_atom_chain : build_chain;
     const LayerChain plain = chain(in, in.tensor_parallel, 1, Recompute::NONE);
     const LayerChain ckpt = chain(in, in.tensor_parallel, 1, Recompute::FULL);

@@ -36,6 +36,15 @@ EOF
 cat >"$TMP/model_schema2.json" <<'EOF'
 {"schema_version": 2, "num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
 EOF
+# Layer kinds: an unknown pattern character; Mamba blocks without their mixer's sizes.
+cat >"$TMP/model_bad_pattern.json" <<'EOF'
+{"schema_version": 1, "name": "tiny", "num_layers": 2, "hidden": 1024, "heads": 16,
+ "seq_len": 1024, "vocab": 32000, "layer_pattern": "MX", "mamba": {"heads": 32}}
+EOF
+cat >"$TMP/model_mamba_missing.json" <<'EOF'
+{"schema_version": 1, "name": "tiny", "num_layers": 2, "hidden": 1024, "heads": 16,
+ "seq_len": 1024, "vocab": 32000, "layer_pattern": "M-"}
+EOF
 cat >"$TMP/plan_bad_map.json" <<'EOF'
 {"schema_version": 1, "tp": 1, "pp": 1, "dp": 8, "micro_batch_size": 1, "global_batch_size": 8,
  "device_map": [0, 1, 2, 3, 4, 5, 6, 6]}
@@ -187,6 +196,10 @@ expect_error "cp without flash attention"    "needs flash attention" simulate --
 expect_error "unknown cp kind"               "'zigzag'"            simulate --model llama3-8b --cluster dgx-h100:8 --cp 8 --dp 1 --cp-kind zigzag --gbs 1
 expect_error "unknown routing"               "unknown routing 'hot'" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing hot --gbs 8
 expect_error "gpu speed spread 2"             "compute.gpu_speed_cv must be in [0, 0.3]" simulate --model gpt3-1.3b --cluster dgx-h100:8 --gbs 8 --gpu-speed-cv 2
+expect_error "unknown layer kind"            "field 'layer_pattern' has 'X'" simulate --model "$TMP/model_bad_pattern.json" --cluster dgx-a100:8 --gbs 8
+expect_error "mamba blocks without a mixer"  "no 'mamba' object" simulate --model "$TMP/model_mamba_missing.json" --cluster dgx-a100:8 --gbs 8
+expect_error "hybrid model with cp"          "context parallelism is not modelled for the hybrid layers" simulate --model nemotron-h-8b --cluster dgx-h100:8 --cp 2 --dp 4 --gbs 8
+expect_error "tp splitting mamba groups"     "must divide the 256 Mamba heads and 8 groups" simulate --model nemotron-h-56b --cluster dgx-h100:16 --tp 16 --sequence-parallel --gbs 8
 expect_error "routing loads count"           "loads for 3 experts" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing loads:1,2,3 --gbs 8
 expect_error "unknown attention kind"        "unknown attention 'fast'" simulate --model llama3-8b --cluster dgx-h100:8 --dp 8 --attention fast --gbs 8
 expect_error "unknown schedule"              "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zigzag

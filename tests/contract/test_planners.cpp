@@ -79,7 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::ValuesIn(all_planners()),
                        ::testing::Values(Case{"gpt13_16gpu", "gpt3-1.3b", "dgx-a100:16", 64},
                                          Case{"m7b_h100_32gpu", "megatron-7.5b", "dgx-h100:32", 128},
-                                         Case{"tiny_v100_8gpu", "megatron-1.7b", "dgx1-v100:8", 32})),
+                                         Case{"tiny_v100_8gpu", "megatron-1.7b", "dgx1-v100:8", 32},
+                                         // A hybrid Mamba-2 / attention / MLP model (layer kinds)
+                                         Case{"nemh8b_h100_32gpu", "nemotron-h-8b", "dgx-h100:32", 128})),
     [](const ::testing::TestParamInfo<std::tuple<std::string, Case>>& p) {
       std::string name = std::get<0>(p.param) + "_" + std::get<1>(p.param).name;
       std::replace(name.begin(), name.end(), '-', '_');
