@@ -414,6 +414,25 @@ TransformerSpec deepseek_v3() {
   m.mla = {1536, 512, 128, 64, 128};
   return m;
 }
+// Kimi K2: DeepSeek-V3's architecture with 384 experts, 64 heads and one dense layer.
+TransformerSpec kimi_k2() {
+  TransformerSpec m = with_moe(open_weights("kimi-k2", 61, 7168, 64, 64, 18432, 163840, 4096), 384, 8, 2048);
+  m.moe.shared_experts = 1;
+  m.moe.shared_ffn_hidden = 2048;
+  m.moe.dense_layers = 1;
+  m.moe.sigmoid_router = true;
+  m.mla = {1536, 512, 128, 64, 128};
+  return m;
+}
+TransformerSpec glm45() {
+  TransformerSpec m = with_moe(open_weights("glm-4.5", 92, 5120, 96, 8, 12288, 151552, 4096), 160, 8, 1536);
+  m.head_dim_override = 128;
+  m.moe.shared_experts = 1;
+  m.moe.shared_ffn_hidden = 1536;
+  m.moe.dense_layers = 3;
+  m.moe.sigmoid_router = true;
+  return m;
+}
 TransformerSpec qwen3_moe(const std::string& name, int layers, int hidden, int heads, int kv, int ffn, int expert_ffn) {
   TransformerSpec m = with_moe(open_weights(name, layers, hidden, heads, kv, ffn, 151936, 4096), 128, 8, expert_ffn);
   m.head_dim_override = 128;
@@ -492,6 +511,13 @@ struct Preset {
 //     mamba_num_groups 8, mamba_head_dim 64, num_query_groups 8, squared_relu, seq_length 8192); Nemotron 3 Nano: 2
 //     query groups, 128 experts of 1856, top-6, a shared expert of 3712, sigmoid router, seq 8192 here (its provider's
 //     262144 is the long-context length).
+//   kimi-k2: moonshotai/Kimi-K2-Base config.json (DeepSeek-V3's MLA and MoE layout: 64 heads, 384 experts of 2048,
+//     top-8, one shared expert, first_k_dense_replace 1, sigmoid scoring, vocab 163840); seq 4096 (Kimi K2 report,
+//     arXiv 2507.20534: pre-trained at 4k, then extended).
+//   glm-4.5: zai-org/GLM-4.5 config.json (92 layers, hidden 5120, 96 heads of 128 and 8 kv heads, 160 experts of
+//     1536, top-8, one shared expert, first_k_dense_replace 3, vocab 151552; its qkv biases and QK norms, 15k per
+//     layer, are not counted); seq 4096 (GLM-4.5 report, arXiv 2508.06471: 4k in general pre-training). MTP layers of
+//     both are not modelled.
 //   qwen3-next-80b-a3b: Qwen/Qwen3-Next-80B-A3B-Instruct config.json (hidden 2048, 48 layers, full_attention_interval
 //     4: three Gated DeltaNet layers, then one gated attention layer of 16 heads of 256 and 2 kv heads; linear
 //     attention 16 key heads and 32 value heads of 128, conv kernel 4; 512 experts of 512, top-10, a shared expert of
@@ -527,6 +553,8 @@ const std::vector<Preset>& presets() {
                                     "M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
                                     8192, 64, 32768, 256, 256)},
       {"nemotron-3-nano", nemotron_3_nano()},
+      {"kimi-k2", kimi_k2()},
+      {"glm-4.5", glm45()},
       {"qwen3-next-80b-a3b", qwen3_next_80b()},
   };
   return list;

@@ -47,6 +47,7 @@ struct Published {
 //  qwen3-30b-a3b 30.5B total, 3.3B active; qwen3-235b-a22b 235B total, 22B active: the Qwen/Qwen3-30B-A3B and
 //    Qwen/Qwen3-235B-A22B model cards ("30.5B in total and 3.3B activated", "235B in total and 22B activated"). The
 //    config's 3.353B active is written 3.3B (cut, not rounded): checked separately below.
+//  glm-4.5 355B total: the zai-org/GLM-4.5 model card.
 //  gpt-oss-120b 116.8B total, 5.1B active: OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card" (arXiv 2508.10925),
 //    section 2 (116.8B total, 5.1B active). The config gives 5.71B active with the 0.58B input embedding and 5.13B
 //    without: OpenAI counts the unembedding but not the embedding. Its attention biases and sinks (8,064 per layer)
@@ -60,7 +61,26 @@ const Published kPublished[] = {
     {"qwen3-30b-a3b", 30.5e9, 0, false},  // active: see Qwen3_30bActiveAsTheCardWritesIt
     {"qwen3-235b-a22b", 235e9, 22e9, false},
     {"gpt-oss-120b", 116.8e9, 5.1e9, true},
+    {"glm-4.5", 355e9, 0, false},  // active: see KimiK2AndGlm45AsPublished
 };
+
+TEST(ModelPresets, KimiK2AndGlm45AsPublished) {
+  // Kimi K2: "32 billion activated parameters and 1 trillion total" (moonshotai/Kimi-K2 model card); 1.04T in the
+  // report (arXiv 2507.20534). Its config gives 1.026T and 32.86B active with the 1.17B input embedding, 31.69B
+  // without: the active count matches DeepSeek's convention (without the lookup) within 1%; the report's total is
+  // 1.3% above the config's, about the 14B an MTP module of DeepSeek-V3's shape holds (the config declares none).
+  const TransformerSpec k = dtsim::model_preset("kimi-k2");
+  const double emb = static_cast<double>(k.vocab) * k.hidden;
+  expect_within_1pct(static_cast<double>(k.active_params()) - emb, 32e9, "kimi-k2 active");
+  EXPECT_NEAR(static_cast<double>(k.total_params()), 1.04e12, 1.04e12 * 0.015);  // 1.3% under, as explained
+  // GLM-4.5: "355 billion total parameters and 32 billion active parameters" (zai-org/GLM-4.5 model card). The config
+  // gives 352.8B (its MTP layer not counted) and 32.86B active without the embedding: the card's 32B is cut, not
+  // rounded, as Qwen3-30B-A3B's 3.3B.
+  const TransformerSpec g = dtsim::model_preset("glm-4.5");
+  const double active = static_cast<double>(g.active_params()) - static_cast<double>(g.vocab) * g.hidden;
+  EXPECT_GE(active, 32e9);
+  EXPECT_LT(active, 33e9);
+}
 
 TEST(ModelPresets, TotalAndActiveParamsMatchPublishedWithin1Percent) {
   for (const auto& p : kPublished) {

@@ -88,7 +88,7 @@ dtsim::ClusterSpec one_node(int gpus) { return dtsim::load_cluster("dgx-a100:" +
 
 TEST(ModelPreset, EveryListedNameLoadsAndValidates) {
   const auto names = dtsim::model_preset_names();
-  ASSERT_EQ(names.size(), 26u);
+  ASSERT_EQ(names.size(), 28u);
   std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size()) << "preset names must be unique";
   for (const auto& n : names) {
