@@ -73,6 +73,11 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   }
   if (vm.count("layers-per-stage"))
     plan.layers_per_stage = parse_int_list(vm["layers-per-stage"].as<std::string>(), "--layers-per-stage");
+  if (vm.count("pipeline-layout")) {
+    if (vm.count("layers-per-stage")) throw ConfigError("give --pipeline-layout or --layers-per-stage, not both");
+    plan.pipeline_layout = vm["pipeline-layout"].as<std::string>();
+    plan.layers_per_stage = parse_pipeline_layout(plan.pipeline_layout, "--pipeline-layout").layers;
+  }
   if (vm.count("rank-order"))
     plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
   plan.dp_overlap = vm.count("no-dp-overlap") == 0;
@@ -106,6 +111,7 @@ const char* const kPlanFlags[] = {"tp",
                                   "zero",
                                   "sequence-parallel",
                                   "layers-per-stage",
+                                  "pipeline-layout",
                                   "stage-replicas",
                                   "rank-order",
                                   "no-dp-overlap",
@@ -222,6 +228,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("tp-layout", po::value<std::string>(),
      "tensor-parallel layout: 1d (Megatron, default) | 2d (tp = q^2) | 2.5d:D (tp = q^2 D) | 3d (tp = q^3)")
     ("layers-per-stage", po::value<std::string>(), "explicit layers per stage, e.g. 13,12,12,11")
+    ("pipeline-layout", po::value<std::string>(),
+     "Megatron-Core pipeline layout, e.g. 'Et*4|(t*4|)*14tmL' (t layer, E embedding, m MTP, L loss, | next chunk)")
     ("stage-replicas", po::value<std::string>(),
      "devices per stage inside one pipeline copy (stage replication), e.g. 2,1,1; GPUs = tp*dp*sum")
     ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")

@@ -378,6 +378,13 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       const auto head = cost::head_passes(m, sh);
       f += pass_time(head.forward);
       b += pass_time(head.backward);
+      if (m.mtp_layers > 0) {  // multi-token prediction after the head (sh carries the MoE loads set above)
+        if (m.moe.enabled() && (!plan.routing.balanced() || plan.routing.capacity_factor > 0))
+          sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+        const auto mtp = cost::mtp_passes(m, sh);
+        f += m.mtp_layers * pass_time(mtp.forward);
+        b += m.mtp_layers * (pass_time(mtp.recompute) + pass_time(mtp.backward));
+      }
     }
     stage_compute[s] = f.kernels_s + b.kernels_s;
     // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is

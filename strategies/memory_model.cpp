@@ -21,8 +21,21 @@ std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPla
   return out;
 }
 
+namespace {
+// The routed experts of the stage's decoder layers on one rank.
+double stage_decoder_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+}  // namespace
+
 double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   if (!m.moe.enabled()) return 0;
+  const double mtp = stage == plan.pp - 1 && m.mtp_layers > 0
+                         ? m.mtp_layers * cost::mtp_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp()).expert
+                         : 0.0;
+  return mtp + stage_decoder_expert_params_per_rank(m, plan, stage);
+}
+
+namespace {
+double stage_decoder_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   if (!m.layer_pattern.empty()) {
     double p = 0;
     for (int l : stage_layer_indexes(m, plan, stage))
@@ -35,6 +48,7 @@ double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan
     if (m.is_moe_layer(l)) p += per.expert;
   return p;
 }
+}  // namespace
 
 double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   double p = 0;
@@ -58,6 +72,10 @@ double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan,
   }
   if (stage == 0) p += cost::first_stage_extra_params(m, plan.tp);
   if (stage == plan.pp - 1) p += cost::last_stage_extra_params(m, plan.tp, plan.pp);
+  if (stage == plan.pp - 1 && m.mtp_layers > 0) {
+    const auto kp = cost::mtp_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
+    p += m.mtp_layers * (kp.dense + kp.expert);
+  }
   return p;
 }
 
@@ -127,6 +145,12 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
   }
   if (stage == 0) a += cost::embedding_activation_bytes(m, sh).stored;
   if (stage == plan.pp - 1) a += cost::head_activation_bytes(m, sh).stored;
+  if (stage == plan.pp - 1 && m.mtp_layers > 0) {
+    cost::Shape msh = sh;
+    if (m.moe.enabled() && !plan.routing.balanced())
+      msh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+    a += m.mtp_layers * cost::mtp_activation_bytes(m, msh).stored;
+  }
   return a;
 }
 

@@ -1058,6 +1058,66 @@ LayerPasses head_passes(const TransformerSpec& m, const Shape& sh) {
   return p;
 }
 
+namespace {
+void prefix_names(std::vector<Step>& steps, const std::string& prefix) {
+  for (auto& st : steps) st.name = prefix + st.name;
+}
+}  // namespace
+
+LayerPasses mtp_passes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const bool tp = sh.tp > 1, sp = sh.sequence_parallel;
+  const double act_bytes = d.T * d.h * d.e;
+  LayerPasses emb = embedding_passes(m, sh), layer = layer_passes(m, sh, m.mtp_kind()), head = head_passes(m, sh);
+  for (auto* lp : {&emb, &layer, &head}) {
+    prefix_names(lp->forward, "mtp-");
+    prefix_names(lp->recompute, "mtp-");
+    prefix_names(lp->backward, "mtp-");
+  }
+  // Megatron-Core's MultiTokenPredictionLayer: enorm and hnorm, concatenated, eh_proj (column-parallel 2h -> h), the
+  // output gathered over the TP ranks and scattered back to the sequence-parallel shard, then the layer and the
+  // shared output head. Backward: the gather's conjugate (an all-gather of the sequence shards), the projection's
+  // gradients, its input gradients reduced (reduce-scatter to the shards, or all-reduced without sequence parallelism).
+  const Op norms = mem("mtp-norms", 2 * 2 * d.Tsp * d.h * d.e);
+  const Op proj = gemm("mtp-proj", d.T, 2 * d.h, d.h / d.t, d.e);
+  LayerPasses p;
+  append_steps(p.forward, emb.forward);
+  p.forward.push_back(compute("mtp-norms", {norms}));
+  if (tp && sp) p.forward.push_back(coll("mtp-proj-ag", CollectiveKind::ALL_GATHER, 2 * act_bytes));
+  p.forward.push_back(compute("mtp-proj", {proj}));
+  if (tp) p.forward.push_back(coll("mtp-proj-gather", CollectiveKind::ALL_GATHER, act_bytes));
+  append_steps(p.forward, layer.forward);
+  append_steps(p.forward, head.forward);
+  p.recompute = layer.recompute;
+  append_steps(p.backward, head.backward);
+  append_steps(p.backward, layer.backward);
+  if (tp && sp) p.backward.push_back(coll("mtp-proj-gather-bwd", CollectiveKind::ALL_GATHER, act_bytes));
+  p.backward.push_back(compute("mtp-proj-bwd", gemm_bwd(proj)));
+  if (tp)
+    p.backward.push_back(coll(sp ? "mtp-proj-rs-bwd" : "mtp-proj-ar-bwd",
+                              sp ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE, 2 * act_bytes));
+  p.backward.push_back(compute("mtp-norms-bwd", {mem("mtp-norms-bwd", 1.5 * norms.bytes)}));
+  append_steps(p.backward, emb.backward);
+  finish_backward(p, sh);
+  return p;
+}
+
+ActivationBytes mtp_activation_bytes(const TransformerSpec& m, const Shape& sh) {
+  const Dims d = dims(m, sh);
+  const ActivationBytes layer = layer_activation_bytes(m, sh, m.mtp_kind());
+  // The embedding's and the head's, the two norms' inputs and the projection's (sequence-parallel shards), the layer's.
+  return {embedding_activation_bytes(m, sh).stored + 4 * d.Tsp * d.h * d.e + layer.stored +
+              head_activation_bytes(m, sh).stored,
+          layer.transient};
+}
+
+MoeLayerParams mtp_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp) {
+  MoeLayerParams p = kind_params_per_rank(m, m.mtp_kind(), tp, ep, etp);
+  const double h = m.hidden;
+  p.dense += 2 * h * h / tp + 6 * h;
+  return p;
+}
+
 void split_backward(LayerPasses& p) {
   p.backward_input.clear();
   p.backward_weight.clear();
@@ -1081,6 +1141,23 @@ void split_backward(LayerPasses& p) {
   if (w_issues != static_cast<double>(w.ops.size())) w.host_issues = w_issues;  // some ops issue per expert
   if (!w.ops.empty()) p.backward_weight.push_back(w);
 }
+
+namespace {
+// A MoE FFN's stored activations on one rank: router input and fp32 probabilities, the permuted tokens (expert FC1
+// input), FC1 output (activation input), FC2 input, the expert outputs kept for the weighted unpermute; shared
+// experts as a dense MLP of their width.
+double moe_activation_bytes(const TransformerSpec& m, const Shape& sh, const Dims& d) {
+  const auto& x = m.moe;
+  const double Tr = d.T / d.t,
+               N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
+  const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp;
+  const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+  double bytes =
+      Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * (glu + 1) * d.e + Tr * x.top_k * d.h * d.e;
+  if (x.shared_ffn_hidden > 0) bytes += d.T * x.shared_ffn_hidden / d.t * (glu + 1) * d.e;
+  return bytes;
+}
+}  // namespace
 
 ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh, bool moe) {
   const Dims d = dims(m, sh);
@@ -1112,19 +1189,7 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     // a fused softmax (see attention_core) the softmax output is kept in fp32 (4 bytes).
     scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
   }
-  double moe_bytes = 0;
-  if (moe) {
-    // Router input and fp32 probabilities, the permuted tokens (expert FC1 input), FC1 output (activation input),
-    // FC2 input, the expert outputs kept for the weighted unpermute; shared experts as a dense MLP of their width.
-    const auto& x = m.moe;
-    const double Tr = d.T / t,
-                 N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
-    const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp;
-    const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
-    moe_bytes =
-        Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * (glu + 1) * d.e + Tr * x.top_k * d.h * d.e;
-    if (x.shared_ffn_hidden > 0) moe_bytes += d.T * x.shared_ffn_hidden / t * (glu + 1) * d.e;
-  }
+  const double moe_bytes = moe ? moe_activation_bytes(m, sh, d) : 0.0;
   if (sh.sequence_parallel) replicated /= t;
   ActivationBytes out;
   double full = replicated + sharded + scores + moe_bytes;
@@ -1177,16 +1242,9 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     block_inputs();
     full += d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2) / d.t;
   } else if (kind.ffn == FfnKind::MOE) {
-    // As the MoE half of a standard MoE layer (layer_activation_bytes with moe): router input and fp32 probabilities,
-    // the permuted tokens, FC1's output, FC2's input, the expert outputs; the shared experts as a dense MLP.
+    // As the MoE half of a standard MoE layer (moe_activation_bytes).
     block_inputs();
-    const auto& x = m.moe;
-    const double Tr = d.T / d.t,
-                 N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
-    const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp, glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
-    full +=
-        Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * (glu + 1) * d.e + Tr * x.top_k * d.h * d.e;
-    if (x.shared_ffn_hidden > 0) full += d.T * x.shared_ffn_hidden / d.t * (glu + 1) * d.e;
+    full += moe_activation_bytes(m, sh, d);
   }
   ActivationBytes out;
   switch (sh.recompute) {
@@ -1606,6 +1664,9 @@ double model_forward_flops_per_sample(const TransformerSpec& m, double routed_ke
       for (const auto& s : layer_passes(m, k.ffn == FfnKind::MOE ? kept : sh, k).forward) f += s.flops();
     }
     for (const auto& s : head_passes(m, sh).forward) f += s.flops();
+    if (m.mtp_layers > 0)
+      for (const auto& s : mtp_passes(m, m.mtp_kind().ffn == FfnKind::MOE ? kept : sh).forward)
+        f += m.mtp_layers * s.flops();
     return f;
   }
   for (const auto& s : layer_passes(m, sh).forward) f += s.flops();
@@ -1620,6 +1681,12 @@ double model_forward_flops_per_sample(const TransformerSpec& m, double routed_ke
     f += fm * m.num_moe_layers();
   }
   for (const auto& s : head_passes(m, sh).forward) f += s.flops();
+  if (m.mtp_layers > 0) {
+    Shape kept = sh;
+    if (routed_kept_fraction < 1) kept.ep_loads = {routed_kept_fraction};
+    for (const auto& s : mtp_passes(m, m.mtp_kind().ffn == FfnKind::MOE ? kept : sh).forward)
+      f += m.mtp_layers * s.flops();
+  }
   return f;
 }
 

@@ -177,6 +177,9 @@ bool megatron_fused_softmax(int attn_batches, long long seq_len, double element_
 /// Input embedding (first stage) and output head + loss (last stage).
 LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh);
 LayerPasses head_passes(const TransformerSpec& m, const Shape& sh);
+/// One multi-token-prediction depth (TransformerSpec::mtp_layers) on the last stage: the shifted tokens' embedding,
+/// two norms, the 2h -> h projection with its TP collectives, a layer of mtp_kind() and the shared output head + loss.
+LayerPasses mtp_passes(const TransformerSpec& m, const Shape& sh);
 
 /// Activation bytes of one layer for one micro-batch that stay stored between forward and backward.
 struct ActivationBytes {
@@ -188,6 +191,7 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
 /// Embedding output/dropout mask (first stage) and logits + fp32 loss buffers (last stage), per micro-batch.
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh);
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh);
+ActivationBytes mtp_activation_bytes(const TransformerSpec& m, const Shape& sh);
 
 /// Sub-layer atoms of a dense layer (kLayerAtoms, traces/plan.hpp; ParallelPlan::stage_cut_atoms): 0 first norm +
 /// QKV projection, 1 attention core, 2 output projection with its TP reduction, dropout and residual add, 3 second
@@ -216,6 +220,8 @@ struct MoeLayerParams {
 };
 MoeLayerParams moe_layer_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp);
 /// One layer of kind `kind` on one rank: dense (split by tp but norms and router) and routed-expert parameters.
+/// One multi-token-prediction depth on one rank: its layer's split, plus the projection (split by tp) and norms.
+MoeLayerParams mtp_params_per_rank(const TransformerSpec& m, int tp, int ep, int etp);
 MoeLayerParams kind_params_per_rank(const TransformerSpec& m, LayerKind kind, int tp, int ep, int etp,
                                     int weight_replicas = 1);
 /// A layer kind the lowering and the estimator cost from their dense-layer or MoE-layer entries: a full-attention

@@ -192,6 +192,11 @@ std::int64_t TransformerSpec::kind_params(LayerKind k) const {
   return p;
 }
 
+std::int64_t TransformerSpec::mtp_depth_params() const {
+  const std::int64_t h = hidden;
+  return 2 * h * h + 6 * h + kind_params(mtp_kind());
+}
+
 std::int64_t TransformerSpec::embedding_params() const {
   return static_cast<std::int64_t>(vocab) * hidden +
          (learned_pos_embedding ? static_cast<std::int64_t>(seq_len) * hidden : 0);
@@ -202,21 +207,25 @@ std::int64_t TransformerSpec::head_params() const {
 }
 
 std::int64_t TransformerSpec::total_params() const {
+  const std::int64_t mtp = mtp_layers * (mtp_layers > 0 ? mtp_depth_params() : 0);
   if (!layer_pattern.empty()) {
-    std::int64_t p = embedding_params() + head_params() + final_norm_params();
+    std::int64_t p = embedding_params() + head_params() + final_norm_params() + mtp;
     for (int l = 0; l < num_layers; ++l) p += kind_params(layer_kind(l));
     return p;
   }
   const std::int64_t moe_layers = num_moe_layers();
   return (num_layers - moe_layers) * layer_params() + (moe_layers > 0 ? moe_layers * moe_layer_params() : 0) +
-         embedding_params() + head_params() + final_norm_params();
+         embedding_params() + head_params() + final_norm_params() + mtp;
 }
 
 std::int64_t TransformerSpec::active_params() const {
+  // Each MoE block (and each MTP depth's MoE layer) with top_k of its routed experts.
+  const std::int64_t inactive =
+      moe.enabled() ? static_cast<std::int64_t>(moe.experts - moe.top_k) * expert_params() : 0;
+  const std::int64_t mtp_active =
+      mtp_layers > 0 ? mtp_layers * (mtp_depth_params() - (mtp_kind().ffn == FfnKind::MOE ? inactive : 0)) : 0;
   if (!layer_pattern.empty()) {
-    // Each MoE block with top_k of its routed experts.
-    const std::int64_t inactive = static_cast<std::int64_t>(moe.experts - moe.top_k) * expert_params();
-    std::int64_t p = total_params();
+    std::int64_t p = total_params() - mtp_layers * (mtp_layers > 0 ? mtp_depth_params() : 0) + mtp_active;
     for (int l = 0; l < num_layers; ++l)
       if (is_moe_layer(l)) p -= inactive;
     return p;
@@ -225,7 +234,7 @@ std::int64_t TransformerSpec::active_params() const {
   const std::int64_t moe_layer =
       moe_layers > 0 ? attention_params() + moe_ffn_params(*this, moe.top_k) : 0;  // top_k routed experts
   return (num_layers - moe_layers) * layer_params() + moe_layers * moe_layer + embedding_params() + head_params() +
-         final_norm_params();
+         final_norm_params() + mtp_active;
 }
 
 void TransformerSpec::validate() const {
@@ -293,6 +302,8 @@ void TransformerSpec::validate() const {
     needs('E', moe.enabled(), "no 'moe' object");
   }
   non_negative(sliding_window, "sliding_window");
+  if (mtp_layers < 0 || mtp_layers > 8)
+    throw ConfigError(ctx + ": field 'mtp_layers' must be from 0 to 8, got " + std::to_string(mtp_layers));
   non_negative(mamba.heads, "mamba.heads");
   if (mamba.enabled()) {
     positive(mamba.head_dim, "mamba.head_dim");
@@ -351,7 +362,8 @@ void TransformerSpec::validate() const {
   attn = std::max(
       attn, h * (2 * kd + 2 * vd + 2.0 * linear.value_heads) + (2 * kd + vd) * linear.conv_kernel + vd * h + 2 * h);
   if (attention_gate) attn += h * qd;
-  const double params = num_layers * (attn + ffn) + 2.0 * vocab * h + static_cast<double>(seq_len) * h + 2 * h;
+  const double params = (num_layers + std::max(0, mtp_layers)) * (attn + ffn + 2 * h * h) + 2.0 * vocab * h +
+                        static_cast<double>(seq_len) * h + 2 * h;
   if (!(params <= kMaxParams))
     throw ConfigError(ctx + ": " + std::to_string(num_layers) + " layers of hidden " + std::to_string(hidden) +
                       ", ffn_hidden " + std::to_string(ffn_hidden) + ", vocab " + std::to_string(vocab) +
@@ -405,25 +417,26 @@ TransformerSpec with_moe(TransformerSpec m, int experts, int top_k, int expert_f
   m.moe.expert_ffn_hidden = expert_ffn;
   return m;
 }
-TransformerSpec deepseek_v3() {
-  TransformerSpec m = with_moe(open_weights("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048);
+// DeepSeek-V3's layout (61 layers of 7168, MLA, experts of 2048 with one shared, sigmoid router).
+TransformerSpec deepseek_like(const std::string& name, int heads, int experts, int dense_layers, int vocab) {
+  TransformerSpec m = with_moe(open_weights(name, 61, 7168, heads, heads, 18432, vocab, 4096), experts, 8, 2048);
   m.moe.shared_experts = 1;
   m.moe.shared_ffn_hidden = 2048;
-  m.moe.dense_layers = 3;
+  m.moe.dense_layers = dense_layers;
   m.moe.sigmoid_router = true;
   m.mla = {1536, 512, 128, 64, 128};
+  return m;
+}
+TransformerSpec deepseek_v3() { return deepseek_like("deepseek-v3", 128, 256, 3, 129280); }
+// DeepSeek-V3 as trained: with its one multi-token-prediction depth (report section 2.2).
+TransformerSpec deepseek_v3_mtp() {
+  TransformerSpec m = deepseek_v3();
+  m.name = "deepseek-v3-mtp";
+  m.mtp_layers = 1;
   return m;
 }
 // Kimi K2: DeepSeek-V3's architecture with 384 experts, 64 heads and one dense layer.
-TransformerSpec kimi_k2() {
-  TransformerSpec m = with_moe(open_weights("kimi-k2", 61, 7168, 64, 64, 18432, 163840, 4096), 384, 8, 2048);
-  m.moe.shared_experts = 1;
-  m.moe.shared_ffn_hidden = 2048;
-  m.moe.dense_layers = 1;
-  m.moe.sigmoid_router = true;
-  m.mla = {1536, 512, 128, 64, 128};
-  return m;
-}
+TransformerSpec kimi_k2() { return deepseek_like("kimi-k2", 64, 384, 1, 163840); }
 TransformerSpec glm45() {
   TransformerSpec m = with_moe(open_weights("glm-4.5", 92, 5120, 96, 8, 12288, 151552, 4096), 160, 8, 1536);
   m.head_dim_override = 128;
@@ -498,7 +511,9 @@ struct Preset {
 //   deepseek-v3: deepseek-ai/DeepSeek-V3 config.json (also inference/configs/config_671B.json in the GitHub
 //     repository): MLA q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128;
 //     first_k_dense_replace 3 dense layers of 18432; 256 routed experts of 2048, top-8, n_shared_experts 1 of 2048;
-//     scoring_func sigmoid; seq 4096 (DeepSeek-V3 report, pre-training length). The MTP module is not modelled.
+//     scoring_func sigmoid; seq 4096 (DeepSeek-V3 report, pre-training length). deepseek-v3-mtp adds the MTP depth
+//     (num_nextn_predict_layers 1; report section 2.2: embedding and output head shared with the main model, which
+//     the checkpoint's 14B MTP module stores again).
 //   qwen3-30b-a3b, qwen3-235b-a22b: Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json (head_dim 128, 128
 //     experts, top-8, no shared experts, every layer MoE); seq 4096 (Qwen3 report, general pre-training stage).
 //   gpt-oss-120b: openai/gpt-oss-120b config.json (head_dim 64, 128 experts of 2880, top-4, experts with biases;
@@ -543,6 +558,7 @@ const std::vector<Preset>& presets() {
       {"llama3-405b", open_weights("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192)},
       {"mixtral-8x7b", with_moe(open_weights("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336)},
       {"deepseek-v3", deepseek_v3()},
+      {"deepseek-v3-mtp", deepseek_v3_mtp()},
       {"qwen3-30b-a3b", qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 768)},
       {"qwen3-235b-a22b", qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 1536)},
       {"gpt-oss-120b", gpt_oss_120b()},
@@ -624,6 +640,7 @@ nlohmann::json to_json(const TransformerSpec& m) {
   if (!m.layer_pattern.empty()) j["layer_pattern"] = m.layer_pattern;
   if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (m.attention_gate) j["attention_gate"] = true;
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.mamba.enabled())
     j["mamba"] = {{"heads", m.mamba.heads}, {"head_dim", m.mamba.head_dim},       {"groups", m.mamba.groups},
                   {"state", m.mamba.state}, {"conv_kernel", m.mamba.conv_kernel}, {"chunk", m.mamba.chunk}};
@@ -675,6 +692,7 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
                              "layer_pattern",
                              "sliding_window",
                              "attention_gate",
+                             "mtp_layers",
                              "mamba",
                              "linear_attention",
                              "params",
@@ -720,6 +738,7 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   m.layer_pattern = get_or<std::string>(j, ctx, "layer_pattern", "");
   m.sliding_window = get_or<int>(j, ctx, "sliding_window", 0);
   m.attention_gate = get_or<bool>(j, ctx, "attention_gate", false);
+  m.mtp_layers = get_or<int>(j, ctx, "mtp_layers", 0);
   if (const auto* x = sub_object(j, ctx, "mamba")) {
     const std::string xctx = ctx + " (mamba)";
     json_util::reject_unknown(*x, xctx, {"heads", "head_dim", "groups", "state", "conv_kernel", "chunk"});

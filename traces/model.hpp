@@ -125,6 +125,10 @@ struct TransformerSpec {
   int sliding_window = 0;
   /// Gated attention (Qwen3-Next): the query projection also produces a sigmoid gate on the attention output.
   bool attention_gate = false;
+  /// Multi-token prediction depth D (DeepSeek-V3: 1; Megatron-Core's mtp_num_layers): each depth embeds the tokens one
+  /// further ahead (the shared embedding), normalises them and the previous depth's hidden state, projects the pair
+  /// (2h -> h), runs one layer of mtp_kind() and the shared output head with its loss, on the last pipeline stage.
+  int mtp_layers = 0;
 
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
   int kv_dim() const { return kv_heads * head_dim(); }
@@ -145,6 +149,11 @@ struct TransformerSpec {
   std::int64_t kind_expert_params(LayerKind k) const;
   /// Parameters of a mixer alone (no norm).
   std::int64_t mixer_params(MixerKind x) const;
+  /// The layer each multi-token-prediction depth runs: full attention with the model's FFN (MoE when it has experts).
+  LayerKind mtp_kind() const { return {MixerKind::ATTENTION, moe.enabled() ? FfnKind::MOE : FfnKind::DENSE}; }
+  /// Parameters of one multi-token-prediction depth besides the shared embedding and head: two norms, the 2h x h
+  /// projection, its layer and the norm before the head.
+  std::int64_t mtp_depth_params() const;
   /// Parameters of one dense transformer layer (weights and biases, all of it, before tensor parallelism).
   std::int64_t layer_params() const;
   /// Parameters of the attention block of one layer (projections, norms).

@@ -723,6 +723,26 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (schedule == Schedule::CUSTOM && static_cast<int>(custom_order.size()) != pp)
     throw ConfigError(ctx + ": the custom schedule" + (custom_source.empty() ? "" : " '" + custom_source + "'") +
                       " lists " + std::to_string(custom_order.size()) + " stages but pp is " + std::to_string(pp));
+  if (!pipeline_layout.empty()) {
+    // Megatron-Core's layout: the embedding in the first chunk, the loss (and the MTP depths, as dtsim places them)
+    // in the last, every decoder layer once.
+    const PipelineLayout pl = parse_pipeline_layout(pipeline_layout, ctx);
+    const int chunks = pp * virtual_stages, last = chunks - 1;
+    if (static_cast<int>(pl.layers.size()) != chunks)
+      throw ConfigError(ctx + ": pipeline layout '" + pipeline_layout + "' has " + std::to_string(pl.layers.size()) +
+                        " chunks but pp * virtual stages is " + std::to_string(chunks));
+    if (pl.embedding_chunks != std::vector<int>{0})
+      throw ConfigError(ctx + ": pipeline layout '" + pipeline_layout + "' must place 'E' once, in its first chunk");
+    if (pl.loss_chunks != std::vector<int>{last})
+      throw ConfigError(ctx + ": pipeline layout '" + pipeline_layout + "' must place 'L' once, in its last chunk");
+    if (static_cast<int>(pl.mtp_chunks.size()) != model.mtp_layers ||
+        std::any_of(pl.mtp_chunks.begin(), pl.mtp_chunks.end(), [&](int c) { return c != last; }))
+      throw ConfigError(ctx + ": pipeline layout '" + pipeline_layout + "' must place one 'm' per MTP depth of '" +
+                        model.name + "' (" + std::to_string(model.mtp_layers) + "), in its last chunk");
+    if (layers_per_stage != pl.layers)
+      throw ConfigError(ctx + ": pipeline layout '" + pipeline_layout +
+                        "' and layers_per_stage disagree (give one of them)");
+  }
   if (!layers_per_stage.empty()) {
     const int n = static_cast<int>(layers_per_stage.size());
     if (n != pp && n != pp * virtual_stages)
@@ -735,7 +755,13 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
                         " virtual stages, layers_per_stage must give all " + std::to_string(pp * virtual_stages) +
                         " model chunks");
     for (int l : layers_per_stage)
-      if (l <= 0) throw ConfigError(ctx + ": layers_per_stage entries must be positive");
+      if (l < 0) throw ConfigError(ctx + ": layers_per_stage entries must not be negative");
+    // A chunk without decoder layers holds the embedding or the loss (Megatron-Core layouts such as "Et|...|mL"); the
+    // inner chunks need layers.
+    for (int k = 1; k + 1 < n; ++k)
+      if (layers_per_stage[static_cast<std::size_t>(k)] == 0)
+        throw ConfigError(ctx + ": layers_per_stage entry " + std::to_string(k) +
+                          " is 0: only the first and last chunks may hold no decoder layers");
     const std::int64_t sum = std::accumulate(layers_per_stage.begin(), layers_per_stage.end(), std::int64_t{0});
     if (sum != model.num_layers)
       throw ConfigError(ctx + ": layers_per_stage sums to " + std::to_string(sum) + " but the model has " +
@@ -967,6 +993,60 @@ void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
     throw ConfigError(ctx + ": expert parallelism needs the 1d tensor-parallel layout");
 }
 
+namespace {
+// Expands a layout's repetitions: X*N and (...)*N, N a positive count (at most 10,000 characters in all).
+std::string expand_layout(const std::string& s, std::size_t& i, const std::string& ctx, int depth) {
+  if (depth > 8) throw ConfigError(ctx + ": pipeline layout nests groups more than 8 deep");
+  std::string out;
+  while (i < s.size() && s[i] != ')') {
+    std::string item;
+    if (s[i] == '(') {
+      ++i;
+      item = expand_layout(s, i, ctx, depth + 1);
+      if (i >= s.size() || s[i] != ')') throw ConfigError(ctx + ": pipeline layout '" + s + "' has an unclosed '('");
+      ++i;
+    } else if (std::string("EtmL|").find(s[i]) != std::string::npos) {
+      item = std::string(1, s[i++]);
+    } else {
+      throw ConfigError(ctx + ": pipeline layout '" + s + "' has '" + std::string(1, s[i]) +
+                        "' (known: E embedding, t decoder layer, m MTP depth, L loss, | next chunk, *N repeat, "
+                        "(...) group)");
+    }
+    if (i < s.size() && s[i] == '*') {
+      ++i;
+      std::size_t j = i;
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      if (j == i || j - i > 5) throw ConfigError(ctx + ": pipeline layout '" + s + "' has a '*' without a count");
+      const int n = std::stoi(s.substr(i, j - i));
+      i = j;
+      std::string rep;
+      for (int k = 0; k < n; ++k) rep += item;
+      item = rep;
+    }
+    out += item;
+    if (out.size() > 10000) throw ConfigError(ctx + ": pipeline layout '" + s + "' expands beyond 10,000 entries");
+  }
+  return out;
+}
+}  // namespace
+
+PipelineLayout parse_pipeline_layout(const std::string& layout, const std::string& ctx) {
+  std::size_t i = 0;
+  const std::string flat = expand_layout(layout, i, ctx, 0);
+  if (i != layout.size()) throw ConfigError(ctx + ": pipeline layout '" + layout + "' has an unmatched ')'");
+  PipelineLayout out;
+  out.layers.push_back(0);
+  for (char c : flat) {
+    const int chunk = static_cast<int>(out.layers.size()) - 1;
+    if (c == '|') out.layers.push_back(0);
+    else if (c == 't') ++out.layers.back();
+    else if (c == 'E') out.embedding_chunks.push_back(chunk);
+    else if (c == 'L') out.loss_chunks.push_back(chunk);
+    else out.mtp_chunks.push_back(chunk);
+  }
+  return out;
+}
+
 nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   nlohmann::json j = {
       {"schema_version", 1},
@@ -1041,6 +1121,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "global_batch_size",
                              "num_microbatches",
                              "layers_per_stage",
+                             "pipeline_layout",
                              "schedule",
                              "virtual_stages",
                              "custom_order",
@@ -1086,6 +1167,9 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.micro_batch_size = get<int>(j, ctx, "micro_batch_size");
   p.global_batch_size = get<int>(j, ctx, "global_batch_size");
   p.layers_per_stage = get_or<std::vector<int>>(j, ctx, "layers_per_stage", {});
+  p.pipeline_layout = get_or<std::string>(j, ctx, "pipeline_layout", "");
+  if (!p.pipeline_layout.empty() && p.layers_per_stage.empty())
+    p.layers_per_stage = parse_pipeline_layout(p.pipeline_layout, ctx).layers;
   p.stage_replicas = get_or<std::vector<int>>(j, ctx, "stage_replicas", {});
   p.stage_cut_atoms = get_or<std::vector<int>>(j, ctx, "stage_cut_atoms", {});
   p.device_map = get_or<std::vector<int>>(j, ctx, "device_map", {});

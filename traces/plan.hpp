@@ -155,7 +155,11 @@ struct ParallelPlan {
   Routing routing;
   int micro_batch_size = 1;
   int global_batch_size = 1;
-  std::vector<int> layers_per_stage;  ///< empty = uniform split
+  std::vector<int> layers_per_stage;  ///< empty = uniform split (entries may be 0: a chunk of embedding or loss only)
+  /// Megatron-Core's pipeline layout (--pipeline-model-parallel-layout), e.g. "Et*4|(t*4|)*14tmL": the layers of
+  /// each of the pp x virtual_stages chunks ('t' a decoder layer, 'E' the embedding, 'm' an MTP depth, 'L' the loss,
+  /// '|' the next chunk, X*N and (...)*N repeat). Sets layers_per_stage; empty = none.
+  std::string pipeline_layout;
   /// Stage replication (RaNNC, DAPPLE): stage s of every pipeline copy runs on stage_replicas[s] devices that
   /// split each micro-batch between them (data parallel inside the stage, gradients summed over the stage's
   /// replicas of all copies). Empty = one device per stage. With replicas the rank layout is fixed: TP
@@ -313,6 +317,14 @@ void custom_schedule_from_json(ParallelPlan& plan, const nlohmann::json& j, cons
 
 std::string rank_order_string(const std::array<Axis, 3>& order);
 std::array<Axis, 3> rank_order_from_string(const std::string& s, const std::string& ctx);
+
+/// A pipeline layout string (ParallelPlan::pipeline_layout) read: decoder layers per chunk and where the embedding,
+/// the loss and the MTP depths sit. Throws ConfigError naming the problem (unknown character, unbalanced group).
+struct PipelineLayout {
+  std::vector<int> layers;
+  std::vector<int> embedding_chunks, loss_chunks, mtp_chunks;  ///< one entry per 'E', 'L', 'm'
+};
+PipelineLayout parse_pipeline_layout(const std::string& layout, const std::string& ctx);
 
 nlohmann::json to_json(const ParallelPlan& p, int num_layers);
 ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx);

@@ -391,7 +391,14 @@ private:
           u.push_back({&pc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
         else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
       }
-      if (k == last_chunk) u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, 0});
+      if (k == last_chunk) {
+        u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, 0});
+        if (m_.mtp_layers > 0 && !pc.mtp.empty()) {
+          const auto kp = cost::mtp_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp());
+          for (int dpt = 0; dpt < m_.mtp_layers; ++dpt)
+            u.push_back({&pc.mtp[pc.mtp.size() > 1 ? moe_idx : 0], (kp.dense + kp.expert) * e, kp.expert * e});
+        }
+      }
       if (p_.cut_atoms(s) > 0) u.push_back({&pc.back, pc.back_params * e, 0});
       return u;
     };

@@ -1602,8 +1602,18 @@ void Lowerer::lower_rank(int si) {
                      cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, l});
       }
     }
-    if (k == last_chunk)
+    if (k == last_chunk) {
       u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, -1});
+      // Multi-token prediction: its depths after the head (Megatron-Core's MTP block on the last stage).
+      if (m_.mtp_layers > 0) {
+        DTSIM_ASSERT(!pc.mtp.empty(), "no multi-token-prediction costs");
+        const std::size_t v = pc.mtp.size() > 1 ? moe_idx : 0;
+        const auto kp = cost::mtp_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp());
+        for (int dpt = 0; dpt < m_.mtp_layers; ++dpt)
+          u.push_back({&pc.mtp[v], pc.mtp_act[v].stored, pc.mtp[v].recompute.empty() ? 0 : pc.mtp_act[v].transient,
+                       (kp.dense + kp.expert) * e, -1, kp.expert * e});
+      }
+    }
     if (a_out > 0) u.push_back(partial(pc.back, pc.back_act, pc.back_params, chunk_start[k + 1]));
     return u;
   };
@@ -2066,6 +2076,16 @@ PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& p
       kc.act.push_back(cost::layer_activation_bytes(model, ksh, kind));
     }
     pc.kinds.push_back(std::move(kc));
+  }
+  if (model.mtp_layers > 0) {
+    const bool moe = model.mtp_kind().ffn == FfnKind::MOE;
+    const int n = moe ? variants : 1;
+    for (int k = 0; k < n; ++k) {
+      cost::Shape ksh = moe ? msh : sh;
+      if (moe) ksh.ep_rank = n > 1 ? k : -1;
+      pc.mtp.push_back(cost::mtp_passes(model, ksh));
+      pc.mtp_act.push_back(cost::mtp_activation_bytes(model, ksh));
+    }
   }
   return pc;
 }

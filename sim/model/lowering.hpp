@@ -172,6 +172,10 @@ struct PassCosts {
     std::vector<cost::ActivationBytes> act;
   };
   std::vector<KindCosts> kinds;
+  /// Multi-token-prediction depths (TransformerSpec::mtp_layers), after the head on the last stage: one entry, or one
+  /// per EP rank under skewed routing when the MTP layer has experts.
+  std::vector<cost::LayerPasses> mtp;
+  std::vector<cost::ActivationBytes> mtp_act;
   /// The entry of kind `k` (asserts it exists).
   const KindCosts& kind_costs(LayerKind k) const;
   /// Stage boundaries inside layers (ParallelPlan::stage_cut_atoms): atoms [a, kLayerAtoms) of the stage's first

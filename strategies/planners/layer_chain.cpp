@@ -67,9 +67,18 @@ void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh
   }
   const Element emb = element(in, sh, cost::embedding_passes(m, sh), cost::first_stage_extra_params(m, sh.tp),
                               cost::embedding_activation_bytes(m, sh).stored);
-  const Element head = element(in, sh, cost::head_passes(m, sh), cost::last_stage_extra_params(m, sh.tp, 2),
-                               cost::head_activation_bytes(m, sh).stored);
-  for (auto [j, e] : {std::pair{std::size_t{0}, &emb}, std::pair{n - 1, &head}}) {
+  Element head = element(in, sh, cost::head_passes(m, sh), cost::last_stage_extra_params(m, sh.tp, 2),
+                         cost::head_activation_bytes(m, sh).stored);
+  if (m.mtp_layers > 0) {  // multi-token prediction joins the head on the last element
+    const auto kp = cost::mtp_params_per_rank(m, sh.tp, 1, sh.tp);
+    const Element mtp =
+        element(in, sh, cost::mtp_passes(m, sh), kp.dense + kp.expert, cost::mtp_activation_bytes(m, sh).stored);
+    head.forward_s += m.mtp_layers * mtp.forward_s;
+    head.compute_s += m.mtp_layers * mtp.compute_s;
+    head.params += m.mtp_layers * mtp.params;
+    head.act_bytes += m.mtp_layers * mtp.act_bytes;
+  }
+  for (auto [j, e] : {std::pair{std::size_t{0}, &emb}, std::pair{n - 1, static_cast<const Element*>(&head)}}) {
     ch.forward_s[j] += e->forward_s;
     ch.compute_s[j] += e->compute_s;
     ch.params[j] += e->params;

@@ -200,6 +200,9 @@ expect_error "unknown layer kind"            "field 'layer_pattern' has 'X'" sim
 expect_error "mamba blocks without a mixer"  "no 'mamba' object" simulate --model "$TMP/model_mamba_missing.json" --cluster dgx-a100:8 --gbs 8
 expect_error "hybrid model with cp"          "context parallelism is not modelled for the hybrid layers" simulate --model nemotron-h-8b --cluster dgx-h100:8 --cp 2 --dp 4 --gbs 8
 expect_error "tp splitting mamba groups"     "must divide the 256 Mamba heads and 8 groups" simulate --model nemotron-h-56b --cluster dgx-h100:16 --tp 16 --sequence-parallel --gbs 8
+expect_error "layout chunk count"            "has 3 chunks but pp * virtual stages is 4" simulate --model deepseek-v3-mtp --cluster dgx-h100:64 --pp 4 --ep 16 --gbs 16 --pipeline-layout 'Et*20|t*20|t*21mL'
+expect_error "layout without the mtp depth"  "must place one 'm' per MTP depth" simulate --model deepseek-v3-mtp --cluster dgx-h100:64 --pp 4 --ep 16 --gbs 16 --pipeline-layout 'Et*15|t*15|t*15|t*16L'
+expect_error "layout unknown character"      "pipeline layout 'Et*4|q' has 'q'" simulate --model llama3-8b --cluster dgx-h100:8 --pp 2 --gbs 8 --pipeline-layout 'Et*4|q'
 expect_error "routing loads count"           "loads for 3 experts" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --routing loads:1,2,3 --gbs 8
 expect_error "unknown attention kind"        "unknown attention 'fast'" simulate --model llama3-8b --cluster dgx-h100:8 --dp 8 --attention fast --gbs 8
 expect_error "unknown schedule"              "'zigzag'"            simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule zigzag
@@ -225,7 +228,7 @@ expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${
 expect_error "layers-per-stage wrong count"  "3 entries but pp is 2" simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 8,8,8
 expect_error "layers-per-stage wrong sum"    "sums to 20"          simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 10,10
 expect_error "layers-per-stage non-integer"  "'12,x'"              simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 12,x
-expect_error "layers-per-stage zero entry"   "must be positive"    simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 24,0
+expect_error "layers-per-stage inner zero entry" "only the first and last chunks may hold no decoder layers" simulate "${M[@]}" "${C[@]}" --pp 4 --dp 2 --mbs 2 --gbs 16 --layers-per-stage 12,0,6,6
 expect_error "rank order unknown axis"       "'ep'"                simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,ep,pp
 expect_error "rank order axis twice"         "'tp' twice"          simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,tp,pp
 expect_error "rank order too short"          "'tp,dp'"             simulate "${M[@]}" "${C[@]}" "${P[@]}" --rank-order tp,dp

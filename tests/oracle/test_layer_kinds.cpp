@@ -183,3 +183,70 @@ TEST(LayerKinds, ModelFileChecksThePattern) {
   EXPECT_EQ(back.linear, q.linear);
   EXPECT_TRUE(back.attention_gate);
 }
+
+TEST(MultiTokenPrediction, DepthAddsItsLayerProjectionAndHead) {
+  const TransformerSpec base = model_preset("deepseek-v3"), m = model_preset("deepseek-v3-mtp");
+  // DeepSeek-V3's MTP module: 11.5B parameters besides the embedding and output head it shares with the main model
+  // (deepseek-ai/DeepSeek-V3 README_WEIGHTS.md: 14B with their copies).
+  const double depth = static_cast<double>(m.total_params() - base.total_params());
+  EXPECT_EQ(m.total_params() - base.total_params(), m.mtp_depth_params());
+  EXPECT_NEAR(depth, 11.5e9, 11.5e9 * 0.01);
+  // Forward FLOPs of one depth: the 2h -> h projection, one MoE layer and the output head (logits GEMM), nothing else
+  // with FLOPs.
+  cost::Shape sh;
+  double mtp = 0, layer = 0, head = 0;
+  for (const auto& st : cost::mtp_passes(m, sh).forward) mtp += st.flops();
+  for (const auto& st : cost::layer_passes(m, sh, m.mtp_kind()).forward) layer += st.flops();
+  for (const auto& st : cost::head_passes(m, sh).forward) head += st.flops();
+  const double T = m.seq_len, h = m.hidden;
+  EXPECT_NEAR(mtp, 2 * T * 2 * h * h + layer + head, mtp * 1e-12);
+  // The model's FLOPs per sample grow by exactly that (MFU counts the MTP work).
+  EXPECT_NEAR(cost::model_forward_flops_per_sample(m) - cost::model_forward_flops_per_sample(base), mtp, mtp * 1e-9);
+}
+
+TEST(MultiTokenPrediction, MegatronLayoutsReadAndRunFoldedAsUnfolded) {
+  // DeepSeek-V3's 16-stage layout: 4 layers with the embedding, 14 stages of 4, the last layer with MTP and the loss.
+  const PipelineLayout pl = parse_pipeline_layout("Et*4|(t*4|)*14tmL", "test");
+  ASSERT_EQ(pl.layers.size(), 16u);
+  EXPECT_EQ(pl.layers.front(), 4);
+  EXPECT_EQ(pl.layers.back(), 1);
+  EXPECT_EQ(pl.embedding_chunks, std::vector<int>{0});
+  EXPECT_EQ(pl.loss_chunks, std::vector<int>{15});
+  EXPECT_EQ(pl.mtp_chunks, std::vector<int>{15});
+  EXPECT_THROW(parse_pipeline_layout("Et*4|(t*4|*14tmL", "test"), ConfigError);  // unclosed group
+  EXPECT_THROW(parse_pipeline_layout("Et*4|x", "test"), ConfigError);            // unknown character
+  // A small MTP model on 4 stages, its last chunk the MTP depth and loss only: folded = unfolded, and the plan
+  // refuses a layout without the model's 'm'.
+  TransformerSpec m = model_preset("deepseek-v3-mtp");
+  m.num_layers = 6;
+  m.moe.dense_layers = 1;
+  m.seq_len = 512;
+  const ClusterSpec cluster = load_cluster("dgx-h100:16");
+  ParallelPlan plan;
+  plan.pp = 4;
+  plan.dp = 4;
+  plan.ep = 4;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = 16;
+  plan.pipeline_layout = "Et*2|tt|tt|mL";
+  plan.layers_per_stage = parse_pipeline_layout(plan.pipeline_layout, "test").layers;
+  plan.validate(m, cluster);
+  const Calibration cal = default_calibration("h100-sxm5-80gb");
+  auto run = [&](FoldMode fold) {
+    SimOptions opt;
+    opt.fold = fold;
+    opt.engine = FlowEngine::MAXMIN;
+    Inputs in{&m, &cluster, &plan, &cal, &opt};
+    return simulate(in);
+  };
+  const Simulation folded = run(FoldMode::AUTO), unfolded = run(FoldMode::NONE);
+  const double t = unfolded.report.iteration_time_s;
+  EXPECT_GT(t, 0);
+  EXPECT_NEAR(folded.report.iteration_time_s, t, t * 1e-9);
+  // The last stage holds the MTP depth's parameters (its MoE layer's experts over ep) besides the head.
+  EXPECT_GT(memory::stage_params_per_rank(m, plan, 3), cost::last_stage_extra_params(m, 1, 4));
+  ParallelPlan bad = plan;
+  bad.pipeline_layout = "Et*2|tt|tt|L";
+  bad.layers_per_stage = parse_pipeline_layout(bad.pipeline_layout, "test").layers;
+  EXPECT_THROW(bad.validate(m, cluster), ConfigError);
+}

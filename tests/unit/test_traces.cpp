@@ -88,7 +88,7 @@ dtsim::ClusterSpec one_node(int gpus) { return dtsim::load_cluster("dgx-a100:" +
 
 TEST(ModelPreset, EveryListedNameLoadsAndValidates) {
   const auto names = dtsim::model_preset_names();
-  ASSERT_EQ(names.size(), 28u);
+  ASSERT_EQ(names.size(), 29u);
   std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size()) << "preset names must be unique";
   for (const auto& n : names) {
@@ -533,10 +533,13 @@ TEST(PlanValidate, EachInconsistencyHasDistinctMessage) {
   EXPECT_EQ(unique.size(), messages.size()) << "every inconsistency must have its own message";
 }
 
-TEST(PlanValidate, LayersPerStageNonPositiveEntryRejected) {
+TEST(PlanValidate, LayersPerStageNegativeOrInnerZeroEntryRejected) {
   PlanFixture f;
+  f.plan.layers_per_stage = {25, -1};
+  EXPECT_TRUE(contains(f.error(), "layers_per_stage entries must not be negative"));
+  // A last chunk of the head alone is a Megatron-Core layout ("...|L"); an empty inner chunk is not.
   f.plan.layers_per_stage = {24, 0};
-  EXPECT_TRUE(contains(f.error(), "layers_per_stage entries must be positive"));
+  EXPECT_NO_THROW(f.plan.validate(f.model, f.cluster));
 }
 
 TEST(PlanValidate, ExplicitLayersPerStageAccepted) {
