@@ -572,6 +572,35 @@ TEST(PublishedData, BlackwellRowsMapToPresetsPrecisionsAndRackSubsets) {
   EXPECT_TRUE(has(row_by_id(rows, "gb200-70").failure, "GPUS@PER_NODE")) << row_by_id(rows, "gb200-70").failure;
 }
 
+TEST(PublishedData, HybridModelsMapFromShapesOrPresets) {
+  // A 2026 table's hybrid rows: a Nemotron-H shape written as Megatron-Core's hybrid_override_pattern, a dtsim preset
+  // by name (Qwen3-Next).
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {
+      "nemotron-h-8b": {"layers": 52, "hidden": 4096, "ffn_hidden": 21504, "heads": 32, "kv_heads": 8,
+                        "vocab": 131072, "mlp": "squared_relu",
+                        "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+                        "mamba": {"heads": 128, "head_dim": 64, "groups": 8, "state": 128}},
+      "qwen3-next": {"preset": "qwen3-next-80b-a3b"}},
+    "rows": [
+      {"id": "nemh-h100", "gpu": "H100", "gpus": 16, "model": "nemotron-h-8b", "seq": 8192, "precision": "fp8-cs",
+       "tp": 2, "pp": 1, "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "measured": {"iteration_s": 1.0}},
+      {"id": "qnext-b200", "gpu": "B200", "gpus": 64, "model": "qwen3-next", "seq": 4096, "precision": "bf16",
+       "tp": 1, "pp": 1, "dp": 64, "ep": 32, "mbs": 1, "gbs": 128, "framework": "megatron-core",
+       "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "hybrid.json");
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& a = row_by_id(rows, "nemh-h100");
+  EXPECT_TRUE(a.failure.empty()) << a.failure;
+  EXPECT_EQ(a.model.mlp, MlpKind::RELU2);
+  EXPECT_EQ(a.model.layer_kind(0), (LayerKind{MixerKind::MAMBA2, FfnKind::NONE}));
+  EXPECT_NEAR(static_cast<double>(a.model.total_params()), 8100852736.0, 8100852736.0 * 2e-3);  // vocab padded
+  const auto& b = row_by_id(rows, "qnext-b200");
+  EXPECT_TRUE(b.failure.empty()) << b.failure;
+  EXPECT_TRUE(b.model.hybrid());
+  EXPECT_EQ(b.model.linear.value_heads, 32);
+}
+
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   const std::string path = kMeasurements + "simumax_b200.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";

@@ -189,6 +189,12 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   const json& s = shapes.at(name);
   const std::string sctx = ctx + ": model_shapes['" + name + "']";
   if (!s.is_object()) throw ConfigError(sctx + ": expected a JSON object");
+  if (present(s, "preset")) {
+    // A dtsim preset by name (its layers, kinds and widths; the row gives the sequence length).
+    TransformerSpec p = model_preset(json_util::get<std::string>(s, sctx, "preset"));
+    p.name = name;
+    return p;
+  }
   TransformerSpec m;
   m.name = name;
   m.num_layers = req_int(s, sctx, "layers");
@@ -226,8 +232,9 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
     notes.add("mlp not stated: " + mlp + " assumed");
   }
   if (starts_with(mlp, "swiglu")) m.mlp = MlpKind::SWIGLU;
-  else if (starts_with(mlp, "gelu") || starts_with(mlp, "relu") || starts_with(mlp, "squared_relu"))
-    m.mlp = MlpKind::GELU;  // (squared) ReLU: the same two GEMMs
+  else if (starts_with(mlp, "squared_relu") || starts_with(mlp, "squared-relu") || starts_with(mlp, "relu2"))
+    m.mlp = MlpKind::RELU2;  // Nemotron's squared ReLU: two GEMMs, no biases
+  else if (starts_with(mlp, "gelu") || starts_with(mlp, "relu")) m.mlp = MlpKind::GELU;  // ReLU: the same two GEMMs
   else throw ConfigError(sctx + ": mlp '" + mlp + "' is not known (known: swiglu, gelu, relu)");
   // Megatron-Core with TransformerEngine and torchtitan (SDPA) run flash attention; the 2023 Megatron-DeepSpeed
   // fork of SAILOR the unfused kernels.
@@ -258,6 +265,29 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
       throw ConfigError(ectx + ": dense_layers " + std::to_string(m.moe.dense_layers) + " + moe_layers " +
                         std::to_string(*ml) + " is not the " + std::to_string(m.num_layers) + " layers");
     m.moe.sigmoid_router = contains(lower(opt_str(e, ectx, "router")), "sigmoid");
+  }
+  // Layer kinds (hybrid Mamba / linear-attention / sliding-window models) and multi-token prediction, as a model file
+  // writes them; Megatron-Core's hybrid_override_pattern is the same string as layer_pattern.
+  m.layer_pattern =
+      opt_str(s, sctx, present(s, "hybrid_override_pattern") ? "hybrid_override_pattern" : "layer_pattern");
+  m.sliding_window = opt_int(s, sctx, "sliding_window").value_or(0);
+  m.attention_gate = opt_bool(s, sctx, "attention_gate").value_or(false);
+  m.mtp_layers = opt_int(s, sctx, "mtp_layers").value_or(0);
+  if (present(s, "mamba")) {
+    const json& x = s.at("mamba");
+    const std::string xctx = sctx + ".mamba";
+    m.mamba.heads = req_int(x, xctx, "heads");
+    m.mamba.head_dim = opt_int(x, xctx, "head_dim").value_or(64);
+    m.mamba.groups = opt_int(x, xctx, "groups").value_or(8);
+    m.mamba.state = opt_int(x, xctx, "state").value_or(128);
+  }
+  if (present(s, "linear_attention")) {
+    const json& x = s.at("linear_attention");
+    const std::string xctx = sctx + ".linear_attention";
+    m.linear.key_heads = req_int(x, xctx, "key_heads");
+    m.linear.value_heads = req_int(x, xctx, "value_heads");
+    m.linear.key_head_dim = opt_int(x, xctx, "key_head_dim").value_or(128);
+    m.linear.value_head_dim = opt_int(x, xctx, "value_head_dim").value_or(128);
   }
   return m;
 }
