@@ -336,7 +336,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       std::vector<std::pair<LayerKind, std::pair<PassTime, PassTime>>> timed;
       for (int l : memory::stage_layer_indexes(m, plan, s)) {
         const LayerKind k = m.layer_kind(l);
-        auto it = std::find_if(timed.begin(), timed.end(), [&](const auto& e) { return e.first == k; });
+        auto it = std::find_if(timed.begin(), timed.end(), [&](const auto& entry) { return entry.first == k; });
         if (it == timed.end()) {
           const auto kp = cost::layer_passes(m, sh, k);
           timed.push_back({k, {pass_time(kp.forward), pass_time(kp.recompute) + pass_time(kp.backward)}});

@@ -1178,6 +1178,8 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     // q, k, v and the core's output (the projection input), split by tp; MLA's down-projection outputs (and q's
     // normalised copy) are duplicated on the TP ranks.
     sharded = d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * 2 * ap.duplicated_w * d.e;
+    // Gated attention keeps the gate and the ungated core output for the gate's backward.
+    if (m.attention_gate) sharded += 2 * d.T * ap.o_w * d.e;
     if (!moe) sharded += mlp_inner / t;
   }
   double scores = 0;

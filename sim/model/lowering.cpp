@@ -1585,9 +1585,9 @@ void Lowerer::lower_rank(int si) {
         u.push_back(partial(pc.front, pc.front_act, pc.front_params, l));
       } else if (!cost::base_kind(kind)) {
         const auto& kc = pc.kind_costs(kind);
-        const std::size_t v = kc.passes.size() > 1 ? moe_idx : 0;
-        const auto& lp = kc.passes[v];
-        const auto& la = kc.act[v];
+        const std::size_t variant = kc.passes.size() > 1 ? moe_idx : 0;
+        const auto& lp = kc.passes[variant];
+        const auto& la = kc.act[variant];
         const auto kp = cost::kind_params_per_rank(m_, kind, tp_s, p_.ep, p_.expert_tp(), weight_replicas);
         u.push_back(
             {&lp, la.stored, lp.recompute.empty() ? 0 : la.transient, (kp.dense + kp.expert) * e, l, kp.expert * e});
@@ -1607,11 +1607,13 @@ void Lowerer::lower_rank(int si) {
       // Multi-token prediction: its depths after the head (Megatron-Core's MTP block on the last stage).
       if (m_.mtp_layers > 0) {
         DTSIM_ASSERT(!pc.mtp.empty(), "no multi-token-prediction costs");
-        const std::size_t v = pc.mtp.size() > 1 ? moe_idx : 0;
+        const std::size_t variant = pc.mtp.size() > 1 ? moe_idx : 0;
+        const auto& mp = pc.mtp[variant];
+        const auto& ma = pc.mtp_act[variant];
         const auto kp = cost::mtp_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp());
         for (int dpt = 0; dpt < m_.mtp_layers; ++dpt)
-          u.push_back({&pc.mtp[v], pc.mtp_act[v].stored, pc.mtp[v].recompute.empty() ? 0 : pc.mtp_act[v].transient,
-                       (kp.dense + kp.expert) * e, -1, kp.expert * e});
+          u.push_back(
+              {&mp, ma.stored, mp.recompute.empty() ? 0 : ma.transient, (kp.dense + kp.expert) * e, -1, kp.expert * e});
       }
     }
     if (a_out > 0) u.push_back(partial(pc.back, pc.back_act, pc.back_params, chunk_start[k + 1]));
