@@ -28,6 +28,19 @@ double gemm_flops(const TransformerSpec& m, const cost::Shape& sh, LayerKind k, 
       if (op.name == name) f += op.flops;
   return f;
 }
+// The plan simulated folded and unfolded on the analytic engine (SimGrid runs once per process), H100 calibration.
+std::pair<Simulation, Simulation> folded_and_unfolded(const TransformerSpec& m, const ClusterSpec& cluster,
+                                                      const ParallelPlan& plan) {
+  const Calibration cal = default_calibration("h100-sxm5-80gb");
+  auto run = [&](FoldMode fold) {
+    SimOptions opt;
+    opt.fold = fold;
+    opt.engine = FlowEngine::MAXMIN;
+    Inputs in{&m, &cluster, &plan, &cal, &opt};
+    return simulate(in);
+  };
+  return {run(FoldMode::AUTO), run(FoldMode::NONE)};
+}
 constexpr LayerKind kMamba{MixerKind::MAMBA2, FfnKind::NONE};
 constexpr LayerKind kDeltaNetMoe{MixerKind::GATED_DELTANET, FfnKind::MOE};
 }  // namespace
@@ -141,15 +154,7 @@ TEST(LayerKinds, HybridModelFoldsExactly) {
   plan.global_batch_size = 32;
   plan.zero_stage = 1;
   plan.validate(m, cluster);
-  const Calibration cal = default_calibration("h100-sxm5-80gb");
-  auto run = [&](FoldMode fold) {
-    SimOptions opt;
-    opt.fold = fold;
-    opt.engine = FlowEngine::MAXMIN;  // SimGrid runs once per process
-    Inputs in{&m, &cluster, &plan, &cal, &opt};
-    return simulate(in);
-  };
-  const Simulation folded = run(FoldMode::AUTO), unfolded = run(FoldMode::NONE);
+  const auto [folded, unfolded] = folded_and_unfolded(m, cluster, plan);
   EXPECT_LT(folded.lowered.ranks.size(), unfolded.lowered.ranks.size());
   const double t = unfolded.report.iteration_time_s;
   EXPECT_GT(t, 0);
@@ -231,15 +236,7 @@ TEST(MultiTokenPrediction, MegatronLayoutsReadAndRunFoldedAsUnfolded) {
   plan.pipeline_layout = "Et*2|tt|tt|mL";
   plan.layers_per_stage = parse_pipeline_layout(plan.pipeline_layout, "test").layers;
   plan.validate(m, cluster);
-  const Calibration cal = default_calibration("h100-sxm5-80gb");
-  auto run = [&](FoldMode fold) {
-    SimOptions opt;
-    opt.fold = fold;
-    opt.engine = FlowEngine::MAXMIN;
-    Inputs in{&m, &cluster, &plan, &cal, &opt};
-    return simulate(in);
-  };
-  const Simulation folded = run(FoldMode::AUTO), unfolded = run(FoldMode::NONE);
+  const auto [folded, unfolded] = folded_and_unfolded(m, cluster, plan);
   const double t = unfolded.report.iteration_time_s;
   EXPECT_GT(t, 0);
   EXPECT_NEAR(folded.report.iteration_time_s, t, t * 1e-9);

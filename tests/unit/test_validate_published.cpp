@@ -581,15 +581,23 @@ TEST(PublishedData, HybridModelsMapFromShapesOrPresets) {
                         "vocab": 131072, "mlp": "squared_relu",
                         "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
                         "mamba": {"heads": 128, "head_dim": 64, "groups": 8, "state": 128}},
-      "qwen3-next": {"preset": "qwen3-next-80b-a3b"}},
+      "qwen3-next": {"preset": "qwen3-next-80b-a3b"},
+      "dsv3": {"preset": "deepseek-v3-mtp"}},
     "rows": [
       {"id": "nemh-h100", "gpu": "H100", "gpus": 16, "model": "nemotron-h-8b", "seq": 8192, "precision": "fp8-cs",
        "tp": 2, "pp": 1, "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "measured": {"iteration_s": 1.0}},
       {"id": "qnext-b200", "gpu": "B200", "gpus": 64, "model": "qwen3-next", "seq": 4096, "precision": "bf16",
        "tp": 1, "pp": 1, "dp": 64, "ep": 32, "mbs": 1, "gbs": 128, "framework": "megatron-core",
-       "measured": {"iteration_s": 1.0}}]})");
+       "measured": {"iteration_s": 1.0}},
+      {"id": "dsv3-layout", "gpu": "H100", "gpus": 1024, "model": "dsv3", "seq": 4096, "precision": "fp8-cs",
+       "tp": 1, "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 1024, "framework": "megatron-core",
+       "pipeline_layout": "Et*4|(t*4|)*14tmL", "measured": {"iteration_s": 1.0}}]})");
   const auto rows = load_measurements_document(doc, "hybrid.json");
-  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows.size(), 3u);
+  const auto& c = row_by_id(rows, "dsv3-layout");
+  EXPECT_TRUE(c.failure.empty()) << c.failure;
+  EXPECT_EQ(c.plan.layers_per_stage.back(), 1);
+  EXPECT_EQ(c.model.mtp_layers, 1);
   const auto& a = row_by_id(rows, "nemh-h100");
   EXPECT_TRUE(a.failure.empty()) << a.failure;
   EXPECT_EQ(a.model.mlp, MlpKind::RELU2);

@@ -617,6 +617,11 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   }
   if (model.moe.enabled()) routing_of(row, ctx, p);
   if (present(row, "per_stage_plan")) p.layers_per_stage = layers_per_stage_of(row, ctx, model, p.pp, notes);
+  if (present(row, "pipeline_layout")) {
+    // Megatron-Core's --pipeline-model-parallel-layout, as the 2026 recipes give it (checked by ParallelPlan).
+    p.pipeline_layout = json_util::get<std::string>(row, ctx, "pipeline_layout");
+    p.layers_per_stage = parse_pipeline_layout(p.pipeline_layout, ctx).layers;
+  }
   if (stack == Stack::MEGATRON_DEEPSPEED) {
     // DeepSpeed's pipeline engine (used at every pp, ZeRO 0) reduces the gradients after the pipeline flush
     // (ReduceGrads after the last micro-batch's backward): nothing overlaps the backward.
@@ -848,6 +853,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "outcome",
                                               "overlap",
                                               "per_stage_plan",
+                                              "pipeline_layout",
                                               "pipeline_list_as_given",
                                               "plan_file",
                                               "pp",
