@@ -318,6 +318,9 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const int tp_s = plan.stage_tp(s);
     cost::Shape sh = cost::shape_of(sv, plan.micro_batch_size / plan.replicas(s));
     const auto layer = cost::layer_passes(m, sh);
+    // The most loaded EP rank sets the pace of every MoE layer (the dense layers, embedding and head ignore the loads).
+    if (m.moe.enabled() && (!plan.routing.balanced() || plan.routing.capacity_factor > 0))
+      sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
     int moe_layers = 0;
     if (m.moe.enabled())
       for (int l : memory::stage_layer_indexes(m, plan, s)) moe_layers += m.is_moe_layer(l) ? 1 : 0;
@@ -331,8 +334,6 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     };
     if (!m.layer_pattern.empty()) {
       // Per layer kind (hybrid and sliding-window models): each kind's passes timed once.
-      if (m.moe.enabled() && (!plan.routing.balanced() || plan.routing.capacity_factor > 0))
-        sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
       std::vector<std::pair<LayerKind, std::pair<PassTime, PassTime>>> timed;
       for (int l : memory::stage_layer_indexes(m, plan, s)) {
         const LayerKind k = m.layer_kind(l);
@@ -350,9 +351,6 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
     }
     if (moe_layers > 0 && m.layer_pattern.empty()) {
-      // The most loaded EP rank sets the pace of every MoE layer.
-      if (!plan.routing.balanced() || plan.routing.capacity_factor > 0)
-        sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
       const auto moe = cost::layer_passes(m, sh, true);
       f += moe_layers * pass_time(moe.forward);
       b += moe_layers * (pass_time(moe.recompute) + pass_time(moe.backward));
@@ -378,9 +376,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       const auto head = cost::head_passes(m, sh);
       f += pass_time(head.forward);
       b += pass_time(head.backward);
-      if (m.mtp_layers > 0) {  // multi-token prediction after the head (sh carries the MoE loads set above)
-        if (m.moe.enabled() && (!plan.routing.balanced() || plan.routing.capacity_factor > 0))
-          sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+      if (m.mtp_layers > 0) {  // multi-token prediction after the head
         const auto mtp = cost::mtp_passes(m, sh);
         f += m.mtp_layers * pass_time(mtp.forward);
         b += m.mtp_layers * (pass_time(mtp.recompute) + pass_time(mtp.backward));

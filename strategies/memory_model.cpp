@@ -126,11 +126,19 @@ cost::Shape shape_of(const ParallelPlan& plan, int stage) {
 
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   auto sh = shape_of(plan, stage);
+  // Skewed routing: the MoE layers' activations follow the most loaded EP rank (the others ignore the loads).
+  if (m.moe.enabled() && !plan.routing.balanced())
+    sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
   double a = 0;
   if (!m.layer_pattern.empty()) {
-    if (m.moe.enabled() && !plan.routing.balanced())
-      sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
-    for (int l : stage_layer_indexes(m, plan, stage)) a += cost::layer_activation_bytes(m, sh, m.layer_kind(l)).stored;
+    std::vector<std::pair<LayerKind, double>> per_kind;  // each kind's activations once
+    for (int l : stage_layer_indexes(m, plan, stage)) {
+      const LayerKind k = m.layer_kind(l);
+      auto it = std::find_if(per_kind.begin(), per_kind.end(), [&](const auto& entry) { return entry.first == k; });
+      if (it == per_kind.end())
+        it = per_kind.insert(per_kind.end(), {k, cost::layer_activation_bytes(m, sh, k).stored});
+      a += it->second;
+    }
   } else if (!m.moe.enabled()) {
     a = plan.stage_layers(m.num_layers)[stage] * cost::layer_activation_bytes(m, sh).stored;
     if (const int c = plan.cut_atoms(stage - 1); c > 0)  // the first layer from atom c on
@@ -138,19 +146,13 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
           cost::layer_activation_bytes_atoms(m, sh, c, kLayerAtoms).stored - cost::layer_activation_bytes(m, sh).stored;
     if (const int c = plan.cut_atoms(stage); c > 0) a += cost::layer_activation_bytes_atoms(m, sh, 0, c).stored;
   } else {
-    if (!plan.routing.balanced()) sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
     const double dense = cost::layer_activation_bytes(m, sh).stored,
                  moe = cost::layer_activation_bytes(m, sh, true).stored;
     for (int l : stage_layer_indexes(m, plan, stage)) a += m.is_moe_layer(l) ? moe : dense;
   }
   if (stage == 0) a += cost::embedding_activation_bytes(m, sh).stored;
   if (stage == plan.pp - 1) a += cost::head_activation_bytes(m, sh).stored;
-  if (stage == plan.pp - 1 && m.mtp_layers > 0) {
-    cost::Shape msh = sh;
-    if (m.moe.enabled() && !plan.routing.balanced())
-      msh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
-    a += m.mtp_layers * cost::mtp_activation_bytes(m, msh).stored;
-  }
+  if (stage == plan.pp - 1 && m.mtp_layers > 0) a += m.mtp_layers * cost::mtp_activation_bytes(m, sh).stored;
   return a;
 }
 

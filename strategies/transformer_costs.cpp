@@ -469,8 +469,20 @@ Step group_coll(const std::string& name, CollectiveKind k, double bytes, CommGro
   return s;
 }
 
+// The SSD scan's backward and the gated delta rule's: about twice the forward's FLOPs (the gradients of each of the
+// forward's products, states recomputed), its bytes 2.5 times as FlashAttention's backward (flash_ops) -- an
+// approximation; no published FLOP count of the Triton backward kernels.
+Op chunk_scan_bwd(const Op& f) {
+  Op b = f;
+  b.name = f.name + "-bwd";
+  b.flops = 2 * f.flops;
+  b.bytes = 2.5 * f.bytes;
+  return b;
+}
+
 // The backward of a forward op list (reverse order): GEMMs of weights give dgrad + wgrad, GEMMs of two activations
-// (no weight) dgrad + a second dgrad, memory-bound kernels 1.5x their bytes, flash kernels their backward.
+// (no weight) dgrad + a second dgrad, memory-bound kernels 1.5x their bytes, fused chunked kernels (the SSD scan, the
+// gated delta rule) chunk_scan_bwd. FlashAttention's backward is flash_ops' own, not derived here.
 std::vector<Op> backward_of(const std::vector<Op>& fwd, const std::vector<std::string>& activation_gemms) {
   std::vector<Op> out;
   for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
@@ -481,6 +493,8 @@ std::vector<Op> backward_of(const std::vector<Op>& fwd, const std::vector<std::s
         b[1].weight_grad = false;
       }
       append(out, b);
+    } else if (it->flash) {
+      out.push_back(chunk_scan_bwd(*it));
     } else {
       out.push_back(tagged(mem(it->name + "-bwd", 1.5 * it->bytes), it->atom));
     }
@@ -822,16 +836,6 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
 }  // namespace
 
 namespace {
-// The SSD scan's backward and the gated delta rule's: about twice the forward's FLOPs (the gradients of each of the
-// forward's products, states recomputed), its bytes 2.5 times as FlashAttention's backward (flash_ops) -- an
-// approximation; no published FLOP count of the Triton backward kernels.
-Op chunk_scan_bwd(const Op& f) {
-  Op b = f;
-  b.name = f.name + "-bwd";
-  b.flops = 2 * f.flops;
-  b.bytes = 2.5 * f.bytes;
-  return b;
-}
 
 // Mamba-2 mixer on one TP rank (Megatron-Core MambaMixer: heads and groups split by tp; in_proj column-parallel,
 // out_proj row-parallel). Forward ops between the block's norm and its TP reduction.
@@ -933,13 +937,7 @@ LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, Layer
   std::vector<Op> selective;  // an unfused attention core, recomputed under selective recompute
   if (kind.mixer == MixerKind::MAMBA2 || kind.mixer == MixerKind::GATED_DELTANET) {
     const auto f = kind.mixer == MixerKind::MAMBA2 ? mamba_ops(m, d) : gated_deltanet_ops(m, d);
-    std::vector<Op> b;
-    for (auto it = f.rbegin(); it != f.rend(); ++it) {
-      if (it->gemm) append(b, gemm_bwd(*it));
-      else if (it->flash) b.push_back(chunk_scan_bwd(*it));
-      else b.push_back(mem(it->name + "-bwd", 1.5 * it->bytes));
-    }
-    blocks.push_back(residual_block("mixer", d, sh, f, b));
+    blocks.push_back(residual_block("mixer", d, sh, f, backward_of(f, {})));
   } else if (kind.mixer != MixerKind::NONE) {  // attention alone (a '*' block)
     const AttentionProj ap = attention_proj(m, d);
     const double heads_rank = static_cast<double>(m.heads) / sh.tp;

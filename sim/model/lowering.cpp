@@ -2062,33 +2062,34 @@ PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& p
     if (skew) msh.ep_loads = cost::ep_rank_loads(plan.routing, model.moe.experts, plan.ep);
     // Balanced routing: every EP rank alike; skewed (or capped) routing: one variant per EP rank.
     variants = skew && !plan.routing.balanced() ? plan.ep : 1;
-    for (int k = 0; k < variants; ++k) {
-      msh.ep_rank = variants > 1 ? k : -1;
-      pc.moe_layer.push_back(cost::layer_passes(model, msh, true));
-      pc.moe_layer_act.push_back(cost::layer_activation_bytes(model, msh, true));
-    }
   }
+  // The shapes a unit is costed at: one per EP rank variant when it has experts, else the plain one.
+  auto shapes = [&](bool moe) {
+    std::vector<cost::Shape> out;
+    for (int k = 0; k < (moe ? variants : 1); ++k) {
+      out.push_back(moe ? msh : sh);
+      if (moe) out.back().ep_rank = variants > 1 ? k : -1;
+    }
+    return out;
+  };
+  if (model.moe.enabled())
+    for (const auto& ksh : shapes(true)) {
+      pc.moe_layer.push_back(cost::layer_passes(model, ksh, true));
+      pc.moe_layer_act.push_back(cost::layer_activation_bytes(model, ksh, true));
+    }
   for (const LayerKind kind : cost::other_kinds(model)) {
     PassCosts::KindCosts kc{kind, {}, {}};
-    const int n = kind.ffn == FfnKind::MOE ? variants : 1;
-    for (int k = 0; k < n; ++k) {
-      cost::Shape ksh = kind.ffn == FfnKind::MOE ? msh : sh;
-      if (kind.ffn == FfnKind::MOE) ksh.ep_rank = n > 1 ? k : -1;
+    for (const auto& ksh : shapes(kind.ffn == FfnKind::MOE)) {
       kc.passes.push_back(cost::layer_passes(model, ksh, kind));
       kc.act.push_back(cost::layer_activation_bytes(model, ksh, kind));
     }
     pc.kinds.push_back(std::move(kc));
   }
-  if (model.mtp_layers > 0) {
-    const bool moe = model.mtp_kind().ffn == FfnKind::MOE;
-    const int n = moe ? variants : 1;
-    for (int k = 0; k < n; ++k) {
-      cost::Shape ksh = moe ? msh : sh;
-      if (moe) ksh.ep_rank = n > 1 ? k : -1;
+  if (model.mtp_layers > 0)
+    for (const auto& ksh : shapes(model.mtp_kind().ffn == FfnKind::MOE)) {
       pc.mtp.push_back(cost::mtp_passes(model, ksh));
       pc.mtp_act.push_back(cost::mtp_activation_bytes(model, ksh));
     }
-  }
   return pc;
 }
 

@@ -48,13 +48,11 @@ Element element(const PlannerInput& in, const cost::Shape& sh, const cost::Layer
 
 /// Fills the chain's per-element arrays with `per_layer` repeated over the model's layers, the embedding joining the
 /// first element and the head the last, then its static bytes and prefix sums (for O(1) range queries).
-void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh,
-                   const std::vector<Element>& per_layer) {
+void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh, const std::vector<Element>& per_layer,
+                   bool whole_model = false) {
   const auto& m = in.model;
-  // per_layer: the elements of one layer (repeated over the layers), or one per layer of the model.
-  const std::size_t n = per_layer.size() == static_cast<std::size_t>(m.num_layers) && !m.layer_pattern.empty()
-                            ? per_layer.size()
-                            : per_layer.size() * static_cast<std::size_t>(m.num_layers);
+  // per_layer: the elements of one layer, repeated over the layers; whole_model: already one per layer of the model.
+  const std::size_t n = whole_model ? per_layer.size() : per_layer.size() * static_cast<std::size_t>(m.num_layers);
   ch.num_layers = static_cast<int>(n);
   ch.forward_s.assign(n, 0.0);
   ch.compute_s = ch.params = ch.act_stored_bytes = ch.forward_s;
@@ -127,7 +125,7 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
       }
       layers.push_back(it->second);
     }
-    fill_elements(ch, in, sh, layers);
+    fill_elements(ch, in, sh, layers, true);
   }
   ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
   ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
