@@ -58,6 +58,14 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   plan.global_batch_size = vm["gbs"].as<int>();
   if (vm.count("schedule")) set_schedule(plan, vm["schedule"].as<std::string>(), "--schedule");
   if (vm.count("recompute")) plan.recompute = recompute_from_string(vm["recompute"].as<std::string>(), "--recompute");
+  if (vm.count("optimizer-offload")) plan.optimizer_offload_fraction = vm["optimizer-offload"].as<double>();
+  plan.overlap_optimizer_offload = vm.count("overlap-optimizer-offload") > 0;
+  if (vm.count("offload-activations")) plan.offload_activation_layers = vm["offload-activations"].as<int>();
+  if (vm.count("recompute-modules")) {  // Megatron-Core's --recompute-modules: selective recompute of those modules
+    plan.recompute_modules =
+        recompute_modules_from_string(vm["recompute-modules"].as<std::string>(), "--recompute-modules");
+    if (!vm.count("recompute")) plan.recompute = Recompute::SELECTIVE;
+  }
   if (vm.count("zero")) plan.zero_stage = vm["zero"].as<int>();
   plan.fp32_grads = vm.count("fp32-grads") > 0;
   plan.sequence_parallel = vm.count("sequence-parallel") > 0;
@@ -91,7 +99,8 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
   plan.cuda_graphs = vm.count("cuda-graphs") > 0;
   // Flags that act only with others: validate() refuses each that would have no effect.
-  for (const char* flag : {"tp-overlap-chunks", "fsdp-prefetch", "cp-kind", "etp", "dispatcher"})
+  for (const char* flag :
+       {"tp-overlap-chunks", "fsdp-prefetch", "cp-kind", "etp", "dispatcher", "overlap-optimizer-offload"})
     if (vm.count(flag)) {
       std::string key = flag;
       std::replace(key.begin(), key.end(), '-', '_');
@@ -108,6 +117,10 @@ const char* const kPlanFlags[] = {"tp",
                                   "gbs",
                                   "schedule",
                                   "recompute",
+                                  "recompute-modules",
+                                  "optimizer-offload",
+                                  "overlap-optimizer-offload",
+                                  "offload-activations",
                                   "zero",
                                   "sequence-parallel",
                                   "layers-per-stage",
@@ -222,7 +235,17 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("schedule", po::value<std::string>(),
      "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | custom:FILE (default 1f1b)")
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
+    ("recompute-modules", po::value<std::string>(),
+     "selective recompute of these Megatron-Core modules (implies --recompute selective): comma-separated "
+     "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts")
     ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
+    ("optimizer-offload", po::value<double>(),
+     "fraction (0-1] of the optimizer states kept in host memory and stepped by the CPU (Megatron-Core "
+     "--optimizer-cpu-offload --optimizer-offload-fraction)")
+    ("overlap-optimizer-offload", "overlap the offloaded step's gradient and parameter copies with the CPU step")
+    ("offload-activations", po::value<int>(),
+     "N: the first N layers of every model chunk keep their activations in host memory between forward and backward "
+     "(Megatron-Core --cpu-offloading --cpu-offloading-num-layers)")
     ("sequence-parallel", "Megatron sequence parallelism (needs tp > 1)")
     ("fp32-grads", "keep and reduce gradients in fp32 (Megatron-LM's default for bf16; FSDP2 with an fp32 reduce dtype)")
     ("tp-layout", po::value<std::string>(),

@@ -388,6 +388,15 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const double reshard = ring_time_s(false, tp_s, act_bytes / plan.replicas(s) / tp_s, intra.alpha, intra.bw,
                                        cal.collective_step_overhead_s, nc, intra.across);
     if (s > 0 && plan.stage_layouts_differ(s - 1, s)) f.s += reshard;
+    if (plan.offload_activation_layers > 0) {
+      // Activation offloading (as lowered): each offloaded layer's copy to the host has the next layer's forward to
+      // hide behind (double buffering), its copy back the next layer's backward; what they cannot hide is exposed.
+      const auto off = memory::offloaded_activations(m, sv, s);
+      const double n_off = static_cast<double>(plan.offload_activation_layers) * plan.virtual_stages;
+      const double copy = off.bytes / n_off / c.host.link_Bps, per_layer = std::max(1, layers[s]);
+      f.s += n_off * std::max(0.0, copy - f.s / per_layer);
+      b.s += n_off * std::max(0.0, copy - b.s / per_layer);
+    }
     if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b.s += reshard;
     stage_time[s] = f.s + b.s;
     last_backward[s] = b.s;
@@ -456,7 +465,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const double stretch = w * sg / (1 + sg);
     dp_time = std::max(dp_time, std::max(stretch, hidden - overlap) + exposed_part);
     const double shard = sm.step_params;
-    double step = shard * cal.optimizer_bytes_per_param / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
+    double step = memory::optimizer_step_s(plan, c.host, shard, cal.optimizer_bytes_per_param,
+                                           c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
     if (cal.grad_clip) {
       // Gradient clipping: a pass over the gradient shard, then the norm's all-reduce over TP and DP (as lowered).
       step +=

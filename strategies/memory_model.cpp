@@ -4,6 +4,7 @@
 
 #include "strategies/schedule.hpp"
 #include "strategies/transformer_costs.hpp"
+#include "traces/error.hpp"
 
 namespace dtsim::memory {
 
@@ -107,6 +108,13 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
     s.step_params += x.step_params;
     s.expert_params = expert;
   }
+  if (plan.optimizer_offload_fraction > 0) {
+    // HybridDeviceOptimizer: the offloaded share's fp32 master copy and moments live on the host (pinned), with the
+    // fp32 gradients copied there for the CPU step.
+    const double f = plan.optimizer_offload_fraction;
+    s.host_bytes = f * (s.optimizer_bytes + 4 * s.step_params);
+    s.optimizer_bytes *= 1 - f;
+  }
   if (caches_lowp_weights(plan.precision)) {
     // The linear layers' weights: the stage's parameters without the embedding and output head (norms are small).
     double linear = all;
@@ -115,6 +123,17 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
     s.lowp_weight_bytes = std::max(0.0, linear) * 2 * cost::precision_bytes(plan.precision, dtype_bytes(m.dtype));
   }
   return s;
+}
+
+double optimizer_step_s(const ParallelPlan& plan, const HostSpec& host, double step_params, double gpu_bytes_per_param,
+                        double gpu_Bps) {
+  const double f = plan.optimizer_offload_fraction;
+  const double gpu = (1 - f) * step_params * gpu_bytes_per_param / gpu_Bps;
+  if (f <= 0) return gpu;
+  DTSIM_ASSERT(host.known(), "optimizer offload without the host's figures");
+  const double cpu = f * step_params * kCpuAdamBytesPerParam / host.memory_Bps;
+  const double copies = f * step_params * (4.0 + 4.0) / host.link_Bps;
+  return std::max(gpu, plan.overlap_optimizer_offload ? std::max(cpu, copies) : cpu + copies);
 }
 
 namespace {
@@ -156,6 +175,29 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
   return a;
 }
 
+OffloadedActivations offloaded_activations(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
+  OffloadedActivations o;
+  const int n = plan.offload_activation_layers;
+  if (n <= 0) return o;
+  auto sh = shape_of(plan, stage);
+  if (m.moe.enabled() && !plan.routing.balanced())
+    sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
+  const auto chunks = plan.chunk_layers(m.num_layers);
+  std::vector<int> start(chunks.size() + 1, 0);
+  for (std::size_t k = 0; k < chunks.size(); ++k) start[k + 1] = start[k] + chunks[k];
+  for (int ch = 0; ch < plan.virtual_stages; ++ch) {
+    const int k = ch * plan.pp + stage;
+    for (int l = start[k]; l < start[k] + n && l < start[k + 1]; ++l) {
+      const double a = cost::layer_activation_bytes(m, sh, m.layer_kind(l)).stored;
+      o.bytes += a;
+      o.largest_layer = std::max(o.largest_layer, a);
+    }
+  }
+  const auto orders = sched::plan_orders(plan);
+  o.host_bytes = sched::max_in_flight(orders[stage], plan.split_backward()) * o.bytes / plan.virtual_stages;
+  return o;
+}
+
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
   const auto orders = sched::plan_orders(plan);
   const auto sh = shape_of(plan, stage);
@@ -169,7 +211,9 @@ double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, i
   const double v = plan.virtual_stages;
   // Walk the stage's pass order: F stores the chunk's activations (1/v of the stage's); with a split backward the
   // recomputed activations of the chunk's layers stay from B until W, otherwise one layer's at a time.
-  const double stored_chunk = stage_activation_bytes_per_microbatch(m, plan, stage) / v;
+  // Offloaded layers' activations leave the device (the double buffer keeps up to two layers' on it).
+  const OffloadedActivations off = offloaded_activations(m, plan, stage);
+  const double stored_chunk = (stage_activation_bytes_per_microbatch(m, plan, stage) - off.bytes) / v;
   const double recompute_chunk = plan.stage_layers(m.num_layers)[stage] / v * layer_act.transient;
   const bool split = plan.split_backward();
   double held = 0, peak = 0;
@@ -189,7 +233,7 @@ double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, i
       held -= stored_chunk + recompute_chunk;
     }
   }
-  return reserved_bytes + static_memory(m, plan, stage).total() + peak;
+  return reserved_bytes + static_memory(m, plan, stage).total() + peak + 2 * off.largest_layer;
 }
 
 }  // namespace dtsim::memory

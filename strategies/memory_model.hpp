@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "traces/cluster.hpp"
 #include "traces/model.hpp"
 #include "traces/plan.hpp"
 
@@ -18,8 +19,24 @@ struct StaticMemory {
   /// Low-precision copies of the linear layers' weights that Transformer Engine caches across micro-batches (FP8
   /// delayed, MXFP8, NVFP4): the row-wise and column-wise (transposed) copies with their scales.
   double lowp_weight_bytes = 0;
+  /// Host memory the rank uses (ParallelPlan::optimizer_offload_fraction): the offloaded share of its optimizer
+  /// states and the pinned fp32 gradients the CPU step reads. Not part of total() (device memory).
+  double host_bytes = 0;
   double total() const { return weight_bytes + gradient_bytes + optimizer_bytes + lowp_weight_bytes; }
 };
+
+/// Host-memory traffic of PyTorch's CPU AdamW per fp32 parameter (torch/optim/adamw.py, _single_tensor_adamw, the
+/// path for CPU tensors): eight elementwise passes (weight decay, lerp of m, v's mul and addcmul, sqrt, division,
+/// eps, addcdiv) reading 48 and writing 32 bytes.
+inline constexpr double kCpuAdamBytesPerParam = 80;
+
+/// One rank's optimizer step, s: the GPU's share of the `step_params` as a memory-bound pass of
+/// `gpu_bytes_per_param` at `gpu_Bps`; with optimizer offload (fraction F of the parameters on the host) the CPU
+/// steps its share beside it -- F P kCpuAdamBytesPerParam at the host's memory bandwidth, after the fp32 gradients'
+/// copy to the host and before the fp32 parameters' copy back (4 + 4 bytes each over the host link), or overlapping
+/// them (overlap_optimizer_offload) -- and the step ends when both have.
+double optimizer_step_s(const ParallelPlan& plan, const HostSpec& host, double step_params, double gpu_bytes_per_param,
+                        double gpu_Bps);
 
 /// Optimizer bytes per parameter before sharding: fp32 master copy (when the model is not fp32) + m + v.
 double optimizer_bytes_per_param(DType dtype);
@@ -38,6 +55,17 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
 
 /// Stored activation bytes of one micro-batch on stage `stage` (its layers plus embedding/head).
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+
+/// Activation offloading (ParallelPlan::offload_activation_layers): of one micro-batch's stored activations on
+/// `stage`, those of its offloaded layers (the first N decoder layers of each of its model chunks), and the largest
+/// such layer's; and the host memory they take at most (times the most micro-batches the stage's order holds, per
+/// chunk).
+struct OffloadedActivations {
+  double bytes = 0;          ///< per micro-batch, all the stage's chunks
+  double largest_layer = 0;  ///< one offloaded layer's, per micro-batch
+  double host_bytes = 0;     ///< at most at once on the host
+};
+OffloadedActivations offloaded_activations(const TransformerSpec& m, const ParallelPlan& plan, int stage);
 
 /// Analytic peak: static + in-flight micro-batches x activations + the largest per-layer transient
 /// (ZeRO-3's gathered parameters and communication buffers are not included; the simulator tracks them).

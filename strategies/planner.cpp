@@ -12,8 +12,9 @@ std::string describe(const ParallelPlan& p) {
   o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp;
   if (p.cp > 1) o << " cp " << p.cp << " (" << to_string(p.cp_kind) << ")";
   if (p.ep > 1) o << " ep " << p.ep;
-  o << " mbs " << p.micro_batch_size << " " << p.schedule_name() << " recompute " << to_string(p.recompute) << " zero "
-    << p.zero_stage << (p.sequence_parallel ? " sp" : "");
+  o << " mbs " << p.micro_batch_size << " " << p.schedule_name() << " recompute " << to_string(p.recompute);
+  if (p.recompute_modules != 0) o << " (" << recompute_modules_to_string(p.recompute_modules) << ")";
+  o << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");
   if (p.tp_layout != TpLayout::D1) {
     o << " tp-layout " << to_string(p.tp_layout);
     if (p.tp_layout == TpLayout::D2_5) o << ':' << p.tp_depth;

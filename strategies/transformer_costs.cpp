@@ -75,6 +75,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.tp = plan.tp;
   sh.sequence_parallel = plan.sequence_parallel || (plan.tp_layout != TpLayout::D1 && plan.tp > 1);
   sh.recompute = plan.recompute;
+  sh.recompute_modules = plan.recompute_modules;
   sh.layout = plan.tp_layout;
   sh.tp_depth = plan.tp_depth;
   sh.cp = plan.cp;
@@ -248,6 +249,7 @@ bool megatron_fused_softmax(int attn_batches, long long seq_len, double element_
 }
 
 namespace {
+std::vector<Step> module_recompute(const std::vector<Step>& forward, unsigned mods);  // below
 CollectiveKind collective_kind(const std::string& k) {
   if (k == "all-reduce") return CollectiveKind::ALL_REDUCE;
   if (k == "all-gather") return CollectiveKind::ALL_GATHER;
@@ -380,6 +382,8 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
+  } else if (sh.recompute == Recompute::SELECTIVE && sh.recompute_modules != 0) {
+    p.recompute = module_recompute(p.forward, sh.recompute_modules);
   } else if (sh.recompute == Recompute::SELECTIVE) {
     p.recompute.push_back(compute("recompute-attention-core", core));
   }
@@ -627,6 +631,58 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
 }  // namespace
 
 namespace {
+// Megatron-Core's recompute_modules (traces/plan.hpp RecomputeModule) as the recompute steps of a layer: the steps
+// and ops of its forward (after apply_precision, so low-precision GEMMs and their input casts recompute as they ran)
+// that each chosen module covers, in forward order. Checkpointed modules re-run whole, their TP / EP collectives
+// included (Megatron's CheckpointFunction re-runs the module's forward); the output-discarding ones re-run their own
+// kernels only. By name: the step and op names of standard_layer_passes, hybrid_layer_passes and moe_block.
+bool named(const std::string& name, std::initializer_list<const char*> bases) {
+  for (const char* b : bases) {
+    const std::string base = b;
+    // The op itself, or its low-precision input cast (quantize_ops: NAME-x...); the weight's cast is cached.
+    if (name == base || name.rfind(base + "-x", 0) == 0) return true;
+  }
+  return false;
+}
+std::vector<Step> module_recompute(const std::vector<Step>& forward, unsigned mods) {
+  const bool moe = mods & RECOMPUTE_MOE, shared = mods & RECOMPUTE_SHARED_EXPERTS, mlp = mods & RECOMPUTE_MLP;
+  auto op_chosen = [&](const std::string& n) {
+    return ((mods & RECOMPUTE_CORE_ATTN) &&
+            named(n, {"flash-attention", "qk", "softmax", "softmax-scale", "softmax-mask", "softmax-to-half",
+                      "attn-dropout", "av", "attention-gate"})) ||
+           ((mods & RECOMPUTE_LAYERNORM) && named(n, {"ln1", "ln2", "attention-norm", "mlp-norm", "moe-norm"})) ||
+           ((mods & RECOMPUTE_MLA_UP_PROJ) && named(n, {"q-up", "kv-up", "rope"})) ||
+           (mlp && named(n, {"fc1", "swiglu", "gelu", "squared-relu", "fc2"})) ||
+           ((mods & RECOMPUTE_MOE_ACT) && named(n, {"expert-swiglu", "expert-gelu"}));
+  };
+  auto step_chosen = [&](const Step& st) {
+    const std::string& n = st.name;
+    if (moe && named(n, {"moe-router", "moe-token-counts", "moe-dispatch", "moe-etp-ag", "moe-experts", "moe-etp-rs",
+                         "moe-combine", "moe-unpermute", "shared-ag", "moe-shared", "shared-rs"}))
+      return true;
+    if (shared && named(n, {"shared-ag", "moe-shared", "shared-rs"})) return true;
+    if (mlp && st.kind != Step::Kind::COMPUTE && named(n, {"mlp-ag", "mlp-rs", "mlp-ar"})) return true;
+    // Context-parallel ring attention: the core's blocks and their KV exchange.
+    return (mods & RECOMPUTE_CORE_ATTN) && st.kind == Step::Kind::RING_ATTENTION;
+  };
+  std::vector<Step> out;
+  for (const Step& st : forward) {
+    Step r = st;
+    r.name = "recompute-" + st.name;
+    if (!step_chosen(st)) {
+      if (st.kind != Step::Kind::COMPUTE) continue;
+      r.ops.clear();
+      for (const Op& o : st.ops)
+        if (op_chosen(o.name)) r.ops.push_back(o);
+      if (r.ops.empty()) continue;
+      if (st.host_issues > 0)
+        r.host_issues = st.host_issues * static_cast<double>(r.ops.size()) / static_cast<double>(st.ops.size());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, bool moe, double window);
 LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind);
 }  // namespace
@@ -827,6 +883,8 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
+  } else if (sh.recompute == Recompute::SELECTIVE && sh.recompute_modules != 0) {
+    p.recompute = module_recompute(p.forward, sh.recompute_modules);
   } else if (sh.recompute == Recompute::SELECTIVE && !flash) {
     p.recompute.push_back(compute("recompute-attention-core", core));
   }
@@ -992,6 +1050,8 @@ LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, Layer
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& st : p.recompute) st.name = "recompute-" + st.name;
+  } else if (sh.recompute == Recompute::SELECTIVE && sh.recompute_modules != 0) {
+    p.recompute = module_recompute(p.forward, sh.recompute_modules);
   } else if (sh.recompute == Recompute::SELECTIVE && !selective.empty()) {
     p.recompute.push_back(compute("recompute-attention-core", selective));
   }
@@ -1144,16 +1204,55 @@ namespace {
 // A MoE FFN's stored activations on one rank: router input and fp32 probabilities, the permuted tokens (expert FC1
 // input), FC1 output (activation input), FC2 input, the expert outputs kept for the weighted unpermute; shared
 // experts as a dense MLP of their width.
-double moe_activation_bytes(const TransformerSpec& m, const Shape& sh, const Dims& d) {
+struct MoeActivations {
+  double total = 0;
+  double expert_act = 0;  ///< the routed experts' activation output (FC2 input)
+  double shared = 0;      ///< the shared experts' inner activations
+};
+MoeActivations moe_activations(const TransformerSpec& m, const Shape& sh, const Dims& d) {
   const auto& x = m.moe;
   const double Tr = d.T / d.t,
                N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
   const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp;
   const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
-  double bytes =
-      Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * (glu + 1) * d.e + Tr * x.top_k * d.h * d.e;
-  if (x.shared_ffn_hidden > 0) bytes += d.T * x.shared_ffn_hidden / d.t * (glu + 1) * d.e;
-  return bytes;
+  MoeActivations a;
+  a.expert_act = N * fe * d.e;
+  if (x.shared_ffn_hidden > 0) a.shared = d.T * x.shared_ffn_hidden / d.t * (glu + 1) * d.e;
+  a.total = Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * glu * d.e + a.expert_act +
+            Tr * x.top_k * d.h * d.e + a.shared;
+  return a;
+}
+double moe_activation_bytes(const TransformerSpec& m, const Shape& sh, const Dims& d) {
+  return moe_activations(m, sh, d).total;
+}
+
+// What Megatron-Core's recompute_modules (sh.recompute_modules) free of one layer's stored activations, re-made
+// during its backward: the attention core's inner tensors (the unfused scores, or FlashAttention's log-sum-exp;
+// `core`), each transformer block's norm output (`norms` blocks), MLA's up-projected q, k, v, a dense MLP's inner
+// activations (`mlp_inner`), the MoE block's (all of them, or the experts' activation output, or the shared
+// experts'). Module inputs stay: the checkpoint keeps them.
+double module_dropped_bytes(const TransformerSpec& m, const Shape& sh, const Dims& d, double core, int norms,
+                            double mlp_inner, bool moe) {
+  const unsigned mods = sh.recompute_modules;
+  const double rep = sh.sequence_parallel ? 1 / d.t : 1;
+  double drop = 0;
+  if (mods & RECOMPUTE_CORE_ATTN) drop += core;
+  if (mods & RECOMPUTE_LAYERNORM) drop += norms * d.T * d.h * d.e * rep;
+  if ((mods & RECOMPUTE_MLA_UP_PROJ) && m.mla.enabled() && core > 0) {
+    const AttentionProj ap = attention_proj(m, d);
+    drop += d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
+  }
+  if (mods & RECOMPUTE_MLP) drop += mlp_inner;
+  if (moe) {
+    const MoeActivations a = moe_activations(m, sh, d);
+    if (mods & RECOMPUTE_MOE) {
+      drop += a.total;
+    } else {
+      if (mods & RECOMPUTE_MOE_ACT) drop += a.expert_act;
+      if (mods & RECOMPUTE_SHARED_EXPERTS) drop += a.shared;
+    }
+  }
+  return drop;
 }
 }  // namespace
 
@@ -1196,6 +1295,13 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   switch (sh.recompute) {
     case Recompute::NONE: out.stored = full; break;
     case Recompute::SELECTIVE:
+      if (sh.recompute_modules != 0) {
+        // The dense MLP's inner activations: its FC1 output and activation output (its input is the norm's output).
+        const double drop = module_dropped_bytes(m, sh, d, scores, 2, moe ? 0 : mlp_inner / t, moe);
+        out.stored = full - drop;
+        out.transient = drop;
+        break;
+      }
       out.stored = replicated + sharded + moe_bytes + (flash ? scores : 0);
       out.transient = flash ? 0 : scores;
       break;
@@ -1214,7 +1320,8 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   const double rep = sh.sequence_parallel ? 1 / d.t : 1;
   // Every block keeps its norm's input and the normalised input of its first GEMM (replicated unless sequence
   // parallel), as Korthikanti's attention and MLP halves do.
-  double full = 0, scores = 0;
+  double full = 0, scores = 0, mlp_inner = 0;
+  int norms = 0;  // transformer blocks' norms (Megatron-Core's layernorm module; not the Mamba mixer's)
   auto block_inputs = [&]() { full += 2 * d.T * d.h * d.e * rep; };
   if (kind.mixer == MixerKind::MAMBA2) {
     // in_proj's output (z, x, B, C, dt), the scan's output y and the gated norm's output (out_proj's input); the
@@ -1234,22 +1341,36 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     // Attention alone: q, k, v and the core's output; FlashAttention's log-sum-exp, or the unfused scores.
     const AttentionProj ap = attention_proj(m, d);
     block_inputs();
+    ++norms;
     full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e;
     if (m.attention == AttentionKind::FLASH) full += d.b * (m.heads / d.t) * d.sq * 4;
     else scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / d.t;
   }
   if (kind.ffn == FfnKind::DENSE) {
     block_inputs();
-    full += d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2) / d.t;
+    ++norms;
+    mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2) / d.t;
+    full += mlp_inner;
   } else if (kind.ffn == FfnKind::MOE) {
     // As the MoE half of a standard MoE layer (moe_activation_bytes).
     block_inputs();
+    ++norms;
     full += moe_activation_bytes(m, sh, d);
   }
   ActivationBytes out;
   switch (sh.recompute) {
     case Recompute::NONE: out.stored = full + scores; break;
     case Recompute::SELECTIVE:
+      if (sh.recompute_modules != 0) {
+        // FlashAttention's log-sum-exp is the core's inner tensor here; the unfused scores are.
+        const bool attn = kind.mixer == MixerKind::ATTENTION || kind.mixer == MixerKind::SLIDING_ATTENTION;
+        const double lse = attn && m.attention == AttentionKind::FLASH ? d.b * (m.heads / d.t) * d.sq * 4 : 0;
+        const double drop =
+            module_dropped_bytes(m, sh, d, attn ? scores + lse : 0, norms, mlp_inner, kind.ffn == FfnKind::MOE);
+        out.stored = full + scores - drop;
+        out.transient = drop;
+        break;
+      }
       out.stored = full;
       out.transient = scores;
       break;

@@ -102,6 +102,8 @@ struct Shape {
   int tp = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::NONE;
+  /// With selective recompute: Megatron-Core's recompute_modules (RecomputeModule bits); 0 = Korthikanti's.
+  unsigned recompute_modules = 0;
   TpLayout layout = TpLayout::D1;  ///< 2-D/2.5-D/3-D partition every activation over the tp ranks (as SP)
   int tp_depth = 1;
   int cp = 1;  ///< context parallel: each rank holds seq_len / cp tokens of every sequence

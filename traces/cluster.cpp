@@ -239,7 +239,8 @@ struct ClusterPreset {
 // ConnectX-8 per 4-GPU compute tray: docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/
 // components.html; glennklockwood.com: "72 ConnectX-8 NICs"). NVLink latency through the switch trays as inside a
 // DGX (estimate). Use them in multiples of 72 GPUs ("gb200-nvl72:576" = 8 racks) or with fewer GPUs per rack
-// ("gb200-nvl72:576@64" = 9 racks of 64; a count that is a multiple of 64 but not of 72 takes 64 per rack).
+// ("gb200-nvl72:576@64" = 9 racks of 64; a count that is a multiple of 64 but not of 72 takes 64 per rack, any
+// other multiple of 4 the fewest racks that share it evenly).
 // Clariden (CSCS Alps, HPE Cray EX254n GH200 blades; alias alps-gh200): 4 GH200 per node, "four Grace-Hopper modules
 // and four corresponding network interface cards (NICs)" per node on HPE Slingshot 11 (CSCS documentation,
 // docs.cscs.ch/alps/hardware, "NVIDIA GH200 GPU Nodes"; eth-cscs/cscs-docs docs/alps/hardware.md). Inside a node the
@@ -275,6 +276,46 @@ const std::vector<ClusterPreset>& cluster_presets() {
       {"pcie-a100", "a100-pcie-80gb", 8, 32e9, 2e-6, 4, 200 * units::kGbit_Bps, 2e-6},  // graph built below
   };
   return list;
+}
+
+// The host side of each preset's GPUs (HostSpec), from the systems' specification sheets; per GPU = the node's
+// figures / its GPUs. Host-memory bandwidth is the DIMM peak (channels x transfer rate x 8 bytes; sustained STREAM
+// bandwidth is lower). PCIe Gen4 x16 32 GB/s and Gen5 x16 64 GB/s per direction; NVLink-C2C 900 GB/s bidirectional
+// (450 each way; Transformer Engine's CPU-offloading guide, nvidia.github.io/TransformerEngine ... cpu_offloading).
+//  DGX A100 (80 GB): 2 x EPYC 7742, 8 x DDR4-3200 each (409.6 GB/s), 2 TB, PCIe Gen4 (DGX A100 datasheet).
+//  DGX H100 / H200 / H800 HGX: 2 x Xeon 8480C, 8 x DDR5-4800 each (614.4 GB/s), 2 TB, PCIe Gen5 (DGX H100/H200
+//    datasheets; HGX H800 hosts assumed alike). Grand Teton: as DGX H100 (an estimate).
+//  DGX B200: 2 x Xeon 8570, 8 x DDR5-5600 each (716.8 GB/s), 2 TB (4 TB optional), PCIe Gen5 (DGX B200 datasheet).
+//  DGX B300: 2 x Xeon 6776P, 2 TB; DDR5-6400 x 8 per socket (819.2 GB/s) and PCIe Gen5 are estimates.
+//  GB200 / GB300 NVL72: one Grace (480 GB LPDDR5X, 512 GB/s) per two GPUs, each GPU on NVLink-C2C (NVIDIA GB200 /
+//    GB300 NVL72 product pages; TE's guide: "480 GB LPDDR5X memory and two Blackwell GPUs").
+//  GH200 (Alps / Clariden): one Grace per GPU, 128 GB LPDDR5X at 500 GB/s (GH200 datasheet, Alps nodes of 4 x 128
+//    GB), NVLink-C2C.
+//  DGX-1 V100: 2 x Xeon E5-2698 v4, 4 x DDR4-2400 each (153.6 GB/s), 512 GB, PCIe Gen3 x16 16 GB/s.
+//  PCIe A100 servers: as DGX A100's host, PCIe Gen4 (an estimate).
+HostSpec host_of_preset(const std::string& preset) {
+  struct Host {
+    const char* preset;
+    double link_Bps, node_memory_bytes, node_memory_Bps;
+    int node_gpus;
+  };
+  static const Host list[] = {
+      {"dgx-a100", 32e9, 2048 * units::kGiB, 409.6e9, 8},
+      {"dgx-h100", 64e9, 2048 * units::kGiB, 614.4e9, 8},
+      {"dgx-h200", 64e9, 2048 * units::kGiB, 614.4e9, 8},
+      {"dgx-h800", 64e9, 2048 * units::kGiB, 614.4e9, 8},
+      {"grand-teton-h100", 64e9, 2048 * units::kGiB, 614.4e9, 8},
+      {"dgx-b200", 64e9, 2048 * units::kGiB, 716.8e9, 8},
+      {"dgx-b300", 64e9, 2048 * units::kGiB, 819.2e9, 8},
+      {"gb200-nvl72", 450e9, 480e9, 512e9, 2},
+      {"gb300-nvl72", 450e9, 480e9, 512e9, 2},
+      {"clariden", 450e9, 128e9, 500e9, 1},
+      {"dgx1-v100", 16e9, 512 * units::kGiB, 153.6e9, 8},
+      {"pcie-a100", 32e9, 2048 * units::kGiB, 409.6e9, 8},
+  };
+  for (const Host& h : list)
+    if (preset == h.preset) return {h.link_Bps, h.node_memory_bytes / h.node_gpus, h.node_memory_Bps / h.node_gpus};
+  return {};
 }
 
 // Other names load_cluster() accepts for a cluster preset (not listed by cluster_preset_names()).
@@ -493,7 +534,25 @@ ClusterSpec load_cluster(const std::string& spec) {
                         " node has " + std::to_string(p->gpus_per_node));
     // NVL72 racks not used whole: NVIDIA's training recipes run 64 of each rack's 72 GPUs (the rest spares), so a
     // count that is a multiple of 64 but not of 72 takes 64 per rack unless '@' says otherwise.
-    if (per_node < 0 && p->gpus_per_node == 72 && n_gpus > 72 && n_gpus % 72 != 0 && n_gpus % 64 == 0) per_node = 64;
+    // Any other multiple of 4 (a compute tray holds 4 GPUs) takes the fewest racks that share it evenly -- the
+    // largest multiple of 4 from 36 to 68 that divides it (136 = 2 racks of 68, 200 = 5 of 40), so a job never spans
+    // more than twice the racks it needs; other counts are refused and '@' states the split (gb200-nvl72:152@8).
+    if (per_node < 0 && p->gpus_per_node == 72 && n_gpus > 72 && n_gpus % 72 != 0) {
+      if (n_gpus % 64 == 0) {
+        per_node = 64;
+      } else {
+        if (n_gpus % 4 != 0)
+          throw ConfigError("cluster '" + spec + "': " + std::to_string(n_gpus) + " GPUs on " + base +
+                            " racks is not a multiple of 4 (a compute tray holds 4 GPUs)");
+        for (long d = 68; d >= 36 && per_node < 0; d -= 4)
+          if (n_gpus % d == 0) per_node = d;
+        if (per_node < 0)
+          throw ConfigError("cluster '" + spec + "': " + std::to_string(n_gpus) + " GPUs on " + base +
+                            " racks does not split evenly into racks of 36 to 72 GPUs; say the GPUs per rack with "
+                            "NAME:GPUS@PER_NODE (e.g. " +
+                            base + ":" + std::to_string(n_gpus) + "@" + std::to_string(n_gpus % 8 == 0 ? 8 : 4) + ")");
+      }
+    }
     const long node_gpus = per_node > 0 ? per_node : p->gpus_per_node;
     if (n_gpus <= node_gpus) {
       c.num_nodes = 1;
@@ -511,10 +570,12 @@ ClusterSpec load_cluster(const std::string& spec) {
       ClusterSpec d =
           base == "dgx1-v100" ? dgx1_v100(static_cast<int>(n_gpus / 8)) : pcie_a100(static_cast<int>(n_gpus / 8));
       d.name = spec;
+      d.host = host_of_preset(base);
       d.validate();
       return d;
     }
     c.intra = {"nvswitch", p->nvlink_Bps, p->nvlink_latency_s};
+    c.host = host_of_preset(base);  // per GPU: a node used in part still gives each GPU its own share
     int nics = p->nics * c.gpus_per_node / p->gpus_per_node;
     c.inter.nics_per_node = nics > 0 ? nics : 1;
     c.inter.nic_bandwidth_Bps = p->nic_Bps;
@@ -553,6 +614,9 @@ nlohmann::json to_json(const ClusterSpec& c) {
         {"spine_latency_s", c.inter.spine_latency_s},
         {"leaves_per_pod", c.inter.leaves_per_pod},
         {"pod_oversubscription", c.inter.pod_oversubscription}}}};
+  if (c.host.known())
+    j["host"] = {
+        {"link_Bps", c.host.link_Bps}, {"memory_bytes", c.host.memory_bytes}, {"memory_Bps", c.host.memory_Bps}};
   if (c.has_graph()) {
     nlohmann::json vs = nlohmann::json::array(), ls = nlohmann::json::array();
     for (const auto& v : c.graph.vertices) {
@@ -589,7 +653,8 @@ GpuSpec gpu_from_json(const nlohmann::json& gj, const std::string& gctx) {
 ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
   json_util::reject_unknown(
-      j, ctx, {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node", "graph"});
+      j, ctx,
+      {"schema_version", "name", "gpu", "num_nodes", "gpus_per_node", "intra_node", "inter_node", "graph", "host"});
   ClusterSpec c;
   c.name = get_or<std::string>(j, ctx, "name", "custom");
   auto gj = get<nlohmann::json>(j, ctx, "gpu");
@@ -616,6 +681,18 @@ ClusterSpec cluster_from_json(const nlohmann::json& j, const std::string& ctx) {
     c.inter.spine_latency_s = get_or<double>(nj, ic, "spine_latency_s", 0.0);
     c.inter.leaves_per_pod = get_or<int>(nj, ic, "leaves_per_pod", 0);
     c.inter.pod_oversubscription = get_or<double>(nj, ic, "pod_oversubscription", 1.0);
+  }
+  if (j.contains("host")) {
+    auto hj = get<nlohmann::json>(j, ctx, "host");
+    const std::string hc = ctx + ".host";
+    json_util::reject_unknown(hj, hc, {"link_Bps", "memory_bytes", "memory_Bps"});
+    c.host.link_Bps = get<double>(hj, hc, "link_Bps");
+    c.host.memory_bytes = get<double>(hj, hc, "memory_bytes");
+    c.host.memory_Bps = get<double>(hj, hc, "memory_Bps");
+    limits::check(c.host.link_Bps, limits::kBandwidth, ctx, "host.link_Bps");
+    limits::check(c.host.memory_Bps, limits::kBandwidth, ctx, "host.memory_Bps");
+    if (!(c.host.memory_bytes > 0) || c.host.memory_bytes > 1e15)
+      throw ConfigError(hc + ".memory_bytes must be a positive number of bytes up to 1e15");
   }
   if (j.contains("graph")) {
     const std::string gc = ctx + ".graph";

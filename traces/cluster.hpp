@@ -72,6 +72,16 @@ struct TopologyGraph {
   std::vector<Link> links;
 };
 
+/// The host side of one GPU (offloading: activations and optimizer states in host memory, a CPU optimizer step):
+/// its link to the host and its share of the node's host memory and host-memory bandwidth. 0 = not known (a cluster
+/// file without "host"): plans that offload are refused there.
+struct HostSpec {
+  double link_Bps = 0;      ///< GPU <-> host, per direction (PCIe x16, or NVLink-C2C on Grace superchips)
+  double memory_bytes = 0;  ///< the GPU's share of the node's host memory
+  double memory_Bps = 0;    ///< the GPU's share of the host's peak memory bandwidth
+  bool known() const { return link_Bps > 0 && memory_bytes > 0 && memory_Bps > 0; }
+};
+
 struct ClusterSpec {
   std::string name;
   GpuSpec gpu;
@@ -79,6 +89,7 @@ struct ClusterSpec {
   int gpus_per_node = 0;
   IntraNodeFabric intra;
   InterNodeNetwork inter;
+  HostSpec host;
   /// When not empty, the whole network (intra and inter node) is this graph and `intra`/`inter` only give
   /// default latencies; folding is disabled.
   TopologyGraph graph;

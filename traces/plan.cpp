@@ -12,6 +12,7 @@
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 #include "traces/limits.hpp"
+#include "traces/text.hpp"
 
 namespace dtsim {
 constexpr std::int64_t kMaxMicroBatches = 1 << 20;  ///< micro-batches per replica per iteration (validate())
@@ -396,6 +397,39 @@ Recompute recompute_from_string(const std::string& s, const std::string& ctx) {
   throw ConfigError(ctx + ": unknown recompute '" + s + "' (known: none, selective, full)");
 }
 
+namespace {
+constexpr const char* kRecomputeModuleNames[kRecomputeModules] = {
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};
+}  // namespace
+
+std::string recompute_modules_to_string(unsigned modules) {
+  std::string out;
+  for (int i = 0; i < kRecomputeModules; ++i)
+    if (modules & (1U << i)) {
+      if (!out.empty()) out += ',';
+      out += kRecomputeModuleNames[i];
+    }
+  return out;
+}
+
+unsigned recompute_modules_from_string(const std::string& list, const std::string& ctx) {
+  unsigned out = 0;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    int found = -1;
+    for (int i = 0; i < kRecomputeModules; ++i)
+      if (name == kRecomputeModuleNames[i]) found = i;
+    if (found < 0)
+      throw ConfigError(ctx + ": unknown recompute module '" + name +
+                        "' (known: " + recompute_modules_to_string((1U << kRecomputeModules) - 1) + ")");
+    out |= 1U << found;
+    start = comma + 1;
+  }
+  return out;
+}
+
 std::string rank_order_string(const std::array<Axis, 3>& order) {
   return to_string(order[0]) + "," + to_string(order[1]) + "," + to_string(order[2]);
 }
@@ -608,6 +642,20 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   positive(pp, "pp");
   positive(dp, "dp");
   positive(micro_batch_size, "micro batch size");
+  if (!(optimizer_offload_fraction >= 0 && optimizer_offload_fraction <= 1))
+    throw ConfigError(ctx + ": optimizer offload fraction must be between 0 and 1, got " +
+                      format_number("%g", optimizer_offload_fraction));
+  if (offload_activation_layers < 0)
+    throw ConfigError(ctx + ": activation offload layers must be 0 or more, got " +
+                      std::to_string(offload_activation_layers));
+  if (offload_activation_layers > 0) {
+    if (!cluster.host.known())
+      throw ConfigError(ctx + ": activation offload needs the cluster's host link and memory (cluster '" +
+                        cluster.name + "' gives no \"host\")");
+  }
+  if (optimizer_offload_fraction > 0 && !cluster.host.known())
+    throw ConfigError(ctx + ": optimizer offload needs the cluster's host link and memory (cluster '" + cluster.name +
+                      "' gives no \"host\")");
   positive(global_batch_size, "global batch size");
   if (global_batch_size > limits::kMaxGlobalBatch)
     throw ConfigError(ctx + ": global batch size must be at most " + std::to_string(limits::kMaxGlobalBatch) +
@@ -914,6 +962,42 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
     no_effect("fsdp_prefetch",
               "unless zero stage is 3 (ZeRO-3/FSDP; this plan has " + std::to_string(zero_stage) + ")");
   if (given("cp_kind") && cp == 1) no_effect("cp_kind", "with cp 1 (no context parallelism)");
+  if (offload_activation_layers > 0 && pp > 0 && virtual_stages > 0) {
+    if (has_stage_cuts())
+      throw ConfigError(ctx + ": activation offload cannot be combined with stage boundaries inside layers");
+    const auto layers = chunk_layers(model.num_layers);
+    const int fewest = *std::min_element(layers.begin(), layers.end());
+    if (offload_activation_layers >= fewest)
+      throw ConfigError(ctx + ": activation offload of " + std::to_string(offload_activation_layers) +
+                        " layers per model chunk must be fewer than the layers of every chunk (the smallest has " +
+                        std::to_string(fewest) + "; Megatron-Core keeps the last layer's activations on the GPU)");
+  }
+  if (given("overlap_optimizer_offload") && optimizer_offload_fraction <= 0)
+    no_effect("overlap_optimizer_offload", "without optimizer_offload_fraction (--optimizer-offload)");
+  if (recompute_modules != 0) {
+    bool selective = recompute == Recompute::SELECTIVE;
+    for (const auto& st : stage_strategies) selective = selective || st.recompute == Recompute::SELECTIVE;
+    if (!selective)
+      throw ConfigError(ctx + ": recompute_modules (--recompute-modules " +
+                        recompute_modules_to_string(recompute_modules) + ") needs recompute selective (this plan has " +
+                        to_string(recompute) + ")");
+    auto refuse = [&](unsigned bit, const std::string& why) {
+      if (recompute_modules & bit)
+        throw ConfigError(ctx + ": recompute module " + recompute_modules_to_string(bit) + " has no effect " + why);
+    };
+    if (has_stage_cuts())
+      throw ConfigError(ctx +
+                        ": recompute_modules cannot be combined with stage boundaries inside layers "
+                        "(stage_cut_atoms)");
+    if (!model.mla.enabled())
+      refuse(RECOMPUTE_MLA_UP_PROJ, "without multi-head latent attention ('" + model.name + "')");
+    if (!model.moe.enabled()) {
+      refuse(RECOMPUTE_MOE, "on a dense model ('" + model.name + "' has no experts)");
+      refuse(RECOMPUTE_MOE_ACT, "on a dense model ('" + model.name + "' has no experts)");
+    }
+    if (model.moe.shared_ffn_hidden <= 0)
+      refuse(RECOMPUTE_SHARED_EXPERTS, "without shared experts ('" + model.name + "' has none)");
+  }
   if (!model.moe.enabled()) {
     for (const char* key : {"etp", "dispatcher"})
       if (given(key)) no_effect(key, "on a dense model ('" + model.name + "' has no experts)");
@@ -1065,6 +1149,15 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
       {"rank_order", rank_order_string(p.rank_order)},
       {"dp_overlap", p.dp_overlap},
       {"dp_bucket_bytes", p.dp_bucket_bytes}};
+  if (p.optimizer_offload_fraction > 0) j["optimizer_offload_fraction"] = p.optimizer_offload_fraction;
+  if (p.overlap_optimizer_offload) j["overlap_optimizer_offload"] = true;
+  if (p.offload_activation_layers > 0) j["offload_activation_layers"] = p.offload_activation_layers;
+  if (p.recompute_modules != 0) {
+    std::vector<std::string> names;
+    for (int i = 0; i < kRecomputeModules; ++i)
+      if (p.recompute_modules & (1U << i)) names.emplace_back(kRecomputeModuleNames[i]);
+    j["recompute_modules"] = names;
+  }
   if (p.has_stage_replicas()) j["stage_replicas"] = p.stage_replicas;
   if (p.has_stage_cuts()) j["stage_cut_atoms"] = p.stage_cut_atoms;
   if (!p.device_map.empty()) j["device_map"] = p.device_map;
@@ -1128,6 +1221,10 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "custom_source",
                              "zero_stage",
                              "recompute",
+                             "recompute_modules",
+                             "optimizer_offload_fraction",
+                             "overlap_optimizer_offload",
+                             "offload_activation_layers",
                              "sequence_parallel",
                              "rank_order",
                              "dp_overlap",
@@ -1203,6 +1300,20 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   if (p.etp != 0) p.given_options.emplace_back("etp");
   p.stack = get_or<std::string>(j, ctx, "stack", "");
   p.recompute = recompute_from_string(get_or<std::string>(j, ctx, "recompute", "none"), ctx);
+  p.optimizer_offload_fraction = get_or<double>(j, ctx, "optimizer_offload_fraction", 0.0);
+  p.overlap_optimizer_offload = get_or<bool>(j, ctx, "overlap_optimizer_offload", false);
+  p.offload_activation_layers = get_or<int>(j, ctx, "offload_activation_layers", 0);
+  if (p.overlap_optimizer_offload) p.given_options.emplace_back("overlap_optimizer_offload");
+  if (j.contains("recompute_modules")) {
+    const auto names = get<std::vector<std::string>>(j, ctx, "recompute_modules");
+    std::string list;
+    for (const auto& n : names) {
+      if (!list.empty()) list += ',';
+      list += n;
+    }
+    if (names.empty()) throw ConfigError(ctx + ": recompute_modules is empty (leave it out for none)");
+    p.recompute_modules = recompute_modules_from_string(list, ctx);
+  }
   p.sequence_parallel = get_or<bool>(j, ctx, "sequence_parallel", false);
   p.tp_layout = tp_layout_from_string(get_or<std::string>(j, ctx, "tp_layout", "1d"), ctx);
   p.tp_depth = get_or<int>(j, ctx, "tp_depth", 1);

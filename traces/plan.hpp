@@ -27,6 +27,26 @@ struct PipeOp {
 std::string to_string(const PipeOp& op);
 PipeOp pipe_op_from_string(const std::string& s, const std::string& ctx);
 enum class Recompute { NONE, SELECTIVE, FULL };
+
+/// Megatron-Core's selective recompute by module (--recompute-granularity selective --recompute-modules;
+/// megatron/core/transformer/transformer_config.py recompute_modules), one bit each. core_attn, mlp, moe and
+/// shared_experts are checkpointed (the module's inputs kept, its inner activations recomputed in the backward);
+/// moe_act, layernorm and mla_up_proj discard their output after use and recompute it (CheckpointWithoutOutput).
+/// With none set, selective recompute is Korthikanti et al.'s (the unfused attention core only).
+enum RecomputeModule : unsigned {
+  RECOMPUTE_CORE_ATTN = 1U << 0,       ///< the attention core (FlashAttention's forward kernel too)
+  RECOMPUTE_MOE_ACT = 1U << 1,         ///< the routed experts' activation function
+  RECOMPUTE_LAYERNORM = 1U << 2,       ///< the norms before attention and before the MLP / MoE
+  RECOMPUTE_MLA_UP_PROJ = 1U << 3,     ///< MLA's up-projections and RoPE
+  RECOMPUTE_MLP = 1U << 4,             ///< the dense MLP
+  RECOMPUTE_MOE = 1U << 5,             ///< the whole MoE block (router, dispatch, experts, combine)
+  RECOMPUTE_SHARED_EXPERTS = 1U << 6,  ///< the MoE block's shared experts
+};
+constexpr int kRecomputeModules = 7;
+/// "core_attn,moe_act" for a set of RecomputeModule bits ("" for none), in the order above.
+std::string recompute_modules_to_string(unsigned modules);
+/// Parses a comma-separated list of Megatron-Core module names; ConfigError naming the unknown one.
+unsigned recompute_modules_from_string(const std::string& list, const std::string& ctx);
 /// Intra-layer tensor-parallel layout of the tp ranks of a group (strategies/tp_layouts.hpp has the costs):
 /// 1-D Megatron (any tp), 2-D SUMMA/Optimus (tp = q^2), 2.5-D Tesseract (tp = q^2 d), 3-D Bian et al. (tp = q^3).
 enum class TpLayout { D1, D2, D2_5, D3 };
@@ -175,6 +195,22 @@ struct ParallelPlan {
   /// reduce dtype); otherwise in the model's dtype.
   bool fp32_grads = false;
   Recompute recompute = Recompute::NONE;
+  /// Optimizer states offloaded to host memory (Megatron-Core --optimizer-cpu-offload --optimizer-offload-fraction,
+  /// its HybridDeviceOptimizer): this fraction of each rank's step parameters keeps its fp32 master copy and Adam
+  /// moments in host memory and is stepped by the CPU (torch.optim.AdamW) while the GPU steps the rest; the fp32
+  /// gradients go to the host and the updated parameters come back over the GPU's host link. 0 = none.
+  double optimizer_offload_fraction = 0;
+  /// --overlap-cpu-optimizer-d2h-h2d: those copies overlap the CPU step instead of preceding and following it.
+  bool overlap_optimizer_offload = false;
+  /// Activation offloading (Megatron-Core --cpu-offloading --cpu-offloading-num-layers N, activations only;
+  /// megatron/core/cpu_offload.py AsyncDoubleBufferGroupOffloadHandler): the first N decoder layers of every model
+  /// chunk copy their stored activations to host memory after their forward (a copy stream; the forward two layers
+  /// on waits for it: double buffering) and back before their backward (started when the next layer's backward
+  /// starts). Fewer than the layers of every chunk; 0 = none.
+  int offload_activation_layers = 0;
+  /// Selective recompute by module (RecomputeModule bits; needs recompute selective): Megatron-Core's
+  /// recompute_modules. 0 = Korthikanti's selective recompute. Stages whose strategy is selective use them.
+  unsigned recompute_modules = 0;
   bool sequence_parallel = false;
   TpLayout tp_layout = TpLayout::D1;  ///< layout of each tensor-parallel group
   int tp_depth = 1;                   ///< 2.5-D: depth d of the q x q x d grid (1 otherwise)

@@ -67,7 +67,8 @@ public:
     }
     res_.link_stats = initial_link_stats(pf);
     res_.links = pf.links.size();
-    res_.hosts = static_cast<std::uint64_t>(nr_) * kNumStreams;
+    // Reported as the SimGrid adapter creates them: the copy streams' only where something runs on them.
+    res_.hosts = static_cast<std::uint64_t>(nr_) * (g.uses_host_copies() ? kNumStreams : kNumStreams - 2);
     link_active_.assign(pf.links.size(), 0);
     link_since_.assign(pf.links.size(), 0);
     interference_ = g.interference_on;

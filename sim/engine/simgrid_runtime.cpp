@@ -57,12 +57,14 @@ public:
     link_active_.assign(links_.size(), 0);
     link_since_.assign(links_.size(), 0);
     ep_.resize(pf.nvl.size());
+    const bool copies = g_.uses_host_copies();  // the copy streams' timers only where something runs on them
     for (std::size_t i = 0; i < pf.nvl.size(); ++i) {
       const std::string id = std::to_string(i);
       Endpoints& e = ep_[i];
       e.compute = zone->create_host("gpu" + id, kHostSpeed);
       for (int s = 1; s < kNumStreams; ++s)
-        e.timer[s] = zone->create_host("timer" + id + "." + stream_name(static_cast<Stream>(s)), kHostSpeed);
+        if (copies || !is_host_copy(static_cast<Stream>(s)))
+          e.timer[s] = zone->create_host("timer" + id + "." + stream_name(static_cast<Stream>(s)), kHostSpeed);
       if (g_.has_releases()) e.timer[static_cast<int>(Stream::HOST)]->set_core_count(kReleaseCores);
       // A mirror shares its rank's port: flows to it leave through the rank's up-link and arrive through the
       // rank's own down-link (see lowering.hpp, symmetry folding).

@@ -445,6 +445,12 @@ private:
             first_use += collective(edp, CollectiveKind::ALL_GATHER, u.expert_bytes).tasks;
         }
       }
+      // Activation offloading: each offloaded layer's copy to the host (forward) and back (backward).
+      if (const double off = std::min(p_.offload_activation_layers, chunk_layers[static_cast<std::size_t>(k)]);
+          off > 0) {
+        f += Count{off, 3 * off, 0};
+        b += Count{off, 4 * off, 0};
+      }
       // Pipeline: receive point, pp-gather (TP all-gather of the 1/t piece), send (delay + flow).
       const double act_msg =
           static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * m_.seq_len / p_.cp * m_.hidden * e;

@@ -16,6 +16,8 @@
 #include "strategies/straggler_model.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/routing.hpp"
+#include "traces/text.hpp"
+#include "traces/units.hpp"
 
 namespace dtsim::sim {
 
@@ -1623,6 +1625,30 @@ void Lowerer::lower_rank(int si) {
   // Gradients are reduced in fp32 where the plan keeps them in fp32 (Megatron's main_grad buffers).
   const double grad_scale = p_.fp32_grads ? 4.0 / e : 1.0;
 
+  // Activation offloading (ParallelPlan::offload_activation_layers; Megatron-Core's cpu_offload.py): the first N
+  // decoder layers of each chunk copy their stored activations over the host link on the rank's copy stream, after
+  // `after`; the device frees them when the copy to the host ends and holds them again from the copy back's start.
+  const int offload_n = p_.offload_activation_layers;
+  auto offloaded = [&](const Unit& u, int k) {
+    return offload_n > 0 && u.layer >= chunk_start[k] && u.layer < chunk_start[k] + offload_n;
+  };
+  auto host_copy = [&](bool to_host, const Unit& u, int mb, std::int32_t after) {
+    Task t;
+    t.kind = TaskKind::DELAY;
+    t.stream = to_host ? Stream::TO_HOST : Stream::FROM_HOST;
+    t.phase = to_host ? Phase::FORWARD : Phase::BACKWARD;
+    t.name = g_.intern(to_host ? "activation-offload" : "activation-reload");
+    t.microbatch = mb;
+    t.layer = static_cast<std::int16_t>(u.layer);
+    t.duration_s = u.stored / c_.host.link_Bps;
+    const auto id = add_on_stream(si, t);
+    if (after >= 0) g_.depend(after, id);
+    if (to_host) g_.memory(id, true, MemCategory::ACTIVATIONS, -u.stored);
+    else g_.memory(id, false, MemCategory::ACTIVATIONS, u.stored);
+    return id;
+  };
+  std::map<std::tuple<int, int, int>, std::int32_t> offload_done;  // (micro-batch, chunk, layer) -> its copy to host
+
   // Where a pipeline transfer from a neighbour stage lands; connected to the sending flow after all ranks are lowered.
   auto receive_point = [&](Phase phase, int mb, const char* name) {
     Task j;
@@ -1754,15 +1780,20 @@ void Lowerer::lower_rank(int si) {
       }
       const bool first_use = !param_gathered[static_cast<std::size_t>(op.chunk)];
       param_gathered[static_cast<std::size_t>(op.chunk)] = true;
-      for (const auto& u : units) {
+      std::vector<std::int32_t> to_host(units.size(), -1);
+      for (std::size_t ui = 0; ui < units.size(); ++ui) {
+        const Unit& u = units[ui];
         std::int32_t g = gather(u, Phase::FORWARD, mb), f = -1;
         const std::int32_t pg = first_use && overlap_pg ? next_iteration_gather(u) : -1;
         cur = run_steps(si, u.passes->forward, Phase::FORWARD, u.layer, mb, cur, &f, "");
         if (pg >= 0 && f >= 0) g_.depend(pg, f);
         if (g >= 0 && f >= 0) g_.depend(g, f);
+        // Double buffering: a layer's forward waits for the copy to the host of the layer two before it.
+        if (ui >= 2 && to_host[ui - 2] >= 0 && f >= 0) g_.depend(to_host[ui - 2], f);
         if (first < 0) first = f;
         if (f >= 0) g_.memory(f, false, MemCategory::ACTIVATIONS, u.stored);
         if (g >= 0) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        if (offloaded(u, k)) offload_done[{mb, k, u.layer}] = to_host[ui] = host_copy(true, u, mb, cur);
         unit_pass_ends.push_back(cur);
       }
       if (p_.precision == Precision::FP8_DELAYED) {
@@ -1784,12 +1815,27 @@ void Lowerer::lower_rank(int si) {
         cur = reshard((k + 1) % p, Phase::BACKWARD, mb, cur);
       }
       auto& ends = b_ends[{mb, k}];
-      for (auto it = units.rbegin(); it != units.rend(); ++it) {
-        const Unit& u = *it;
-        std::int32_t g = gather(u, Phase::BACKWARD, mb), f = -1;
+      // Offloaded activations come back one layer ahead: a layer's copy back starts with the next layer's backward
+      // (the last unit's at once), after its copy to the host; its backward waits for it.
+      std::vector<std::int32_t> reload(units.size(), -1);
+      auto start_reload = [&](std::size_t ui) {
+        const Unit& u = units[ui];
+        if (!offloaded(u, k)) return;
+        const auto done = offload_done.find({mb, k, u.layer});
+        DTSIM_ASSERT(done != offload_done.end(), "layer " << u.layer << " reloaded before it was offloaded");
+        reload[ui] = host_copy(false, u, mb, cur);
+        g_.depend(done->second, reload[ui]);
+        offload_done.erase(done);
+      };
+      if (!units.empty()) start_reload(units.size() - 1);
+      for (std::size_t ui = units.size(); ui-- > 0;) {
+        const Unit& u = units[ui];
+        if (ui > 0) start_reload(ui - 1);
+        std::int32_t g = gather(u, Phase::BACKWARD, mb), f = -1, unit_first = -1;
         if (!u.passes->recompute.empty()) {
           cur = run_steps(si, u.passes->recompute, Phase::RECOMPUTE, u.layer, mb, cur, &f, "");
           if (first < 0) first = f;
+          unit_first = f;
           g_.memory(f, false, MemCategory::RECOMPUTE, u.transient);
           if (g >= 0) g_.depend(g, f);
           g = -1;
@@ -1798,6 +1844,8 @@ void Lowerer::lower_rank(int si) {
         cur = run_steps(si, split ? u.passes->backward_input : u.passes->backward, Phase::BACKWARD, u.layer, mb, cur,
                         &f, "");
         if (g >= 0 && f >= 0) g_.depend(g, f);
+        if (unit_first < 0) unit_first = f;
+        if (reload[ui] >= 0 && unit_first >= 0) g_.depend(reload[ui], unit_first);
         if (first < 0) first = f;
         if (zero >= 3 && p_.dp > 1) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
         unit_pass_ends.push_back(cur);
@@ -1886,7 +1934,8 @@ void Lowerer::lower_rank(int si) {
   opt.phase = Phase::OPTIMIZER;
   opt.name = g_.intern("adam-step");
   const double shard = r.static_mem.step_params;
-  opt.duration_s = shard * cal_.optimizer_bytes_per_param / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) +
+  opt.duration_s = memory::optimizer_step_s(p_, c_.host, shard, cal_.optimizer_bytes_per_param,
+                                            c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) +
                    cal_.kernel_launch_s;
   auto opt_id = add_on_stream(si, opt);
   if (opt_.record_kernels)
@@ -1915,6 +1964,7 @@ void Lowerer::lower_rank(int si) {
 }
 
 void Lowerer::setup_ranks() {
+  std::vector<double> offloaded_host_bytes(static_cast<std::size_t>(p_.pp), -1.0);  // per stage, once
   FoldDecision fd = decide_folding();
   out_.fold_tp = fd.tp;
   out_.fold_dp = fd.dp;
@@ -1933,6 +1983,17 @@ void Lowerer::setup_ranks() {
       sr.fabric_multiplicity = fd.share[r][1];
     }
     sr.static_mem = memory::static_memory(m_, p_.stage_view(c.pp), c.pp);
+    double& act_host = offloaded_host_bytes[static_cast<std::size_t>(c.pp)];
+    if (act_host < 0)
+      act_host = p_.offload_activation_layers > 0
+                     ? memory::offloaded_activations(m_, p_.stage_view(c.pp), c.pp).host_bytes
+                     : 0.0;
+    const double host_bytes = sr.static_mem.host_bytes + act_host;
+    if (host_bytes > c_.host.memory_bytes)  // refused before anything runs
+      throw ConfigError("plan: the offloaded optimizer states and activations of stage " + std::to_string(c.pp) +
+                        " need " + format_number("%.1f", host_bytes / units::kGiB) +
+                        " GiB of host memory per GPU; cluster '" + c_.name + "' gives each GPU " +
+                        format_number("%.1f", c_.host.memory_bytes / units::kGiB) + " GiB");
     sr.reserved_bytes = cal_.reserved_memory_bytes;
     out_.sim_index_of[r] = static_cast<int>(out_.ranks.size());
     out_.ranks.push_back(sr);

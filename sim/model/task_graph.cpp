@@ -11,6 +11,8 @@ const char* stream_name(Stream s) {
     case Stream::PP: return "pp-comm";
     case Stream::DP: return "dp-comm";
     case Stream::HOST: return "host";
+    case Stream::TO_HOST: return "copy-to-host";
+    case Stream::FROM_HOST: return "copy-from-host";
   }
   return "?";
 }
@@ -140,6 +142,10 @@ std::vector<std::int32_t> TaskGraph::pred_count() const {
   std::vector<std::int32_t> n(tasks_.size(), 0);
   for (const std::int32_t s : succ_) ++n[s];
   return n;
+}
+
+bool TaskGraph::uses_host_copies() const {
+  return std::any_of(tasks_.begin(), tasks_.end(), [](const Task& t) { return is_host_copy(t.stream); });
 }
 
 }  // namespace dtsim::sim

@@ -11,8 +11,11 @@
 namespace dtsim::sim {
 
 /// HOST: the CPU thread that issues the rank's kernels (calibration host_issue_s > 0 only).
-enum class Stream : std::uint8_t { COMPUTE = 0, TP = 1, PP = 2, DP = 3, HOST = 4 };
-inline constexpr int kNumStreams = 5;
+/// TO_HOST, FROM_HOST: the rank's copy streams to and from host memory (activation offloading; the host link is
+/// full duplex, as Megatron-Core's d2h and h2d streams).
+enum class Stream : std::uint8_t { COMPUTE = 0, TP = 1, PP = 2, DP = 3, HOST = 4, TO_HOST = 5, FROM_HOST = 6 };
+inline constexpr int kNumStreams = 7;
+inline bool is_host_copy(Stream s) { return s == Stream::TO_HOST || s == Stream::FROM_HOST; }
 const char* stream_name(Stream s);
 
 enum class TaskKind : std::uint8_t {
@@ -121,6 +124,8 @@ public:
     return static_cast<std::size_t>(task) < release_.size() ? release_[static_cast<std::size_t>(task)] : 0.0;
   }
   bool has_releases() const { return !release_.empty(); }
+  /// Whether some task runs on a copy stream to or from host memory (activation offloading).
+  bool uses_host_copies() const;
   void add_host_span(const HostSpan& span) { host_.push_back(span); }
   const std::vector<HostSpan>& host_spans() const { return host_; }
   std::int32_t intern(const std::string& name);

@@ -95,7 +95,8 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
   // Each rank's compute and communication tasks (a flow also counts for its receiver), in task order: one rank's
   // intervals exist at a time (4 bytes per entry here, instead of every rank's intervals at once).
   auto is_comm = [](const Task& t) {
-    return (t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST;
+    return (t.kind == TaskKind::FLOW || t.kind == TaskKind::DELAY) && t.stream != Stream::HOST &&
+           t.stream != Stream::TO_HOST && t.stream != Stream::FROM_HOST;
   };
   auto received = [](const Task& t) { return t.kind == TaskKind::FLOW && t.peer >= 0 && t.peer != t.rank; };
   std::vector<std::size_t> first(nr + 1, 0);
@@ -391,6 +392,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                       {"lowp_weight_bytes", sm.lowp_weight_bytes},
                       {"gradient_bytes", sm.gradient_bytes},
                       {"optimizer_bytes", sm.optimizer_bytes},
+                      {"host_offload_bytes", sm.host_bytes},
                       {"reserved_bytes", low.ranks[rr.sim_index].reserved_bytes},
                       {"peak_activation_bytes", rr.peak_activation_bytes},
                       {"peak_memory_bytes", rr.peak_bytes},

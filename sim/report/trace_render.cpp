@@ -103,11 +103,13 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
   ChromeTraceWriter w;
   std::vector<char> keep(low.ranks.size(), 0);
   for (int i : sel.sim_ranks) keep[i] = 1;
+  const bool copies = low.graph.uses_host_copies();
   for (const auto& rr : rep.ranks) {
     if (!keep[rr.sim_index]) continue;
     const int pid = rr.global_rank;
     w.process_name(pid, process_label(low.ranks[rr.sim_index]), pid);
-    for (int s = 0; s < kNumStreams; ++s) w.thread_name(pid, s, stream_name(static_cast<Stream>(s)));
+    for (int s = 0; s < kNumStreams; ++s)
+      if (copies || !is_host_copy(static_cast<Stream>(s))) w.thread_name(pid, s, stream_name(static_cast<Stream>(s)));
   }
   const auto& tasks = low.graph.tasks();
   std::vector<TraceArg> args;

@@ -172,7 +172,8 @@ expect_error() {
 expect_error "unknown model preset"          "'gpt4'"              simulate --model gpt4 "${C[@]}" "${P[@]}"
 expect_error "unknown cluster preset"        "'dgx-z100'"          simulate "${M[@]}" --cluster dgx-z100:8 "${P[@]}"
 expect_error "cluster GPUs not whole nodes"  "12 GPUs"             simulate "${M[@]}" --cluster dgx-a100:12 --tp 2 --pp 2 --dp 3 --gbs 12
-expect_error "NVL72 GPUs not whole racks"    "100 GPUs is not a whole number of 72-GPU nodes" simulate "${M[@]}" --cluster gb200-nvl72:100 --gbs 100
+expect_error "NVL72 GPUs not whole racks"    "100 GPUs is not a whole number of 64-GPU nodes" simulate "${M[@]}" --cluster gb200-nvl72:100@64 --gbs 100
+expect_error "NVL72 GPUs uneven racks"      "152 GPUs on gb200-nvl72 racks does not split evenly" simulate "${M[@]}" --cluster gb200-nvl72:152 --gbs 152
 expect_error "cluster GPU count not integer" "'eight'"             simulate "${M[@]}" --cluster dgx-a100:eight "${P[@]}"
 expect_error "sequential experts, dense model" "has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --sequential-experts
 expect_error "GPUs per node not integer"     "after '@'"           simulate "${M[@]}" --cluster dgx-a100:8@four "${P[@]}"
@@ -223,6 +224,15 @@ expect_error "stage replicas not dividing mbs" "do not divide the micro batch" s
 expect_error "stage replicas vs GPUs"        "sum(stage tp*replicas)" simulate "${M[@]}" "${C[@]}" --pp 2 --dp 1 --mbs 2 --gbs 16 --stage-replicas 2,2
 expect_error "stage replicas not integers"   "--stage-replicas"    simulate "${M[@]}" "${C[@]}" --stage-replicas 2,x --gbs 16
 expect_error "unknown recompute"             "'partial'"           simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute partial
+expect_error "unknown recompute module"      "unknown recompute module 'attn'" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules core_attn,attn
+expect_error "recompute modules, not selective" "needs recompute selective" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute full --recompute-modules mlp
+expect_error "recompute module without MLA"  "has no effect without multi-head latent attention" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules mla_up_proj
+expect_error "recompute module moe, dense"   "recompute module moe has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules moe
+expect_error "optimizer offload fraction"    "optimizer offload fraction must be between 0 and 1" simulate "${M[@]}" "${C[@]}" "${P[@]}" --optimizer-offload 1.5
+expect_error "overlap offload without offload" "has no effect without optimizer_offload_fraction" simulate "${M[@]}" "${C[@]}" "${P[@]}" --overlap-optimizer-offload
+expect_error "offload beyond host memory"    "GiB of host memory per GPU" simulate --model gpt3-175b --cluster clariden:4 --tp 4 --mbs 1 --gbs 4 --optimizer-offload 1 --network analytic
+expect_error "activation offload all layers" "must be fewer than the layers of every chunk" simulate "${M[@]}" "${C[@]}" "${P[@]}" --offload-activations 12
+expect_error "activation offload negative"  "activation offload layers must be 0 or more" simulate "${M[@]}" "${C[@]}" "${P[@]}" --offload-activations -1
 expect_error "zero stage 4"                  "zero stage 4"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 4
 expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${M[@]}" "${C[@]}" --tp 1 --pp 2 --dp 4 --gbs 16 --sequence-parallel
 expect_error "layers-per-stage wrong count"  "3 entries but pp is 2" simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 8,8,8

@@ -276,18 +276,45 @@ TEST(ClusterPresets, Nvl72RacksAreSeventyTwoGpuNodesWithANicPerGpu) {
 }
 
 TEST(ClusterPresets, Nvl72GpuCountNotAWholeNumberOfRacksRefused) {
-  for (const char* spec : {"gb200-nvl72:100", "gb200-nvl72:152", "gb300-nvl72:200", "gb300-nvl72:200:fat-tree:2:1",
-                           "gb200-nvl72:576@60", "gb200-nvl72:144@73", "dgx-h100:16@9", "dgx-h100:16@0"}) {
+  for (const char* spec : {"gb200-nvl72:102", "gb200-nvl72:150", "gb200-nvl72:100", "gb200-nvl72:152",
+                           "gb300-nvl72:202", "gb300-nvl72:202:fat-tree:2:1", "gb200-nvl72:576@60",
+                           "gb200-nvl72:100@64", "gb200-nvl72:144@73", "dgx-h100:16@9", "dgx-h100:16@0"}) {
     SCOPED_TRACE(spec);
     const std::string msg = error_of<ConfigError>([&] { dtsim::load_cluster(spec); });
     EXPECT_FALSE(msg.empty());
   }
-  const std::string msg = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:100"); });
-  EXPECT_TRUE(contains(msg, "100 GPUs is not a whole number of 72-GPU nodes")) << msg;
-  EXPECT_TRUE(contains(msg, "gb200-nvl72:100")) << msg;
-  EXPECT_TRUE(contains(msg, "NAME:GPUS@PER_NODE")) << msg;
+  const std::string msg = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:102"); });
+  EXPECT_TRUE(contains(msg, "102 GPUs on gb200-nvl72 racks is not a multiple of 4")) << msg;
+  EXPECT_TRUE(contains(msg, "gb200-nvl72:102")) << msg;
+  const std::string msg0 = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:152"); });
+  EXPECT_TRUE(contains(msg0, "does not split evenly into racks of 36 to 72 GPUs")) << msg0;
+  EXPECT_TRUE(contains(msg0, "gb200-nvl72:152@8")) << msg0;
+  const std::string msg1 = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:100@64"); });
+  EXPECT_TRUE(contains(msg1, "100 GPUs is not a whole number of 64-GPU nodes")) << msg1;
+  EXPECT_TRUE(contains(msg1, "NAME:GPUS@PER_NODE")) << msg1;
   const std::string msg2 = error_of<ConfigError>([] { dtsim::load_cluster("gb200-nvl72:144@73"); });
   EXPECT_TRUE(contains(msg2, "73 GPUs per node, but a gb200-nvl72 node has 72")) << msg2;
+}
+
+// Issue Workloads: NVL72 jobs of any multiple of 4 GPUs (compute trays of 4) that is neither whole racks nor racks of
+// 64 take the fewest racks that share the count evenly -- the largest multiple of 4 from 36 to 68 dividing it; a
+// count that would need racks of fewer than 36 GPUs is refused unless '@' states the split.
+TEST(ClusterPresets, Nvl72AnyMultipleOfFourTakesFewestEvenRacks) {
+  struct Case {
+    const char* spec;
+    int nodes, per_node;
+  };
+  for (const Case& c :
+       {Case{"gb200-nvl72:136", 2, 68}, Case{"gb300-nvl72:200", 5, 40}, Case{"gb300-nvl72:96", 2, 48},
+        Case{"gb200-nvl72:1000", 25, 40}, Case{"gb200-nvl72:100@20", 5, 20}, Case{"gb200-nvl72:152@8", 19, 8}}) {
+    SCOPED_TRACE(c.spec);
+    const ClusterSpec k = dtsim::load_cluster(c.spec);
+    EXPECT_EQ(k.num_nodes * k.gpus_per_node, std::atoi(std::string(c.spec).substr(12).c_str()));
+    EXPECT_EQ(k.gpus_per_node, c.per_node);
+    EXPECT_EQ(k.num_nodes, c.nodes);
+    EXPECT_EQ(k.gpus_per_node % 4, 0);
+    EXPECT_EQ(k.inter.nics_per_node, k.gpus_per_node);
+  }
 }
 
 // Racks used in part (issue Calibrate: NVIDIA's training recipes run 64 of each NVL72 rack's 72 GPUs): a count that

@@ -609,6 +609,33 @@ TEST(PublishedData, HybridModelsMapFromShapesOrPresets) {
   EXPECT_EQ(b.model.linear.value_heads, 32);
 }
 
+TEST(PublishedData, RecomputeModulesFromWordsOrList) {
+  // DeepSeek-V3's words (section 3.2.3) and a 2026 recipe's Megatron-Core list map to recompute modules.
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {"dsv3": {"preset": "deepseek-v3"}},
+    "rows": [
+      {"id": "words", "gpu": "H100", "gpus": 1024, "model": "dsv3", "seq": 4096, "precision": "bf16", "tp": 1,
+       "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 1024, "framework": "megatron-core",
+       "recompute": "RMSNorm and MLA up-projections recomputed in backward", "measured": {"iteration_s": 1.0}},
+      {"id": "list", "gpu": "H100", "gpus": 1024, "model": "dsv3", "seq": 4096, "precision": "bf16", "tp": 1,
+       "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 1024, "framework": "megatron-core", "recompute": "selective",
+       "recompute_modules": ["mla_up_proj", "moe_act", "layernorm"], "measured": {"iteration_s": 1.0}},
+      {"id": "bad", "gpu": "H100", "gpus": 1024, "model": "dsv3", "seq": 4096, "precision": "bf16", "tp": 1,
+       "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 1024, "framework": "megatron-core", "recompute": "selective",
+       "recompute_modules": "core_attn,attention", "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "modules.json");
+  ASSERT_EQ(rows.size(), 3u);
+  const auto& w = row_by_id(rows, "words");
+  EXPECT_TRUE(w.failure.empty()) << w.failure;
+  EXPECT_EQ(w.plan.recompute, Recompute::SELECTIVE);
+  EXPECT_EQ(w.plan.recompute_modules, RECOMPUTE_LAYERNORM | RECOMPUTE_MLA_UP_PROJ);
+  const auto& l = row_by_id(rows, "list");
+  EXPECT_TRUE(l.failure.empty()) << l.failure;
+  EXPECT_EQ(l.plan.recompute_modules, RECOMPUTE_MLA_UP_PROJ | RECOMPUTE_MOE_ACT | RECOMPUTE_LAYERNORM);
+  EXPECT_NE(row_by_id(rows, "bad").failure.find("unknown recompute module 'attention'"), std::string::npos)
+      << row_by_id(rows, "bad").failure;
+}
+
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   const std::string path = kMeasurements + "simumax_b200.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";

@@ -380,7 +380,7 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
 
 // ---- plan --------------------------------------------------------------------------------------------------
 
-Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Notes& notes) {
+Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Notes& notes, unsigned& modules) {
   if (!present(row, "recompute")) {
     notes.add("recompute not stated: none assumed");
     return Recompute::NONE;
@@ -394,6 +394,18 @@ Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Not
                       "full)");
   if (starts_with(r, "selective")) {
     if (stack == Stack::TORCHTITAN) notes.add("op-level selective AC predicted as Megatron selective recompute");
+    return Recompute::SELECTIVE;
+  }
+  // Modules named in words (DeepSeek-V3 section 3.2.3: "RMSNorm and MLA up-projections recomputed in backward"):
+  // Megatron-Core's recompute modules of the same meaning.
+  const std::pair<const char*, unsigned> words[] = {
+      {"rmsnorm", RECOMPUTE_LAYERNORM},         {"layernorm", RECOMPUTE_LAYERNORM},
+      {"up-projection", RECOMPUTE_MLA_UP_PROJ}, {"core attention", RECOMPUTE_CORE_ATTN},
+      {"moe activation", RECOMPUTE_MOE_ACT},    {"shared expert", RECOMPUTE_SHARED_EXPERTS}};
+  for (const auto& [word, bit] : words)
+    if (r.find(word) != std::string::npos) modules |= bit;
+  if (modules != 0) {
+    notes.add("recompute by module: " + recompute_modules_to_string(modules));
     return Recompute::SELECTIVE;
   }
   throw ConfigError(ctx + ": recompute '" + r + "' is not known (known: none, selective, full)");
@@ -545,7 +557,21 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     p.micro_batch_size = 1;
     notes.add("micro-batch size not stated: 1 assumed");
   }
-  p.recompute = recompute_of(row, ctx, stack, notes);
+  p.recompute = recompute_of(row, ctx, stack, notes, p.recompute_modules);
+  if (present(row, "recompute_modules")) {
+    // Megatron-Core's --recompute-modules, as a list or a comma-separated string (checked by ParallelPlan).
+    const json& rm = row.at("recompute_modules");
+    std::string list;
+    if (rm.is_array()) {
+      for (const auto& n : json_util::get<std::vector<std::string>>(row, ctx, "recompute_modules")) {
+        if (!list.empty()) list += ',';
+        list += n;
+      }
+    } else {
+      list = json_util::get<std::string>(row, ctx, "recompute_modules");
+    }
+    p.recompute_modules = recompute_modules_from_string(list, ctx + " recompute_modules");
+  }
   const std::string sched = lower(opt_str(row, ctx, "pp_schedule"));
   const bool interleaved = contains(sched, "interleaved") && !contains(sched, "non-interleaved");
   if (p.pp > 1 && (vp > 1 || interleaved)) {
@@ -862,6 +888,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "precision",
                                               "quote",
                                               "recompute",
+                                              "recompute_modules",
                                               "seq",
                                               "sequence_parallel",
                                               "source",
