@@ -95,6 +95,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("tp-overlap-chunks")) plan.tp_overlap_chunks = vm["tp-overlap-chunks"].as<int>();
   plan.overlap_param_gather = vm.count("overlap-param-gather") > 0;
   plan.pp_comm_overlap = vm.count("pp-comm-overlap") > 0;
+  plan.overlap_moe_comm = vm.count("overlap-moe-comm") > 0;
   plan.moe_grouped_gemm = vm.count("sequential-experts") == 0;
   if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
   plan.cuda_graphs = vm.count("cuda-graphs") > 0;
@@ -142,6 +143,7 @@ const char* const kPlanFlags[] = {"tp",
                                   "tp-overlap-chunks",
                                   "overlap-param-gather",
                                   "pp-comm-overlap",
+                                  "overlap-moe-comm",
                                   "sequential-experts",
                                   "fsdp-prefetch",
                                   "cuda-graphs"};
@@ -233,7 +235,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("mbs", po::value<int>(), "micro-batch size (default 1)")
     ("gbs", po::value<int>(), "global batch size in samples (required without --plan)")
     ("schedule", po::value<std::string>(),
-     "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | custom:FILE (default 1f1b)")
+     "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | dualpipev | custom:FILE "
+     "(default 1f1b)")
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
     ("recompute-modules", po::value<std::string>(),
      "selective recompute of these Megatron-Core modules (implies --recompute selective): comma-separated "
@@ -267,6 +270,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("overlap-param-gather", "ZeRO-1/2: all-gather each layer's updated parameters during the next forward")
     ("pp-comm-overlap", "pipeline sends and receives run beside the compute even where the stack blocks them (its "
      "p2p_sync: Megatron's 1F1B, Megatron-LM before 2023-06)")
+    ("overlap-moe-comm", "MoE, 1f1b / interleaved: each steady-state forward runs with the next backward, the "
+     "expert-parallel all-to-alls of one under the other's compute (Megatron-Core --overlap-moe-expert-parallel-comm)")
     ("sequential-experts", "MoE: each local expert's MLP issued in turn by the host (Megatron's SequentialMLP, its "
      "default without --moe-grouped-gemm) instead of one grouped GEMM")
     ("fsdp-prefetch", po::value<int>(), "ZeRO-3/FSDP: layers whose parameter all-gather may run ahead (default 1)")

@@ -309,6 +309,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
+  double forward_sum_s = 0;  // the stages' forward times (DualPipeV's bubble)
   const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   const double act_bytes =
       static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden * dtype_bytes(m.dtype);
@@ -372,7 +373,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       f += pass_time(emb.forward);
       b += pass_time(emb.backward);
     }
-    if (s == p - 1) {
+    if (s == plan.head_stage()) {
       const auto head = cost::head_passes(m, sh);
       f += pass_time(head.forward);
       b += pass_time(head.backward);
@@ -400,6 +401,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b.s += reshard;
     stage_time[s] = f.s + b.s;
     last_backward[s] = b.s;
+    forward_sum_s += f.s;
   }
   // Pipeline: the bottleneck stage sets the pace; fill and drain cost the other stages once (GPipe/1F1B),
   // 1/v of that with v interleaved chunks; ZB-H2 fills its bubble with weight-gradient passes.
@@ -416,6 +418,16 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
   if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
   if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
+  if (plan.schedule == Schedule::DUALPIPEV && p > 1) {
+    // DeepSeek-V3 report, Table 2: DualPipe's bubble is (p/2 - 1)(F&B + B - 3W) in chunk passes (B the full
+    // backward, F&B the overlapped pair taken as F + B). A chunk is half a stage: with the stage's forward F and
+    // backward B of one micro-batch, and W half of a backward, (p/2 - 1)(F/2 + B/2 + B/2 - 3B/4) =
+    // (p/2 - 1)(F/2 + B/4), against 1F1B's (p - 1)(F + B) = fill.
+    double total = 0;
+    for (double t : stage_time) total += t;
+    const double f_share = total > 0 ? forward_sum_s / total : 1.0 / 3;
+    bubble = (p / 2.0 - 1) / (p - 1) * fill * (f_share / 2 + (1 - f_share) / 4) + 2.0 * (p - 1) * p2p;
+  }
   // Blocking exchanges (the stack's p2p_sync): every pass of a stage waits for its send (2 per micro-batch and chunk).
   const double blocked = p2p_wait(cal, plan).sender ? 2.0 * plan.virtual_stages * p2p : 0.0;
   e.bottleneck_stage_s = bottleneck + blocked;

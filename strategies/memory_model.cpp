@@ -15,7 +15,7 @@ std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPla
   std::vector<int> out;
   int start = 0;
   for (int k = 0; k < static_cast<int>(chunks.size()); ++k) {
-    if (k % plan.pp == stage)
+    if (plan.stage_of_chunk(k) == stage)
       for (int l = start; l < start + chunks[k]; ++l) out.push_back(l);
     start += chunks[k];
   }
@@ -29,7 +29,7 @@ double stage_decoder_expert_params_per_rank(const TransformerSpec& m, const Para
 
 double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   if (!m.moe.enabled()) return 0;
-  const double mtp = stage == plan.pp - 1 && m.mtp_layers > 0
+  const double mtp = stage == plan.head_stage() && m.mtp_layers > 0
                          ? m.mtp_layers * cost::mtp_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp()).expert
                          : 0.0;
   return mtp + stage_decoder_expert_params_per_rank(m, plan, stage);
@@ -72,8 +72,8 @@ double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan,
     for (int l : stage_layer_indexes(m, plan, stage)) p += m.is_moe_layer(l) ? per.dense + per.expert : dense;
   }
   if (stage == 0) p += cost::first_stage_extra_params(m, plan.tp);
-  if (stage == plan.pp - 1) p += cost::last_stage_extra_params(m, plan.tp, plan.pp);
-  if (stage == plan.pp - 1 && m.mtp_layers > 0) {
+  if (stage == plan.head_stage()) p += cost::last_stage_extra_params(m, plan.tp, plan.head_stage() > 0 ? plan.pp : 1);
+  if (stage == plan.head_stage() && m.mtp_layers > 0) {
     const auto kp = cost::mtp_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
     p += m.mtp_layers * (kp.dense + kp.expert);
   }
@@ -119,7 +119,8 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
     // The linear layers' weights: the stage's parameters without the embedding and output head (norms are small).
     double linear = all;
     if (stage == 0) linear -= cost::first_stage_extra_params(m, plan.tp);
-    if (stage == plan.pp - 1) linear -= cost::last_stage_extra_params(m, plan.tp, plan.pp);
+    if (stage == plan.head_stage())
+      linear -= cost::last_stage_extra_params(m, plan.tp, plan.head_stage() > 0 ? plan.pp : 1);
     s.lowp_weight_bytes = std::max(0.0, linear) * 2 * cost::precision_bytes(plan.precision, dtype_bytes(m.dtype));
   }
   return s;
@@ -170,8 +171,8 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
     for (int l : stage_layer_indexes(m, plan, stage)) a += m.is_moe_layer(l) ? moe : dense;
   }
   if (stage == 0) a += cost::embedding_activation_bytes(m, sh).stored;
-  if (stage == plan.pp - 1) a += cost::head_activation_bytes(m, sh).stored;
-  if (stage == plan.pp - 1 && m.mtp_layers > 0) a += m.mtp_layers * cost::mtp_activation_bytes(m, sh).stored;
+  if (stage == plan.head_stage()) a += cost::head_activation_bytes(m, sh).stored;
+  if (stage == plan.head_stage() && m.mtp_layers > 0) a += m.mtp_layers * cost::mtp_activation_bytes(m, sh).stored;
   return a;
 }
 
@@ -186,7 +187,7 @@ OffloadedActivations offloaded_activations(const TransformerSpec& m, const Paral
   std::vector<int> start(chunks.size() + 1, 0);
   for (std::size_t k = 0; k < chunks.size(); ++k) start[k + 1] = start[k] + chunks[k];
   for (int ch = 0; ch < plan.virtual_stages; ++ch) {
-    const int k = ch * plan.pp + stage;
+    const int k = plan.model_chunk(stage, ch);
     for (int l = start[k]; l < start[k] + n && l < start[k + 1]; ++l) {
       const double a = cost::layer_activation_bytes(m, sh, m.layer_kind(l)).stored;
       o.bytes += a;

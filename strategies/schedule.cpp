@@ -39,11 +39,11 @@ std::vector<PipeOp> one_f_one_b(int p, int m, int s, bool dapple) {
   return o;
 }
 
-std::vector<PipeOp> interleaved(int p, int m, int v, int s) {
+std::vector<PipeOp> interleaved(int p, int m, int v, int s, int extra_warmup = 0) {
   const int total = m * v;
   auto fwd = [&](int k) { return PipeOp{Kind::F, (k / (p * v)) * p + k % p, (k % (p * v)) / p}; };
   auto bwd = [&](int k) { return PipeOp{Kind::B, (k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p}; };
-  int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  int warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p + extra_warmup, total);
   std::vector<PipeOp> o;
   o.reserve(2 * static_cast<std::size_t>(total));
   for (int k = 0; k < warmup; ++k) o.push_back(fwd(k));
@@ -126,12 +126,165 @@ std::vector<std::vector<PipeOp>> list_schedule(int p, int m, const std::vector<i
   return orders;
 }
 
+// DeepSeek's DualPipeV (github.com/deepseek-ai/DualPipe, dualpipe/dualpipev.py, DualPipeV.step), rank s of n: chunk
+// 0 runs model chunk s (phase 0, towards the last rank), chunk 1 model chunk 2n-1-s (phase 1, back to rank 0, which
+// computes the loss). Its eight steps, pass for pass and exchange for exchange: a backward with zero bubble
+// (enable_zb) leaves its W to a later _weight_chunk (first in, first out), otherwise its W follows at once;
+// _forward_backward_chunk is F with_next B W. _recv_* and _send_* append to the pending exchanges, which
+// _commit_and_wait_comm posts (and waits for) before the next compute: at that pass's index.
+struct DualPipeV {
+  int n, m, s;
+  std::vector<PipeOp> o;
+  Exchanges ex;
+  std::vector<PipeOp> pending_sends, pending_recvs, deferred;  // deferred: W passes of zero-bubble backwards
+  std::size_t next_w = 0;
+  int f_id[2] = {0, 0}, b_id[2] = {0, 0}, send_f[2] = {0, 0}, send_b[2] = {0, 0}, recv_f[2] = {0, 0},
+      recv_b[2] = {0, 0};
+  bool first() const { return s == 0; }
+  bool last() const { return s == n - 1; }
+
+  void commit() {
+    const std::size_t at = o.size();
+    if (ex.sends.size() <= at) ex.sends.resize(at + 1), ex.recvs.resize(at + 1);
+    for (const auto& op : pending_sends) ex.sends[at].push_back(op);
+    for (const auto& op : pending_recvs) ex.recvs[at].push_back(op);
+    pending_sends.clear();
+    pending_recvs.clear();
+  }
+  void recv_forward(int ph) {
+    if ((first() && ph == 0) || (last() && ph == 1)) return;
+    pending_recvs.push_back({Kind::F, recv_f[ph]++, ph});
+  }
+  void send_forward(int ph) {
+    if ((first() && ph == 1) || (last() && ph == 0)) return;
+    pending_sends.push_back({Kind::F, send_f[ph]++, ph});
+  }
+  void recv_backward(int ph) {
+    if ((first() && ph == 1) || (last() && ph == 0)) return;
+    pending_recvs.push_back({Kind::B, recv_b[ph]++, ph});
+  }
+  void send_backward(int ph) {
+    if ((first() && ph == 0) || (last() && ph == 1)) return;
+    pending_sends.push_back({Kind::B, send_b[ph]++, ph});
+  }
+  void f_compute(int ph) { o.push_back({Kind::F, f_id[ph]++, ph}); }
+  void b_compute(int ph, bool zb) {
+    const int i = b_id[ph]++;
+    o.push_back({Kind::B, i, ph});
+    if (zb) deferred.push_back({Kind::W, i, ph});
+    else o.push_back({Kind::W, i, ph});
+  }
+  void forward_chunk(int ph, bool recv = true, bool send = true) {
+    if (recv) recv_forward(ph);
+    commit();
+    f_compute(ph);
+    if (send) send_forward(ph);
+  }
+  void backward_chunk(int ph, bool zb = false, bool recv = true, bool send = true) {
+    if (recv) recv_backward(ph);
+    commit();
+    b_compute(ph, zb);
+    if (send) send_backward(ph);
+  }
+  void forward_backward_chunk(int ph0, int ph1, bool recv0 = true) {
+    if (recv0) recv_forward(ph0);
+    recv_backward(ph1);
+    commit();
+    f_compute(ph0);
+    o.back().with_next = true;
+    b_compute(ph1, false);
+    send_forward(ph0);
+    send_backward(ph1);
+  }
+  void weight_chunk() {
+    commit();
+    DTSIM_ASSERT(next_w < deferred.size(), "dualpipev: no deferred weight pass on rank " << s);
+    o.push_back(deferred[next_w++]);
+  }
+
+  void step() {
+    for (int i = 0; i < (n - s - 1) * 2; ++i) forward_chunk(0);  // step 1: nF0
+    recv_forward(0);                                             // step 2: nF0F1
+    for (int i = 0; i < s + 1; ++i) {
+      forward_chunk(0, false, false);
+      recv_forward(0);
+      forward_chunk(1, true, !last() || i < s);
+      send_forward(0);
+    }
+    for (int i = 0; i < n - s - 1; ++i) {  // step 3: nB1W1F1
+      backward_chunk(1, true);
+      recv_forward(1);
+      weight_chunk();
+      forward_chunk(1, false);
+    }
+    for (int i = 0; i < m - 2 * n + s + 1; ++i) {  // step 4 (main): nF0B1F1B0
+      if (i == 0 && last()) {                      // "we don't overlap these two chunks to further reduce bubble size"
+        forward_chunk(0, false, false);
+        send_forward(1);
+        backward_chunk(1, false, true, false);
+        send_forward(0);
+        send_backward(1);
+      } else {
+        forward_backward_chunk(0, 1, i != 0);
+      }
+      forward_backward_chunk(1, 0);
+    }
+    for (int i = 0; i < n - s - 1; ++i) {  // step 5: nB1F1B0
+      backward_chunk(1);
+      forward_backward_chunk(1, 0);
+    }
+    bool zb = false;  // step 6: nB1B0, the second half with zero bubble
+    for (int i = 0; i < s + 1; ++i) {
+      if (i == (s + 1) / 2 && s % 2 == 1) zb = true;
+      backward_chunk(1, zb);
+      if (i == (s + 1) / 2 && s % 2 == 0) zb = true;
+      backward_chunk(0, zb);
+    }
+    for (int i = 0; i < n - s - 1; ++i) {  // step 7: nWB0
+      weight_chunk();
+      backward_chunk(0, true);
+    }
+    for (int i = 0; i < s + 1; ++i) weight_chunk();  // step 8: nW
+    commit();
+    ex.sends.resize(o.size() + 1);
+    ex.recvs.resize(o.size() + 1);
+    DTSIM_ASSERT(next_w == deferred.size(), "dualpipev: deferred weight passes left on rank " << s);
+  }
+};
+
+DualPipeV dualpipev_run(int n, int m, int s) {
+  DualPipeV d{n, m, s, {}, {}, {}, {}, {}};
+  d.o.reserve(6 * static_cast<std::size_t>(m));
+  d.step();
+  return d;
+}
+
+std::vector<PipeOp> dualpipev(int n, int m, int s) { return dualpipev_run(n, m, s).o; }
+
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; pipeline_parallel/combined_1f1b.py): a forward
+// followed by the backward of another micro-batch or chunk runs together with it. Without pipelining
+// (combined_1f1b_schedule_for_no_pipelining) the forward of micro-batch i+1 runs with the backward of i; the
+// interleaved schedule warms up one forward more.
+void pair_forwards_with_backwards(std::vector<PipeOp>* order) {
+  for (std::size_t i = 0; i + 1 < order->size(); ++i) {
+    PipeOp& a = (*order)[i];
+    const PipeOp& b = (*order)[i + 1];
+    if (a.kind == Kind::F && b.kind == Kind::B && (a.microbatch != b.microbatch || a.chunk != b.chunk))
+      a.with_next = true;
+  }
+}
+
 std::vector<std::vector<PipeOp>> zb_h2(int p, int m) {
   std::vector<int> lim_b(p), lim_w(p, 2 * p - 1);
   for (int s = 0; s < p; ++s) lim_b[s] = 2 * (p - s) - 1;
   return list_schedule(p, m, lim_b, lim_w);
 }
 }  // namespace
+
+Exchanges dualpipev_exchanges(int p, int m, int stage) {
+  DTSIM_ASSERT(p > 0 && m > 0 && stage >= 0 && stage < p, "bad pipeline shape p=" << p << " m=" << m << " s=" << stage);
+  return dualpipev_run(p, m, stage).ex;
+}
 
 std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool dapple_warmup) {
   DTSIM_ASSERT(p > 0 && m > 0 && stage >= 0 && stage < p, "bad pipeline shape p=" << p << " m=" << m << " s=" << stage);
@@ -140,6 +293,7 @@ std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool
     case Schedule::ONE_F_ONE_B: return one_f_one_b(p, m, stage, dapple_warmup);
     case Schedule::ZB_H1: return zb_h1(p, m, stage);
     case Schedule::ZB_H2: return zb_h2(p, m)[stage];
+    case Schedule::DUALPIPEV: return dualpipev(p, m, stage);
     case Schedule::INTERLEAVED:
     case Schedule::CUSTOM: break;
   }
@@ -154,16 +308,32 @@ std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan) {
     case Schedule::CUSTOM: orders = plan.custom_order; break;
     case Schedule::ZB_H2: orders = zb_h2(p, m); break;
     case Schedule::INTERLEAVED:
-      for (int s = 0; s < p; ++s) orders.push_back(interleaved(p, m, plan.virtual_stages, s));
+      // Megatron-Core's combined 1F1B warms up one forward more (schedules.py, overlap_moe_expert_parallel_comm).
+      for (int s = 0; s < p; ++s)
+        orders.push_back(interleaved(p, m, plan.virtual_stages, s, plan.overlap_moe_comm ? 1 : 0));
       break;
     default:
       for (int s = 0; s < p; ++s) orders.push_back(stage_order(plan.schedule, p, m, s, plan.dapple_warmup));
   }
+  if (plan.overlap_moe_comm)
+    for (int s = 0; s < p; ++s) {
+      auto& o = orders[static_cast<std::size_t>(s)];
+      // Forwards paired only with their own backward: one forward more in the warm-up.
+      if (plan.schedule == Schedule::ONE_F_ONE_B && m > 1 && o[0].kind == Kind::F && o[1].kind == Kind::B) {
+        o.clear();
+        o.push_back({Kind::F, 0});
+        for (int j = 0; j < m; ++j) {
+          if (j + 1 < m) o.push_back({Kind::F, j + 1});
+          o.push_back({Kind::B, j});
+        }
+      }
+      pair_forwards_with_backwards(&o);
+    }
   return orders;
 }
 
 void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
-                     const std::string& ctx) {
+                     const std::string& ctx, bool v_shape) {
   if (static_cast<int>(orders.size()) != p)
     throw ConfigError(ctx + ": " + std::to_string(orders.size()) + " stages listed but pp is " + std::to_string(p));
   // Completeness: every pass once.
@@ -197,7 +367,7 @@ void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int 
     for (int s = 0; s < p; ++s) {
       while (pos[s] < orders[s].size()) {
         const PipeOp& op = orders[s][pos[s]];
-        const int k = op.chunk * p + s, last = v * p - 1;
+        const int k = v_shape ? (op.chunk == 0 ? s : 2 * p - 1 - s) : op.chunk * p + s, last = v * p - 1;
         bool ready = true;
         if (op.kind == Kind::F) ready = k == 0 || is_done(Kind::F, op.microbatch, k - 1);
         if (op.kind == Kind::B)
@@ -232,7 +402,7 @@ int max_in_flight(const std::vector<PipeOp>& order, bool split) {
 }
 
 int max_in_flight(Schedule schedule, int p, int m, int stage) {
-  const bool split = schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2;
+  const bool split = schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV;
   return max_in_flight(stage_order(schedule, p, m, stage), split);
 }
 

@@ -12,6 +12,10 @@
 //  zb-h2        ZB-H2: up to 2p-1 micro-batches in flight; the order is produced by list scheduling with unit
 //               pass times under the limits F-B <= 2(p-s)-1 and F-W <= 2p-1 per stage, which gives zero
 //               bubble when T_F = T_B = T_W
+//  dualpipev    DeepSeek's DualPipeV (DeepSeek-V3 report sec. 3.2.1; github.com/deepseek-ai/DualPipe dualpipev.py):
+//               two chunks per stage in a V (stage s: model chunks s and 2p-1-s), zero-bubble B/W splits, and
+//               the steady state's forward of one chunk run together with the backward of the other (with_next);
+//               needs m >= 2p
 //  custom       any order given per stage (validated here: complete, no duplicates, no deadlock)
 #pragma once
 #include <string>
@@ -23,8 +27,18 @@ namespace dtsim::sched {
 
 using PipeOp = dtsim::PipeOp;
 
-/// Order of passes on stage `stage` for the schedules without chunks (gpipe, 1f1b, zb-h1, zb-h2).
+/// Order of passes on stage `stage` for the schedules one stage's order of which needs no plan (gpipe, 1f1b,
+/// zb-h1, zb-h2, dualpipev).
 std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool dapple_warmup = false);
+/// DualPipeV's exchanges (dualpipev.py's _send_* / _recv_* calls and _commit_and_wait_comm): before pass i of the
+/// stage's order (i = the order's size: after the last pass) the stage posts sends[i] and recvs[i] in one batch and
+/// waits for all of them. A send names the pass whose output goes out (F: its activation to the next model chunk; B:
+/// its gradient to the previous), a receive the pass whose input comes in. Transfers between a stage and itself
+/// (the last stage's turn) are not listed.
+struct Exchanges {
+  std::vector<std::vector<PipeOp>> sends, recvs;
+};
+Exchanges dualpipev_exchanges(int p, int m, int stage);
 /// Order of passes on every stage of `plan` (any schedule, custom included).
 std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan);
 
@@ -32,8 +46,9 @@ std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan);
 /// every micro-batch < m on every chunk < v -- and can run without deadlock given the pipeline dependencies
 /// F(i, k-1) -> F(i, k), F(i, k) -> B(i, k), B(i, k+1) -> B(i, k), B(i, k) -> W(i, k) over model chunks k.
 /// Throws ConfigError naming the stage and pass at fault.
+/// `v_shape`: chunks placed as DualPipeV places them (ParallelPlan::model_chunk), else chunk c of stage s is c*p+s.
 void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
-                     const std::string& ctx);
+                     const std::string& ctx, bool v_shape = false);
 
 /// Largest number of (micro-batch, chunk) activations a stage order holds at once: + at F, - at B (or at W
 /// when the backward is split, since W still needs the layer inputs).

@@ -26,6 +26,7 @@ std::string to_string(Schedule s) {
     case Schedule::INTERLEAVED: return "interleaved";
     case Schedule::ZB_H1: return "zb-h1";
     case Schedule::ZB_H2: return "zb-h2";
+    case Schedule::DUALPIPEV: return "dualpipev";
     case Schedule::CUSTOM: return "custom";
   }
   return "?";
@@ -243,7 +244,7 @@ PipeOp pipe_op_from_string(const std::string& s, const std::string& ctx) {
 }
 
 bool ParallelPlan::split_backward() const {
-  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2) return true;
+  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV) return true;
   if (schedule == Schedule::CUSTOM)
     for (const auto& stage : custom_order)
       for (const auto& op : stage)
@@ -289,12 +290,20 @@ void set_schedule(ParallelPlan& plan, const std::string& spec, const std::string
   } else if (name == "zb-h2") {
     no_arg();
     plan.schedule = Schedule::ZB_H2;
+  } else if (name == "dualpipev") {
+    no_arg();
+    plan.schedule = Schedule::DUALPIPEV;
+    plan.virtual_stages = 2;
+  } else if (name == "dualpipe") {
+    throw ConfigError(ctx +
+                      ": schedule 'dualpipe' (bidirectional, two copies of every stage's parameters) is not "
+                      "modelled; 'dualpipev' runs the same overlapped schedule on one copy (DeepSeek's DualPipeV)");
   } else if (name == "custom") {
     if (arg.empty()) throw ConfigError(ctx + ": custom schedule needs a file, e.g. custom:order.json");
     load_custom_schedule(plan, arg);
   } else {
     throw ConfigError(ctx + ": unknown schedule '" + spec +
-                      "' (known: gpipe, 1f1b, 1f1b:dapple, interleaved:V, zb-h1, zb-h2, custom:FILE)");
+                      "' (known: gpipe, 1f1b, 1f1b:dapple, interleaved:V, zb-h1, zb-h2, dualpipev, custom:FILE)");
   }
 }
 
@@ -598,8 +607,23 @@ std::vector<int> ParallelPlan::stage_layers(int num_layers) const {
   if (virtual_stages == 1 && !layers_per_stage.empty()) return layers_per_stage;
   const auto chunks = chunk_layers(num_layers);
   std::vector<int> out(pp, 0);
-  for (std::size_t i = 0; i < chunks.size(); ++i) out[i % pp] += chunks[i];
+  for (std::size_t i = 0; i < chunks.size(); ++i) out[stage_of_chunk(static_cast<int>(i))] += chunks[i];
   return out;
+}
+
+int ParallelPlan::model_chunk(int stage, int chunk) const {
+  if (schedule == Schedule::DUALPIPEV) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  return chunk * pp + stage;
+}
+
+int ParallelPlan::stage_of_chunk(int k) const {
+  if (schedule == Schedule::DUALPIPEV) return k < pp ? k : 2 * pp - 1 - k;
+  return k % pp;
+}
+
+int ParallelPlan::chunk_index(int k) const {
+  if (schedule == Schedule::DUALPIPEV) return k < pp ? 0 : 1;
+  return k / pp;
 }
 
 bool ParallelPlan::has_device_map() const {
@@ -761,8 +785,26 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     if (num_microbatches() % pp != 0)
       throw ConfigError(ctx + ": the interleaved schedule needs the number of micro-batches (" +
                         std::to_string(num_microbatches()) + ") to be a multiple of pp (" + std::to_string(pp) + ")");
+  } else if (schedule == Schedule::DUALPIPEV) {
+    // dualpipev.py asserts num_chunks >= num_ranks * 2.
+    if (pp < 2) throw ConfigError(ctx + ": the dualpipev schedule needs pp >= 2");
+    if (num_microbatches() < 2 * pp)
+      throw ConfigError(ctx + ": the dualpipev schedule needs at least 2 * pp = " + std::to_string(2 * pp) +
+                        " micro-batches, got " + std::to_string(num_microbatches()));
+    if (virtual_stages != 2) throw ConfigError(ctx + ": the dualpipev schedule has 2 model chunks per stage");
   } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
     throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
+  }
+  if (overlap_moe_comm) {
+    if (!model.moe.enabled() || ep < 2)
+      throw ConfigError(ctx +
+                        ": overlap_moe_comm overlaps expert-parallel all-to-alls; it needs a MoE model and ep >= 2");
+    // Megatron-Core runs its combined 1F1B without pipelining or with the interleaved schedule (schedules.py).
+    if (!(schedule == Schedule::INTERLEAVED || (pp == 1 && schedule == Schedule::ONE_F_ONE_B)))
+      throw ConfigError(ctx +
+                        ": overlap_moe_comm pairs forwards and backwards of 1f1b without pipelining (pp 1) or "
+                        "of interleaved (as Megatron-Core; dualpipev overlaps its own chunks), not " +
+                        schedule_name() + (pp > 1 ? " with pp " + std::to_string(pp) : ""));
   }
   if (static_cast<std::int64_t>(pp) * virtual_stages > model.num_layers)
     throw ConfigError(ctx +
@@ -1177,6 +1219,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.tp_overlap_chunks > 0) j["tp_overlap_chunks"] = p.tp_overlap_chunks;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.pp_comm_overlap) j["pp_comm_overlap"] = true;
+  if (p.overlap_moe_comm) j["overlap_moe_comm"] = true;
   if (!p.moe_grouped_gemm) j["moe_grouped_gemm"] = false;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
@@ -1246,6 +1289,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "tp_overlap_chunks",
                              "overlap_param_gather",
                              "pp_comm_overlap",
+                             "overlap_moe_comm",
                              "moe_grouped_gemm",
                              "fsdp_prefetch",
                              "cuda_graphs",
@@ -1289,6 +1333,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.tp_overlap_chunks = get_or<int>(j, ctx, "tp_overlap_chunks", 0);
   p.overlap_param_gather = get_or<bool>(j, ctx, "overlap_param_gather", false);
   p.pp_comm_overlap = get_or<bool>(j, ctx, "pp_comm_overlap", false);
+  p.overlap_moe_comm = get_or<bool>(j, ctx, "overlap_moe_comm", false);
   p.moe_grouped_gemm = get_or<bool>(j, ctx, "moe_grouped_gemm", true);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);

@@ -392,7 +392,7 @@ private:
         else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
       }
       if (k == last_chunk) {
-        u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, 0});
+        u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.head_stage() > 0 ? p_.pp : 1) * e, 0});
         if (m_.mtp_layers > 0 && !pc.mtp.empty()) {
           const auto kp = cost::mtp_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp());
           for (int dpt = 0; dpt < m_.mtp_layers; ++dpt)
@@ -426,7 +426,7 @@ private:
     };
     double dense_grads = 0, expert_grads = 0, first_use = 0;
     for (int ch = 0; ch < chunks; ++ch) {
-      const int k = ch * p + s;
+      const int k = p_.model_chunk(s, ch);
       const auto units = units_of(k);
       unit_count[static_cast<std::size_t>(ch)] = static_cast<int>(units.size());
       Count f, b, w;
@@ -461,15 +461,22 @@ private:
       const P2pWait p2p = p2p_wait(cal_, p_);
       const int rendezvous = p2p.receiver ? 1 : 0;
       auto wait = [&](int n) { return p2p.sender ? Count{1, 1.0 + (1 + rendezvous) * n, 0} : Count{}; };
-      if (k > 0) {
+      // DualPipeV's turn on the last stage: a chunk's neighbour on the same rank (a receive point, no transfer).
+      if (k > 0 && p_.stage_of_chunk(k - 1) == s) {
+        f += Count{1, 1};
+      } else if (k > 0) {
+        const int from = p_.stage_of_chunk(k - 1);
         f += Count{1, 1} + (tp_s > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
-        if (tp_s > 1 && p_.stage_layouts_differ((k - 1) % p, s)) f += reshard;
-        b += Count{2, 3} * pieces(rc, (k - 1) % p) + wait(pieces(rc, (k - 1) % p));
+        if (tp_s > 1 && p_.stage_layouts_differ(from, s)) f += reshard;
+        b += Count{2, 3} * pieces(rc, from) + wait(pieces(rc, from));
       }
-      if (k < last_chunk) {
-        f += Count{2, 3} * pieces(rc, (k + 1) % p) + wait(pieces(rc, (k + 1) % p));
+      if (k < last_chunk && p_.stage_of_chunk(k + 1) == s) {
         b += {1, 1};
-        if (tp_s > 1 && p_.stage_layouts_differ((k + 1) % p, s)) b += reshard;
+      } else if (k < last_chunk) {
+        const int to = p_.stage_of_chunk(k + 1);
+        f += Count{2, 3} * pieces(rc, to) + wait(pieces(rc, to));
+        b += {1, 1};
+        if (tp_s > 1 && p_.stage_layouts_differ(to, s)) b += reshard;
       }
       if (p_.precision == Precision::FP8_DELAYED) {
         const double amax = static_cast<double>(units.size()) * 32;
@@ -501,7 +508,7 @@ private:
         dense = expert = 0;
       };
       for (int ch = chunks - 1; ch >= 0; --ch) {
-        const auto units = units_of(ch * p + s);
+        const auto units = units_of(p_.model_chunk(s, ch));
         for (auto u = units.rbegin(); u != units.rend(); ++u) {
           if (dense_dp) dense += (u->param_bytes - u->expert_bytes) * grad_scale;
           if (expert_dp) expert += u->expert_bytes * grad_scale;
@@ -514,7 +521,7 @@ private:
         if (expert_dp) c += collective(edp, CollectiveKind::ALL_GATHER, expert_grads / grad_scale);
       }
     }
-    if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1))
+    if (m_.tied_embeddings && p_.head_stage() != 0 && (s == 0 || s == p_.head_stage()))
       c += collective(group(rank, GroupAxis::EMB), CollectiveKind::ALL_REDUCE,
                       static_cast<double>(m_.vocab) * m_.hidden);
     if (cal_.grad_clip) {

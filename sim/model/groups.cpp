@@ -68,8 +68,8 @@ std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
       }
       break;
     }
-    case GroupAxis::EMB:  // every replica of the first and of the last stage of this pipeline copy
-      for (int st : {0, p.pp - 1})
+    case GroupAxis::EMB:  // every replica of the first stage and of the head's stage of this pipeline copy
+      for (int st : {0, p.head_stage()})
         for (int j = 0; j < p.replicas(st); ++j) {
           RankCoord x = c;
           x.pp = st;

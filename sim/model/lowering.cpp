@@ -164,9 +164,47 @@ private:
     return add_on_stream(si, sync);
   }
   void chain(int si, Stream s, std::int32_t first, std::int32_t last) {
+    if (si == pair_rank_) {  // an overlapped pair's pass: linked in link_pair
+      pair_log_[pair_pass_].push_back({s, first, last});
+      return;
+    }
     auto& prev = last_[si][static_cast<int>(s)];
     if (prev >= 0) g_.depend(prev, first);
     prev = last;
+  }
+  /// Overlapped forward and backward (PipeOp::with_next; DualPipe's overlapped_forward_backward, Megatron-Core's
+  /// combined 1F1B): the two passes are lowered one after the other with their stream pieces logged instead of
+  /// chained; link_pair then chains them per stream in one program order that alternates between the passes at
+  /// each of their communication steps (a compute piece after a TP-stream piece starts a new segment): forward
+  /// segment 1, backward segment 1, forward segment 2, ..., so that each pass's all-to-alls (and TP collectives)
+  /// run while the other computes. Each pass keeps its own order; the two do not depend on each other.
+  struct PairPiece {
+    Stream stream;
+    std::int32_t first, last;
+  };
+  int pair_rank_ = -1, pair_pass_ = 0;
+  std::array<std::vector<PairPiece>, 2> pair_log_;
+  void link_pair(int si) {
+    std::array<std::vector<std::vector<PairPiece>>, 2> segs;
+    for (int pass = 0; pass < 2; ++pass) {
+      bool comm_since = true;
+      for (const auto& pc : pair_log_[static_cast<std::size_t>(pass)]) {
+        if (pc.stream == Stream::COMPUTE && comm_since) {
+          segs[static_cast<std::size_t>(pass)].emplace_back();
+          comm_since = false;
+        }
+        if (segs[static_cast<std::size_t>(pass)].empty()) segs[static_cast<std::size_t>(pass)].emplace_back();
+        segs[static_cast<std::size_t>(pass)].back().push_back(pc);
+        if (pc.stream == Stream::TP) comm_since = true;
+      }
+    }
+    pair_rank_ = -1;
+    for (std::size_t i = 0; i < std::max(segs[0].size(), segs[1].size()); ++i)
+      for (const auto& pass : segs)
+        if (i < pass.size())
+          for (const auto& pc : pass[i]) chain(si, pc.stream, pc.first, pc.last);
+    pair_log_[0].clear();
+    pair_log_[1].clear();
   }
   /// A rank's own part [first .. done] of a collective (folded forms): after `pred` and the stream's previous
   /// task; reports `first` and returns `done`.
@@ -321,10 +359,8 @@ private:
     DTSIM_ASSERT(pos < static_cast<long>(inst.members_si.size()), "rank not in its own collective");
     if (first_out) *first_out = inst.first[pos];
     if (pred >= 0) g_.depend(pred, inst.join);
-    auto& prev = last_[si][static_cast<int>(stream)];
-    if (prev >= 0) g_.depend(prev, inst.join);
-    prev = inst.done[pos];
     const std::int32_t done = inst.done[pos];
+    chain(si, stream, inst.join, done);
     if (++inst.joined == static_cast<int>(inst.members_si.size())) instances_.erase(it);  // memory of large runs
     return done;
   }
@@ -380,7 +416,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
     for (int r0 = 0; r0 < world; ++r0) {
       if (seen[r0]) continue;
       const int stage = stage_of[r0];
-      if (ax == GroupAxis::EMB && stage != 0 && stage != p_.pp - 1) {
+      if (ax == GroupAxis::EMB && stage != 0 && stage != p_.head_stage()) {
         sig[r0][0] = kNotEnd;
         seen[r0] = 1;
         continue;
@@ -1527,9 +1563,15 @@ void Lowerer::lower_rank(int si) {
   // for its transfer but nothing waits for the receiver (p2p_wait).
   const P2pWait exchange = p2p_wait(cal_, p_);
   const bool blocking = exchange.sender, rendezvous = exchange.receiver;
-  auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred) {
+  // `exchanged`: flows only, waited for by the caller (DualPipeV's exchanges), not by a blocking JOIN here.
+  auto send_pieces = [&](int k, int dir, int mb, std::int32_t pred, std::vector<std::int32_t>* exchanged = nullptr) {
     std::vector<std::int32_t> flows;
-    const int to_stage = k % p, my_r = p_.replicas(s), to_r = p_.replicas(to_stage), to_t = p_.stage_tp(to_stage);
+    const int to_stage = p_.stage_of_chunk(k);
+    if (to_stage == s) {  // DualPipeV's turn on the last stage: the next chunk is this rank's own
+      sent_[{si, mb, k, dir}].push_back(pred);
+      return pred;
+    }
+    const int my_r = p_.replicas(s), to_r = p_.replicas(to_stage), to_t = p_.stage_tp(to_stage);
     const double b = p_.micro_batch_size, lo = r.coord.rep * b / my_r, hi = (r.coord.rep + 1) * b / my_r;
     const double t_lo = static_cast<double>(r.coord.tp) / tp_s, t_hi = (r.coord.tp + 1.0) / tp_s;
     for (int j = 0; j < to_r; ++j) {
@@ -1551,7 +1593,8 @@ void Lowerer::lower_rank(int si) {
         sent_[{to_si, mb, k, dir}].push_back(flows.back());
       }
     }
-    if (!blocking || flows.empty()) return pred;
+    if (exchanged) exchanged->insert(exchanged->end(), flows.begin(), flows.end());
+    if (exchanged || !blocking || flows.empty()) return pred;
     Task wait;
     wait.kind = TaskKind::JOIN;
     wait.stream = Stream::COMPUTE;
@@ -1605,7 +1648,8 @@ void Lowerer::lower_rank(int si) {
       }
     }
     if (k == last_chunk) {
-      u.push_back({&head_, head_act_.stored, 0, cost::last_stage_extra_params(m_, tp_s, p_.pp) * e, -1});
+      u.push_back({&head_, head_act_.stored, 0,
+                   cost::last_stage_extra_params(m_, tp_s, p_.head_stage() > 0 ? p_.pp : 1) * e, -1});
       // Multi-token prediction: its depths after the head (Megatron-Core's MTP block on the last stage).
       if (m_.mtp_layers > 0) {
         DTSIM_ASSERT(!pc.mtp.empty(), "no multi-token-prediction costs");
@@ -1755,10 +1799,83 @@ void Lowerer::lower_rank(int si) {
   std::int32_t last_compute = -1;
   // The end of the previous pass before its blocking sends: Megatron posts a pass's sends together with the next
   // pass's receives (send_forward_recv_backward, ...), so that is where this rank's receive is posted.
-  std::int32_t posted = -1;
+  // DualPipeV (sched::dualpipev_exchanges): before pass i the rank posts batch i of sends and receives and waits for
+  // it, as dualpipev.py's _commit_and_wait_comm does: a batch starts once the previous one has ended and the compute
+  // before it has (its NCCL stream: in order, after the compute stream's event); a transfer moves once both ends'
+  // batches have started (NCCL's send and receive meet); a batch ends when its transfers have; the next compute
+  // waits for that. A receive posted ahead of its pass (prefetched) is waited for there too.
+  const bool exchanges = p_.schedule == Schedule::DUALPIPEV;
+  const sched::Exchanges ex = exchanges ? sched::dualpipev_exchanges(p, p_.num_microbatches(), s) : sched::Exchanges{};
+  std::map<std::tuple<int, int, int>, std::int32_t> received;  // (micro-batch, model chunk, dir) -> receive point
+  std::int32_t batch_end = -1;
+  auto commit = [&](std::size_t at) {
+    if (at >= ex.sends.size() || (ex.sends[at].empty() && ex.recvs[at].empty())) return;
+    Task j;
+    j.kind = TaskKind::JOIN;
+    j.rank = si;
+    j.name = g_.intern("p2p-batch");
+    const std::int32_t start = add_free(j);
+    if (batch_end >= 0) g_.depend(batch_end, start);
+    if (last_compute >= 0) g_.depend(last_compute, start);
+    if (const auto tail = last_[si][static_cast<int>(Stream::COMPUTE)]; tail >= 0) g_.depend(tail, start);
+    std::vector<std::int32_t> parts;
+    for (const PipeOp& op : ex.sends[at]) {
+      const int k = p_.model_chunk(s, op.chunk), dir = op.kind == PipeOp::Kind::F ? 0 : 1;
+      send_pieces(dir == 0 ? k + 1 : k - 1, dir, op.microbatch, start, &parts);
+    }
+    for (const PipeOp& op : ex.recvs[at]) {
+      const int k = p_.model_chunk(s, op.chunk), dir = op.kind == PipeOp::Kind::F ? 0 : 1;
+      const std::int32_t rp = receive_point(dir == 0 ? Phase::FORWARD : Phase::BACKWARD, op.microbatch,
+                                            dir == 0 ? "recv-activation" : "recv-gradient");
+      received[{op.microbatch, k, dir}] = rp;
+      waiting_.push_back({rp, si, op.microbatch, k, dir, start});
+      parts.push_back(rp);
+    }
+    j.name = g_.intern("p2p-batch-wait");
+    j.kind = TaskKind::JOIN;
+    j.stream = Stream::COMPUTE;
+    batch_end = add_on_stream(si, j);
+    g_.depend(start, batch_end);
+    for (auto t : parts) g_.depend(t, batch_end);
+    last_compute = batch_end;
+  };
+  // The receive point of a pass's input: the exchange's (DualPipeV) or a new one.
+  auto take_received = [&](Phase phase, int mb, int k, int dir, const char* name, bool* listed) {
+    const auto it = received.find({mb, k, dir});
+    *listed = it != received.end();
+    if (!*listed) return receive_point(phase, mb, name);
+    const auto rp = it->second;
+    received.erase(it);
+    return rp;
+  };
+  std::int32_t posted = -1, pair_posted = -1;
+  struct PendingSend {
+    int k, dir, mb;
+    std::int32_t after;
+  };
+  std::vector<PendingSend> pending_sends;
   for (int oi = 0; oi < static_cast<int>(order.size()); ++oi) {
     const PipeOp& op = order[oi];
-    const int mb = op.microbatch, k = op.chunk * p + s;
+    const int mb = op.microbatch, k = p_.model_chunk(s, op.chunk);
+    if (exchanges) commit(static_cast<std::size_t>(oi));
+    if (pair_rank_ == si) {
+      pair_pass_ = 1;
+      posted = pair_posted;  // both receives of a pair are posted before either computes (_forward_backward_chunk)
+    } else if (op.with_next && oi + 1 < static_cast<int>(order.size())) {
+      DTSIM_ASSERT(op.kind == PipeOp::Kind::F && order[oi + 1].kind == PipeOp::Kind::B,
+                   "an overlapped pair is a forward and a backward");
+      pair_rank_ = si;
+      pair_pass_ = 0;
+      pair_posted = posted;
+    }
+    // A pass that runs as one step with the next (an overlapped pair; under DualPipeV a full backward, B and its W)
+    // sends after the whole step, as DualPipe does (_send_forward / _send_backward after the compute).
+    const bool own_w_follows = op.kind == PipeOp::Kind::B && oi + 1 < static_cast<int>(order.size()) &&
+                               order[oi + 1].kind == PipeOp::Kind::W && order[oi + 1].microbatch == mb &&
+                               order[oi + 1].chunk == op.chunk;
+    const bool step_continues = (pair_rank_ == si && pair_pass_ == 0) ||
+                                (own_w_follows && (pair_rank_ == si || p_.schedule == Schedule::DUALPIPEV));
+    const bool defer_sends = step_continues || !pending_sends.empty();
     const auto units = units_of(k);
     std::int32_t first = -1, cur = -1, pass_end = -1;
     if (cal_.host_sync_each_pass && cal_.host_issue_s > 0) {
@@ -1771,12 +1888,14 @@ void Lowerer::lower_rank(int si) {
         if (st != static_cast<int>(Stream::HOST) && before[st] >= 0) g_.depend(before[st], id);
     }
     if (op.kind == PipeOp::Kind::F) {
+      const bool local_in = k > 0 && p_.stage_of_chunk(k - 1) == s;
+      bool listed = false;
       if (k > 0) {
-        first = cur = receive_point(Phase::FORWARD, mb, "recv-activation");
-        if (scatter_gather)
+        first = cur = take_received(Phase::FORWARD, mb, k, 0, "recv-activation", &listed);
+        if (scatter_gather && !local_in)
           cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
                            "pp-gather", -1, mb, cur);
-        cur = reshard((k - 1) % p, Phase::FORWARD, mb, cur);
+        cur = reshard(p_.stage_of_chunk(k - 1), Phase::FORWARD, mb, cur);
       }
       const bool first_use = !param_gathered[static_cast<std::size_t>(op.chunk)];
       param_gathered[static_cast<std::size_t>(op.chunk)] = true;
@@ -1806,13 +1925,17 @@ void Lowerer::lower_rank(int si) {
         cur = collective(si, GroupAxis::DP, Stream::TP, CollectiveKind::ALL_REDUCE, amax_bytes, Phase::FORWARD,
                          "fp8-amax-reduce", -1, mb, cur);
       }
-      if (k > 0) waiting_.push_back({first, si, mb, k, 0, rendezvous ? posted : -1});
+      if (k > 0 && !listed) waiting_.push_back({first, si, mb, k, 0, rendezvous && !local_in ? posted : -1});
       pass_end = cur;
-      if (k < last_chunk) cur = send_pieces(k + 1, 0, mb, cur);
+      if (k < last_chunk && (!exchanges || p_.stage_of_chunk(k + 1) == s)) {  // exchanges: at a later batch
+        if (defer_sends) pending_sends.push_back({k + 1, 0, mb, cur});
+        else cur = send_pieces(k + 1, 0, mb, cur);
+      }
     } else if (op.kind == PipeOp::Kind::B) {
+      bool listed = false;
       if (k < last_chunk) {
-        first = cur = receive_point(Phase::BACKWARD, mb, "recv-gradient");
-        cur = reshard((k + 1) % p, Phase::BACKWARD, mb, cur);
+        first = cur = take_received(Phase::BACKWARD, mb, k, 1, "recv-gradient", &listed);
+        cur = reshard(p_.stage_of_chunk(k + 1), Phase::BACKWARD, mb, cur);
       }
       auto& ends = b_ends[{mb, k}];
       // Offloaded activations come back one layer ahead: a layer's copy back starts with the next layer's backward
@@ -1857,9 +1980,13 @@ void Lowerer::lower_rank(int si) {
         }
         ends.push_back(cur);
       }
-      if (k < last_chunk) waiting_.push_back({first, si, mb, k, 1, rendezvous ? posted : -1});
+      const bool local_in = k < last_chunk && p_.stage_of_chunk(k + 1) == s;
+      if (k < last_chunk && !listed) waiting_.push_back({first, si, mb, k, 1, rendezvous && !local_in ? posted : -1});
       pass_end = cur;
-      if (k > 0) cur = send_pieces(k - 1, 1, mb, cur);
+      if (k > 0 && (!exchanges || p_.stage_of_chunk(k - 1) == s)) {
+        if (defer_sends) pending_sends.push_back({k - 1, 1, mb, cur});
+        else cur = send_pieces(k - 1, 1, mb, cur);
+      }
     } else {  // W: weight gradients of the (micro-batch, chunk), after its B pass on the same compute stream
       for (auto it = units.rbegin(); it != units.rend(); ++it) {
         const Unit& u = *it;
@@ -1873,7 +2000,18 @@ void Lowerer::lower_rank(int si) {
     }
     if (cur >= 0) last_compute = cur;
     if (pass_end >= 0 || cur >= 0) posted = pass_end >= 0 ? pass_end : cur;
+    if (pair_rank_ == si && pair_pass_ == 1 && !own_w_follows) link_pair(si);  // after the backward or its W
+    if (!step_continues && !pending_sends.empty()) {
+      // The step's sends, in the order of its passes; the next compute waits for them where sends block.
+      for (const auto& ps : pending_sends)
+        if (const auto wait = send_pieces(ps.k, ps.dir, ps.mb, ps.after); wait != ps.after) cur = wait;
+      pending_sends.clear();
+      if (cur >= 0) last_compute = cur;
+    }
   }
+  DTSIM_ASSERT(pair_rank_ < 0, "an overlapped pair was left open on rank " << si);
+  if (exchanges) commit(order.size());  // the last pass's sends
+  DTSIM_ASSERT(received.empty(), "a received pipeline transfer was never used on rank " << si);
   // Per-GPU speed variability (strategies/straggler_model.hpp): the job's slowest GPU finishes its passes later by
   // its share of this rank's compute; its last gradients, and so this rank's last bucket and step, wait for it.
   if (variability_pace_ > 0 && last_compute >= 0) {
@@ -1895,7 +2033,7 @@ void Lowerer::lower_rank(int si) {
   close_bucket(last_compute);
 
   // Tied embeddings split over the first and last stages: their gradients are summed before the step.
-  if (m_.tied_embeddings && p > 1 && (s == 0 || s == p - 1)) {
+  if (m_.tied_embeddings && p_.head_stage() != 0 && (s == 0 || s == p_.head_stage())) {
     double bytes = static_cast<double>(m_.vocab) * m_.hidden / tp_s * e;
     dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
                                  "embedding-grad", -1, -1, last_compute));
@@ -2036,9 +2174,10 @@ Lowered Lowerer::run() {
     throw ConfigError("model '" + m_.name + "': " + std::to_string(m_.num_layers) + " layers; the simulator handles " +
                       "at most " + std::to_string(kMaxTaskLayer - 2));
   orders_ = sched::plan_orders(p_);
-  sched::validate_orders(orders_, p_.pp, p_.num_microbatches(), p_.virtual_stages, p_.split_backward(),
-                         p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'"
-                                                         : "schedule " + p_.schedule_name());
+  sched::validate_orders(
+      orders_, p_.pp, p_.num_microbatches(), p_.virtual_stages, p_.split_backward(),
+      p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'" : "schedule " + p_.schedule_name(),
+      p_.schedule == Schedule::DUALPIPEV);
   setup_ranks();
   const int nsim = static_cast<int>(out_.ranks.size());
   // Once the first tensor-parallel group is lowered (its collectives hold every member's tasks), the graph's final

@@ -233,6 +233,12 @@ expect_error "overlap offload without offload" "has no effect without optimizer_
 expect_error "offload beyond host memory"    "GiB of host memory per GPU" simulate --model gpt3-175b --cluster clariden:4 --tp 4 --mbs 1 --gbs 4 --optimizer-offload 1 --network analytic
 expect_error "activation offload all layers" "must be fewer than the layers of every chunk" simulate "${M[@]}" "${C[@]}" "${P[@]}" --offload-activations 12
 expect_error "activation offload negative"  "activation offload layers must be 0 or more" simulate "${M[@]}" "${C[@]}" "${P[@]}" --offload-activations -1
+expect_error "dualpipev too few micro-batches" "needs at least 2 * pp = 4 micro-batches, got 2" simulate --model llama3-8b --cluster dgx-h100:8 --pp 2 --dp 4 --mbs 1 --gbs 8 --schedule dualpipev
+expect_error "dualpipev on one stage"        "the dualpipev schedule needs pp >= 2" simulate --model llama3-8b --cluster dgx-h100:8 --dp 8 --mbs 1 --gbs 32 --schedule dualpipev
+expect_error "bidirectional dualpipe"        "schedule 'dualpipe' (bidirectional" simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule dualpipe
+expect_error "moe comm overlap, dense model" "overlap_moe_comm overlaps expert-parallel all-to-alls" simulate "${M[@]}" "${C[@]}" "${P[@]}" --overlap-moe-comm
+expect_error "moe comm overlap, 1f1b with pp" "not 1f1b with pp 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --pp 2 --ep 4 --dp 4 --mbs 1 --gbs 8 --overlap-moe-comm
+expect_error "moe comm overlap, zb-h1"       "not zb-h1 with pp 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --pp 2 --ep 4 --dp 4 --mbs 1 --gbs 8 --schedule zb-h1 --overlap-moe-comm
 expect_error "zero stage 4"                  "zero stage 4"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 4
 expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${M[@]}" "${C[@]}" --tp 1 --pp 2 --dp 4 --gbs 16 --sequence-parallel
 expect_error "layers-per-stage wrong count"  "3 entries but pp is 2" simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 8,8,8

@@ -85,5 +85,6 @@ INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleContract,
                                            Case{"interleaved:2", 4, 8}, Case{"interleaved:3", 4, 12},
                                            Case{"interleaved:4", 2, 2}, Case{"zb-h1", 2, 5}, Case{"zb-h1", 4, 3},
                                            Case{"zb-h1", 4, 10}, Case{"zb-h2", 3, 7}, Case{"zb-h2", 4, 4},
-                                           Case{"zb-h2", 4, 12}),
+                                           Case{"zb-h2", 4, 12}, Case{"dualpipev", 2, 4}, Case{"dualpipev", 3, 7},
+                                           Case{"dualpipev", 4, 8}, Case{"dualpipev", 4, 13}),
                          name_of);

@@ -125,3 +125,73 @@ TEST(ZeroMemory, PaperExampleIs120_31_4_16_6_1_9GB) {
   EXPECT_NEAR(total(2) / 1e9, 16.640625, 1e-9);
   EXPECT_NEAR(total(3) / 1e9, 1.875, 1e-9);
 }
+
+// ---- DualPipeV (github.com/deepseek-ai/DualPipe, dualpipev.py).
+
+TEST(ScheduleOrders, DualPipeVIsCompleteAndDeadlockFreeInItsVShape) {
+  for (int p : {2, 3, 4, 5, 8})
+    for (int m : {2 * p, 2 * p + 1, 2 * p + 3, 4 * p}) {
+      ParallelPlan plan = plan_of(Schedule::DUALPIPEV, p, m, 2);
+      SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
+      const auto orders = sched::plan_orders(plan);
+      EXPECT_NO_THROW(sched::validate_orders(orders, p, m, 2, true, "t", true));
+      // The DualPipe README's table: PP + 1 chunk activations per device (PP = 2p model chunks).
+      for (int s = 0; s < p; ++s) EXPECT_EQ(sched::max_in_flight(orders[s], true), 2 * p + 1) << "stage " << s;
+    }
+}
+
+TEST(ScheduleOrders, DualPipeVPlacesTheHeadOnTheFirstStage) {
+  ParallelPlan plan = plan_of(Schedule::DUALPIPEV, 4, 8, 2);
+  EXPECT_EQ(plan.model_chunk(0, 0), 0);
+  EXPECT_EQ(plan.model_chunk(0, 1), 7);
+  EXPECT_EQ(plan.model_chunk(3, 0), 3);
+  EXPECT_EQ(plan.model_chunk(3, 1), 4);
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(plan.model_chunk(plan.stage_of_chunk(k), plan.chunk_index(k)), k);
+  EXPECT_EQ(plan.head_stage(), 0);
+  EXPECT_EQ(plan.stage_layers(16), (std::vector<int>{4, 4, 4, 4}));
+  // Interleaved keeps c * p + s and the head on the last stage.
+  ParallelPlan il = plan_of(Schedule::INTERLEAVED, 4, 8, 2);
+  EXPECT_EQ(il.model_chunk(0, 1), 4);
+  EXPECT_EQ(il.head_stage(), 3);
+}
+
+TEST(ScheduleOrders, DualPipeVDeviceZeroAsInDeepSeeksFigure) {
+  // DualPipe README, "Example DualPipeV scheduling for 4 PP ranks (8 PP stages) and 10 micro-batches"
+  // (images/dualpipev.png), device 0 read cell by cell; a full backward is B then W, an overlapped pair F&B is
+  // F (with_next) then B then W; ".1" marks chunk 1.
+  const std::string figure =
+      "F0 F1 F2 F3 F4 F5 F6 F0.1 B0.1 W0.1 F1.1 B1.1 W1.1 F2.1 B2.1 W2.1 F3.1 "
+      "F7 B3.1 W3.1 F4.1 B0 W0 F8 B4.1 W4.1 F5.1 B1 W1 F9 B5.1 W5.1 F6.1 B2 W2 "
+      "B6.1 W6.1 F7.1 B3 W3 B7.1 W7.1 F8.1 B4 W4 B8.1 W8.1 F9.1 B5 W5 "
+      "B9.1 W9.1 B6 W6 B7 W7 B8 W8 B9 W9";
+  const auto o = sched::stage_order(Schedule::DUALPIPEV, 4, 10, 0);
+  EXPECT_EQ(joined(o), figure);
+  std::string paired;
+  for (const auto& op : o)
+    if (op.with_next) paired += (paired.empty() ? "" : " ") + to_string(op);
+  EXPECT_EQ(paired, "F7 F4.1 F8 F5.1 F9 F6.1 F7.1 F8.1 F9.1");
+  // The last device does not overlap its first pair ("to further reduce bubble size").
+  const auto last = sched::stage_order(Schedule::DUALPIPEV, 4, 10, 3);
+  EXPECT_EQ(joined(std::vector<PipeOp>(last.begin(), last.begin() + 11)),
+            "F0 F0.1 F1 F1.1 F2 F2.1 F3 F3.1 F4 B0.1 W0.1");
+  EXPECT_FALSE(last[8].with_next);
+  EXPECT_TRUE(last[11].with_next);
+}
+
+TEST(ScheduleOrders, OverlapMoeCommPairsIndependentForwardsAndBackwards) {
+  // Without pipelining: F(i+1) with B(i) (combined_1f1b_schedule_for_no_pipelining).
+  ParallelPlan plan = plan_of(Schedule::ONE_F_ONE_B, 1, 4);
+  plan.overlap_moe_comm = true;
+  auto orders = sched::plan_orders(plan);
+  EXPECT_NO_THROW(sched::validate_orders(orders, 1, 4, 1, false, "t"));
+  EXPECT_EQ(joined(orders[0]), "F0 F1 B0 F2 B1 F3 B2 B3");
+  // Interleaved: one more forward in the warm-up (stage 0 of 2 with 2 chunks: 2 + 2 + 1 = 5).
+  plan = plan_of(Schedule::INTERLEAVED, 2, 4, 2);
+  plan.overlap_moe_comm = true;
+  orders = sched::plan_orders(plan);
+  EXPECT_NO_THROW(sched::validate_orders(orders, 2, 4, 2, false, "t"));
+  EXPECT_EQ(joined(orders[0]), "F0 F1 F0.1 F1.1 F2 F3 B0.1 F2.1 B1.1 F3.1 B0 B1 B2.1 B3.1 B2 B3");
+  for (const auto& o : orders)
+    for (std::size_t i = 0; i < o.size(); ++i)
+      EXPECT_EQ(o[i].with_next, o[i].kind == K::F && i + 1 < o.size() && o[i + 1].kind == K::B) << to_string(o[i]);
+}
