@@ -5,6 +5,8 @@
 # clang and libclang-rt-14-dev).
 # Environment: DTSIM_FUZZ_DIR (default build-fuzz), DTSIM_FUZZ_SECONDS (per target, default 15), JOBS (default nproc),
 # DTSIM_GRAMMAR_SEEDS (default "1 2") and DTSIM_GRAMMAR_CASES (per seed, default 250) for fuzz/input_grammar.py.
+# Build cost (CI time): -g1 (line tables, all a report's stack needs) and the precompiled common headers, as in
+# scripts/sanitize.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DTSIM_FUZZ_DIR:-build-fuzz}
@@ -22,8 +24,8 @@ if [[ ! -f $rt ]]; then
   fi
 fi
 start=$SECONDS
-CC=${CC_FUZZ:-clang} CXX=$CXX_FUZZ cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
-  -DBUILD_TESTING=OFF -DDTSIM_FUZZ=ON -DDTSIM_BUILD_PROFILER=OFF >/dev/null
+CC=${CC_FUZZ:-clang} CXX=$CXX_FUZZ cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DBUILD_TESTING=OFF -DDTSIM_FUZZ=ON -DDTSIM_BUILD_PROFILER=OFF -DDTSIM_PCH=ON -DDTSIM_PYTHON=OFF >/dev/null
 cmake --build "$DIR" --target fuzzers -j "${JOBS:-$(nproc)}"
 built=$((SECONDS - start))
 corpus=$(mktemp -d)
