@@ -32,10 +32,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   plan.ep = vm.count("ep") ? vm["ep"].as<int>() : 1;
   plan.etp = vm.count("etp") ? vm["etp"].as<int>() : 0;
   if (vm.count("dispatcher")) {
-    const std::string d = vm["dispatcher"].as<std::string>();
-    if (d != "alltoall" && d != "allgather")
-      throw ConfigError("--dispatcher: unknown MoE dispatcher '" + d + "' (known: alltoall, allgather)");
-    plan.dispatcher = d == "alltoall" ? Dispatcher::ALL_TO_ALL : Dispatcher::ALL_GATHER;
+    plan.dispatcher = dispatcher_from_string(vm["dispatcher"].as<std::string>(), "--dispatcher");
   }
   if (vm.count("routing")) plan.routing = routing_from_string(vm["routing"].as<std::string>(), "--routing");
   if (vm.count("stage-replicas"))
@@ -225,7 +222,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "context parallelism: ring (p2p ring attention, default) | a2a (Ulysses all-to-all) | allgather (KV all-gather)")
     ("ep", po::value<int>(), "expert-parallel degree of MoE layers, carved from the dp x cp ranks (default 1)")
     ("etp", po::value<int>(), "expert tensor-parallel degree (default: tp)")
-    ("dispatcher", po::value<std::string>(), "MoE token dispatcher: alltoall (default) | allgather")
+    ("dispatcher", po::value<std::string>(), "MoE token dispatcher: alltoall (default) | allgather | deepep (= flex) | hybridep")
     ("routing", po::value<std::string>(),
      "MoE token routing: balanced (default: each token's experts drawn at random, the most loaded EP rank sets the "
      "pace) | exact (every expert exactly its share) | skew:S (Zipf exponent over the experts) | loads:f1,f2,... | "

@@ -63,7 +63,10 @@ Presets presets() {
         extra += std::to_string(m.moe.experts) + " experts top-" + std::to_string(m.moe.top_k) + " of ffn " +
                  std::to_string(m.moe.expert_ffn_hidden) +
                  (m.moe.shared_ffn_hidden > 0 ? " + shared ffn " + std::to_string(m.moe.shared_ffn_hidden) : "") +
-                 (m.moe.dense_layers > 0 ? ", first " + std::to_string(m.moe.dense_layers) + " layers dense" : "");
+                 (m.moe.dense_layers > 0 ? ", first " + std::to_string(m.moe.dense_layers) + " layers dense" : "") +
+                 (m.moe.router_groups > 0 ? ", routed within " + std::to_string(m.moe.router_group_topk) + " of " +
+                                                std::to_string(m.moe.router_groups) + " groups"
+                                          : "");
       if (m.mla.enabled()) extra += std::string(m.moe.enabled() ? ", " : "") + "MLA attention";
       char act[64];
       std::snprintf(act, sizeof act, "%.1fB active", static_cast<double>(m.active_params()) / 1e9);

@@ -42,7 +42,7 @@ CLUSTERS = ["dgx-h100:8", "dgx-h100:16", "dgx-a100:16", "gb200-nvl72:72", "dgx-b
             "dgx-a100:16:fat-tree:0:1", "dgx-h100:-8", "dgx-h100:8:fat-tree:1:nan", "dgx-a100:16:fat-tree:1:inf"]
 RANKS = ["auto", "all", "0", "0-7", "0-3,9", "5-2", "0-2147483647", "-1", "x", "0-4294967296", ",", "0,0,0"]
 ENUMS = {
-    "cp-kind": ["ring", "a2a", "allgather"], "dispatcher": ["alltoall", "allgather"], "attention": ["flash", "unfused"],
+    "cp-kind": ["ring", "a2a", "allgather"], "dispatcher": ["alltoall", "allgather", "deepep", "hybridep"], "attention": ["flash", "unfused"],
     "schedule": ["gpipe", "1f1b", "1f1b:dapple", "1f1b:megatron", "interleaved:2", "interleaved:4", "interleaved:1",
                  "interleaved:-1", "interleaved:2147483647", "interleaved:1e308", "interleaved:nan", "zb-h1", "zb-h2",
                  "custom", "custom:/dev/null", "1f1b:"],

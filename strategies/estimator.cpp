@@ -229,7 +229,21 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       const int n = tl.group_size[gi];
       if (n <= 1) continue;
       const Link& l = tl.group[gi];
-      if (s.collective == cost::CollectiveKind::ALL_TO_ALL) {
+      if (s.collective == cost::CollectiveKind::ALL_TO_ALL && s.flex.enabled()) {
+        // The flex dispatcher (strategies/flex_dispatch.hpp): its RDMA pieces (one per other domain) and NVLink
+        // pieces (one per other member of its domain) at once. Members per domain from members per node: the node
+        // for HybridEP and on nodes of up to 8 GPUs; DeepEP on a larger NVLink domain (NVL72) splits it into blocks
+        // of 8 GPUs, here taken to hold the node's members evenly (the lowering counts them).
+        const int local = tl.group_per_node[gi], dg = cost::flex_domain_gpus(s.flex, c.gpus_per_node);
+        int per = dg >= c.gpus_per_node ? local : std::max(1, local * dg / c.gpus_per_node);
+        while (n % per != 0) --per;
+        const cost::FlexPieces fp = cost::flex_pieces(s.flex, n, per, s.collective_bytes);
+        const Link& in = local < n ? tl.node : l;
+        const double remote_bw = dg >= c.gpus_per_node ? l.bw : in.bw;
+        const double rdma = (fp.domains - 1) * fp.rdma_piece_bytes / remote_bw;
+        const double nvlink = (fp.per_domain - 1) * fp.nvlink_piece_bytes / in.bw;
+        t += l.alpha + cal.collective_step_overhead_s + std::max(rdma, nvlink);
+      } else if (s.collective == cost::CollectiveKind::ALL_TO_ALL) {
         // Pairwise all-to-all: the most loaded member's share sets the pace. Its pieces to members on its node go
         // over NVLink while those to other nodes go over its NIC, at the same time (the flow engines' result; the
         // analytic engine, which cannot share a port, sends them one after the other and adds the shorter tier).

@@ -556,6 +556,12 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
       // reduce-scattered back.
       st = group_coll(name, combine_shaped ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_GATHER,
                       ep * Tr * d.h * d.e, CommGroup::EP);
+    } else if (sh.dispatcher == Dispatcher::DEEPEP || sh.dispatcher == Dispatcher::HYBRIDEP) {
+      // The flex dispatcher's fused kernels: the rank's Tr tokens, each counted once; the lowering and the estimator
+      // send them once per domain and once per rank they are routed to (strategies/flex_dispatch.hpp). Balanced
+      // routing only (plan validation): the most loaded rank's share scales them as it does the all-to-all.
+      st = group_coll(name, CollectiveKind::ALL_TO_ALL, Tr * d.h * d.e * sampling, CommGroup::EP);
+      st.flex = {x.experts, x.top_k, x.router_groups, x.router_group_topk, sh.dispatcher == Dispatcher::HYBRIDEP};
     } else {
       st = group_coll(name, CollectiveKind::ALL_TO_ALL, slots_bytes, CommGroup::EP);
       // Even loads (balanced, or every expert padded to capacity) scale the buffer; uneven ones shape it.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "strategies/flex_dispatch.hpp"
 #include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
 #include "traces/model.hpp"
@@ -84,6 +85,9 @@ struct Step {
   /// collective_bytes x a2a_loads[i] to every member j (the tokens its experts processed for j).
   std::vector<double> a2a_loads;
   bool a2a_combine = false;
+  /// ALL_TO_ALL of the flex dispatcher (deepep, hybridep): collective_bytes is then the rank's tokens counted once
+  /// each, sent as flex_pieces (strategies/flex_dispatch.hpp) says.
+  FlexDispatch flex;
   int ring_steps = 0;          ///< RING_ATTENTION: blocks (= cp)
   double ring_tail_bytes = 0;  ///< RING_ATTENTION: bytes sent after the last block
   std::int8_t atom = -1;       ///< TP_COLLECTIVE of a dense layer: the atom it belongs to (see kLayerAtoms)

@@ -270,6 +270,16 @@ void TransformerSpec::validate() const {
     if (moe.shared_experts > 0 && moe.shared_ffn_hidden == 0)
       throw ConfigError(ctx + ": field 'moe.shared_ffn_hidden' must be positive (the total width of the " +
                         std::to_string(moe.shared_experts) + " shared experts), got 0");
+    if (moe.router_groups != 0 || moe.router_group_topk != 0) {
+      if (moe.router_groups < 1 || moe.experts % moe.router_groups != 0)
+        throw ConfigError(ctx + ": field 'moe.router_groups' must divide the " + std::to_string(moe.experts) +
+                          " experts, got " + std::to_string(moe.router_groups));
+      if (moe.router_group_topk < 1 || moe.router_group_topk > moe.router_groups ||
+          moe.router_group_topk * (moe.experts / moe.router_groups) < moe.top_k)
+        throw ConfigError(ctx + ": field 'moe.router_group_topk' must be from 1 to the " +
+                          std::to_string(moe.router_groups) + " groups and its groups must hold top_k = " +
+                          std::to_string(moe.top_k) + " experts, got " + std::to_string(moe.router_group_topk));
+    }
     if (moe.dense_layers < 0 || moe.dense_layers >= num_layers)
       throw ConfigError(ctx + ": field 'moe.dense_layers' must be from 0 to num_layers - 1 = " +
                         std::to_string(num_layers - 1) + ", got " + std::to_string(moe.dense_layers));
@@ -427,7 +437,14 @@ TransformerSpec deepseek_like(const std::string& name, int heads, int experts, i
   m.mla = {1536, 512, 128, 64, 128};
   return m;
 }
-TransformerSpec deepseek_v3() { return deepseek_like("deepseek-v3", 128, 256, 3, 129280); }
+// Node-limited routing: 8 groups of 32 experts, a token's experts from its best 4 (config.json n_group 8,
+// topk_group 4; report section 2.1.2). Kimi K2 and GLM-4.5 route without a group limit (n_group 1).
+TransformerSpec deepseek_v3() {
+  TransformerSpec m = deepseek_like("deepseek-v3", 128, 256, 3, 129280);
+  m.moe.router_groups = 8;
+  m.moe.router_group_topk = 4;
+  return m;
+}
 // DeepSeek-V3 as trained: with its one multi-token-prediction depth (report section 2.2).
 TransformerSpec deepseek_v3_mtp() {
   TransformerSpec m = deepseek_v3();
@@ -635,6 +652,10 @@ nlohmann::json to_json(const TransformerSpec& m) {
                 {"dense_layers", m.moe.dense_layers},
                 {"router", m.moe.sigmoid_router ? "sigmoid" : "softmax"},
                 {"expert_bias", m.moe.expert_bias}};
+    if (m.moe.router_groups > 0) {  // only where set: other models write what they wrote before
+      j["moe"]["router_groups"] = m.moe.router_groups;
+      j["moe"]["router_group_topk"] = m.moe.router_group_topk;
+    }
     j["active_params"] = m.active_params();
   }
   if (!m.layer_pattern.empty()) j["layer_pattern"] = m.layer_pattern;
@@ -722,7 +743,7 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
     const std::string ectx = ctx + " (moe)";
     json_util::reject_unknown(*e, ectx,
                               {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "shared_ffn_hidden",
-                               "dense_layers", "router", "expert_bias"});
+                               "dense_layers", "router", "expert_bias", "router_groups", "router_group_topk"});
     m.moe.experts = get<int>(*e, ectx, "experts");
     m.moe.top_k = get<int>(*e, ectx, "top_k");
     m.moe.expert_ffn_hidden = get<int>(*e, ectx, "expert_ffn_hidden");
@@ -734,6 +755,8 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
     else if (router != "softmax")
       throw ConfigError(ectx + ": unknown router '" + router + "' (known: softmax, sigmoid)");
     m.moe.expert_bias = get_or<bool>(*e, ectx, "expert_bias", false);
+    m.moe.router_groups = get_or<int>(*e, ectx, "router_groups", 0);
+    m.moe.router_group_topk = get_or<int>(*e, ectx, "router_group_topk", 0);
   }
   m.layer_pattern = get_or<std::string>(j, ctx, "layer_pattern", "");
   m.sliding_window = get_or<int>(j, ctx, "sliding_window", 0);

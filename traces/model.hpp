@@ -28,6 +28,11 @@ struct MoeSpec {
   int dense_layers = 0;       ///< the first dense_layers layers keep the dense FFN of ffn_hidden (DeepSeek: 3)
   bool sigmoid_router = false;  ///< DeepSeek-V3 scores with sigmoid; softmax otherwise
   bool expert_bias = false;     ///< GPT-OSS: routed experts have biases
+  /// Group-limited routing (DeepSeek-V3's node-limited routing, report section 2.1.2; Megatron-Core
+  /// --moe-router-num-groups / --moe-router-group-topk): the experts form router_groups equal contiguous groups and a
+  /// token's top_k experts come from its router_group_topk best groups. 0: no limit.
+  int router_groups = 0;
+  int router_group_topk = 0;
   bool enabled() const { return experts > 0; }
   bool operator==(const MoeSpec&) const = default;
 };

@@ -81,14 +81,25 @@ bool caches_lowp_weights(Precision p) {
   return p == Precision::FP8_DELAYED || p == Precision::MXFP8 || p == Precision::NVFP4;
 }
 
-std::string to_string(Dispatcher d) { return d == Dispatcher::ALL_TO_ALL ? "alltoall" : "allgather"; }
+std::string to_string(Dispatcher d) {
+  switch (d) {
+    case Dispatcher::ALL_TO_ALL: return "alltoall";
+    case Dispatcher::ALL_GATHER: return "allgather";
+    case Dispatcher::DEEPEP: return "deepep";
+    case Dispatcher::HYBRIDEP: return "hybridep";
+  }
+  return "?";
+}
 
-namespace {
 Dispatcher dispatcher_from_string(const std::string& s, const std::string& ctx) {
   if (s == "alltoall" || s == "a2a") return Dispatcher::ALL_TO_ALL;
   if (s == "allgather") return Dispatcher::ALL_GATHER;
-  throw ConfigError(ctx + ": unknown MoE dispatcher '" + s + "' (known: alltoall, allgather)");
+  if (s == "deepep" || s == "flex") return Dispatcher::DEEPEP;
+  if (s == "hybridep") return Dispatcher::HYBRIDEP;
+  throw ConfigError(ctx + ": unknown MoE dispatcher '" + s + "' (known: alltoall, allgather, deepep, flex, hybridep)");
 }
+
+namespace {
 /// A number of a --routing spec, in `range`: "not a number" only for text that is none; a number outside the range
 /// (or beyond a double, such as 1e-320 or 1e400) names the range.
 double parse_number(const std::string& t, const std::string& what, const std::string& ctx, const limits::Range& range) {
@@ -794,6 +805,17 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
     if (virtual_stages != 2) throw ConfigError(ctx + ": the dualpipev schedule has 2 model chunks per stage");
   } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
     throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
+  }
+  if ((dispatcher == Dispatcher::DEEPEP || dispatcher == Dispatcher::HYBRIDEP) && model.moe.enabled()) {
+    const std::string d = to_string(dispatcher);
+    // Megatron-Core's flex dispatcher runs over the expert-TP x EP group; dtsim models it without expert TP.
+    if (ep < 2) throw ConfigError(ctx + ": the " + d + " dispatcher sends tokens between EP ranks; it needs ep >= 2");
+    if (expert_tp() != 1)
+      throw ConfigError(ctx + ": the " + d + " dispatcher is modelled without expert tensor parallelism (etp " +
+                        std::to_string(expert_tp()) + "); use etp 1");
+    if (!routing.balanced() || routing.capacity_factor > 0)
+      throw ConfigError(ctx + ": the " + d + " dispatcher is modelled for dropless balanced routing ('balanced' or " +
+                        "'exact'), not '" + to_string(routing) + "'");
   }
   if (overlap_moe_comm) {
     if (!model.moe.enabled() || ep < 2)

@@ -71,10 +71,16 @@ enum class Axis { TP = 0, DP = 1, PP = 2 };
 enum class CpKind { RING, ALL_TO_ALL, ALL_GATHER };
 std::string to_string(CpKind k);
 CpKind cp_kind_from_string(const std::string& s, const std::string& ctx);
-/// MoE token dispatchers (Megatron-Core): ALL_TO_ALL over the EP group (tokens to their experts' ranks and back),
-/// ALL_GATHER (every EP rank gathers all tokens, keeps its experts' ones, reduce-scatters the outputs).
-enum class Dispatcher { ALL_TO_ALL, ALL_GATHER };
+/// MoE token dispatchers (Megatron-Core --moe-token-dispatcher-type): ALL_TO_ALL over the EP group (tokens to their
+/// experts' ranks and back, one copy per routed expert), ALL_GATHER (every EP rank gathers all tokens, keeps its
+/// experts' ones, reduce-scatters the outputs), and the flex dispatcher's fused kernels (`flex` with
+/// --moe-flex-dispatcher-backend deepep | hybridep): DEEPEP (DeepSeek's DeepEP normal kernels) and HYBRIDEP (NVIDIA's
+/// HybridEP) send each token once to every NVLink domain it is routed to, by RDMA to the rank at the same position
+/// there, and once to every rank it is routed to inside a domain, over NVLink (strategies/flex_dispatch.hpp).
+enum class Dispatcher { ALL_TO_ALL, ALL_GATHER, DEEPEP, HYBRIDEP };
 std::string to_string(Dispatcher d);
+/// "alltoall" (or "a2a"), "allgather", "deepep" (or "flex", Megatron-Core's default flex backend), "hybridep".
+Dispatcher dispatcher_from_string(const std::string& s, const std::string& ctx);
 /// Token routing of MoE layers. BALANCED: every expert gets top_k T / E of the T tokens in expectation, each token's
 /// experts drawn at random (Megatron-Core's --moe-router-force-load-balancing: random router logits, what benchmark
 /// tables force), so a micro-batch's counts scatter about the mean and the most loaded EP rank sets the pace

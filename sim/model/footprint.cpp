@@ -151,6 +151,25 @@ private:
     return g;
   }
 
+  /// The flex dispatcher's all-to-all (Lowerer::direct_all_to_all with flex_): flows to the member's own domain's
+  /// other members and to its position in every other domain.
+  Count flex_all_to_all(int rank, const Group& g, const cost::FlexDispatch& f) const {
+    const int dg = cost::flex_domain_gpus(f, c_.gpus_per_node);
+    const int mine = gpu(rank) / dg;
+    double local = 0;
+    std::vector<int> domains;
+    for (int r : group_members(p_, rank, GroupAxis::EP)) {
+      domains.push_back(gpu(r) / dg);
+      local += domains.back() == mine;
+    }
+    std::sort(domains.begin(), domains.end());
+    const double peers =
+        static_cast<double>(std::unique(domains.begin(), domains.end()) - domains.begin()) - 1 + (local - 1);
+    Count c{2 + peers, 2 * peers + 2};
+    if (!g.folded) c += {1 / static_cast<double>(g.n), 1 + peers};
+    return c;
+  }
+
   // ---- collectives: this member's share of the tasks (Lowerer::collective and its builders)
   CollectiveAlgorithm algorithm(CollectiveKind kind, double bytes) const {
     if (kind != CollectiveKind::ALL_REDUCE) return CollectiveAlgorithm::RING;
@@ -331,7 +350,8 @@ private:
           g.splits = false;
         }
         if (g.n <= 1) continue;
-        c += collective(g, st.collective, st.collective_bytes);
+        if (st.flex.enabled()) c += flex_all_to_all(rank, g, st.flex);
+        else c += collective(g, st.collective, st.collective_bytes);
         if (cal_.host_collective_issue_s > 0 && !p_.cuda_graphs) c += host_issue();
       }
     }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/model/groups.hpp"
 #include "strategies/estimator.hpp"
@@ -368,6 +369,8 @@ private:
   /// The EP all-to-all being lowered under skewed routing: per-EP-rank loads and its shape (see cost::Step).
   const std::vector<double>* a2a_loads_ = nullptr;
   bool a2a_combine_ = false;
+  /// The EP all-to-all being lowered is the flex dispatcher's (cost::Step::flex); nullptr otherwise.
+  const cost::FlexDispatch* flex_ = nullptr;
 
   // Pipeline transfers: (receiving simulated rank, micro-batch, model chunk, 0 = activation / 1 = gradient) -> flow.
   std::map<std::tuple<int, int, int, int>, std::vector<std::int32_t>> sent_;
@@ -742,7 +745,35 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   DTSIM_ASSERT(!(folded && a2a_loads_), "a skewed all-to-all on a folded axis");
   // Bytes from member `from` to member `to`: S / n, or under skewed routing S x the load of the receiving EP rank
   // (dispatch) or of the sending one (combine).
+  // The flex dispatcher (deepep, hybridep; strategies/flex_dispatch.hpp): `bytes` are the member's tokens counted
+  // once. A member sends to the member at its position in every other domain (RDMA) and to every other member of
+  // its own domain (NVLink: its tokens routed there and those it forwards); both kinds of pieces go at once, the
+  // kernels' RDMA and NVLink channels running side by side (DeepEP pipelines the forwarding in chunks behind the
+  // RDMA arrivals; this is that pipeline's limit).
+  std::unordered_map<int, std::pair<int, int>> domain_pos;  // member -> (domain, position in it)
+  cost::FlexPieces flex;
+  if (flex_) {
+    const int dg = cost::flex_domain_gpus(*flex_, c_.gpus_per_node);
+    std::map<int, int> filled;
+    for (int m : members) {
+      const int dom = gpu(m) / dg;
+      domain_pos[m] = {dom, filled[dom]++};
+    }
+    const int per = filled.begin()->second;
+    for (const auto& [dom, count] : filled)
+      if (count != per)
+        throw ConfigError("the " + std::string(flex_->hybrid ? "hybridep" : "deepep") +
+                          " dispatcher needs the same number of EP ranks in every NVLink domain its group spans (" +
+                          std::to_string(count) + " in one, " + std::to_string(per) + " in another)");
+    flex = cost::flex_pieces(*flex_, n, per, bytes);
+  }
   auto piece_of = [&](int from, int to) {
+    if (flex_) {
+      const auto& a = domain_pos.at(from);
+      const auto& b = domain_pos.at(to);
+      if (a.first == b.first) return flex.nvlink_piece_bytes;
+      return a.second == b.second ? flex.rdma_piece_bytes : 0.0;
+    }
     if (!a2a_loads_) return piece;
     return bytes * (*a2a_loads_)[static_cast<std::size_t>(ep_index(a2a_combine_ ? from : to))];
   };
@@ -767,7 +798,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     done.kind = TaskKind::JOIN;
     auto end = add_free(done);
     const auto self = std::find(members.begin(), members.end(), mglobal) - members.begin();
-    std::int32_t prev = delay;
+    std::int32_t prev_local = delay, prev_remote = delay;  // flex: the NVLink and the RDMA pieces, each in turn
     for (int r = 1; r < n; ++r) {
       const int other = members[static_cast<std::size_t>((self + r) % n)];
       Task f = base;
@@ -777,7 +808,10 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
       f.mirror = folded;
       f.peer = folded ? -1 : out_.sim_index_of[other];
       f.bytes = piece_of(mglobal, other);
+      if (f.bytes <= 0 && flex_) continue;  // not a peer of the flex kernels
       auto flow = add_free(f);
+      std::int32_t& prev =
+          flex_ && domain_pos.at(other).first != domain_pos.at(mglobal).first ? prev_remote : prev_local;
       g_.depend(sequential ? prev : delay, flow);
       prev = flow;
       g_.depend(flow, end);
@@ -1413,9 +1447,11 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
                                                               : GroupAxis::TP;
       a2a_loads_ = st.a2a_loads.empty() ? nullptr : &st.a2a_loads;
       a2a_combine_ = st.a2a_combine;
+      flex_ = st.flex.enabled() ? &st.flex : nullptr;
       id = collective(si, ax, Stream::TP, st.collective, st.collective_bytes, phase, prefix + st.name, layer, mb, last,
                       &coll_first, st.axis);
       a2a_loads_ = nullptr;
+      flex_ = nullptr;
       if (id != last && cal_.host_collective_issue_s > 0 && coll_first >= 0 && !p_.cuda_graphs) {
         // The host issues the collective (framework call + NCCL enqueue) between the kernels around it: later
         // kernels are issued after it, and this member's part of the collective starts once it is issued.

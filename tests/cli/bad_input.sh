@@ -239,6 +239,16 @@ expect_error "bidirectional dualpipe"        "schedule 'dualpipe' (bidirectional
 expect_error "moe comm overlap, dense model" "overlap_moe_comm overlaps expert-parallel all-to-alls" simulate "${M[@]}" "${C[@]}" "${P[@]}" --overlap-moe-comm
 expect_error "moe comm overlap, 1f1b with pp" "not 1f1b with pp 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --pp 2 --ep 4 --dp 4 --mbs 1 --gbs 8 --overlap-moe-comm
 expect_error "moe comm overlap, zb-h1"       "not zb-h1 with pp 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --pp 2 --ep 4 --dp 4 --mbs 1 --gbs 8 --schedule zb-h1 --overlap-moe-comm
+# The flex dispatcher (deepep, hybridep): EP ranks to send between, no expert TP, dropless balanced routing.
+expect_error "deepep without EP"              "the deepep dispatcher sends tokens between EP ranks; it needs ep >= 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --dp 8 --mbs 1 --gbs 8 --dispatcher deepep
+expect_error "hybridep with expert TP"        "modelled without expert tensor parallelism (etp 2)" simulate --model mixtral-8x7b --cluster dgx-h100:8 --tp 2 --sequence-parallel --ep 4 --etp 2 --dp 4 --mbs 1 --gbs 8 --dispatcher hybridep
+expect_error "deepep with skewed routing"     "modelled for dropless balanced routing" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --mbs 1 --gbs 8 --routing skew:1.0 --dispatcher deepep
+expect_error "unknown dispatcher"             "--dispatcher: unknown MoE dispatcher 'ncclep'" simulate --model mixtral-8x7b --cluster dgx-h100:8 --ep 8 --dp 8 --mbs 1 --gbs 8 --dispatcher ncclep
+cat >"$TMP/model_router_groups.json" <<'EOF'
+{"schema_version": 1, "name": "tiny-moe", "num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024,
+ "vocab": 32000, "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 1024, "router_groups": 3, "router_group_topk": 1}}
+EOF
+expect_error "model router_groups"            "field 'moe.router_groups' must divide the 8 experts, got 3" simulate --model "$TMP/model_router_groups.json" --cluster dgx-h100:8 --ep 8 --dp 8 --mbs 1 --gbs 8
 expect_error "zero stage 4"                  "zero stage 4"        simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 4
 expect_error "sequence-parallel with tp 1"   "sequence parallelism" simulate "${M[@]}" "${C[@]}" --tp 1 --pp 2 --dp 4 --gbs 16 --sequence-parallel
 expect_error "layers-per-stage wrong count"  "3 entries but pp is 2" simulate "${M[@]}" "${C[@]}" "${P[@]}" --layers-per-stage 8,8,8

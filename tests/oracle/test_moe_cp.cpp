@@ -16,23 +16,6 @@ namespace dtsim {
 namespace {
 using namespace dtsim::testing;
 
-TransformerSpec tiny_moe(int layers, int experts, int top_k) {
-  TransformerSpec m = model_preset("llama2-7b");
-  m.name = "tiny-moe";
-  m.num_layers = layers;
-  m.hidden = 1024;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.ffn_hidden = 4096;
-  m.seq_len = 1024;
-  m.vocab = 32000;
-  m.attention = AttentionKind::FLASH;
-  m.moe.experts = experts;
-  m.moe.top_k = top_k;
-  m.moe.expert_ffn_hidden = 2048;
-  return m;
-}
-
 struct SimRun {
   sim::Lowered low;
   sim::EngineResult res;

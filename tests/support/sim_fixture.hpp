@@ -59,6 +59,24 @@ inline ClusterSpec uniform_cluster(int nodes, int gpus_per_node, double bw_Bps, 
   return c;
 }
 
+/// A small flash-attention MoE model (1024 wide, 1,024-token sequences, experts of 2048) for the MoE oracle tests.
+inline TransformerSpec tiny_moe(int layers, int experts, int top_k) {
+  TransformerSpec m = model_preset("llama2-7b");
+  m.name = "tiny-moe";
+  m.num_layers = layers;
+  m.hidden = 1024;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  m.vocab = 32000;
+  m.attention = AttentionKind::FLASH;
+  m.moe.experts = experts;
+  m.moe.top_k = top_k;
+  m.moe.expert_ffn_hidden = 2048;
+  return m;
+}
+
 inline TransformerSpec tiny_model(int layers) {
   TransformerSpec m = model_preset("gpt3-1.3b");
   m.name = "tiny";

@@ -641,9 +641,7 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   p.cp_kind = cp_kind_of(row, ctx, stack, notes);
   if (present(row, "moe_dispatcher")) {
     const std::string d = lower(json_util::get<std::string>(row, ctx, "moe_dispatcher"));
-    if (d == "alltoall" || d == "a2a") p.dispatcher = Dispatcher::ALL_TO_ALL;
-    else if (d == "allgather") p.dispatcher = Dispatcher::ALL_GATHER;
-    else throw ConfigError(ctx + ": moe_dispatcher '" + d + "' is not expressible (known: alltoall, allgather)");
+    p.dispatcher = dispatcher_from_string(d, ctx + ": moe_dispatcher");
   }
   if (model.moe.enabled()) routing_of(row, ctx, p);
   if (present(row, "per_stage_plan")) p.layers_per_stage = layers_per_stage_of(row, ctx, model, p.pp, notes);
