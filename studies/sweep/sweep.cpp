@@ -149,6 +149,8 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["tp_comm_overlap"] = known && p.tp_comm_overlap;
   r["overlap_param_gather"] = known && p.overlap_param_gather;
   r["cuda_graphs"] = known && p.cuda_graphs;
+  r["dispatcher"] = known ? to_string(p.dispatcher) : "";
+  r["overlap_moe_comm"] = known && p.overlap_moe_comm;
   // Heterogeneous plans (a planner's pick): each stage's replicas and strategy, "" for uniform plans.
   std::string replicas, strategies;
   for (int s = 0; known && s < p.pp; ++s) {
@@ -189,6 +191,8 @@ json plan_knobs(const ParallelPlan& p) {
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
+  if (p.dispatcher != Dispatcher::ALL_TO_ALL) j["dispatcher"] = to_string(p.dispatcher);
+  if (p.overlap_moe_comm) j["overlap_moe_comm"] = true;
   return j;
 }
 
@@ -272,6 +276,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                              "tp_comm_overlap",
                              "overlap_param_gather",
                              "cuda_graphs",
+                             "dispatcher",
+                             "overlap_moe_comm",
                              "network",
                              "grid_points",
                              "planners",
@@ -361,17 +367,24 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   for (const std::string& s : strings(spec, "precision", {"bf16"}))
     precisions.push_back(precision_from_string(s, kCtx));
   const std::vector<bool> tcos = bools(spec, "tp_comm_overlap"), opgs = bools(spec, "overlap_param_gather"),
-                          graphs = bools(spec, "cuda_graphs");
+                          graphs = bools(spec, "cuda_graphs"), moe_overlaps = bools(spec, "overlap_moe_comm");
+  std::vector<Dispatcher> dispatchers;
+  for (const std::string& s : strings(spec, "dispatcher", {"alltoall"}))
+    dispatchers.push_back(dispatcher_from_string(s, kCtx));
   // Precision and the overlap / launch options: the innermost loop, one entry per combination (in this order).
   struct Options {
     Precision precision;
     bool tp_comm_overlap, overlap_param_gather, cuda_graphs;
+    Dispatcher dispatcher;
+    bool overlap_moe_comm;
   };
   std::vector<Options> options;
   for (Precision pr : precisions)
     for (bool tco : tcos)
       for (bool opg : opgs)
-        for (bool g : graphs) options.push_back({pr, tco, opg, g});
+        for (bool g : graphs)
+          for (Dispatcher d : dispatchers)
+            for (bool mo : moe_overlaps) options.push_back({pr, tco, opg, g, d, mo});
   std::vector<NetworkMode> networks;
   for (const std::string& s : strings(spec, "network", {"analytic"})) {
     if (s == "analytic") networks.push_back(NetworkMode::ANALYTIC);
@@ -473,6 +486,10 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                                           skip("no-op: tp_comm_overlap with tp 1");
                                           continue;
                                         }
+                                        if (o.dispatcher != Dispatcher::ALL_TO_ALL && !model.moe.enabled()) {
+                                          skip("no-op: dispatcher on a dense model");
+                                          continue;
+                                        }
                                         if (model.num_layers % (pp * vp) != 0) {
                                           skip("divisibility: layers % (pp*vp) != 0");
                                           continue;
@@ -506,6 +523,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                                         p.tp_comm_overlap = o.tp_comm_overlap;
                                         p.overlap_param_gather = o.overlap_param_gather;
                                         p.cuda_graphs = o.cuda_graphs;
+                                        p.dispatcher = o.dispatcher;
+                                        p.overlap_moe_comm = o.overlap_moe_comm;
                                         try {
                                           p.validate(model, cluster);
                                         } catch (const ConfigError& e) {
@@ -663,9 +682,26 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
     }
   } catch (const std::exception& e) {
     Row f = row_skeleton(ex, s, "failed", e.what());
-    for (const char* k :
-         {"tp", "pp", "dp", "cp", "ep", "vp", "mbs", "schedule", "zero", "recompute", "tp_layout", "sequence_parallel",
-          "precision", "tp_comm_overlap", "overlap_param_gather", "cuda_graphs", "stage_replicas", "stage_strategies"})
+    for (const char* k : {"tp",
+                          "pp",
+                          "dp",
+                          "cp",
+                          "ep",
+                          "vp",
+                          "mbs",
+                          "schedule",
+                          "zero",
+                          "recompute",
+                          "tp_layout",
+                          "sequence_parallel",
+                          "precision",
+                          "tp_comm_overlap",
+                          "overlap_param_gather",
+                          "cuda_graphs",
+                          "dispatcher",
+                          "overlap_moe_comm",
+                          "stage_replicas",
+                          "stage_strategies"})
       f[k] = r[k];  // a planner's chosen plan stays visible
     r = std::move(f);
   }
@@ -712,6 +748,8 @@ const char* const kColumns[] = {"id",
                                 "tp_comm_overlap",
                                 "overlap_param_gather",
                                 "cuda_graphs",
+                                "dispatcher",
+                                "overlap_moe_comm",
                                 "stage_replicas",
                                 "stage_strategies",
                                 "status",

@@ -17,16 +17,18 @@
 //    "cp": [1, 2, 4], "cp_kind": ["ring", "a2a", "allgather"], "ep": [1, 8],   context / expert parallelism
 //    "precision": ["bf16", "fp8", "fp8-current", "mxfp8"],     linear-layer GEMMs (ParallelPlan::precision)
 //    "tp_comm_overlap": [false, true], "overlap_param_gather": [false, true], "cuda_graphs": [false, true],
+//    "dispatcher": ["alltoall", "deepep"], "overlap_moe_comm": [false, true],   MoE token dispatch and its overlap
 //    "network": ["analytic", "flow"],
 //    "grid_points": true,                                      false: planner scenarios only
 //    "planners": ["grid", "dapple:8"],                         NAME[:TP]; TP = GPUs per device for pipeline planners
 //    "random": {"samples": 1000, "seed": 1}}                   sample N valid grid points instead of all
 // Defaults: tp, pp, vp, mbs [1]; dp ["auto"]; schedule ["1f1b"]; zero [0]; recompute ["none"]; tp_layout ["1d"];
 // sequence_parallel [false]; cp, ep [1]; cp_kind ["ring"]; precision ["bf16"]; tp_comm_overlap, overlap_param_gather,
-// cuda_graphs [false]; network ["analytic"]; gbs is required. Points with an option the hardware or the plan cannot
-// take (fp8 without FP8 tensor cores, tp_comm_overlap without sequence_parallel, overlap_param_gather without ZeRO 1
-// or 2) are skipped by plan validation like any other invalid point; cp_kind with cp 1, sequence_parallel or
-// tp_comm_overlap with tp 1 are skipped as no-ops.
+// cuda_graphs, overlap_moe_comm [false]; dispatcher ["alltoall"]; network ["analytic"]; gbs is required. Points with an
+// option the hardware or the plan cannot take (fp8 without FP8 tensor cores, tp_comm_overlap without sequence_parallel,
+// overlap_param_gather without ZeRO 1 or 2) are skipped by plan validation like any other invalid point; cp_kind with
+// cp 1, sequence_parallel or tp_comm_overlap with tp 1, a dispatcher other than alltoall on a dense model are skipped
+// as no-ops.
 //
 // Expansion (deterministic): for every model, cluster, gbs, network and knob combination (nested loops in that
 // order) a grid point; points failing a divisibility rule or ParallelPlan::validate are skipped and counted by
@@ -34,10 +36,10 @@
 // Floyd's algorithm) and kept in grid order. Then one scenario per planner x model x cluster x gbs x network (the
 // planner runs in the worker: its best-predicted plan is simulated). Scenarios are numbered in this order
 // (`index`); `id` is the FNV-1a 64 hash (16 hex digits) of the canonical JSON of the scenario's inputs (contents
-// of model, cluster and calibration, network, plan knobs or planner name; cp, cp_kind, ep, precision and the three
-// options enter only where they differ from the defaults, so a plan without them keeps its id). Last, the analytic
-// memory pre-filter marks grid scenarios whose analytic peak (strategies/memory_model) exceeds the GPU's capacity; they
-// keep their index and id but are not simulated unless the pre-filter is off.
+// of model, cluster and calibration, network, plan knobs or planner name; cp, cp_kind, ep, precision, the three
+// options, dispatcher and overlap_moe_comm enter only where they differ from the defaults, so a plan without them keeps
+// its id). Last, the analytic memory pre-filter marks grid scenarios whose analytic peak (strategies/memory_model)
+// exceeds the GPU's capacity; they keep their index and id but are not simulated unless the pre-filter is off.
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>

@@ -76,6 +76,8 @@ SweepRow row_from_json(const json& j, const std::string& ctx) {
   r.tp_comm_overlap = j.contains("tp_comm_overlap") && boolean(j, ctx, "tp_comm_overlap", false);
   r.overlap_param_gather = j.contains("overlap_param_gather") && boolean(j, ctx, "overlap_param_gather", false);
   r.cuda_graphs = j.contains("cuda_graphs") && boolean(j, ctx, "cuda_graphs", false);
+  r.dispatcher = j.contains("dispatcher") ? str(j, ctx, "dispatcher") : "alltoall";
+  r.overlap_moe_comm = j.contains("overlap_moe_comm") && boolean(j, ctx, "overlap_moe_comm", false);
   r.status = str(j, ctx, "status");
   if (r.status != "ok" && r.status != "oom" && r.status != "failed" && r.status != "crashed")
     throw FormatError(ctx + ": status '" + r.status + "' is not one of ok, oom, failed, crashed");
@@ -121,7 +123,9 @@ std::string SweepRow::strategy() const {
                   " layout=" + (tp_layout.empty() ? std::string("1d") : tp_layout) + (sequence_parallel ? " sp" : "") +
                   (precision.empty() || precision == "bf16" ? std::string() : " " + precision) +
                   (tp_comm_overlap ? " tp-overlap" : "") + (overlap_param_gather ? " param-gather-overlap" : "") +
-                  (cuda_graphs ? " cuda-graphs" : "");
+                  (cuda_graphs ? " cuda-graphs" : "") +
+                  (dispatcher.empty() || dispatcher == "alltoall" ? std::string() : " " + dispatcher) +
+                  (overlap_moe_comm ? " moe-comm-overlap" : "");
   return planner.empty() ? s : std::string("planner ") + planner + ": " + s;
 }
 
@@ -224,6 +228,8 @@ nlohmann::json to_json(const SweepRow& r) {
           {"tp_comm_overlap", r.tp_comm_overlap},
           {"overlap_param_gather", r.overlap_param_gather},
           {"cuda_graphs", r.cuda_graphs},
+          {"dispatcher", r.dispatcher},
+          {"overlap_moe_comm", r.overlap_moe_comm},
           {"status", r.status},
           {"error", r.error},
           {"iteration_time_s", num_or_null(r.iteration_time_s)},

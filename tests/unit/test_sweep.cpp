@@ -4,8 +4,12 @@
 // tests/cli/sweep_resume.sh and sweep_mpi.sh.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -298,6 +302,8 @@ TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
                                          "tp_comm_overlap",
                                          "overlap_param_gather",
                                          "cuda_graphs",
+                                         "dispatcher",
+                                         "overlap_moe_comm",
                                          "stage_replicas",
                                          "stage_strategies",
                                          "status",
@@ -382,7 +388,7 @@ TEST(SweepRows, SpecFileErrorAndCsv) {
     return n;
   };
   EXPECT_EQ(count(header), count(line));
-  EXPECT_EQ(count(header), 48u);  // 44 keys, memory_bytes as 5 columns
+  EXPECT_EQ(count(header), 50u);  // 46 keys, memory_bytes as 5 columns
 }
 
 // Expert and context parallelism as sweep knobs: mixtral-8x7b (8 experts, 32 heads, seq 4096) on 8 H100s, gbs 8,
@@ -437,7 +443,8 @@ TEST(SweepExpansion, PrecisionAndOverlapKnobs) {
   EXPECT_EQ(fp8["tp_comm_overlap"], false);
   EXPECT_LT(fp8["iteration_time_s"].get<double>(), 0.95 * bf16["iteration_time_s"].get<double>());
   EXPECT_LT(fp8["compute_s"].get<double>(), bf16["compute_s"].get<double>());
-  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,,,ok,"), std::string::npos) << sw::csv_line(fp8);
+  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,alltoall,false,,,ok,"), std::string::npos)
+      << sw::csv_line(fp8);
   EXPECT_EQ(sw::expand(plain, ".", false).scenarios.at(0).id, ex.scenarios[0].id);
 
   json a100 = spec;
@@ -490,4 +497,56 @@ TEST(SweepExpansion, PrecisionAndOverlapKnobs) {
   bad = spec;
   bad["cuda_graphs"] = {"yes"};
   EXPECT_THROW(sw::expand(bad, ".", false), dtsim::ConfigError);
+}
+
+// The MoE dispatcher and the 1F1B all-to-all overlap as sweep knobs: a small MoE model (tiny-moe.json: 8 experts top-2,
+// 4 layers of 1024) on one DGX H100, gbs 8, ep {1, 8} x
+// dispatcher {alltoall, deepep} x overlap_moe_comm {false, true}: 8 points. ep 1: deepep needs EP ranks (2 refused),
+// the overlap needs ep >= 2 (1 refused); ep 8: all 4 valid. On a dense model a dispatcher other than alltoall is a
+// no-op, skipped, and the defaults keep the id a spec without the knobs gives.
+TEST(SweepExpansion, DispatcherAndMoeOverlapKnobs) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dtsim_sweep_moe_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tiny-moe.json")
+      << R"({"schema_version": 1, "name": "tiny-moe", "num_layers": 4, "hidden": 1024, "heads": 16, "seq_len": 1024,
+             "vocab": 32000, "attention": "flash", "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 2048}})";
+  const json spec = {{"schema_version", 1},
+                     {"models", {(dir / "tiny-moe.json").string()}},
+                     {"clusters", {"dgx-h100:8"}},
+                     {"gbs", {8}},
+                     {"ep", {1, 8}},
+                     {"dispatcher", {"alltoall", "deepep"}},
+                     {"overlap_moe_comm", {false, true}}};
+  const auto ex = sw::expand(spec, ".", false);
+  EXPECT_EQ(ex.grid_points, 8u);
+  EXPECT_EQ(total_skipped(ex), 3u);
+  ASSERT_EQ(ex.scenarios.size(), 5u);
+  EXPECT_EQ(ex.scenarios[0].plan.ep, 1);
+  std::set<std::string> ids;
+  for (const auto& s : ex.scenarios) ids.insert(s.id);
+  EXPECT_EQ(ids.size(), 5u);
+  const auto& deep = ex.scenarios[3];
+  EXPECT_EQ(deep.plan.dispatcher, dtsim::Dispatcher::DEEPEP);
+  EXPECT_FALSE(deep.plan.overlap_moe_comm);
+  const auto a2a_row = sw::run_scenario(ex, ex.scenarios[1]);
+  const auto deep_row = sw::run_scenario(ex, deep);
+  ASSERT_EQ(deep_row["status"], "ok") << deep_row["error"];
+  EXPECT_EQ(deep_row["dispatcher"], "deepep");
+  // EP 8 inside one node, top-2 of 8 experts: a rank is reached by 1 - C(7, 2) / C(8, 2) = 1/4 of the tokens, the
+  // all-to-all's k / ep: the same bytes, the same time.
+  EXPECT_NEAR(deep_row["iteration_time_s"].get<double>(), a2a_row["iteration_time_s"].get<double>(),
+              1e-9 * a2a_row["iteration_time_s"].get<double>());
+  EXPECT_NE(sw::csv_line(deep_row).find(",deepep,false,"), std::string::npos) << sw::csv_line(deep_row);
+
+  const json plain = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}}, {"clusters", {"dgx-h100:8"}}, {"gbs", {8}}};
+  json dense = plain;
+  dense["dispatcher"] = {"alltoall", "hybridep"};
+  const auto ex_dense = sw::expand(dense, ".", false);
+  EXPECT_EQ(skipped(ex_dense, "no-op: dispatcher on a dense model"), 1u);
+  ASSERT_EQ(ex_dense.scenarios.size(), 1u);
+  EXPECT_EQ(ex_dense.scenarios[0].id, sw::expand(plain, ".", false).scenarios.at(0).id);
+  json bad = spec;
+  bad["dispatcher"] = {"ncclep"};
+  EXPECT_THROW(sw::expand(bad, ".", false), dtsim::ConfigError);
+  std::filesystem::remove_all(dir);
 }

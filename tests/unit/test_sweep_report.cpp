@@ -108,12 +108,13 @@ TEST(SweepResults, ReadsTheSchemaAndRoundTrips) {
   std::ifstream orig(kData + "pareto_handmade.jsonl");
   std::string line;
   std::getline(orig, line);
-  // The handmade file predates the cp, ep, precision and overlap columns: they read as their defaults and are
-  // written back.
+  // The handmade file predates the cp, ep, precision, overlap and dispatcher columns: they read as their defaults and
+  // are written back.
   EXPECT_EQ(r.cp, 1);
   EXPECT_EQ(r.ep, 1);
   EXPECT_EQ(r.precision, "bf16");
-  EXPECT_FALSE(r.tp_comm_overlap || r.overlap_param_gather || r.cuda_graphs);
+  EXPECT_FALSE(r.tp_comm_overlap || r.overlap_param_gather || r.cuda_graphs || r.overlap_moe_comm);
+  EXPECT_EQ(r.dispatcher, "alltoall");
   nlohmann::json expected = nlohmann::json::parse(line);
   expected["cp"] = 1;
   expected["ep"] = 1;
@@ -121,6 +122,8 @@ TEST(SweepResults, ReadsTheSchemaAndRoundTrips) {
   expected["tp_comm_overlap"] = false;
   expected["overlap_param_gather"] = false;
   expected["cuda_graphs"] = false;
+  expected["dispatcher"] = "alltoall";
+  expected["overlap_moe_comm"] = false;
   EXPECT_EQ(to_json(res.rows[0]), expected);
 }
 
