@@ -200,16 +200,22 @@ TransformerSpec small_deepseek() {
   return x;
 }
 
-Simulation run_deepseek_like(const std::string& dispatcher, FoldMode fold) {
-  static const TransformerSpec m = small_deepseek();
-  static const ClusterSpec cluster = load_cluster("dgx-h100:32");
-  static const Calibration cal = default_calibration("h100-sxm5-80gb");
+/// EP 16 (two nodes of the 32 H100s), DP 32, global batch 64 (2 micro-batches of 1), with `dispatcher`.
+ParallelPlan deepseek_plan(const std::string& dispatcher) {
   ParallelPlan plan;
   plan.ep = 16;
   plan.dp = 32;
   plan.micro_batch_size = 1;
   plan.global_batch_size = 64;
   plan.dispatcher = dispatcher_from_string(dispatcher, "test");
+  return plan;
+}
+
+Simulation run_deepseek_like(const std::string& dispatcher, FoldMode fold) {
+  static const TransformerSpec m = small_deepseek();
+  static const ClusterSpec cluster = load_cluster("dgx-h100:32");
+  static const Calibration cal = default_calibration("h100-sxm5-80gb");
+  const ParallelPlan plan = deepseek_plan(dispatcher);
   SimOptions opt;
   opt.fold = fold;
   opt.engine = FlowEngine::MAXMIN;
@@ -245,13 +251,7 @@ TEST(FlexDispatch, EstimatorFollowsTheSimulator) {
   // 3 points: 17.4% simulated, 19.7% estimated.
   std::map<std::string, std::pair<double, double>> t;  // dispatcher -> (estimated, simulated)
   for (const std::string& d : {std::string("deepep"), std::string("alltoall")}) {
-    ParallelPlan plan;
-    plan.ep = 16;
-    plan.dp = 32;
-    plan.micro_batch_size = 1;
-    plan.global_batch_size = 64;
-    plan.dispatcher = dispatcher_from_string(d, "test");
-    const double est = estimate::estimate(m, cluster, cal, plan).iteration_s;
+    const double est = estimate::estimate(m, cluster, cal, deepseek_plan(d)).iteration_s;
     const double sim = run_deepseek_like(d, FoldMode::AUTO).report.iteration_time_s;
     EXPECT_NEAR(est, sim, 0.20 * sim) << d;
     t[d] = {est, sim};
