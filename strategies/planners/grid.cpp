@@ -1,7 +1,9 @@
 // Grid search (Megatron-style baseline): every (tp, pp, dp, micro-batch, schedule, recompute, ZeRO, tensor-parallel
-// layout) that divides the model and the cluster, pruned by the analytic memory model and ranked by the analytic
-// estimator. Layouts: 1-D Megatron with and without sequence parallelism for tp up to a node; 2-D (tp = q^2),
-// 2.5-D (tp = 2 q^2, 4 q^2) and 3-D (tp = q^3) for tp up to 64 GPUs, inside or across nodes.
+// layout) that divides the cluster, pruned by the analytic memory model and ranked by the analytic estimator. A
+// pipeline depth that does not divide the layers (DeepSeek-V3's 61, Llama 3 405B's 126) gets uneven stages (1F1B
+// only: interleaving needs whole chunks, as Megatron-Core without a layout). Layouts: 1-D Megatron with and without
+// sequence parallelism for tp up to a node; 2-D (tp = q^2), 2.5-D (tp = 2 q^2, 4 q^2) and 3-D (tp = q^3) for tp up to
+// 64 GPUs, inside or across nodes.
 #include <algorithm>
 #include <chrono>
 #include <sstream>
@@ -17,6 +19,23 @@ std::vector<int> divisors(int n) {
   for (int i = 1; i <= n; ++i)
     if (n % i == 0) d.push_back(i);
   return d;
+}
+
+/// Layers per stage for `pp` stages of `layers` when pp does not divide them (empty when it does: the even split):
+/// as even as possible, the remainder on the middle stages first, so the first stage (the embedding, and the most
+/// activations in flight under 1F1B) and the last (the output layer and the loss) keep the fewer layers. Llama 3
+/// 405B trained its 126 layers on 16 stages so, one layer fewer on the first and the last (Dubey et al., "The
+/// Llama 3 Herd of Models", 2024, section 3.3.2); Megatron-Core expresses it with
+/// --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers.
+std::vector<int> uneven_stage_layers(int layers, int pp) {
+  if (pp <= 1 || layers % pp == 0) return {};
+  std::vector<int> out(static_cast<std::size_t>(pp), layers / pp);
+  std::vector<int> order;
+  for (int s = 1; s + 1 < pp; ++s) order.push_back(s);
+  order.push_back(pp - 1);
+  order.push_back(0);
+  for (int i = 0; i < layers % pp; ++i) out[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] += 1;
+  return out;
 }
 
 class GridPlanner final : public Planner {
@@ -51,7 +70,10 @@ public:
       if (m.moe.enabled())
         for (int ep : divisors(std::min(m.moe.experts, 64)))
           if (ep > 1 && m.moe.experts % ep == 0) eps.push_back(ep);
-      for (int pp : divisors(m.num_layers))
+      std::vector<int> pps;
+      for (int pp : divisors(n))
+        if (pp <= m.num_layers) pps.push_back(pp);
+      for (int pp : pps)
         for (int cp : cps)
           for (int ep : eps) {
             if (n % (tp * cp * pp) != 0) continue;
@@ -76,6 +98,7 @@ public:
                       p.cp = cp;
                       p.ep = ep;
                       p.precision = in.precision;
+                      p.layers_per_stage = uneven_stage_layers(m.num_layers, pp);
                       // No-ops (duplicates): SP without TP, ZeRO without data parallelism, selective recompute of flash
                       // attention (it stores no scores to drop).
                       if ((sp && tp == 1) || (zero > 0 && dp * cp == 1) ||

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
+#include <set>
 
 #include "strategies/planner.hpp"
 #include "studies/plan/plan_search.hpp"
@@ -103,3 +105,37 @@ TEST(PlannerContract, EveryPlannerFindsAPlanWhenOneFitsEasily) {
 }
 
 TEST(PlannerContract, UnknownPlannerIsAConfigError) { EXPECT_THROW(planning::make_planner("oracle"), ConfigError); }
+
+// A pipeline depth that does not divide the layers (25 on up to 16 stages): the grid planner offers it with uneven
+// 1F1B stages, the first and the last holding the fewer layers (Llama 3 405B's 126 layers on 16 stages), and the
+// estimator still follows the simulator on the best such plan.
+TEST(PlannerContract, GridOffersUnevenPipelineStages) {
+  planning::PlannerInput in;
+  in.model = model_preset("gpt3-1.3b");
+  in.model.num_layers = 25;
+  in.cluster = load_cluster("dgx-a100:16");
+  in.calibration = default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = 64;
+  const auto r = planning::make_planner("grid")->plan(in);
+  const planning::Candidate* best_uneven = nullptr;
+  std::set<int> depths;
+  for (const auto& c : r.ranked) {
+    const auto layers = c.plan.stage_layers(in.model.num_layers);
+    ASSERT_EQ(static_cast<int>(layers.size()), c.plan.pp);
+    if (c.plan.pp == 1) continue;
+    depths.insert(c.plan.pp);
+    EXPECT_EQ(c.plan.schedule, Schedule::ONE_F_ONE_B) << planning::describe(c.plan);
+    const auto [lo, hi] = std::minmax_element(layers.begin(), layers.end());
+    EXPECT_EQ(*hi - *lo, 1);
+    EXPECT_EQ(layers.front(), *lo);
+    EXPECT_EQ(std::accumulate(layers.begin(), layers.end(), 0), 25);
+    if (c.plan.pp > 2) EXPECT_EQ(layers.back(), *lo);
+    if (best_uneven == nullptr) best_uneven = &c;
+  }
+  EXPECT_EQ(depths, (std::set<int>{2, 4, 8, 16}));
+  ASSERT_NE(best_uneven, nullptr);
+  sim::SimOptions opt;
+  sim::Inputs sin{&in.model, &in.cluster, &best_uneven->plan, &in.calibration, &opt};
+  const double simulated_s = sim::simulate(sin).report.iteration_time_s;
+  EXPECT_NEAR(best_uneven->estimate.iteration_s / simulated_s, 1.0, 0.15) << planning::describe(best_uneven->plan);
+}
