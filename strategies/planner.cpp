@@ -12,6 +12,9 @@ std::string describe(const ParallelPlan& p) {
   o << "tp " << p.tp << " pp " << p.pp << " dp " << p.dp;
   if (p.cp > 1) o << " cp " << p.cp << " (" << to_string(p.cp_kind) << ")";
   if (p.ep > 1) o << " ep " << p.ep;
+  if (p.ep > 1 && p.expert_tp() != p.tp) o << " etp " << p.expert_tp();
+  if (p.dispatcher != Dispatcher::ALL_TO_ALL) o << " " << to_string(p.dispatcher);
+  if (p.overlap_moe_comm) o << " overlap-moe-comm";
   o << " mbs " << p.micro_batch_size << " " << p.schedule_name() << " recompute " << to_string(p.recompute);
   if (p.recompute_modules != 0) o << " (" << recompute_modules_to_string(p.recompute_modules) << ")";
   o << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");

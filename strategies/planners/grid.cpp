@@ -1,9 +1,10 @@
 // Grid search (Megatron-style baseline): every (tp, pp, dp, micro-batch, schedule, recompute, ZeRO, tensor-parallel
 // layout) that divides the cluster, pruned by the analytic memory model and ranked by the analytic estimator. A
 // pipeline depth that does not divide the layers (DeepSeek-V3's 61, Llama 3 405B's 126) gets uneven stages (1F1B
-// only: interleaving needs whole chunks, as Megatron-Core without a layout). Layouts: 1-D Megatron with and without
-// sequence parallelism for tp up to a node; 2-D (tp = q^2), 2.5-D (tp = 2 q^2, 4 q^2) and 3-D (tp = q^3) for tp up to
-// 64 GPUs, inside or across nodes.
+// only: interleaving needs whole chunks, as Megatron-Core without a layout). MoE: every EP degree that divides the
+// experts (up to 64), and DeepEP's dispatcher beside the all-to-all where the EP group spans nodes. Layouts: 1-D
+// Megatron with and without sequence parallelism for tp up to a node; 2-D (tp = q^2), 2.5-D (tp = 2 q^2, 4 q^2) and 3-D
+// (tp = q^3) for tp up to 64 GPUs, inside or across nodes.
 #include <algorithm>
 #include <chrono>
 #include <sstream>
@@ -108,19 +109,30 @@ public:
                       if (p.schedule == Schedule::INTERLEAVED &&
                           (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
                         continue;
-                      ++r.considered;
-                      try {
-                        p.validate(m, c);
-                      } catch (const ConfigError&) {
-                        ++r.invalid;
-                        continue;
+                      std::vector<ParallelPlan> variants{p};
+                      // An expert-parallel group wider than a node: DeepEP's two-hop dispatch as well (it is the
+                      // all-to-all inside one node), which dtsim models without expert tensor parallelism.
+                      if (m.moe.enabled() && ep > c.gpus_per_node) {
+                        ParallelPlan flex = p;
+                        flex.dispatcher = Dispatcher::DEEPEP;
+                        flex.etp = 1;
+                        variants.push_back(flex);
                       }
-                      auto e = estimate::estimate(m, c, in.calibration, p);
-                      if (e.peak_bytes > limit) {
-                        ++r.over_memory;
-                        continue;
+                      for (const ParallelPlan& v : variants) {
+                        ++r.considered;
+                        try {
+                          v.validate(m, c);
+                        } catch (const ConfigError&) {
+                          ++r.invalid;
+                          continue;
+                        }
+                        auto e = estimate::estimate(m, c, in.calibration, v);
+                        if (e.peak_bytes > limit) {
+                          ++r.over_memory;
+                          continue;
+                        }
+                        r.ranked.push_back({v, e});
                       }
-                      r.ranked.push_back({p, e});
                     }
           }
     }

@@ -129,7 +129,9 @@ TEST(PlannerContract, GridOffersUnevenPipelineStages) {
     EXPECT_EQ(*hi - *lo, 1);
     EXPECT_EQ(layers.front(), *lo);
     EXPECT_EQ(std::accumulate(layers.begin(), layers.end(), 0), 25);
-    if (c.plan.pp > 2) EXPECT_EQ(layers.back(), *lo);
+    if (c.plan.pp > 2) {
+      EXPECT_EQ(layers.back(), *lo);
+    }
     if (best_uneven == nullptr) best_uneven = &c;
   }
   EXPECT_EQ(depths, (std::set<int>{2, 4, 8, 16}));
@@ -138,4 +140,35 @@ TEST(PlannerContract, GridOffersUnevenPipelineStages) {
   sim::Inputs sin{&in.model, &in.cluster, &best_uneven->plan, &in.calibration, &opt};
   const double simulated_s = sim::simulate(sin).report.iteration_time_s;
   EXPECT_NEAR(best_uneven->estimate.iteration_s / simulated_s, 1.0, 0.15) << planning::describe(best_uneven->plan);
+}
+
+// An expert-parallel group wider than a node (Qwen3-30B-A3B's 128 experts, EP 16 and 32 over 8-GPU nodes): the grid
+// planner offers DeepEP's dispatch beside the all-to-all (without expert tensor parallelism, as dtsim models it),
+// never inside one node, and the estimator follows the simulator on the best such plan.
+TEST(PlannerContract, GridOffersDeepepWhereExpertParallelismSpansNodes) {
+  planning::PlannerInput in;
+  in.model = model_preset("qwen3-30b-a3b");
+  in.model.num_layers = 8;
+  in.cluster = load_cluster("dgx-h100:32");
+  in.calibration = default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = 64;
+  const auto r = planning::make_planner("grid")->plan(in);
+  const planning::Candidate* best_deepep = nullptr;
+  bool all_to_all_across_nodes = false;
+  for (const auto& c : r.ranked) {
+    if (c.plan.dispatcher == Dispatcher::ALL_TO_ALL) {
+      all_to_all_across_nodes = all_to_all_across_nodes || c.plan.ep > 8;
+      continue;
+    }
+    EXPECT_EQ(c.plan.dispatcher, Dispatcher::DEEPEP);
+    EXPECT_GT(c.plan.ep, 8) << planning::describe(c.plan);
+    EXPECT_EQ(c.plan.expert_tp(), 1);
+    if (best_deepep == nullptr) best_deepep = &c;
+  }
+  EXPECT_TRUE(all_to_all_across_nodes);
+  ASSERT_NE(best_deepep, nullptr);
+  sim::SimOptions opt;
+  sim::Inputs sin{&in.model, &in.cluster, &best_deepep->plan, &in.calibration, &opt};
+  const double simulated_s = sim::simulate(sin).report.iteration_time_s;
+  EXPECT_NEAR(best_deepep->estimate.iteration_s / simulated_s, 1.0, 0.15) << planning::describe(best_deepep->plan);
 }
