@@ -682,27 +682,10 @@ Row run_scenario(const Expansion& ex, const Scenario& s) {
     }
   } catch (const std::exception& e) {
     Row f = row_skeleton(ex, s, "failed", e.what());
-    for (const char* k : {"tp",
-                          "pp",
-                          "dp",
-                          "cp",
-                          "ep",
-                          "vp",
-                          "mbs",
-                          "schedule",
-                          "zero",
-                          "recompute",
-                          "tp_layout",
-                          "sequence_parallel",
-                          "precision",
-                          "tp_comm_overlap",
-                          "overlap_param_gather",
-                          "cuda_graphs",
-                          "dispatcher",
-                          "overlap_moe_comm",
-                          "stage_replicas",
-                          "stage_strategies"})
-      f[k] = r[k];  // a planner's chosen plan stays visible
+    // A planner's chosen plan stays visible: every column set_plan_fields writes, as the run had set it.
+    Row plan_columns;
+    set_plan_fields(plan_columns, ParallelPlan{}, false);
+    for (const auto& [k, v] : plan_columns.items()) f[k] = r[k];
     r = std::move(f);
   }
   r["sim_wall_s"] = wall();
