@@ -5,8 +5,8 @@
 # clang and libclang-rt-14-dev).
 # Environment: DTSIM_FUZZ_DIR (default build-fuzz), DTSIM_FUZZ_SECONDS (per target, default 15), JOBS (default nproc),
 # DTSIM_GRAMMAR_SEEDS (default "1 2") and DTSIM_GRAMMAR_CASES (per seed, default 250) for fuzz/input_grammar.py.
-# Build cost (CI time): -g1 (line tables, all a report's stack needs) and the precompiled common headers, as in
-# scripts/sanitize.sh.
+# Build cost (CI time): -g1 (line tables, all a report's stack needs), the precompiled common headers and a unity
+# build, as in scripts/sanitize.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${DTSIM_FUZZ_DIR:-build-fuzz}
@@ -25,7 +25,8 @@ if [[ ! -f $rt ]]; then
 fi
 start=$SECONDS
 CC=${CC_FUZZ:-clang} CXX=$CXX_FUZZ cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-  -DBUILD_TESTING=OFF -DDTSIM_FUZZ=ON -DDTSIM_BUILD_PROFILER=OFF -DDTSIM_PCH=ON -DDTSIM_PYTHON=OFF >/dev/null
+  -DBUILD_TESTING=OFF -DDTSIM_FUZZ=ON -DDTSIM_BUILD_PROFILER=OFF -DDTSIM_PCH=ON -DDTSIM_PYTHON=OFF \
+  -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build "$DIR" --target fuzzers -j "${JOBS:-$(nproc)}"
 built=$((SECONDS - start))
 corpus=$(mktemp -d)

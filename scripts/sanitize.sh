@@ -10,6 +10,8 @@
 # build; the code paths it drives are the ones cli_smoke and the goldens run under ASan; and two of the three
 # CalibrateRuns fits, 64-67 s each under ASan, 300-400 evaluations of the same fit loop that
 # CalibrateRuns.HardwareOnlyFitLeavesEachRunsStackItsOwn runs there).
+# A unity build (CMake's UNITY_BUILD: each library compiled as a few merged sources; the tests are one source each),
+# as scripts/test.sh's release build.
 # Environment: DTSIM_ASAN_DIR (default build-asan), JOBS (default nproc), DTSIM_ASAN_EXCLUDE (ctest -LE regex).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,7 @@ start=$SECONDS
 # problem, a false GCC 12 -Wstringop-overflow under -O3 -Werror, cannot arise at -O1 without -Werror; the ASan + UBSan
 # build and suite passed with it on 2026-11-28 (689 tests, 32 min to build on one shared core).
 cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DBUILD_TESTING=ON \
-      -DDTSIM_SANITIZE=address,undefined -DDTSIM_PCH=ON >/dev/null
+      -DDTSIM_SANITIZE=address,undefined -DDTSIM_PCH=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
 # GCC's ASan runtime warns at link time about tmpnam & co. in libasan itself; keep the log readable.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

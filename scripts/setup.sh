@@ -5,7 +5,8 @@
 #        scripts/setup.sh --tests    also the test suite's tools (GoogleTest, pytest, Jupyter, Open MPI, clang, the
 #                                    linters) and every target with the test binaries (scripts/test.sh runs this)
 # Run as root, or with sudo available.
-# Environment: DTSIM_BUILD_DIR (default build), DTSIM_WERROR=ON to treat warnings as errors (CI),
+# Environment: DTSIM_BUILD_DIR (default build), DTSIM_WERROR=ON to treat warnings as errors (CI), DTSIM_UNITY=ON|OFF
+#              (default: ON without --tests, OFF with),
 #              DTSIM_SKIP_APT=1 to skip the package installation, DTSIM_PTH=0 not to write the dtsim.pth file that
 #              lets the system python3 `import dtsim` (from BUILD_DIR/python; see the end of this script).
 set -euo pipefail
@@ -50,12 +51,14 @@ if [ "${DTSIM_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# Without the tests, a unity build (CMake's UNITY_BUILD: each library compiled as a few merged sources): README's
+# A unity build (CMake's UNITY_BUILD: each library compiled as a few merged sources) without the tests: README's
 # first command took 4 min 13 s with it on a fresh Debian 12 chroot of a 2-core machine (2026-12-02), 7 min 16 s
-# without (2026-11-29). The test build keeps one object per source, which clang-tidy's compile database and
-# incremental rebuilds need.
+# without (2026-11-29). With --tests one object per source unless DTSIM_UNITY=ON (scripts/test.sh's from-scratch
+# build sets it): incremental rebuilds recompile one source, not its merged batch. clang-tidy has its own
+# per-source compile database (scripts/lint.sh, build-lint).
 UNITY=ON
 [ "$TESTS" = ON ] && UNITY=OFF
+UNITY=${DTSIM_UNITY:-$UNITY}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING="$TESTS" -DCMAKE_UNITY_BUILD="$UNITY" \
       -DDTSIM_WERROR="${DTSIM_WERROR:-OFF}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -19,22 +19,23 @@ void append_varint(std::string& out, std::uint64_t v) {
   }
   out += static_cast<char>(v);
 }
+}  // namespace
 
 // An interning table: a string's id (from 1; 0 means "none" in Perfetto) and whether it is new.
-struct Interner {
+// Outside the anonymous namespace: PerfettoTraceWriter::Impl holds it (GCC's -Wsubobject-linkage in a unity build).
+struct PerfettoInterner {
   std::unordered_map<std::string, std::uint64_t> ids;
   std::pair<std::uint64_t, bool> get(const std::string& s) {
     auto [it, inserted] = ids.try_emplace(s, ids.size() + 1);
     return {it->second, inserted};
   }
 };
-}  // namespace
 
 struct PerfettoTraceWriter::Impl {
   pp::TracePacket packet;                       // reused for every packet
   std::unique_ptr<pp::TrackEvent> spare_event;  // the last packet's track event, cleared, for the next one
   std::string out;
-  Interner names, categories, arg_names;
+  PerfettoInterner names, categories, arg_names;
   std::uint64_t next_uuid = 1;
   bool first = true;
 

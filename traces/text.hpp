@@ -1,8 +1,9 @@
-// Text formatting shared by the reports and fit summaries: one number through a printf format.
+// Text helpers shared by the reports, fit summaries and importers: one number through a printf format; substring test.
 #pragma once
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace dtsim {
 
@@ -12,5 +13,8 @@ inline std::string format_number(const char* printf_format, double v) {
   std::snprintf(buf, sizeof buf, printf_format, v);
   return buf;
 }
+
+/// Whether `s` contains `part` (std::string_view::contains is C++23).
+inline bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 }  // namespace dtsim

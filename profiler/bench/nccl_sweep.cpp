@@ -164,7 +164,7 @@ public:
   std::string run(const std::string& op) {
     const int n = ranks();
     std::string out;
-    char line[512];
+    char line[1024];  // room for a 255-byte host name and a 256-byte device name (-Wformat-truncation)
     int version = 0;
     ncclGetVersion(&version);
     std::snprintf(line, sizeof line,

@@ -33,7 +33,6 @@ bool is_cpu_kind(Kind k) { return k == Kind::CPU_OP || k == Kind::USER_ANNOTATIO
 bool is_gpu_work(Kind k) { return k == Kind::KERNEL || k == Kind::MEMCPY || k == Kind::MEMSET; }
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
 
 /// Total length of the union of [start, end) intervals (sorts them).
 std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>>& iv) {

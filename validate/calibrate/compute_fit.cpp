@@ -67,7 +67,6 @@ std::string lower(std::string_view s) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return out;
 }
-bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
 
 std::string trim(std::string_view s) {
   std::size_t a = 0, b = s.size();

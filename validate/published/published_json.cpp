@@ -13,6 +13,7 @@
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 #include "traces/stack_profile.hpp"
+#include "traces/text.hpp"
 #include "traces/units.hpp"
 #include "validate/published/flop_conventions.hpp"
 
@@ -33,7 +34,6 @@ std::string lower(std::string s) {
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 /// Collects the "; "-separated notes of a row.
 struct Notes {
