@@ -31,11 +31,8 @@ std::vector<int> divisors(int n) {
 std::vector<int> uneven_stage_layers(int layers, int pp) {
   if (pp <= 1 || layers % pp == 0) return {};
   std::vector<int> out(static_cast<std::size_t>(pp), layers / pp);
-  std::vector<int> order;
-  for (int s = 1; s + 1 < pp; ++s) order.push_back(s);
-  order.push_back(pp - 1);
-  order.push_back(0);
-  for (int i = 0; i < layers % pp; ++i) out[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] += 1;
+  // The remainder is at most pp - 1: stages 1 .. remainder, the last only when every middle stage has one.
+  for (int s = 1; s <= layers % pp; ++s) out[static_cast<std::size_t>(s)] += 1;
   return out;
 }
 
@@ -51,6 +48,26 @@ public:
     const auto& c = in.cluster;
     const int n = c.total_gpus();
     const double limit = in.memory_limit_bytes > 0 ? in.memory_limit_bytes : c.gpu.memory_bytes;
+    // Every pipeline depth that divides the GPUs, up to a layer per stage.
+    std::vector<int> pp_depths;
+    for (int pp : divisors(n))
+      if (pp <= m.num_layers) pp_depths.push_back(pp);
+    // Counts a candidate and ranks it if it is valid and fits.
+    auto consider = [&](const ParallelPlan& v) {
+      ++r.considered;
+      try {
+        v.validate(m, c);
+      } catch (const ConfigError&) {
+        ++r.invalid;
+        return;
+      }
+      auto e = estimate::estimate(m, c, in.calibration, v);
+      if (e.peak_bytes > limit) {
+        ++r.over_memory;
+        return;
+      }
+      r.ranked.push_back({v, e});
+    };
     struct LayoutOption {
       TpLayout layout;
       int depth;
@@ -71,10 +88,7 @@ public:
       if (m.moe.enabled())
         for (int ep : divisors(std::min(m.moe.experts, 64)))
           if (ep > 1 && m.moe.experts % ep == 0) eps.push_back(ep);
-      std::vector<int> pps;
-      for (int pp : divisors(n))
-        if (pp <= m.num_layers) pps.push_back(pp);
-      for (int pp : pps)
+      for (int pp : pp_depths)
         for (int cp : cps)
           for (int ep : eps) {
             if (n % (tp * cp * pp) != 0) continue;
@@ -109,29 +123,13 @@ public:
                       if (p.schedule == Schedule::INTERLEAVED &&
                           (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
                         continue;
-                      std::vector<ParallelPlan> variants{p};
+                      consider(p);
                       // An expert-parallel group wider than a node: DeepEP's two-hop dispatch as well (it is the
                       // all-to-all inside one node), which dtsim models without expert tensor parallelism.
                       if (m.moe.enabled() && ep > c.gpus_per_node) {
-                        ParallelPlan flex = p;
-                        flex.dispatcher = Dispatcher::DEEPEP;
-                        flex.etp = 1;
-                        variants.push_back(flex);
-                      }
-                      for (const ParallelPlan& v : variants) {
-                        ++r.considered;
-                        try {
-                          v.validate(m, c);
-                        } catch (const ConfigError&) {
-                          ++r.invalid;
-                          continue;
-                        }
-                        auto e = estimate::estimate(m, c, in.calibration, v);
-                        if (e.peak_bytes > limit) {
-                          ++r.over_memory;
-                          continue;
-                        }
-                        r.ranked.push_back({v, e});
+                        p.dispatcher = Dispatcher::DEEPEP;
+                        p.etp = 1;
+                        consider(p);
                       }
                     }
           }

@@ -106,16 +106,32 @@ TEST(PlannerContract, EveryPlannerFindsAPlanWhenOneFitsEasily) {
 
 TEST(PlannerContract, UnknownPlannerIsAConfigError) { EXPECT_THROW(planning::make_planner("oracle"), ConfigError); }
 
+namespace {
+/// `model` cut to `layers` on `cluster` with its shipped calibration, global batch 64.
+planning::PlannerInput grid_input(const char* model, int layers, const char* cluster) {
+  planning::PlannerInput in;
+  in.model = model_preset(model);
+  in.model.num_layers = layers;
+  in.cluster = load_cluster(cluster);
+  in.calibration = default_calibration(in.cluster.gpu.name);
+  in.global_batch_size = 64;
+  return in;
+}
+
+/// The candidate's estimate within 15% of its simulation (in this process: the caller simulates once).
+void expect_estimate_follows_simulation(const planning::PlannerInput& in, const planning::Candidate& c) {
+  sim::SimOptions opt;
+  sim::Inputs sin{&in.model, &in.cluster, &c.plan, &in.calibration, &opt};
+  const double simulated_s = sim::simulate(sin).report.iteration_time_s;
+  EXPECT_NEAR(c.estimate.iteration_s / simulated_s, 1.0, 0.15) << planning::describe(c.plan);
+}
+}  // namespace
+
 // A pipeline depth that does not divide the layers (25 on up to 16 stages): the grid planner offers it with uneven
 // 1F1B stages, the first and the last holding the fewer layers (Llama 3 405B's 126 layers on 16 stages), and the
 // estimator still follows the simulator on the best such plan.
 TEST(PlannerContract, GridOffersUnevenPipelineStages) {
-  planning::PlannerInput in;
-  in.model = model_preset("gpt3-1.3b");
-  in.model.num_layers = 25;
-  in.cluster = load_cluster("dgx-a100:16");
-  in.calibration = default_calibration(in.cluster.gpu.name);
-  in.global_batch_size = 64;
+  const planning::PlannerInput in = grid_input("gpt3-1.3b", 25, "dgx-a100:16");
   const auto r = planning::make_planner("grid")->plan(in);
   const planning::Candidate* best_uneven = nullptr;
   std::set<int> depths;
@@ -136,22 +152,14 @@ TEST(PlannerContract, GridOffersUnevenPipelineStages) {
   }
   EXPECT_EQ(depths, (std::set<int>{2, 4, 8, 16}));
   ASSERT_NE(best_uneven, nullptr);
-  sim::SimOptions opt;
-  sim::Inputs sin{&in.model, &in.cluster, &best_uneven->plan, &in.calibration, &opt};
-  const double simulated_s = sim::simulate(sin).report.iteration_time_s;
-  EXPECT_NEAR(best_uneven->estimate.iteration_s / simulated_s, 1.0, 0.15) << planning::describe(best_uneven->plan);
+  expect_estimate_follows_simulation(in, *best_uneven);
 }
 
 // An expert-parallel group wider than a node (Qwen3-30B-A3B's 128 experts, EP 16 and 32 over 8-GPU nodes): the grid
 // planner offers DeepEP's dispatch beside the all-to-all (without expert tensor parallelism, as dtsim models it),
 // never inside one node, and the estimator follows the simulator on the best such plan.
 TEST(PlannerContract, GridOffersDeepepWhereExpertParallelismSpansNodes) {
-  planning::PlannerInput in;
-  in.model = model_preset("qwen3-30b-a3b");
-  in.model.num_layers = 8;
-  in.cluster = load_cluster("dgx-h100:32");
-  in.calibration = default_calibration(in.cluster.gpu.name);
-  in.global_batch_size = 64;
+  const planning::PlannerInput in = grid_input("qwen3-30b-a3b", 8, "dgx-h100:32");
   const auto r = planning::make_planner("grid")->plan(in);
   const planning::Candidate* best_deepep = nullptr;
   bool all_to_all_across_nodes = false;
@@ -167,8 +175,5 @@ TEST(PlannerContract, GridOffersDeepepWhereExpertParallelismSpansNodes) {
   }
   EXPECT_TRUE(all_to_all_across_nodes);
   ASSERT_NE(best_deepep, nullptr);
-  sim::SimOptions opt;
-  sim::Inputs sin{&in.model, &in.cluster, &best_deepep->plan, &in.calibration, &opt};
-  const double simulated_s = sim::simulate(sin).report.iteration_time_s;
-  EXPECT_NEAR(best_deepep->estimate.iteration_s / simulated_s, 1.0, 0.15) << planning::describe(best_deepep->plan);
+  expect_estimate_follows_simulation(in, *best_deepep);
 }
