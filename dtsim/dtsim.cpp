@@ -110,6 +110,8 @@ Presets presets() {
        "of 64 but not of 72 take 64 per rack)\n";
   t += "fabrics (after NAME:GPUS): :fat-tree:NODES_PER_LEAF:OVERSUB[:LEAVES_PER_POD:POD_OVERSUB], "
        ":rail:NODES_PER_RAIL:OVERSUB\n";
+  t += "other NICs (after NAME:GPUS, before a fabric): :nics:NICS_PER_NODE:GBPS (dgx-a100:384:nics:4:100 = 4 x "
+       "100 Gb/s per node)\n";
   p.text = std::move(t);
   return p;
 }

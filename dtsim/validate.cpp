@@ -210,6 +210,18 @@ std::string published_text(const PublishedData& d, const PublishedRequest& req,
     std::snprintf(line, sizeof line, "  %-28s %6.2f%%\n", f.c_str(), 100 * v);
     text += line;
   }
+  if (!sc.scale_trends.empty()) {
+    // Does the error grow with scale? (issue Fidelity: |rho| <= 0.3 over a source spanning >= 8x in GPUs)
+    text += "\nscale trend: Spearman of the signed error vs GPU count (rows spanning >= " +
+            std::to_string(sim::kScaleTrendMinSpan) + "x in GPUs; |rho| <= 0.3: no trend):\n";
+    for (const auto& t : sc.scale_trends) {
+      std::snprintf(line, sizeof line,
+                    "  %-24s %4d rows  %6d-%-6d GPUs  rho %+.2f  mean error %+.1f%% at %d, %+.1f%% at %d\n",
+                    t.series.c_str(), t.rows, t.min_gpus, t.max_gpus, t.spearman, 100 * t.mean_error_small, t.min_gpus,
+                    100 * t.mean_error_large, t.max_gpus);
+      text += line;
+    }
+  }
   if (!sc.speedups.empty()) {
     // Pairs of rows differing in one switch: the speedup the source measured and the one predicted.
     text += "\nspeedups of one switch (base time / variant time), measured vs predicted:\n";
@@ -320,6 +332,7 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
                       {"spearman_min", sc.spearman_min},
                       {"groups", groups},
                       {"mape_by_feature", feats},
+                      {"scale_trends", sim::scale_trends_json(sc.scale_trends)},
                       {"speedups",
                        [&] {
                          nlohmann::json a = nlohmann::json::array();

@@ -460,6 +460,25 @@ ClusterSpec load_cluster(const std::string& spec) {
       while (std::getline(ss, item, ':')) parts.push_back(item);
       if (!spec.empty() && spec.back() == ':') parts.emplace_back();  // "dgx-a100:" has an empty GPU count
     }
+    // NAME:GPUS[...]:nics:N:GBPS: the nodes' scale-out NICs as the cluster has them (N per node, GBPS Gb/s each per
+    // direction) in place of the preset's, e.g. BLOOM's Jean Zay nodes (8 A100, 4 Omni-Path 100 Gb/s links):
+    // dgx-a100:384:nics:4:100. It may precede a fabric (dgx-a100:1024:nics:4:100:fat-tree:16:2).
+    int nics_override = 0;
+    double nic_gbps_override = 0;
+    if (parts.size() > 2 && parts[2] == "nics") {
+      if (parts.size() < 5)
+        throw ConfigError("cluster '" + spec + "': nics needs NICS_PER_NODE:GBPS (e.g. nics:4:100)");
+      char* end = nullptr;
+      const long n = std::strtol(parts[3].c_str(), &end, 10);
+      if (parts[3].empty() || *end != '\0' || n < 1 || n > 1024)
+        throw ConfigError("cluster '" + spec + "': NICs per node '" + parts[3] + "' is not an integer from 1 to 1024");
+      const double g = std::strtod(parts[4].c_str(), &end);
+      if (parts[4].empty() || *end != '\0' || !(g > 0 && g <= 1e5))
+        throw ConfigError("cluster '" + spec + "': NIC rate '" + parts[4] + "' Gb/s is not a number in (0, 100000]");
+      nics_override = static_cast<int>(n);
+      nic_gbps_override = g;
+      parts.erase(parts.begin() + 2, parts.begin() + 5);
+    }
     if (parts.size() > 2) {  // NAME:GPUS:FABRIC:ARGS...
       const std::string& fabric = parts[2];
       auto num = [&](std::size_t i, const char* what) {
@@ -564,7 +583,11 @@ ClusterSpec load_cluster(const std::string& spec) {
       c.num_nodes = static_cast<int>(n_gpus / node_gpus);
       c.gpus_per_node = static_cast<int>(node_gpus);
     }
+    if (nics_override > 0 && (nics_override > p->gpus_per_node || p->gpus_per_node % nics_override != 0))
+      throw ConfigError("cluster '" + spec + "': " + std::to_string(nics_override) + " NICs per node do not divide a " +
+                        base + " node's " + std::to_string(p->gpus_per_node) + " GPUs evenly");
     if (base == "dgx1-v100" || base == "pcie-a100") {
+      if (nics_override > 0) throw ConfigError("cluster '" + spec + "': " + base + " has its own NICs in its graph");
       if (n_gpus % 8 != 0) throw ConfigError("cluster '" + spec + "': " + base + " comes in whole 8-GPU nodes");
       if (c.inter.topology != "switch") throw ConfigError("cluster '" + spec + "': " + base + " has its own fabric");
       ClusterSpec d =
@@ -576,9 +599,10 @@ ClusterSpec load_cluster(const std::string& spec) {
     }
     c.intra = {"nvswitch", p->nvlink_Bps, p->nvlink_latency_s};
     c.host = host_of_preset(base);  // per GPU: a node used in part still gives each GPU its own share
-    int nics = p->nics * c.gpus_per_node / p->gpus_per_node;
+    const int node_nics = nics_override > 0 ? nics_override : p->nics;
+    int nics = node_nics * c.gpus_per_node / p->gpus_per_node;  // a node used in part: its share of the NICs
     c.inter.nics_per_node = nics > 0 ? nics : 1;
-    c.inter.nic_bandwidth_Bps = p->nic_Bps;
+    c.inter.nic_bandwidth_Bps = nics_override > 0 ? nic_gbps_override * 1e9 / 8 : p->nic_Bps;
     c.inter.latency_s = p->ib_latency_s;
     if (c.inter.topology != "switch") c.inter.spine_latency_s = p->ib_latency_s / 2;  // one more switch hop
   }

@@ -350,6 +350,10 @@ expect_error "disconnected graph"            "disconnected"        simulate "${M
 expect_error "unknown fabric"                "unknown fabric 'torus'" simulate "${M[@]}" --cluster dgx-a100:16:torus "${P[@]}"
 expect_error "fat-tree without leaf size"    "needs nodes per leaf" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree "${P[@]}"
 expect_error "fat-tree undersubscribed"      "oversubscription = 0.5 is outside its range [1, 1024]" simulate "${M[@]}" --cluster dgx-a100:16:fat-tree:1:0.5 "${P[@]}"
+expect_error "nics without a rate"           "nics needs NICS_PER_NODE:GBPS" simulate "${M[@]}" --cluster dgx-a100:16:nics:4 "${P[@]}"
+expect_error "nics not dividing the node"   "3 NICs per node do not divide a dgx-a100 node's 8 GPUs evenly" simulate "${M[@]}" --cluster dgx-a100:16:nics:3:100 "${P[@]}"
+expect_error "nics rate not a number"       "NIC rate 'fast' Gb/s is not a number" simulate "${M[@]}" --cluster dgx-a100:16:nics:4:fast "${P[@]}"
+expect_error "nics on a graph preset"       "dgx1-v100 has its own NICs in its graph" simulate "${M[@]}" --cluster dgx1-v100:16:nics:4:100 "${P[@]}"
 expect_error "collective group larger than cluster" "does not fit" collective --cluster dgx-a100:16 --ranks 32
 expect_error "collective unknown op"         "'all-to-some'"       collective --cluster dgx-a100:8 --op all-to-some
 expect_error "collective bad size"           "unknown unit"        collective --cluster dgx-a100:8 --bytes 12XB

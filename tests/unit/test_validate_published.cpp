@@ -1089,3 +1089,87 @@ TEST(PublishedData, FailedRowsAreCountedByReason) {
   EXPECT_EQ(s.failed_by_reason[0], (std::pair<std::string, int>{"heterogeneous cluster", 2}));
   EXPECT_EQ(s.failed_by_reason[1], (std::pair<std::string, int>{"recompute 'selective layer'", 1}));
 }
+
+// Scale trends by hand (issue Fidelity's "no source's error trends with GPU count"): a series whose error falls with
+// GPU count has rho -1, one that spans less than 8x has none, the file's own trend mixes both series.
+TEST(SharedMeasurements, ScaleTrendIsTheRankCorrelationOfErrorWithGpus) {
+  auto result = [](const std::string& series, int gpus, double error) {
+    RowResult r;
+    r.row.series = series;
+    r.row.plan.dp = gpus;
+    r.row.measured_s = 1.0;
+    r.predicted_s = 1.0 + error;
+    r.error = error;
+    return r;
+  };
+  std::vector<RowResult> rs = {result("paper-a", 64, -0.05),   result("paper-a", 256, -0.10),
+                               result("paper-a", 1024, -0.20), result("paper-b", 128, 0.30),
+                               result("paper-b", 256, 0.10),   result("paper-b", 512, 0.20)};
+  rs.push_back(result("paper-a", 4096, -0.40));
+  rs.back().failure = "not simulated";  // a failed row is not scored
+  const auto s = score(rs);
+  ASSERT_EQ(s.scale_trends.size(), 2u);  // "all" and paper-a; paper-b spans 4x only
+  EXPECT_EQ(s.scale_trends[0].series, "all");
+  EXPECT_EQ(s.scale_trends[0].rows, 6);
+  EXPECT_EQ(s.scale_trends[0].min_gpus, 64);
+  EXPECT_EQ(s.scale_trends[0].max_gpus, 1024);
+  // errors by GPU rank: 64:-0.05 128:0.30 256:{-0.10,0.10} 512:0.20 1024:-0.20 -> Spearman with average ranks
+  EXPECT_NEAR(s.scale_trends[0].spearman,
+              spearman({64, 256, 1024, 128, 256, 512}, {-0.05, -0.10, -0.20, 0.30, 0.10, 0.20}), 1e-12);
+  EXPECT_EQ(s.scale_trends[1].series, "paper-a");
+  EXPECT_EQ(s.scale_trends[1].rows, 3);
+  EXPECT_NEAR(s.scale_trends[1].spearman, -1.0, 1e-12);
+  EXPECT_NEAR(s.scale_trends[1].mean_error_small, -0.05, 1e-12);
+  EXPECT_NEAR(s.scale_trends[1].mean_error_large, -0.20, 1e-12);
+  const auto j = scale_trends_json(s.scale_trends);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1].at("series"), "paper-a");
+  EXPECT_DOUBLE_EQ(j[1].at("spearman").get<double>(), -1.0);
+}
+
+// A row's scale-out NICs, from its network text or its fields, replace the preset's where they differ (BLOOM's Jean
+// Zay nodes: 4 Omni-Path links, 100 Gb/s each, against DGX A100's 8 x 200 Gb/s); texts that state the preset's own
+// NICs, or NVLink only, leave the cluster as it is.
+TEST(PublishedData, StatedNicsReplaceThePresets) {
+  const nlohmann::json doc = nlohmann::json::parse(R"json({
+    "model_shapes": {"m": {"layers": 4, "hidden": 1024, "ffn_hidden": 4096, "heads": 16, "vocab": 50304}},
+    "rows": [
+      {"id": "opa", "gpu": "A100-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32, "mbs": 1,
+       "gbs": 32, "network": "8 GPUs per node over NVLink; 4 Omni-Path (OPA) links per node; NCCL on its own subnet",
+       "measured": {"iteration_s": 1.0}},
+      {"id": "same", "gpu": "A100-SXM4-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "network": "eight 200G NICs per server, multi-rail", "measured": {"iteration_s": 1.0}},
+      {"id": "hca", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "network": "NVLink + NVSwitch, 900 GB/s GPU-to-GPU; 4 x 200 Gbps InfiniBand HCAs per node",
+       "measured": {"iteration_s": 1.0}},
+      {"id": "bytes", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "network": "NVLink within node (160 GB/s); InfiniBand across nodes (25 GB/s)",
+       "measured": {"iteration_s": 1.0}},
+      {"id": "fields", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "nics_per_node": 2, "nic_gbps": 800, "measured": {"iteration_s": 1.0}},
+      {"id": "nvlink", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "network": "NVLink 400 GB/s per GPU; inter-node network not specified",
+       "measured": {"iteration_s": 1.0}},
+      {"id": "odd", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "nics_per_node": 3, "nic_gbps": 400, "measured": {"iteration_s": 1.0}}]})json");
+  const auto rows = load_measurements_document(doc, "nics.json");
+  ASSERT_EQ(rows.size(), 7u);
+  for (const char* id : {"opa", "same", "hca", "bytes", "fields", "nvlink"})
+    EXPECT_TRUE(row_by_id(rows, id).failure.empty()) << id << ": " << row_by_id(rows, id).failure;
+  EXPECT_EQ(row_by_id(rows, "opa").cluster, "dgx-a100:32:nics:4:100");
+  EXPECT_TRUE(has(row_by_id(rows, "opa").notes, "4 x 100 Gb/s per node")) << row_by_id(rows, "opa").notes;
+  EXPECT_EQ(row_by_id(rows, "same").cluster, "dgx-a100:32");
+  EXPECT_EQ(row_by_id(rows, "hca").cluster, "dgx-h100:32:nics:4:200");
+  EXPECT_EQ(row_by_id(rows, "bytes").cluster, "dgx-h100:32:nics:8:200");  // 25 GB/s = 200 Gb/s per NIC
+  EXPECT_EQ(row_by_id(rows, "fields").cluster, "dgx-h100:32:nics:2:800");
+  EXPECT_EQ(row_by_id(rows, "nvlink").cluster, "dgx-h100:32");
+  EXPECT_TRUE(has(row_by_id(rows, "odd").failure, "3 NICs per node do not divide")) << row_by_id(rows, "odd").failure;
+  const ClusterSpec c = load_cluster("dgx-a100:32:nics:4:100");
+  EXPECT_EQ(c.inter.nics_per_node, 4);
+  EXPECT_DOUBLE_EQ(c.inter.nic_bandwidth_Bps, 100e9 / 8);
+  EXPECT_EQ(c.num_nodes, 4);
+  const ClusterSpec f = load_cluster("dgx-h100:64:nics:2:800:fat-tree:4:2");
+  EXPECT_EQ(f.inter.topology, "fat-tree");
+  EXPECT_EQ(f.inter.nics_per_node, 2);
+  EXPECT_EQ(load_cluster("dgx-h100:4:nics:2:800").inter.nics_per_node, 1);  // half a node: half its NICs
+}

@@ -217,6 +217,19 @@ std::string cv_text(const CvReport& r) {
                 r.rows, 100 * r.pooled_mape, 100 * r.mean_source_mape, r.covered, r.banded,
                 r.banded > 0 ? 100.0 * r.covered / r.banded : 0.0);
   t += line;
+  bool trends = false;
+  for (const auto& s : r.sources) trends = trends || !s.score.scale_trends.empty();
+  if (trends) {
+    t += "\nscale trend (Spearman of the signed error vs GPU count, rows spanning >= " +
+         std::to_string(kScaleTrendMinSpan) + "x in GPUs; |rho| <= 0.3: no trend):\n";
+    for (const auto& s : r.sources)
+      for (const auto& tr : s.score.scale_trends) {
+        std::snprintf(line, sizeof line, "  %-34s %-22s %4d rows  %6d-%-6d GPUs  rho %+.2f\n",
+                      s.source.substr(0, 34).c_str(), tr.series.c_str(), tr.rows, tr.min_gpus, tr.max_gpus,
+                      tr.spearman);
+        t += line;
+      }
+  }
   t += "\nvalues each source was predicted with:\n";
   for (const auto& s : r.sources) t += "  " + s.source + ": " + s.values_from + "\n";
   t += "\n90% bands of ln(measured / predicted) (interval = prediction x [e^q05, e^q95]), classes with >= 10 rows:\n";
@@ -245,7 +258,8 @@ nlohmann::json cv_json(const CvReport& r) {
                     {"memory_mape", s.score.memory_mape},
                     {"covered", s.covered},
                     {"banded", s.banded},
-                    {"band_keys", s.band_keys}});
+                    {"band_keys", s.band_keys},
+                    {"scale_trends", scale_trends_json(s.score.scale_trends)}});
   nlohmann::json bands = nlohmann::json::array();
   for (const auto& b : r.bands) bands.push_back({{"key", b.key}, {"rows", b.rows}, {"q05", b.q05}, {"q95", b.q95}});
   return {{"schema", "dtsim.cross_validation"},

@@ -529,10 +529,67 @@ ValidationScore score(const std::vector<RowResult>& results) {
   for (const auto& [name, v] : features)
     s.by_feature.emplace_back(name + " (" + std::to_string(v.size()) + " rows)", mean(v));
   s.speedups = speedup_pairs(results);
+  s.scale_trends = scale_trends(results);
   s.failed_by_reason.assign(reasons.begin(), reasons.end());
   std::stable_sort(s.failed_by_reason.begin(), s.failed_by_reason.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   return s;
+}
+
+std::vector<ScaleTrend> scale_trends(const std::vector<RowResult>& results) {
+  // Rows per series ("all" first, then each publication in name order).
+  std::map<std::string, std::vector<const RowResult*>> by_series;
+  for (const auto& r : results) {
+    if (!r.failure.empty() || r.row.measured_oom || r.row.measured_s <= 0 || r.predicted_s <= 0) continue;
+    by_series["all"].push_back(&r);
+    if (!r.row.series.empty()) by_series[r.row.series].push_back(&r);
+  }
+  std::vector<ScaleTrend> out;
+  auto add = [&](const std::string& name, const std::vector<const RowResult*>& rows) {
+    if (rows.size() < 3) return;
+    ScaleTrend t;
+    t.series = name;
+    t.rows = static_cast<int>(rows.size());
+    t.min_gpus = t.max_gpus = rows.front()->row.plan.world_size();
+    for (const auto* r : rows) {
+      t.min_gpus = std::min(t.min_gpus, r->row.plan.world_size());
+      t.max_gpus = std::max(t.max_gpus, r->row.plan.world_size());
+    }
+    if (t.max_gpus < kScaleTrendMinSpan * t.min_gpus) return;
+    std::vector<double> gpus, err;
+    double small_sum = 0, large_sum = 0;
+    int small = 0, large = 0;
+    for (const auto* r : rows) {
+      gpus.push_back(r->row.plan.world_size());
+      err.push_back(r->error);
+      if (r->row.plan.world_size() == t.min_gpus) small_sum += r->error, ++small;
+      if (r->row.plan.world_size() == t.max_gpus) large_sum += r->error, ++large;
+    }
+    t.spearman = spearman(gpus, err);
+    t.mean_error_small = small_sum / small;
+    t.mean_error_large = large_sum / large;
+    out.push_back(t);
+  };
+  if (const auto it = by_series.find("all"); it != by_series.end()) add("all", it->second);
+  std::size_t series = 0;
+  for (const auto& [name, rows] : by_series) series += name != "all" ? 1 : 0;
+  if (series > 1)  // one publication only: its trend is the file's
+    for (const auto& [name, rows] : by_series)
+      if (name != "all") add(name, rows);
+  return out;
+}
+
+nlohmann::json scale_trends_json(const std::vector<ScaleTrend>& trends) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& t : trends)
+    a.push_back({{"series", t.series},
+                 {"rows", t.rows},
+                 {"min_gpus", t.min_gpus},
+                 {"max_gpus", t.max_gpus},
+                 {"spearman", t.spearman},
+                 {"mean_error_at_min_gpus", t.mean_error_small},
+                 {"mean_error_at_max_gpus", t.mean_error_large}});
+  return a;
 }
 
 std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results) {

@@ -17,6 +17,7 @@
 //   cluster one DGX A100 node (NVSwitch) with the row's GPU count.
 #pragma once
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct PublishedRow {
   ParallelPlan plan;
   double measured_s = 0;
   std::string group;  ///< rows of the same model shape (for rank correlation)
+  /// The publication the row comes from within its file (a measurements document's per-row "source", e.g.
+  /// "megascale"); empty when the file is one source. Scale trends are scored per series.
+  std::string series;
   /// "iteration" (a training iteration) or "layer" (forward + recompute + backward of one transformer layer for one
   /// micro-batch, e.g. Korthikanti et al.'s Table 4), predicted from the layer's passes with the TP group's links.
   std::string measure = "iteration";
@@ -100,6 +104,22 @@ struct SpeedupPair {
 /// The pairs among `results` (simulated, timed rows of one model, cluster and plan otherwise identical).
 std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results);
 
+/// Does the error trend with scale? Over the scored rows of one series (a file, or one publication within it) that
+/// span at least kScaleTrendMinSpan x in GPU count: the Spearman correlation of the signed error with the GPU count
+/// (issue Fidelity: |rho| <= 0.3 counts as no trend). A negative rho: the larger runs are predicted too fast.
+struct ScaleTrend {
+  std::string series;  ///< "all" (the file) or the publication
+  int rows = 0;
+  int min_gpus = 0, max_gpus = 0;
+  double spearman = 0;
+  double mean_error_small = 0, mean_error_large = 0;  ///< signed mean error at the smallest / largest GPU count
+};
+inline constexpr int kScaleTrendMinSpan = 8;
+/// The trends of `results`: the whole set ("all") and each series, where the span allows.
+std::vector<ScaleTrend> scale_trends(const std::vector<RowResult>& results);
+/// The trends as validation.json / cross_validation.json write them.
+nlohmann::json scale_trends_json(const std::vector<ScaleTrend>& trends);
+
 struct ValidationScore {
   int rows = 0, failed = 0;
   /// The failed rows counted by reason (failure_reason), most frequent first.
@@ -118,6 +138,7 @@ struct ValidationScore {
   /// simulation also finds out of memory.
   int measured_oom_rows = 0, measured_oom_predicted = 0;
   std::vector<SpeedupPair> speedups;
+  std::vector<ScaleTrend> scale_trends;
 };
 
 /// "all", "train" (even rows) or "test" (odd rows): the fixed split used for fitting and held-out scoring.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -299,6 +300,68 @@ struct Hardware {
   std::string cluster;  ///< "preset:GPUS"
 };
 
+/// The scale-out NICs a row states (0: not stated): the fields "nics_per_node" and "nic_gbps", else read from its
+/// "network" text. The text is read clause by clause (";"-separated); a clause about the scale-out network (it names
+/// NICs, HCAs, InfiniBand, RoCE, Omni-Path, Ethernet or an interconnect, and not NVLink) gives the count ("eight 200G
+/// NICs per server", "8 x 400 Gbps InfiniBand HCAs per node", "4 Omni-Path (OPA) links per node": a number before
+/// NICs / HCAs / links / ports "per node" or "per server") and the line rate (the first "N Gbps", "N Gb/s" or "NG";
+/// "N GB/s" is bytes: x 8). Omni-Path without a rate is 100 Gb/s: Intel's Omni-Path Architecture 100 Series is the
+/// generation that was deployed (100 Gb/s per port, Intel OPA product brief).
+struct StatedNics {
+  int per_node = 0;
+  double gbps = 0;
+  std::string from;  ///< "network text" or "row fields"
+};
+
+StatedNics stated_nics(const json& row, const std::string& ctx) {
+  StatedNics n;
+  const auto count = opt_int(row, ctx, "nics_per_node");
+  const auto rate = opt_number(row, ctx, "nic_gbps");
+  if (count || rate) {
+    if (count && *count < 1) throw ConfigError(ctx + ": nics_per_node must be at least 1");
+    if (rate && !(*rate > 0)) throw ConfigError(ctx + ": nic_gbps must be positive");
+    n.per_node = count.value_or(0);
+    n.gbps = rate.value_or(0);
+    n.from = "row fields";
+    return n;
+  }
+  const std::string network = opt_str(row, ctx, "network");
+  const std::string text = lower(network);  // same length: clause offsets hold in both
+  static const std::regex count_re(
+      R"((\d+|one|two|four|eight|sixteen)\s*(?:x\s*)?(?:\d+\s*g(?:bps|b/s)?\s+)?(?:[a-z()\-]+\s+){0,4}?(?:nics|hcas|links|ports)\s+per\s+(?:node|server))");
+  static const std::regex bits_re(R"((\d+(?:\.\d+)?)\s*(?:gbps|gb/s|g)\b)");
+  static const std::regex bytes_re(R"((\d+(?:\.\d+)?)\s*GB/s)");  // case-sensitive: bytes, not bits
+  const std::vector<std::pair<std::string, int>> words = {
+      {"one", 1}, {"two", 2}, {"four", 4}, {"eight", 8}, {"sixteen", 16}};
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(';', start), text.size());
+    const std::string clause = text.substr(start, end - start);
+    const std::string original = network.substr(start, end - start);  // "GB/s" vs "Gb/s": the case matters
+    start = end + 1;
+    const bool scale_out = !contains(clause, "nvlink") &&
+                           (contains(clause, "nic") || contains(clause, "hca") || contains(clause, "infiniband") ||
+                            contains(clause, "roce") || contains(clause, "omni-path") || contains(clause, "ethernet") ||
+                            contains(clause, "interconnect"));
+    if (!scale_out) continue;
+    std::smatch m;
+    if (n.per_node == 0 && std::regex_search(clause, m, count_re)) {
+      const std::string c = m[1];
+      n.per_node = std::isdigit(static_cast<unsigned char>(c[0])) ? std::stoi(c) : 0;
+      for (const auto& [w, v] : words)
+        if (c == w) n.per_node = v;
+    }
+    if (n.gbps == 0) {
+      std::smatch b;
+      if (std::regex_search(original, b, bytes_re)) n.gbps = 8 * std::stod(b[1]);
+      else if (std::regex_search(clause, b, bits_re)) n.gbps = std::stod(b[1]);
+      else if (contains(clause, "omni-path")) n.gbps = 100;
+    }
+  }
+  if (n.per_node > 0 || n.gbps > 0) n.from = "network text";
+  return n;
+}
+
 Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& notes) {
   const std::string gpu = json_util::get<std::string>(row, ctx, "gpu");
   if (json_util::get_or<bool>(row, ctx, "heterogeneous", false)) {
@@ -370,6 +433,20 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
     per_node = "@" + std::to_string(*gpn);
   }
   Hardware hw{gpu_name, preset + ":" + std::to_string(gpus) + per_node};
+  // Scale-out NICs other than the preset's (BLOOM's Jean Zay: 4 x 100 Gb/s Omni-Path per 8-GPU node, not DGX A100's
+  // 8 x 200 Gb/s HDR): the cluster takes the row's (traces/cluster.hpp, NAME:GPUS:nics:N:GBPS).
+  if (const StatedNics st = stated_nics(row, ctx); st.per_node > 0 || st.gbps > 0) {
+    const ClusterSpec whole = load_cluster(preset);  // one whole node of the preset
+    const int nics = st.per_node > 0 ? st.per_node : whole.inter.nics_per_node;
+    const double gbps = st.gbps > 0 ? st.gbps : whole.inter.nic_bandwidth_Bps * 8 / 1e9;
+    if (nics != whole.inter.nics_per_node || std::fabs(gbps * 1e9 / 8 - whole.inter.nic_bandwidth_Bps) > 1) {
+      hw.cluster += ":nics:" + std::to_string(nics) + ":" + format_number("%g", gbps);
+      notes.add("scale-out NICs from the row's " + st.from + ": " + std::to_string(nics) + " x " +
+                format_number("%g", gbps) + " Gb/s per node (" + preset + " has " +
+                std::to_string(whole.inter.nics_per_node) + " x " +
+                format_number("%g", whole.inter.nic_bandwidth_Bps * 8 / 1e9) + ")");
+    }
+  }
   try {
     (void)load_cluster(hw.cluster);  // a GPU count the preset cannot lay out fails the row here, with its reason
   } catch (const ConfigError& e) {
@@ -877,6 +954,8 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "moe_capacity",
                                               "moe_dispatcher",
                                               "network",
+                                              "nic_gbps",
+                                              "nics_per_node",
                                               "nodes",
                                               "outcome",
                                               "overlap",
@@ -926,6 +1005,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
   try {
     if (!row.is_object()) throw ConfigError(ctx + ": expected a JSON object");
     r.group = group_of(row, stack, shapes);
+    r.series = opt_str(row, ctx, "source");
     for (const auto& f : json_util::get_or<std::vector<std::string>>(row, ctx, "flags", {})) {
       // MegaScale's own rows change the model (parallel block, sliding-window attention, LAMB): not this model.
       if (starts_with(f, "model_modified_by_system"))
