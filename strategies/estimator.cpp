@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "strategies/memory_model.hpp"
+#include "strategies/schedule.hpp"
 #include "strategies/straggler_model.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/stack_profile.hpp"
@@ -119,31 +120,49 @@ TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, const NcclContext
   return l;
 }
 
-/// A pass's time and its kernels' time alone, scaled and summed together.
+/// A pass's time, its kernels' time alone and its host's issue time, scaled and summed together.
 struct PassTime {
-  double s = 0, kernels_s = 0;
+  double s = 0, kernels_s = 0, host_s = 0;
+  /// The pass's device timeline in program order: (compute, then the communication after it) segments, as the
+  /// lowering's link_pair cuts a pass to interleave it with another. Recorded by steps_time, joined by then(); a
+  /// sum, a difference or a scaled PassTime has none.
+  std::vector<std::pair<double, double>> segments;
   PassTime& operator+=(const PassTime& o) {
     s += o.s;
     kernels_s += o.kernels_s;
+    host_s += o.host_s;
+    segments.clear();
     return *this;
+  }
+  /// This pass, then `o`: the sum, with both timelines one after the other.
+  PassTime then(const PassTime& o) const {
+    PassTime r = *this;
+    r += o;
+    r.segments = segments;
+    r.segments.insert(r.segments.end(), o.segments.begin(), o.segments.end());
+    return r;
   }
   friend PassTime operator+(PassTime a, const PassTime& b) { return a += b; }
   friend PassTime operator-(PassTime a, const PassTime& b) {
     a.s -= b.s;
     a.kernels_s -= b.kernels_s;
+    a.host_s -= b.host_s;
+    a.segments.clear();
     return a;
   }
   friend PassTime operator*(double k, PassTime a) {
     a.s *= k;
     a.kernels_s *= k;
+    a.host_s *= k;
+    a.segments.clear();  // k passes in a row are not one pass's timeline
     return a;
   }
 };
 
-/// `kernels_s` (optional): adds the pass's kernel time alone (no communication, no host), as the simulator's
-/// compute stream is busy with it.
+/// `detail` (optional): adds the pass's kernel time alone (no communication, no host), as the simulator's compute
+/// stream is busy with it, and its host issue time; records its segments.
 double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
-                  const TpLinks& tl, double* kernels_s = nullptr) {
+                  const TpLinks& tl, PassTime* detail = nullptr, bool segments = false) {
   double t = 0, host = 0, kernels = 0;
   const NcclContext& nc = tl.nc;
   // TP communication overlap (as Lowerer::overlapped_compute): an all-gather into the step's first GEMM and a
@@ -180,12 +199,29 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   // Calibration::moe_dispatch_sync): the host cannot have run ahead of it, and the device waits for the host to
   // issue the next kernel. Both clocks meet there, then the first issue after it is exposed.
   const bool waits = cal.moe_dispatch_sync && cal.host_issue_s > 0;
+  // The segments (detail->segments): each step's time as compute or as communication.
+  auto record = [&](bool comm, double dur) {
+    if (!segments || !detail || dur <= 0) return;
+    auto& sg = detail->segments;
+    if (comm) {
+      if (sg.empty()) sg.emplace_back(0.0, 0.0);
+      sg.back().second += dur;
+    } else {
+      if (sg.empty() || sg.back().second > 0) sg.emplace_back(0.0, 0.0);
+      sg.back().first += dur;
+    }
+  };
   auto host_wait = [&](std::size_t i) {
     if (!waits || i >= steps.size() || !steps[i].host_sync) return;
     t = host = std::max(t, host);
     t += cal.host_issue_s;
   };
+  double mark = 0;  // the time at the start of the step being recorded
+  bool mark_comm = false;
   for (std::size_t si = 0; si < steps.size(); ++si) {
+    record(mark_comm, t - mark);
+    mark = t;
+    mark_comm = false;
     if (si > 0) host_wait(si - 1);
     const auto& s = steps[si];
     if (k > 1 && tl.size[0] > 1) {
@@ -225,6 +261,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
            (s.ring_tail_bytes > 0 ? l.alpha + s.ring_tail_bytes / l.bw : 0.0);
       host += static_cast<double>(s.ops.size() * s.ring_steps) * cal.host_issue_s;
     } else if (s.group != cost::CommGroup::TP) {
+      mark_comm = true;
       const int gi = static_cast<int>(s.group) - 1;
       const int n = tl.group_size[gi];
       if (n <= 1) continue;
@@ -261,6 +298,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       }
       host += cal.host_collective_issue_s;
     } else {
+      mark_comm = true;
       const int a = static_cast<int>(s.axis);
       const int n = s.group_size > 0 ? s.group_size : tl.size[a];
       if (n <= 1) continue;
@@ -269,13 +307,34 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       host += cal.host_collective_issue_s;
     }
   }
+  record(mark_comm, t - mark);
   if (!steps.empty()) host_wait(steps.size() - 1);
   // The host issues the kernels and collectives of the pass while the GPU runs (the simulator's HOST stream runs
   // ahead): the pass takes at least their issue time.
-  if (kernels_s) *kernels_s += kernels;
+  if (detail) detail->kernels_s += kernels, detail->host_s += host;
   return std::max(t, host);
 }
 }  // namespace
+
+/// An overlapped forward-backward pair (PipeOp::with_next) as the lowering's link_pair runs it: the compute stream
+/// takes the passes' compute segments alternately (forward 1, backward 1, forward 2, ...), the communication stream
+/// their communication in the same order; within a pass each segment's compute waits for the previous segment's
+/// communication. Returns the pair's time on the device.
+double paired_time_s(const std::vector<std::pair<double, double>>& f, const std::vector<std::pair<double, double>>& b) {
+  double compute = 0, comm = 0;
+  double ready[2] = {0, 0};  // when each pass's next compute may start
+  const std::vector<std::pair<double, double>>* passes[2] = {&f, &b};
+  for (std::size_t i = 0; i < std::max(f.size(), b.size()); ++i)
+    for (int k = 0; k < 2; ++k) {
+      if (i >= passes[k]->size()) continue;
+      const auto [c, x] = (*passes[k])[i];
+      double done = ready[k];
+      if (c > 0) done = compute = std::max(compute, done) + c;
+      if (x > 0) done = comm = std::max(comm, done) + x;
+      ready[k] = done;
+    }
+  return std::max(compute, comm);
+}
 
 double steps_time_s(const std::vector<cost::Step>& steps, const ClusterSpec& c, const Calibration& cal, DType dt,
                     int tp) {
@@ -323,6 +382,19 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
+  // Per stage, the share of its forwards that run as an overlapped pair with a backward (the schedule's pass orders).
+  std::vector<double> paired_share(static_cast<std::size_t>(p), 0.0);
+  if (plan.overlap_moe_comm || plan.schedule == Schedule::DUALPIPEV) {
+    const auto orders = sched::plan_orders(plan);
+    for (int s = 0; s < p && s < static_cast<int>(orders.size()); ++s) {
+      int forwards = 0, pairs = 0;
+      for (const auto& op : orders[static_cast<std::size_t>(s)]) {
+        forwards += op.kind == PipeOp::Kind::F ? 1 : 0;
+        pairs += op.with_next ? 1 : 0;
+      }
+      paired_share[static_cast<std::size_t>(s)] = forwards > 0 ? static_cast<double>(pairs) / forwards : 0.0;
+    }
+  }
   double forward_sum_s = 0;  // the stages' forward times (DualPipeV's bubble)
   const Link intra{c.intra.latency_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
   const double act_bytes =
@@ -342,33 +414,55 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     // A pass's time and its kernels' time alone (the share the per-GPU speed variability charges), scaled and summed
     // alike.
     PassTime f, b;
+    const bool paired = paired_share[static_cast<std::size_t>(s)] > 0;
     auto pass_time = [&](const std::vector<cost::Step>& v) {
       PassTime pt;
-      pt.s = steps_time(v, c, cal, m.dtype, tp_link, &pt.kernels_s);
+      pt.s = steps_time(v, c, cal, m.dtype, tp_link, &pt, paired);
       return pt;
+    };
+    // Overlapped forward-backward pairs (Megatron-Core's combined 1F1B, DualPipeV's steady state): per micro-batch,
+    // what the stage's layers would hide if every forward ran paired -- each pass's all-to-alls and TP collectives
+    // under the other's compute, as paired_time_s runs them, bounded by both host issues and either pass alone. (A
+    // dropless dispatcher's host wait for the token counts is in its pass's segments as the time it adds.)
+    double pair_saving_s = 0;
+    auto saving = [&](const PassTime& fw, const PassTime& bw) {
+      if (!paired) return 0.0;
+      const double pair = std::max({paired_time_s(fw.segments, bw.segments), fw.host_s + bw.host_s, fw.s, bw.s});
+      return std::max(0.0, fw.s + bw.s - pair);
     };
     if (!m.layer_pattern.empty()) {
       // Per layer kind (hybrid and sliding-window models): each kind's passes timed once.
-      std::vector<std::pair<LayerKind, std::pair<PassTime, PassTime>>> timed;
+      struct Timed {
+        LayerKind kind;
+        PassTime f, b;
+        double saving_s;
+      };
+      std::vector<Timed> timed;
       for (int l : memory::stage_layer_indexes(m, plan, s)) {
         const LayerKind k = m.layer_kind(l);
-        auto it = std::find_if(timed.begin(), timed.end(), [&](const auto& entry) { return entry.first == k; });
+        auto it = std::find_if(timed.begin(), timed.end(), [&](const Timed& entry) { return entry.kind == k; });
         if (it == timed.end()) {
           const auto kp = cost::layer_passes(m, sh, k);
-          timed.push_back({k, {pass_time(kp.forward), pass_time(kp.recompute) + pass_time(kp.backward)}});
+          const PassTime kf = pass_time(kp.forward), kb = pass_time(kp.recompute).then(pass_time(kp.backward));
+          timed.push_back({k, kf, kb, saving(kf, kb)});
           it = timed.end() - 1;
         }
-        f += it->second.first;
-        b += it->second.second;
+        f += it->f;
+        b += it->b;
+        pair_saving_s += it->saving_s;
       }
     } else {
-      f = (layers[s] - moe_layers) * pass_time(layer.forward);
-      b = (layers[s] - moe_layers) * (pass_time(layer.recompute) + pass_time(layer.backward));
+      const PassTime lf = pass_time(layer.forward), lb = pass_time(layer.recompute).then(pass_time(layer.backward));
+      f = (layers[s] - moe_layers) * lf;
+      b = (layers[s] - moe_layers) * lb;
+      pair_saving_s += (layers[s] - moe_layers) * saving(lf, lb);
     }
     if (moe_layers > 0 && m.layer_pattern.empty()) {
       const auto moe = cost::layer_passes(m, sh, true);
-      f += moe_layers * pass_time(moe.forward);
-      b += moe_layers * (pass_time(moe.recompute) + pass_time(moe.backward));
+      const PassTime mf = pass_time(moe.forward), moe_b = pass_time(moe.recompute).then(pass_time(moe.backward));
+      f += moe_layers * mf;
+      b += moe_layers * moe_b;
+      pair_saving_s += moe_layers * saving(mf, moe_b);
     }
     // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
     if (const int a = plan.cut_atoms(s - 1); a > 0) {
@@ -413,7 +507,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       b.s += n_off * std::max(0.0, copy - b.s / per_layer);
     }
     if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b.s += reshard;
-    stage_time[s] = f.s + b.s;
+    stage_time[s] = f.s + b.s - paired_share[static_cast<std::size_t>(s)] * pair_saving_s;
     last_backward[s] = b.s;
     forward_sum_s += f.s;
   }

@@ -123,13 +123,24 @@ public:
                       if (p.schedule == Schedule::INTERLEAVED &&
                           (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
                         continue;
-                      consider(p);
+                      // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) where it runs: expert
+                      // parallelism, interleaved or unpipelined 1F1B; each steady-state forward with a backward,
+                      // their all-to-alls under each other's compute (the estimator credits it as the simulator).
+                      const bool overlappable = ep > 1 && (p.schedule == Schedule::INTERLEAVED ||
+                                                           (pp == 1 && p.schedule == Schedule::ONE_F_ONE_B));
+                      auto with_overlap = [&](ParallelPlan v) {
+                        consider(v);
+                        if (!overlappable) return;
+                        v.overlap_moe_comm = true;
+                        consider(v);
+                      };
+                      with_overlap(p);
                       // An expert-parallel group wider than a node: DeepEP's two-hop dispatch as well (it is the
                       // all-to-all inside one node), which dtsim models without expert tensor parallelism.
                       if (m.moe.enabled() && ep > c.gpus_per_node) {
                         p.dispatcher = Dispatcher::DEEPEP;
                         p.etp = 1;
-                        consider(p);
+                        with_overlap(p);
                       }
                     }
           }
