@@ -1151,9 +1151,13 @@ TEST(PublishedData, StatedNicsReplaceThePresets) {
        "mbs": 1, "gbs": 32, "network": "NVLink 400 GB/s per GPU; inter-node network not specified",
        "measured": {"iteration_s": 1.0}},
       {"id": "odd", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
-       "mbs": 1, "gbs": 32, "nics_per_node": 3, "nic_gbps": 400, "measured": {"iteration_s": 1.0}}]})json");
+       "mbs": 1, "gbs": 32, "nics_per_node": 3, "nic_gbps": 400, "measured": {"iteration_s": 1.0}},
+      {"id": "zero", "gpu": "H100-SXM5-80GB", "gpus": 32, "model": "m", "seq": 1024, "tp": 1, "pp": 1, "dp": 32,
+       "mbs": 1, "gbs": 32, "nics_per_node": 0, "measured": {"iteration_s": 1.0}}]})json");
   const auto rows = load_measurements_document(doc, "nics.json");
-  ASSERT_EQ(rows.size(), 7u);
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_TRUE(has(row_by_id(rows, "zero").failure, "nics_per_node must be at least 1"))
+      << row_by_id(rows, "zero").failure;
   for (const char* id : {"opa", "same", "hca", "bytes", "fields", "nvlink"})
     EXPECT_TRUE(row_by_id(rows, id).failure.empty()) << id << ": " << row_by_id(rows, id).failure;
   EXPECT_EQ(row_by_id(rows, "opa").cluster, "dgx-a100:32:nics:4:100");
