@@ -275,6 +275,10 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
                          {"bubble_s", r.bubble_s},
                          {"oom", r.oom},
                          {"failure", r.failure}};
+    // The inputs the row was simulated with, for `dtsim simulate --model M.json --plan P.json --cluster C` (with the
+    // row's GPU calibration and the plan's stack, analytic network: its predicted_s).
+    if (r.row.failure.empty()) jr["model"] = to_json(r.row.model);
+    if (r.row.failure.empty() && !r.row.cluster.empty()) jr["cluster"] = r.row.cluster;
     if (details) {
       jr["predicted_peak_memory_bytes"] = r.predicted_peak_memory_bytes;
       jr["measured_peak_memory_bytes"] =
@@ -284,7 +288,6 @@ Files published_files(const PublishedData& d, const PublishedRequest& req, const
       jr["measured_oom"] = r.row.measured_oom;
       jr["precision"] = r.row.precision;
       jr["notes"] = r.row.notes;
-      if (!r.row.cluster.empty()) jr["cluster"] = r.row.cluster;
     }
     jrows.push_back(std::move(jr));
     std::snprintf(line, sizeof line, "%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.6g,%.9g,%.9g,%.9g,%d,", r.row.index,

@@ -273,3 +273,43 @@ TEST(Api, FitMaxGpusRefitsOnSmallRowsAndScoresTheLarger) {
   EXPECT_NE(error_of([&] { validate_published(req); }).find("nothing is left to score"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+// validation.json holds each simulated row's model, plan and cluster: `dtsim simulate` on them (the GPU's built-in
+// calibration, analytic network) gives the row's prediction exactly, so a row can be examined on its own.
+TEST(Api, ValidationRowsCarryTheInputsThatReproduceThem) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dtsim_api_rows_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json rows = nlohmann::json::array();
+  for (auto [tp, pp, dp] : {std::array{2, 1, 1}, std::array{2, 2, 4}})
+    rows.push_back({{"hidden", 2048},
+                    {"heads", 16},
+                    {"num_layers", 4},
+                    {"seq_len", 1024},
+                    {"tp", tp},
+                    {"pp", pp},
+                    {"dp", dp},
+                    {"micro_batch", 1},
+                    {"global_batch", 8 * dp},
+                    {"cluster", "dgx-a100:" + std::to_string(tp * pp * dp)},
+                    {"measured_s", 1.0}});
+  const std::string data = (dir / "rows.json").string();
+  std::ofstream(data) << rows.dump();
+  PublishedRequest req;
+  req.data = {data};
+  const auto r = validate_published(req);
+  const std::string* json = file_named(r.files, "validation.json");
+  ASSERT_NE(json, nullptr);
+  const auto results = nlohmann::json::parse(*json).at("results");
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& row : results) {
+    const std::string model = (dir / "model.json").string(), plan = (dir / "plan.json").string();
+    std::ofstream(model) << row.at("model").dump();
+    std::ofstream(plan) << row.at("plan").dump();
+    const Inputs in = load_inputs({model, row.at("cluster").get<std::string>(), plan, ""});
+    SimulateOptions o;
+    o.network = "analytic";
+    o.trace = false;
+    EXPECT_DOUBLE_EQ(simulate(in, o).iteration_time_s, row.at("predicted_s").get<double>()) << row.dump();
+  }
+  std::filesystem::remove_all(dir);
+}
