@@ -60,8 +60,6 @@ const ErrorBand* band_for(const std::vector<ErrorBand>& bands, const PublishedRo
   return nullptr;
 }
 
-bool scored(const RowResult& r) { return r.failure.empty() && r.row.measured_s > 0 && r.predicted_s > 0; }
-
 }  // namespace
 
 std::string scale_class(const PublishedRow& row) {
@@ -151,7 +149,7 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
     out.score = score(out.results);
     std::vector<double> m, p;
     for (const auto& r : out.results)
-      if (scored(r)) m.push_back(r.row.measured_s), p.push_back(r.predicted_s);
+      if (r.timed()) m.push_back(r.row.measured_s), p.push_back(r.predicted_s);
     out.spearman_all = spearman(m, p);
     rep.sources.push_back(std::move(out));
   }
@@ -159,14 +157,14 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
   for (std::size_t i = 0; i < rep.sources.size(); ++i) {
     samples[i].clear();
     for (const auto& r : rep.sources[i].results)
-      if (scored(r)) samples[i].emplace_back(&r.row, std::log(r.row.measured_s / r.predicted_s));
+      if (r.timed()) samples[i].emplace_back(&r.row, std::log(r.row.measured_s / r.predicted_s));
   }
   std::vector<std::pair<const PublishedRow*, double>> all;
   double abs_sum = 0;
   for (std::size_t i = 0; i < rep.sources.size(); ++i) {
     for (const auto& s : samples[i]) all.push_back(s);
     for (const auto& r : rep.sources[i].results)
-      if (scored(r)) abs_sum += std::fabs(r.error), ++rep.rows;
+      if (r.timed()) abs_sum += std::fabs(r.error), ++rep.rows;
   }
   rep.pooled_mape = rep.rows > 0 ? abs_sum / rep.rows : 0;
   int with_rows = 0;

@@ -537,11 +537,12 @@ ValidationScore score(const std::vector<RowResult>& results) {
 }
 
 std::vector<ScaleTrend> scale_trends(const std::vector<RowResult>& results) {
-  // Rows per series ("all" first, then each publication in name order).
+  // The timed rows, and per series (publication, in name order).
+  std::vector<const RowResult*> all;
   std::map<std::string, std::vector<const RowResult*>> by_series;
   for (const auto& r : results) {
-    if (!r.failure.empty() || r.row.measured_oom || r.row.measured_s <= 0 || r.predicted_s <= 0) continue;
-    by_series["all"].push_back(&r);
+    if (!r.timed()) continue;
+    all.push_back(&r);
     if (!r.row.series.empty()) by_series[r.row.series].push_back(&r);
   }
   std::vector<ScaleTrend> out;
@@ -550,11 +551,11 @@ std::vector<ScaleTrend> scale_trends(const std::vector<RowResult>& results) {
     ScaleTrend t;
     t.series = name;
     t.rows = static_cast<int>(rows.size());
-    t.min_gpus = t.max_gpus = rows.front()->row.plan.world_size();
-    for (const auto* r : rows) {
-      t.min_gpus = std::min(t.min_gpus, r->row.plan.world_size());
-      t.max_gpus = std::max(t.max_gpus, r->row.plan.world_size());
-    }
+    const auto [lo, hi] = std::minmax_element(rows.begin(), rows.end(), [](const RowResult* a, const RowResult* b) {
+      return a->row.plan.world_size() < b->row.plan.world_size();
+    });
+    t.min_gpus = (*lo)->row.plan.world_size();
+    t.max_gpus = (*hi)->row.plan.world_size();
     if (t.max_gpus < kScaleTrendMinSpan * t.min_gpus) return;
     std::vector<double> gpus, err;
     double small_sum = 0, large_sum = 0;
@@ -570,12 +571,9 @@ std::vector<ScaleTrend> scale_trends(const std::vector<RowResult>& results) {
     t.mean_error_large = large_sum / large;
     out.push_back(t);
   };
-  if (const auto it = by_series.find("all"); it != by_series.end()) add("all", it->second);
-  std::size_t series = 0;
-  for (const auto& [name, rows] : by_series) series += name != "all" ? 1 : 0;
-  if (series > 1)  // one publication only: its trend is the file's
-    for (const auto& [name, rows] : by_series)
-      if (name != "all") add(name, rows);
+  add("all", all);
+  if (by_series.size() > 1)  // one publication only: its trend is the file's
+    for (const auto& [name, rows] : by_series) add(name, rows);
   return out;
 }
 
@@ -594,9 +592,7 @@ nlohmann::json scale_trends_json(const std::vector<ScaleTrend>& trends) {
 
 std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results) {
   std::vector<SpeedupPair> out;
-  auto usable = [](const RowResult& r) {
-    return r.failure.empty() && !r.row.measured_oom && r.row.measured_s > 0 && r.predicted_s > 0;
-  };
+
   // The plan without the switch under study, with the model and cluster: equal keys = a pair.
   auto key = [](const RowResult& r, const char* without) {
     nlohmann::json j = to_json(r.row.plan, r.row.model.num_layers);
@@ -609,7 +605,7 @@ std::vector<SpeedupPair> speedup_pairs(const std::vector<RowResult>& results) {
   for (std::size_t i = 0; i < results.size(); ++i)
     for (std::size_t k = 0; k < results.size(); ++k) {
       const auto &a = results[i], &b = results[k];
-      if (i == k || !usable(a) || !usable(b) || a.row.group != b.row.group) continue;  // one table, one software date
+      if (i == k || !a.timed() || !b.timed() || a.row.group != b.row.group) continue;  // one table, one software date
       const auto &pa = a.row.plan, &pb = b.row.plan;
       std::string feature;
       if (pa.precision == Precision::BF16 && pb.precision != Precision::BF16 &&

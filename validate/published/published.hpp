@@ -77,6 +77,8 @@ struct RowResult {
   /// (predicted - measured) / measured peak memory; 0 when the row has no measured memory (see has_memory()).
   double memory_error = 0;
   bool has_memory() const { return failure.empty() && row.measured_peak_memory_bytes > 0; }
+  /// Simulated, with a measured and a predicted time to compare (not a row that only reports running out of memory).
+  bool timed() const { return failure.empty() && !row.measured_oom && row.measured_s > 0 && predicted_s > 0; }
 };
 
 /// The reason of a row's failure without the row's own details: the text after "row N ('id'): " up to the first
