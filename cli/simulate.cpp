@@ -95,6 +95,8 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   plan.overlap_moe_comm = vm.count("overlap-moe-comm") > 0;
   plan.moe_grouped_gemm = vm.count("sequential-experts") == 0;
   if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
+  plan.megatron_fsdp = vm.count("megatron-fsdp") > 0;
+  plan.fsdp_double_buffer = vm.count("fsdp-double-buffer") > 0;
   plan.cuda_graphs = vm.count("cuda-graphs") > 0;
   // Flags that act only with others: validate() refuses each that would have no effect.
   for (const char* flag :
@@ -143,6 +145,8 @@ const char* const kPlanFlags[] = {"tp",
                                   "overlap-moe-comm",
                                   "sequential-experts",
                                   "fsdp-prefetch",
+                                  "megatron-fsdp",
+                                  "fsdp-double-buffer",
                                   "cuda-graphs"};
 
 /// A file of a dtsim Chakra export: "<prefix>.<rank>.et" or "<prefix>.comm_group.json".
@@ -272,6 +276,10 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("sequential-experts", "MoE: each local expert's MLP issued in turn by the host (Megatron's SequentialMLP, its "
      "default without --moe-grouped-gemm) instead of one grouped GEMM")
     ("fsdp-prefetch", po::value<int>(), "ZeRO-3/FSDP: layers whose parameter all-gather may run ahead (default 1)")
+    ("megatron-fsdp", "ZeRO 2/3 as Megatron-FSDP runs them (Megatron-Core --use-megatron-fsdp): every micro-batch's "
+     "gradients reduce-scattered per layer at 2 and 3; at 3 each layer's gather prefetches the next 500 M parameters")
+    ("fsdp-double-buffer", "Megatron-FSDP: gathered parameters and gradients in two persistent buffers of the largest "
+     "layer's size (--fsdp-double-buffer; prefetches one layer ahead at most)")
     ("cuda-graphs", "capture every layer pass in a CUDA graph: one host launch per layer pass")
     ("no-interference", "overlapped kernels and collectives do not slow each other down")
     ("nccl-proto", po::value<std::string>(),

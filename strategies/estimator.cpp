@@ -576,7 +576,11 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (zero == 0) hidden_part = all_reduce();
     if (zero == 1 || zero == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
     if (zero == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
-    const double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
+    double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
+    if (zero == 2 && plan.megatron_fsdp) {  // every micro-batch's reduce-scatter under its backward; AG after the step
+      hidden_part = mb * ring;
+      overlap = mb * last_backward[s];  // launched after each unit's backward, dp_overlap or not
+    }
     // Interference (as the flow engine): the gradient collectives run at 1 / (1 + c) beside the backward's kernels,
     // which run at 1 / (1 + g) for the length w of the overlap and so end w g / (1 + g) later.
     const double sg = cal.interference_gemm_slowdown, sc = cal.interference_collective_slowdown;

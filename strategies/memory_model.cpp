@@ -237,4 +237,21 @@ double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, i
   return reserved_bytes + static_memory(m, plan, stage).total() + peak + 2 * off.largest_layer;
 }
 
+std::vector<int> megatron_fsdp_prefetch(const std::vector<double>& unit_params, bool double_buffer,
+                                        double limit_params) {
+  const std::size_t n = unit_params.size();
+  std::vector<int> ahead(n, 0);
+  std::vector<bool> covered(n, false);
+  for (std::size_t j = 0; j < n; ++j) {
+    // The hook of unit j: the units after it, while fewer than limit_params parameters are prefetched.
+    double prefetched = 0;
+    for (std::size_t i = j + 1; i < n && prefetched < limit_params && !(double_buffer && i > j + 1); ++i) {
+      prefetched += unit_params[i];
+      if (!covered[i]) ahead[i] = static_cast<int>(i - j);
+      covered[i] = true;
+    }
+  }
+  return ahead;
+}
+
 }  // namespace dtsim::memory

@@ -67,6 +67,15 @@ struct OffloadedActivations {
 };
 OffloadedActivations offloaded_activations(const TransformerSpec& m, const ParallelPlan& plan, int stage);
 
+/// Megatron-FSDP's all-gather prefetch (param_and_grad_buffer.py, AllGatherPipeline.all_gather_params): a unit's
+/// pre-forward (pre-backward) hook gathers it and the units after it in the pass's order until the prefetched ones
+/// hold `limit_params` parameters (suggested_communication_unit_size // 2: 500 M by default) or, with the double
+/// buffer, one unit. For units of `unit_params` parameters in pass order, entry i is how many units before unit i
+/// the hook that gathers it runs (0: its own).
+constexpr double kMegatronFsdpPrefetchParams = 500e6;
+std::vector<int> megatron_fsdp_prefetch(const std::vector<double>& unit_params, bool double_buffer,
+                                        double limit_params = kMegatronFsdpPrefetchParams);
+
 /// Analytic peak: static + in-flight micro-batches x activations + the largest per-layer transient
 /// (ZeRO-3's gathered parameters and communication buffers are not included; the simulator tracks them).
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes);

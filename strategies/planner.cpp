@@ -17,7 +17,8 @@ std::string describe(const ParallelPlan& p) {
   if (p.overlap_moe_comm) o << " overlap-moe-comm";
   o << " mbs " << p.micro_batch_size << " " << p.schedule_name() << " recompute " << to_string(p.recompute);
   if (p.recompute_modules != 0) o << " (" << recompute_modules_to_string(p.recompute_modules) << ")";
-  o << " zero " << p.zero_stage << (p.sequence_parallel ? " sp" : "");
+  o << " zero " << p.zero_stage << (p.megatron_fsdp ? " megatron-fsdp" : "")
+    << (p.fsdp_double_buffer ? " double-buffer" : "") << (p.sequence_parallel ? " sp" : "");
   if (p.tp_layout != TpLayout::D1) {
     o << " tp-layout " << to_string(p.tp_layout);
     if (p.tp_layout == TpLayout::D2_5) o << ':' << p.tp_depth;

@@ -254,6 +254,11 @@ PipeOp pipe_op_from_string(const std::string& s, const std::string& ctx) {
   return op;
 }
 
+bool ParallelPlan::grads_reduced_each_microbatch(int stage) const {
+  const int zero = stage_strategy(stage).zero_stage;
+  return zero >= 3 || (megatron_fsdp && zero == 2);
+}
+
 bool ParallelPlan::split_backward() const {
   if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV) return true;
   if (schedule == Schedule::CUSTOM)
@@ -1007,6 +1012,24 @@ void ParallelPlan::validate_precision_overlap(const TransformerSpec& model, cons
   if (pp_comm_overlap && pp == 1)
     throw ConfigError(ctx + ": pp-comm-overlap needs pipeline parallelism (pp > 1): there are no pipeline exchanges");
   if (fsdp_prefetch < 0 || fsdp_prefetch > 8) throw ConfigError(ctx + ": fsdp prefetch must be between 0 and 8");
+  if (megatron_fsdp) {
+    bool sharded = zero_stage >= 2;
+    for (const auto& st : stage_strategies) sharded = sharded || st.zero_stage >= 2;
+    if (!sharded)
+      throw ConfigError(ctx +
+                        ": megatron-fsdp needs zero stage 2 (optim_grads) or 3 (optim_grads_params); at 0 and 1 "
+                        "Megatron-FSDP runs as DDP and the distributed optimizer (no --megatron-fsdp)");
+    if (overlap_param_gather)
+      throw ConfigError(ctx +
+                        ": megatron-fsdp gathers parameters itself (overlap-param-gather is the distributed "
+                        "optimizer's)");
+    if (overlap_moe_comm && fsdp_double_buffer)
+      throw ConfigError(ctx +
+                        ": overlap-moe-comm with megatron-fsdp does not support fsdp-double-buffer "
+                        "(Megatron-Core mcore_fsdp_adapter.py asserts it)");
+  }
+  if (fsdp_double_buffer && !megatron_fsdp)
+    throw ConfigError(ctx + ": fsdp-double-buffer is Megatron-FSDP's option (needs megatron-fsdp)");
   if (!stack.empty()) (void)stack_profile(stack);  // ConfigError naming the known stacks
 }
 
@@ -1022,6 +1045,8 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
   };
   if (given("tp_overlap_chunks") && !tp_comm_overlap)
     no_effect("tp_overlap_chunks", "without tp_comm_overlap (--tp-comm-overlap)");
+  if (given("fsdp_prefetch") && megatron_fsdp)
+    no_effect("fsdp_prefetch", "with megatron_fsdp (--megatron-fsdp prefetches the next 500 M parameters' units)");
   if (given("fsdp_prefetch") && zero_stage != 3)
     no_effect("fsdp_prefetch",
               "unless zero stage is 3 (ZeRO-3/FSDP; this plan has " + std::to_string(zero_stage) + ")");
@@ -1244,6 +1269,8 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.overlap_moe_comm) j["overlap_moe_comm"] = true;
   if (!p.moe_grouped_gemm) j["moe_grouped_gemm"] = false;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
+  if (p.megatron_fsdp) j["megatron_fsdp"] = true;
+  if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (!p.stack.empty()) j["stack"] = p.stack;
   if (p.tp_layout != TpLayout::D1) j["tp_layout"] = to_string(p.tp_layout);
@@ -1314,6 +1341,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "overlap_moe_comm",
                              "moe_grouped_gemm",
                              "fsdp_prefetch",
+                             "megatron_fsdp",
+                             "fsdp_double_buffer",
                              "cuda_graphs",
                              "stage_strategies",
                              "stack"});
@@ -1358,6 +1387,8 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.overlap_moe_comm = get_or<bool>(j, ctx, "overlap_moe_comm", false);
   p.moe_grouped_gemm = get_or<bool>(j, ctx, "moe_grouped_gemm", true);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
+  p.megatron_fsdp = get_or<bool>(j, ctx, "megatron_fsdp", false);
+  p.fsdp_double_buffer = get_or<bool>(j, ctx, "fsdp_double_buffer", false);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);
   // Options that act only with others: recorded when not at their default (a plan dtsim wrote reads back).
   if (p.tp_overlap_chunks != 0) p.given_options.emplace_back("tp_overlap_chunks");

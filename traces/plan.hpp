@@ -258,6 +258,20 @@ struct ParallelPlan {
   /// ZeRO-3 / FSDP: units whose parameter all-gather may run ahead of the unit computing (FSDP2's forward/backward
   /// prefetch). 0 = gather each unit only when the previous one is done; 1 = one ahead (FSDP2's default).
   int fsdp_prefetch = 1;
+  /// Megatron-FSDP (Megatron-Core --use-megatron-fsdp; megatron/core/distributed/fsdp/src/megatron_fsdp) running ZeRO
+  /// stage 2 (its optim_grads) or 3 (optim_grads_params), instead of the distributed optimizer (2) or FSDP2 (3). Its
+  /// units are the decoder layers (mcore_fsdp_adapter.py: TransformerLayer, MoETransformerLayer, MambaLayer). Stage 2
+  /// as well as 3 reduce-scatters every micro-batch's gradients of a unit after its backward (megatron_fsdp.py:
+  /// grad_reduce_every_bprop), not once after the last. Stage 3 all-gathers a unit in its pre-forward / pre-backward
+  /// hook and prefetches the next units of the pass until 500 M parameters are on the way
+  /// (suggested_communication_unit_size // 2, param_and_grad_buffer.py all_gather_params), in place of fsdp_prefetch.
+  bool megatron_fsdp = false;
+  /// Megatron-FSDP's --fsdp-double-buffer: gathered parameters and unsharded gradients of the units live in two
+  /// persistent buffers of the largest unit's size each (FixedPoolAllocator), so a prefetch never holds more than the
+  /// computing unit and the next.
+  bool fsdp_double_buffer = false;
+  /// True when stage `stage` reduce-scatters each micro-batch's gradients of a unit (ZeRO-3, Megatron-FSDP at 2).
+  bool grads_reduced_each_microbatch(int stage) const;
   /// Options the user gave explicitly whose effect depends on the rest of the plan, by their plan-JSON key
   /// ("tp_overlap_chunks", "fsdp_prefetch", "cp_kind", "etp", "dispatcher"): CLI flags when given, JSON keys when not
   /// at their default. validate() refuses each that would have no effect (one rule for flags and files).

@@ -436,9 +436,10 @@ private:
       if (expert_dp && u.expert_bytes > 0) c += collective(edp, CollectiveKind::ALL_GATHER, u.expert_bytes);
       return c;
     };
-    auto fsdp_grads = [&](const Unit& u) {  // zero 3: every micro-batch's gradients reduce-scattered
+    const bool each_microbatch = p_.grads_reduced_each_microbatch(s);
+    auto fsdp_grads = [&](const Unit& u) {  // zero 3, Megatron-FSDP 2: every micro-batch's gradients reduce-scattered
       Count c;
-      if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return c;
+      if (!each_microbatch || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return c;
       if (dense_dp) c += collective(dp, CollectiveKind::REDUCE_SCATTER, (u.param_bytes - u.expert_bytes) * grad_scale);
       if (expert_dp && u.expert_bytes > 0)
         c += collective(edp, CollectiveKind::REDUCE_SCATTER, u.expert_bytes * grad_scale);
@@ -519,7 +520,7 @@ private:
     c.edges += first_use * 2;
     // Gradient buckets (zero < 3): filled unit by unit as gradients become final, closed once they hold
     // dp_bucket_bytes (a unit larger than that closes its own), then the last one; dense and expert.
-    if (zero < 3) {
+    if (!each_microbatch) {
       const auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
       double dense = 0, expert = 0;
       auto close = [&] {

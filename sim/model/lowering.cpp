@@ -1742,11 +1742,35 @@ void Lowerer::lower_rank(int si) {
 
   // ZeRO-3 / FSDP: all-gather a unit's parameters on the DP stream before it runs. The gather of the n-th unit
   // pass waits for the end of pass n-1-k (k = fsdp_prefetch; 1 by default: one gather runs while a unit computes).
+  // Megatron-FSDP: k = `ahead`, the units between the hook that gathers it and the unit
+  // (memory::megatron_fsdp_prefetch). Its double buffer: two persistent buffers of the largest decoder layer's
+  // parameters (and two of its gradients) are held from the first gather (reduce-scatter) on, instead of each layer's
+  // own while it is gathered (unsharded); the embedding, head and MTP blocks, not Megatron-FSDP units, allocate their
+  // own (its backup allocator).
   std::vector<std::int32_t> unit_pass_ends;
-  auto gather = [&](const Unit& u, Phase phase, int mb) -> std::int32_t {
+  const bool double_buffer = p_.megatron_fsdp && p_.fsdp_double_buffer;
+  auto pooled = [&](const Unit& u) { return double_buffer && u.layer >= 0; };
+  double largest_unit_bytes = 0;
+  if (double_buffer)
+    for (int ch = 0; ch < v; ++ch)
+      for (const Unit& u : units_of(p_.model_chunk(s, ch)))
+        if (u.layer >= 0) largest_unit_bytes = std::max(largest_unit_bytes, u.param_bytes);
+  bool param_buffers_held = false, grad_buffers_held = false;
+  // Per unit of a pass (in `units` order), how far ahead Megatron-FSDP's hooks gather it; the backward runs the
+  // units in reverse.
+  auto megatron_ahead = [&](const std::vector<Unit>& units, bool backward) {
+    if (!p_.megatron_fsdp || zero < 3) return std::vector<int>(units.size(), 0);
+    std::vector<double> params(units.size());
+    std::transform(units.begin(), units.end(), params.begin(), [&](const Unit& u) { return u.param_bytes / e; });
+    if (backward) std::reverse(params.begin(), params.end());
+    auto ahead = memory::megatron_fsdp_prefetch(params, double_buffer);
+    if (backward) std::reverse(ahead.begin(), ahead.end());
+    return ahead;
+  };
+  auto gather = [&](const Unit& u, Phase phase, int mb, int ahead) -> std::int32_t {
     if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return -1;
     // FSDP prefetch: the gather of the n-th unit pass may start once pass n - 1 - fsdp_prefetch has ended.
-    const std::size_t behind = static_cast<std::size_t>(p_.fsdp_prefetch) + 1;
+    const std::size_t behind = static_cast<std::size_t>(p_.megatron_fsdp ? ahead : p_.fsdp_prefetch) + 1;
     const std::int32_t pred = unit_pass_ends.size() >= behind ? unit_pass_ends[unit_pass_ends.size() - behind] : -1;
     std::int32_t first = -1, done = pred;
     if (dense_dp)
@@ -1758,7 +1782,9 @@ void Lowerer::lower_rank(int si) {
                         "expert-param-gather", u.layer, mb, done, &f);
       if (first < 0) first = f;
     }
-    g_.memory(first, false, MemCategory::GATHERED_PARAMS, u.param_bytes);
+    if (!pooled(u)) g_.memory(first, false, MemCategory::GATHERED_PARAMS, u.param_bytes);
+    else if (!param_buffers_held) g_.memory(first, false, MemCategory::GATHERED_PARAMS, 2 * largest_unit_bytes);
+    param_buffers_held = param_buffers_held || pooled(u);
     return done;
   };
 
@@ -1778,10 +1804,14 @@ void Lowerer::lower_rank(int si) {
                                    "expert-grad-bucket", -1, -1, ready_task));
     bucket_bytes = expert_bucket_bytes = 0;
   };
+  const bool each_microbatch = p_.grads_reduced_each_microbatch(s);
   auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, bool final_pass) {
-    if (zero >= 3) {  // FSDP: reduce-scatter every micro-batch's gradients of the unit
+    if (each_microbatch) {  // FSDP, Megatron-FSDP: reduce-scatter every micro-batch's gradients of the unit
       if (!(dense_dp || (expert_dp && u.expert_bytes > 0))) return;
-      g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes * grad_scale);
+      if (!pooled(u)) g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes * grad_scale);
+      else if (!grad_buffers_held)
+        g_.memory(task, true, MemCategory::GRAD_BUFFERS, 2 * largest_unit_bytes * grad_scale);
+      grad_buffers_held = grad_buffers_held || pooled(u);
       std::int32_t done = task;
       if (dense_dp)
         done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::REDUCE_SCATTER,
@@ -1790,7 +1820,7 @@ void Lowerer::lower_rank(int si) {
       if (expert_dp && u.expert_bytes > 0)
         done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::REDUCE_SCATTER, u.expert_bytes * grad_scale,
                           Phase::GRAD_SYNC, "expert-grad-reduce-scatter", u.layer, mb, done);
-      g_.memory(done, true, MemCategory::GRAD_BUFFERS, -u.param_bytes * grad_scale);
+      if (!pooled(u)) g_.memory(done, true, MemCategory::GRAD_BUFFERS, -u.param_bytes * grad_scale);
       if (final_pass) dp_done.push_back(done);
       return;
     }
@@ -1936,9 +1966,10 @@ void Lowerer::lower_rank(int si) {
       const bool first_use = !param_gathered[static_cast<std::size_t>(op.chunk)];
       param_gathered[static_cast<std::size_t>(op.chunk)] = true;
       std::vector<std::int32_t> to_host(units.size(), -1);
+      const auto ahead = megatron_ahead(units, false);
       for (std::size_t ui = 0; ui < units.size(); ++ui) {
         const Unit& u = units[ui];
-        std::int32_t g = gather(u, Phase::FORWARD, mb), f = -1;
+        std::int32_t g = gather(u, Phase::FORWARD, mb, ahead[ui]), f = -1;
         const std::int32_t pg = first_use && overlap_pg ? next_iteration_gather(u) : -1;
         cur = run_steps(si, u.passes->forward, Phase::FORWARD, u.layer, mb, cur, &f, "");
         if (pg >= 0 && f >= 0) g_.depend(pg, f);
@@ -1947,7 +1978,7 @@ void Lowerer::lower_rank(int si) {
         if (ui >= 2 && to_host[ui - 2] >= 0 && f >= 0) g_.depend(to_host[ui - 2], f);
         if (first < 0) first = f;
         if (f >= 0) g_.memory(f, false, MemCategory::ACTIVATIONS, u.stored);
-        if (g >= 0) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        if (g >= 0 && !pooled(u)) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
         if (offloaded(u, k)) offload_done[{mb, k, u.layer}] = to_host[ui] = host_copy(true, u, mb, cur);
         unit_pass_ends.push_back(cur);
       }
@@ -1987,10 +2018,12 @@ void Lowerer::lower_rank(int si) {
         offload_done.erase(done);
       };
       if (!units.empty()) start_reload(units.size() - 1);
+      const auto ahead = megatron_ahead(units, true);
       for (std::size_t ui = units.size(); ui-- > 0;) {
         const Unit& u = units[ui];
         if (ui > 0) start_reload(ui - 1);
-        std::int32_t g = gather(u, Phase::BACKWARD, mb), f = -1, unit_first = -1;
+        std::int32_t g = gather(u, Phase::BACKWARD, mb, ahead[ui]), f = -1, unit_first = -1;
+        const bool gathered = g >= 0;
         if (!u.passes->recompute.empty()) {
           cur = run_steps(si, u.passes->recompute, Phase::RECOMPUTE, u.layer, mb, cur, &f, "");
           if (first < 0) first = f;
@@ -2006,7 +2039,7 @@ void Lowerer::lower_rank(int si) {
         if (unit_first < 0) unit_first = f;
         if (reload[ui] >= 0 && unit_first >= 0) g_.depend(reload[ui], unit_first);
         if (first < 0) first = f;
-        if (zero >= 3 && p_.dp > 1) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        if (gathered && !pooled(u)) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
         unit_pass_ends.push_back(cur);
         const bool releases_here = !split || u.passes->backward_weight.empty();
         if (releases_here) {

@@ -495,6 +495,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   o << " | micro-batch " << plan.micro_batch_size << " global batch " << plan.global_batch_size << " ("
     << plan.num_microbatches() << " micro-batches) | " << plan.schedule_name() << " | recompute "
     << to_string(plan.recompute) << " | zero " << plan.zero_stage
+    << (plan.megatron_fsdp ? (plan.fsdp_double_buffer ? " (Megatron-FSDP, double buffer)" : " (Megatron-FSDP)") : "")
     << (plan.sequence_parallel ? " | sequence parallel" : "") << " | stack "
     << (plan.stack.empty() ? kDefaultStack : plan.stack);
   if (plan.has_stage_replicas()) {

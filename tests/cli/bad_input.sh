@@ -271,6 +271,11 @@ expect_error "tp-comm-overlap with tp 1"     "tp-comm-overlap needs tp >= 2" sim
 expect_error "pp-comm-overlap, pp 1"         "pp-comm-overlap needs pipeline parallelism (pp > 1)" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --pp-comm-overlap
 expect_error "overlap-param-gather, zero 0"  "overlap-param-gather needs the distributed optimizer" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --overlap-param-gather
 expect_error "fsdp prefetch 9"               "fsdp prefetch must be between 0 and 8" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 3 --fsdp-prefetch 9
+expect_error "megatron-fsdp, zero 1"         "megatron-fsdp needs zero stage 2 (optim_grads) or 3" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 1 --megatron-fsdp
+expect_error "megatron-fsdp, param gather"   "megatron-fsdp gathers parameters itself" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 2 --megatron-fsdp --overlap-param-gather
+expect_error "fsdp-double-buffer alone"      "fsdp-double-buffer is Megatron-FSDP's option" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 3 --fsdp-double-buffer
+expect_error "double buffer, MoE overlap"    "overlap-moe-comm with megatron-fsdp does not support fsdp-double-buffer" simulate --model mixtral-8x7b --cluster dgx-h100:16 --ep 8 --gbs 16 --zero 3 --megatron-fsdp --fsdp-double-buffer --overlap-moe-comm
+expect_error "megatron-fsdp, fsdp-prefetch"  "fsdp_prefetch (--fsdp-prefetch) has no effect with megatron_fsdp" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --zero 3 --megatron-fsdp --fsdp-prefetch 2
 # ---- command line ------------------------------------------------------------------------------------
 expect_error "missing --model"               "--model"             simulate "${C[@]}" "${P[@]}"
 expect_error "missing --cluster"             "--cluster"           simulate "${M[@]}" "${P[@]}"

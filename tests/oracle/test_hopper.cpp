@@ -12,6 +12,7 @@
 #include "sim/simulate.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/memory_model.hpp"
+#include "strategies/transformer_costs.hpp"
 #include "tests/support/sim_fixture.hpp"
 
 using namespace dtsim;
@@ -363,4 +364,142 @@ TEST(FsdpPrefetch, DeeperPrefetchIsNeverSlower) {
                two = data_parallel_iteration(3, false, 2);
   EXPECT_GT(none, one);
   EXPECT_LE(two, one + 1e-12);
+}
+
+// Megatron-FSDP's prefetch (param_and_grad_buffer.py all_gather_params): a unit's hook gathers the next units until
+// 500 M parameters are on the way. Llama 3 8B's 218 M-parameter layers: each hook reaches three ahead (218, 436,
+// 654 M: the third crosses the limit), so unit i >= 3 is gathered by the hook of unit i - 3; Llama 3 70B's 856 M
+// layers: one ahead; with the double buffer never more than one.
+TEST(MegatronFsdp, PrefetchFollowsTheSizeRule) {
+  EXPECT_EQ(memory::megatron_fsdp_prefetch(std::vector<double>(6, 218e6), false), (std::vector<int>{0, 1, 2, 3, 3, 3}));
+  EXPECT_EQ(memory::megatron_fsdp_prefetch(std::vector<double>(4, 856e6), false), (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_EQ(memory::megatron_fsdp_prefetch(std::vector<double>(4, 218e6), true), (std::vector<int>{0, 1, 1, 1}));
+  // A large unit stops the reach of the hook before it: of 100 M, 600 M, 100 M and 100 M units, unit 0's hook gathers
+  // unit 1 only (600 M are on the way), unit 1's hook units 2 and 3.
+  EXPECT_EQ(memory::megatron_fsdp_prefetch({100e6, 600e6, 100e6, 100e6}, false), (std::vector<int>{0, 1, 1, 2}));
+  EXPECT_TRUE(memory::megatron_fsdp_prefetch({}, false).empty());
+}
+
+namespace {
+Simulation megatron_fsdp_run(int zero, bool megatron, bool double_buffer, FoldMode fold = FoldMode::AUTO) {
+  const TransformerSpec m = tiny_model(4);
+  const ClusterSpec c = uniform_cluster(2, 1, 10e9, 5e-6);  // every DP transfer crosses the NICs
+  const Calibration cal = ideal_calibration();
+  SimOptions opt;
+  opt.network = NetworkMode::ANALYTIC;
+  opt.fold = fold;
+  ParallelPlan plan = pipeline_plan(Schedule::ONE_F_ONE_B, 1, 4);
+  plan.dp = 2;
+  plan.global_batch_size = 8;  // 4 micro-batches per rank
+  plan.zero_stage = zero;
+  plan.fp32_grads = true;
+  plan.megatron_fsdp = megatron;
+  plan.fsdp_double_buffer = double_buffer;
+  plan.validate(m, c);
+  Inputs in{&m, &c, &plan, &cal, &opt};
+  return simulate(in);
+}
+// Bytes a rank's gradient synchronisation flows carry.
+double grad_sync_bytes(const Simulation& sim) {
+  double bytes = 0;
+  for (const auto& t : sim.lowered.graph.tasks())
+    if (t.kind == TaskKind::FLOW && t.phase == Phase::GRAD_SYNC && t.rank == 0) bytes += t.bytes;
+  return bytes;
+}
+double category_max(const Simulation& sim, MemCategory cat, double* last = nullptr) {
+  double most = 0;
+  for (const auto& [t, bytes] : sim.report.ranks[0].memory_timeline) {
+    most = std::max(most, bytes[static_cast<std::size_t>(cat)]);
+    if (last) *last = bytes[static_cast<std::size_t>(cat)];
+  }
+  return most;
+}
+}  // namespace
+
+// Megatron-FSDP at stage 2 (optim_grads) reduce-scatters every micro-batch's gradients (megatron_fsdp.py
+// grad_reduce_every_bprop), the distributed optimizer only the last: with 4 micro-batches, 4x the bytes.
+TEST(MegatronFsdp, Stage2ReduceScattersEveryMicroBatch) {
+  const double optimizer = grad_sync_bytes(megatron_fsdp_run(2, false, false));
+  const double fsdp = grad_sync_bytes(megatron_fsdp_run(2, true, false));
+  ASSERT_GT(optimizer, 0);
+  EXPECT_NEAR(fsdp / optimizer, 4.0, 1e-9);
+  // ZeRO-3 reduce-scatters per micro-batch under both implementations.
+  EXPECT_NEAR(grad_sync_bytes(megatron_fsdp_run(3, true, false)) / grad_sync_bytes(megatron_fsdp_run(3, false, false)),
+              1.0, 1e-9);
+}
+
+// The double buffer holds two of the largest decoder layer's parameters (and two of its fp32 gradients) from the
+// first gather on, to the end of the iteration; the embedding and head (not Megatron-FSDP units) allocate their own
+// beside it. Without it a layer's gathered parameters are freed after its pass.
+TEST(MegatronFsdp, DoubleBufferHoldsTwoOfTheLargestUnit) {
+  const TransformerSpec m = tiny_model(4);
+  const double e = dtype_bytes(m.dtype), layer = cost::layer_params_per_rank(m, 1, 1) * e,
+               outer = std::max(cost::first_stage_extra_params(m, 1), cost::last_stage_extra_params(m, 1, 1)) * e;
+  double last = -1;
+  const Simulation db = megatron_fsdp_run(3, true, true);
+  const double gathered = category_max(db, MemCategory::GATHERED_PARAMS, &last);
+  EXPECT_NEAR(last, 2 * layer, 1e-6 * layer);
+  EXPECT_GE(gathered, 2 * layer + outer * (1 - 1e-9));  // the embedding's gather beside the pool
+  EXPECT_LE(gathered, 2 * layer + 2 * outer * (1 + 1e-9));
+  const double grads = category_max(db, MemCategory::GRAD_BUFFERS, &last);
+  EXPECT_NEAR(last, 2 * layer * 4 / e, 1e-6 * layer);
+  EXPECT_LE(grads, (2 * layer + outer) * 4 / e * (1 + 1e-9));
+  const Simulation dynamic = megatron_fsdp_run(3, true, false);
+  category_max(dynamic, MemCategory::GATHERED_PARAMS, &last);
+  EXPECT_NEAR(last, 0, 1e-6);
+  // Without the double buffer the hooks gather further ahead: never slower.
+  EXPECT_LE(dynamic.report.iteration_time_s, db.report.iteration_time_s * (1 + 1e-12));
+  // Folded = unfolded.
+  const Simulation unfolded = megatron_fsdp_run(3, true, true, FoldMode::NONE);
+  EXPECT_NEAR(unfolded.report.iteration_time_s, db.report.iteration_time_s, 1e-9 * db.report.iteration_time_s);
+}
+
+// The estimator charges Megatron-FSDP's per-micro-batch reduce-scatters at stage 2 (each under its micro-batch's
+// backward): never below the distributed optimizer's estimate, and within 10% of the simulation.
+TEST(MegatronFsdp, EstimatorFollowsTheSimulator) {
+  const TransformerSpec m = model_preset("llama3-8b");
+  const ClusterSpec c = load_cluster("dgx-h100:16");
+  const Calibration cal = default_calibration("h100-sxm5-80gb");
+  ParallelPlan plan;
+  plan.tp = 8;
+  plan.dp = 2;
+  plan.sequence_parallel = true;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = 16;
+  plan.zero_stage = 2;
+  plan.fp32_grads = true;
+  double est[2];
+  for (int on = 0; on < 2; ++on) {
+    plan.megatron_fsdp = on == 1;
+    plan.validate(m, c);
+    est[on] = estimate::estimate(m, c, cal, plan).iteration_s;
+    SimOptions opt;
+    opt.network = NetworkMode::ANALYTIC;
+    Inputs in{&m, &c, &plan, &cal, &opt};
+    EXPECT_NEAR(est[on] / simulate(in).report.iteration_time_s, 1.0, 0.10) << "megatron-fsdp " << on;
+  }
+  EXPECT_GE(est[1], est[0]);
+}
+
+// ZeRO-3 over context parallelism alone (dp 1, cp 2): the dense gradients are reduced over dp x cp, so each layer's
+// parameters are gathered there too, and every gather is freed after its pass (the backward's were kept before).
+TEST(MegatronFsdp, GathersOverContextParallelismAreFreed) {
+  TransformerSpec m = tiny_model(4);
+  m.attention = AttentionKind::FLASH;
+  const ClusterSpec c = uniform_cluster(2, 1, 10e9, 5e-6);
+  const Calibration cal = ideal_calibration();
+  SimOptions opt;
+  opt.network = NetworkMode::ANALYTIC;
+  for (const bool megatron : {false, true}) {
+    ParallelPlan plan = pipeline_plan(Schedule::ONE_F_ONE_B, 1, 4);
+    plan.cp = 2;
+    plan.zero_stage = 3;
+    plan.megatron_fsdp = megatron;
+    plan.validate(m, c);
+    Inputs in{&m, &c, &plan, &cal, &opt};
+    const Simulation sim = simulate(in);
+    double last = -1;
+    EXPECT_GT(category_max(sim, MemCategory::GATHERED_PARAMS, &last), 0) << "megatron " << megatron;
+    EXPECT_NEAR(last, 0, 1e-6) << "megatron " << megatron;
+  }
 }
