@@ -151,6 +151,7 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["cuda_graphs"] = known && p.cuda_graphs;
   r["dispatcher"] = known ? to_string(p.dispatcher) : "";
   r["overlap_moe_comm"] = known && p.overlap_moe_comm;
+  r["megatron_fsdp"] = known && p.megatron_fsdp;
   // Heterogeneous plans (a planner's pick): each stage's replicas and strategy, "" for uniform plans.
   std::string replicas, strategies;
   for (int s = 0; known && s < p.pp; ++s) {
@@ -193,6 +194,7 @@ json plan_knobs(const ParallelPlan& p) {
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.dispatcher != Dispatcher::ALL_TO_ALL) j["dispatcher"] = to_string(p.dispatcher);
   if (p.overlap_moe_comm) j["overlap_moe_comm"] = true;
+  if (p.megatron_fsdp) j["megatron_fsdp"] = true;
   return j;
 }
 
@@ -278,6 +280,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                              "cuda_graphs",
                              "dispatcher",
                              "overlap_moe_comm",
+                             "megatron_fsdp",
                              "network",
                              "grid_points",
                              "planners",
@@ -367,7 +370,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
   for (const std::string& s : strings(spec, "precision", {"bf16"}))
     precisions.push_back(precision_from_string(s, kCtx));
   const std::vector<bool> tcos = bools(spec, "tp_comm_overlap"), opgs = bools(spec, "overlap_param_gather"),
-                          graphs = bools(spec, "cuda_graphs"), moe_overlaps = bools(spec, "overlap_moe_comm");
+                          graphs = bools(spec, "cuda_graphs"), moe_overlaps = bools(spec, "overlap_moe_comm"),
+                          megatron_fsdps = bools(spec, "megatron_fsdp");
   std::vector<Dispatcher> dispatchers;
   for (const std::string& s : strings(spec, "dispatcher", {"alltoall"}))
     dispatchers.push_back(dispatcher_from_string(s, kCtx));
@@ -376,7 +380,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
     Precision precision;
     bool tp_comm_overlap, overlap_param_gather, cuda_graphs;
     Dispatcher dispatcher;
-    bool overlap_moe_comm;
+    bool overlap_moe_comm, megatron_fsdp;
   };
   std::vector<Options> options;
   for (Precision pr : precisions)
@@ -384,7 +388,8 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
       for (bool opg : opgs)
         for (bool g : graphs)
           for (Dispatcher d : dispatchers)
-            for (bool mo : moe_overlaps) options.push_back({pr, tco, opg, g, d, mo});
+            for (bool mo : moe_overlaps)
+              for (bool mf : megatron_fsdps) options.push_back({pr, tco, opg, g, d, mo, mf});
   std::vector<NetworkMode> networks;
   for (const std::string& s : strings(spec, "network", {"analytic"})) {
     if (s == "analytic") networks.push_back(NetworkMode::ANALYTIC);
@@ -525,6 +530,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                                         p.cuda_graphs = o.cuda_graphs;
                                         p.dispatcher = o.dispatcher;
                                         p.overlap_moe_comm = o.overlap_moe_comm;
+                                        p.megatron_fsdp = o.megatron_fsdp;
                                         try {
                                           p.validate(model, cluster);
                                         } catch (const ConfigError& e) {
@@ -733,6 +739,7 @@ const char* const kColumns[] = {"id",
                                 "cuda_graphs",
                                 "dispatcher",
                                 "overlap_moe_comm",
+                                "megatron_fsdp",
                                 "stage_replicas",
                                 "stage_strategies",
                                 "status",

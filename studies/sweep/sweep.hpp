@@ -18,17 +18,18 @@
 //    "precision": ["bf16", "fp8", "fp8-current", "mxfp8"],     linear-layer GEMMs (ParallelPlan::precision)
 //    "tp_comm_overlap": [false, true], "overlap_param_gather": [false, true], "cuda_graphs": [false, true],
 //    "dispatcher": ["alltoall", "deepep"], "overlap_moe_comm": [false, true],   MoE token dispatch and its overlap
+//    "megatron_fsdp": [false, true],                           ZeRO 2/3 as Megatron-FSDP runs them
 //    "network": ["analytic", "flow"],
 //    "grid_points": true,                                      false: planner scenarios only
 //    "planners": ["grid", "dapple:8"],                         NAME[:TP]; TP = GPUs per device for pipeline planners
 //    "random": {"samples": 1000, "seed": 1}}                   sample N valid grid points instead of all
 // Defaults: tp, pp, vp, mbs [1]; dp ["auto"]; schedule ["1f1b"]; zero [0]; recompute ["none"]; tp_layout ["1d"];
 // sequence_parallel [false]; cp, ep [1]; cp_kind ["ring"]; precision ["bf16"]; tp_comm_overlap, overlap_param_gather,
-// cuda_graphs, overlap_moe_comm [false]; dispatcher ["alltoall"]; network ["analytic"]; gbs is required. Points with an
-// option the hardware or the plan cannot take (fp8 without FP8 tensor cores, tp_comm_overlap without sequence_parallel,
-// overlap_param_gather without ZeRO 1 or 2) are skipped by plan validation like any other invalid point; cp_kind with
-// cp 1, sequence_parallel or tp_comm_overlap with tp 1, a dispatcher other than alltoall on a dense model are skipped
-// as no-ops.
+// cuda_graphs, overlap_moe_comm, megatron_fsdp [false]; dispatcher ["alltoall"]; network ["analytic"]; gbs is required.
+// Points with an option the hardware or the plan cannot take (fp8 without FP8 tensor cores, tp_comm_overlap without
+// sequence_parallel, overlap_param_gather without ZeRO 1 or 2, megatron_fsdp below ZeRO 2) are skipped by plan
+// validation like any other invalid point; cp_kind with cp 1, sequence_parallel or tp_comm_overlap with tp 1, a
+// dispatcher other than alltoall on a dense model are skipped as no-ops.
 //
 // Expansion (deterministic): for every model, cluster, gbs, network and knob combination (nested loops in that
 // order) a grid point; points failing a divisibility rule or ParallelPlan::validate are skipped and counted by

@@ -78,6 +78,7 @@ SweepRow row_from_json(const json& j, const std::string& ctx) {
   r.cuda_graphs = j.contains("cuda_graphs") && boolean(j, ctx, "cuda_graphs", false);
   r.dispatcher = j.contains("dispatcher") ? str(j, ctx, "dispatcher") : "alltoall";
   r.overlap_moe_comm = j.contains("overlap_moe_comm") && boolean(j, ctx, "overlap_moe_comm", false);
+  r.megatron_fsdp = j.contains("megatron_fsdp") && boolean(j, ctx, "megatron_fsdp", false);
   r.status = str(j, ctx, "status");
   if (r.status != "ok" && r.status != "oom" && r.status != "failed" && r.status != "crashed")
     throw FormatError(ctx + ": status '" + r.status + "' is not one of ok, oom, failed, crashed");
@@ -125,7 +126,7 @@ std::string SweepRow::strategy() const {
                   (tp_comm_overlap ? " tp-overlap" : "") + (overlap_param_gather ? " param-gather-overlap" : "") +
                   (cuda_graphs ? " cuda-graphs" : "") +
                   (dispatcher.empty() || dispatcher == "alltoall" ? std::string() : " " + dispatcher) +
-                  (overlap_moe_comm ? " moe-comm-overlap" : "");
+                  (overlap_moe_comm ? " moe-comm-overlap" : "") + (megatron_fsdp ? " megatron-fsdp" : "");
   return planner.empty() ? s : std::string("planner ") + planner + ": " + s;
 }
 
@@ -230,6 +231,7 @@ nlohmann::json to_json(const SweepRow& r) {
           {"cuda_graphs", r.cuda_graphs},
           {"dispatcher", r.dispatcher},
           {"overlap_moe_comm", r.overlap_moe_comm},
+          {"megatron_fsdp", r.megatron_fsdp},
           {"status", r.status},
           {"error", r.error},
           {"iteration_time_s", num_or_null(r.iteration_time_s)},

@@ -3,12 +3,12 @@
 //
 // Row schema (every key required; unknown keys ignored): id, index, model, params, cluster, gpu, gpus, nodes,
 // network, planner ("" for grid points), tp, pp, dp, vp, mbs, gbs, schedule, zero, recompute, tp_layout,
-// sequence_parallel, precision, tp_comm_overlap, overlap_param_gather, cuda_graphs, dispatcher, overlap_moe_comm
-// (these six optional: bf16 / false / alltoall in rows written before they existed), status ("ok" | "oom" | "failed" |
-// "crashed"), error, iteration_time_s, tokens_per_s, samples_per_s, mfu, model_tflops_per_gpu, peak_memory_bytes (max
-// over ranks), memory_capacity_bytes, fits, memory_bytes {weights, gradients, optimizer, activations, reserved},
-// compute_s, exposed_comm_s, bubble_s, sim_wall_s. Rows whose status is not "ok" have null metrics (read as NaN, fits
-// false); an "ok" row must carry tokens_per_s, peak_memory_bytes and fits.
+// sequence_parallel, precision, tp_comm_overlap, overlap_param_gather, cuda_graphs, dispatcher, overlap_moe_comm,
+// megatron_fsdp (these seven optional: bf16 / false / alltoall in rows written before they existed), status ("ok" |
+// "oom" | "failed" | "crashed"), error, iteration_time_s, tokens_per_s, samples_per_s, mfu, model_tflops_per_gpu,
+// peak_memory_bytes (max over ranks), memory_capacity_bytes, fits, memory_bytes {weights, gradients, optimizer,
+// activations, reserved}, compute_s, exposed_comm_s, bubble_s, sim_wall_s. Rows whose status is not "ok" have null
+// metrics (read as NaN, fits false); an "ok" row must carry tokens_per_s, peak_memory_bytes and fits.
 #pragma once
 #include <istream>
 #include <string>
@@ -40,6 +40,7 @@ struct SweepRow {
   bool tp_comm_overlap = false, overlap_param_gather = false, cuda_graphs = false;
   std::string dispatcher = "alltoall";  ///< MoE token dispatcher ("" for a planner row that did not run)
   bool overlap_moe_comm = false;
+  bool megatron_fsdp = false;  ///< ZeRO 2/3 as Megatron-FSDP runs them (ParallelPlan::megatron_fsdp)
   std::string status, error;
   // Metrics: NaN (fits false) when null, which they are for every row whose status is not "ok".
   double iteration_time_s = 0, tokens_per_s = 0, samples_per_s = 0, mfu = 0, model_tflops_per_gpu = 0;

@@ -304,6 +304,7 @@ TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
                                          "cuda_graphs",
                                          "dispatcher",
                                          "overlap_moe_comm",
+                                         "megatron_fsdp",
                                          "stage_replicas",
                                          "stage_strategies",
                                          "status",
@@ -388,7 +389,7 @@ TEST(SweepRows, SpecFileErrorAndCsv) {
     return n;
   };
   EXPECT_EQ(count(header), count(line));
-  EXPECT_EQ(count(header), 50u);  // 46 keys, memory_bytes as 5 columns
+  EXPECT_EQ(count(header), 51u);  // 47 keys, memory_bytes as 5 columns
 }
 
 // Expert and context parallelism as sweep knobs: mixtral-8x7b (8 experts, 32 heads, seq 4096) on 8 H100s, gbs 8,
@@ -443,7 +444,7 @@ TEST(SweepExpansion, PrecisionAndOverlapKnobs) {
   EXPECT_EQ(fp8["tp_comm_overlap"], false);
   EXPECT_LT(fp8["iteration_time_s"].get<double>(), 0.95 * bf16["iteration_time_s"].get<double>());
   EXPECT_LT(fp8["compute_s"].get<double>(), bf16["compute_s"].get<double>());
-  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,alltoall,false,,,ok,"), std::string::npos)
+  EXPECT_NE(sw::csv_line(fp8).find(",fp8-delayed,false,false,false,alltoall,false,false,,,ok,"), std::string::npos)
       << sw::csv_line(fp8);
   EXPECT_EQ(sw::expand(plain, ".", false).scenarios.at(0).id, ex.scenarios[0].id);
 
@@ -490,6 +491,31 @@ TEST(SweepExpansion, PrecisionAndOverlapKnobs) {
   EXPECT_EQ(
       skipped(ex_opg, "plan validation: overlap-param-gather needs the distributed optimizer (zero stage N or N)"), 1u);
   EXPECT_EQ(ex_opg.scenarios.size(), 3u);
+
+  // megatron_fsdp needs ZeRO 2 or 3: zero {1, 2, 3} x megatron_fsdp {false, true}: the ZeRO-1 point refused, the
+  // others distinct scenarios (the id covers the knob; without it the id is what a spec without the knob gives).
+  json mf = plain;
+  mf["zero"] = {1, 2, 3};
+  mf["recompute"] = {"none"};
+  mf["megatron_fsdp"] = {false, true};
+  const auto ex_mf = sw::expand(mf, ".", false);
+  EXPECT_EQ(skipped(ex_mf,
+                    "plan validation: megatron-fsdp needs zero stage N (optim_grads) or N (optim_grads_params); "
+                    "at N and N Megatron-FSDP runs as DDP and the distributed optimizer (no --megatron-fsdp)"),
+            1u);
+  ASSERT_EQ(ex_mf.scenarios.size(), 5u);
+  std::set<std::string> mf_ids;
+  int megatron = 0;
+  for (const auto& s : ex_mf.scenarios) {
+    mf_ids.insert(s.id);
+    megatron += s.plan.megatron_fsdp ? 1 : 0;
+  }
+  EXPECT_EQ(mf_ids.size(), 5u);
+  EXPECT_EQ(megatron, 2);
+  json mf_off = plain;
+  mf_off["zero"] = {1, 2, 3};
+  mf_off["recompute"] = {"none"};
+  EXPECT_EQ(sw::expand(mf_off, ".", false).scenarios[0].id, ex_mf.scenarios[0].id);
 
   json bad = spec;
   bad["precision"] = {"fp9"};

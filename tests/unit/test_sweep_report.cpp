@@ -113,7 +113,7 @@ TEST(SweepResults, ReadsTheSchemaAndRoundTrips) {
   EXPECT_EQ(r.cp, 1);
   EXPECT_EQ(r.ep, 1);
   EXPECT_EQ(r.precision, "bf16");
-  EXPECT_FALSE(r.tp_comm_overlap || r.overlap_param_gather || r.cuda_graphs || r.overlap_moe_comm);
+  EXPECT_FALSE(r.tp_comm_overlap || r.overlap_param_gather || r.cuda_graphs || r.overlap_moe_comm || r.megatron_fsdp);
   EXPECT_EQ(r.dispatcher, "alltoall");
   nlohmann::json expected = nlohmann::json::parse(line);
   expected["cp"] = 1;
@@ -124,6 +124,7 @@ TEST(SweepResults, ReadsTheSchemaAndRoundTrips) {
   expected["cuda_graphs"] = false;
   expected["dispatcher"] = "alltoall";
   expected["overlap_moe_comm"] = false;
+  expected["megatron_fsdp"] = false;
   EXPECT_EQ(to_json(res.rows[0]), expected);
 }
 

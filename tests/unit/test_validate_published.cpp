@@ -641,6 +641,35 @@ TEST(PublishedData, RecomputeModulesFromWordsOrListAndDualPipeRefused) {
       << row_by_id(rows, "bad").failure;
 }
 
+TEST(PublishedData, MegatronFsdpRowsAndItsRefusalBelowZero2) {
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {"l8": {"preset": "llama3-8b"}},
+    "rows": [
+      {"id": "mfsdp", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 1, "pp": 1,
+       "dp": 16, "mbs": 1, "gbs": 64, "framework": "megatron-core", "zero_stage": 3, "megatron_fsdp": true,
+       "fsdp_double_buffer": true, "measured": {"iteration_s": 1.0}},
+      {"id": "zero1", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 1, "pp": 1,
+       "dp": 16, "mbs": 1, "gbs": 64, "framework": "megatron-core", "zero_stage": 1, "megatron_fsdp": true,
+       "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "mfsdp.json");
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& r = row_by_id(rows, "mfsdp");
+  ASSERT_TRUE(r.failure.empty()) << r.failure;
+  EXPECT_EQ(r.plan.zero_stage, 3);
+  EXPECT_TRUE(r.plan.megatron_fsdp);
+  EXPECT_TRUE(r.plan.fsdp_double_buffer);
+  // Below ZeRO 2 the plan's validation (when the row is predicted) refuses it.
+  const auto& z1 = row_by_id(rows, "zero1");
+  ASSERT_TRUE(z1.failure.empty()) << z1.failure;
+  EXPECT_TRUE(z1.plan.megatron_fsdp);
+  try {
+    z1.plan.validate(z1.model, load_cluster(z1.cluster));
+    ADD_FAILURE() << "megatron_fsdp at ZeRO 1 validated";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("megatron-fsdp needs zero stage 2"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   const std::string path = kMeasurements + "simumax_b200.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";

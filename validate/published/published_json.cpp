@@ -698,6 +698,10 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
       throw ConfigError(ctx + ": zero_stage '" + z + "' does not start with a stage 0-3");
     p.zero_stage = z[0] - '0';
   } else p.zero_stage = opt_int(row, ctx, "zero_stage").value_or(0);
+  // Megatron-FSDP (Megatron-Core --use-megatron-fsdp) rather than the distributed optimizer or FSDP2: a row says so
+  // with megatron_fsdp (and fsdp_double_buffer); the plan's validation refuses it below ZeRO 2.
+  p.megatron_fsdp = opt_bool(row, ctx, "megatron_fsdp").value_or(false);
+  p.fsdp_double_buffer = opt_bool(row, ctx, "fsdp_double_buffer").value_or(false);
   // Megatron-LM with bf16 accumulates and reduces gradients in fp32 main_grad buffers by default
   // (accumulate_allreduce_grads_in_fp32 is set for --bf16). torchtitan reduces in fp32 too: its FSDP2 mixed-precision
   // policy has reduce_dtype float32 (job config mixed_precision_reduce, default "float32"),
@@ -935,6 +939,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "fsdp",
                                               "flop_convention",
                                               "fsdp_degree",
+                                              "fsdp_double_buffer",
                                               "ga",
                                               "gbs",
                                               "gpu",
@@ -950,6 +955,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "mbs",
                                               "measured",
                                               "measurement_method",
+                                              "megatron_fsdp",
                                               "model",
                                               "moe_capacity",
                                               "moe_dispatcher",
