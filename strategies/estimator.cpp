@@ -378,7 +378,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     }
     return l;
   };
-  const Link dp_link_ordered = hop(c, cal, plan.dp, stride_dp);
+  // The dense gradients' group is dp x cp (Megatron's data-parallel-with-cp): with DP right after the TP slot (tp x cp
+  // ranks, cp next to tp), its members are tp ranks apart; otherwise the DP stride sets how they spread over nodes.
+  const bool grad_group_contiguous = plan.cp > 1 && stride_dp == plan.tp * plan.cp * stride_tp;
+  const int stride_grad = grad_group_contiguous ? plan.tp * stride_tp : stride_dp;
+  const Link dp_link_ordered =
+      grad_group_contiguous ? hop(c, cal, plan.dp * plan.cp, stride_grad) : hop(c, cal, plan.dp, stride_dp);
   const Link pp_link = hop(c, cal, 2, stride);
   const auto layers = plan.stage_layers(m.num_layers);
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
@@ -555,7 +560,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     // (approximated as part of the same ring volume scaled by its group's share).
     const double grads = (sm.params - sm.expert_params + sm.expert_params * (plan.expert_dp() > 1 ? 1.0 : 0.0)) *
                          (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype));
-    const int per_node = std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_dp, c.gpus_per_node))));
+    const int per_node =
+        std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_grad, c.gpus_per_node))));
     const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
     auto dp_ring = [&](bool all_reduce) {
       if (!two_level)

@@ -693,6 +693,86 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
 LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind);
 }  // namespace
 
+namespace {
+// Ring attention's blocks: cp blocks of 1/cp of the rank's (causal-balanced) flash work, each after a KV transfer.
+std::pair<Op, Op> ring_flash_ops(const TransformerSpec& m, const Dims& d, double heads_rank, const AttentionProj& ap) {
+  return flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, d.sq / d.s);
+}
+
+// The attention block as steps: [qkv projections] [CP exchange] [core] [CP exchange] [output projection], the
+// context-parallel exchange per micro-batch of this rank (sq tokens of each sequence) as the plan's cp_kind runs it.
+// Without context parallelism (and for the unfused kernels) it stays one compute step.
+struct CpAttention {
+  const Shape& sh;
+  const Dims& d;
+  const AttentionProj& ap;
+  const std::vector<Op>&core, &core_b;
+  const Op& proj;
+  std::pair<Op, Op> ring_block;
+
+  double qkv_bytes() const { return d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e; }
+  Step ring_step(const std::string& name, const Op& block, double bytes, double tail_bytes) const {
+    Step r = compute(name, {block});
+    r.kind = Step::Kind::RING_ATTENTION;
+    r.group = CommGroup::CP;
+    r.ring_steps = sh.cp;
+    r.collective_bytes = bytes;
+    r.ring_tail_bytes = tail_bytes;
+    return r;
+  }
+  void forward(std::vector<Step>& out, std::vector<Op> before) const {
+    std::vector<Op> in = std::move(before);
+    append(in, ap.in);
+    if (sh.cp <= 1) {
+      append(in, core);
+      in.push_back(proj);
+      out.push_back(compute("attention", in));
+      return;
+    }
+    const double kv_block = d.T * (ap.k_w + ap.v_w) * d.e, o_bytes = d.T * ap.o_w * d.e;
+    out.push_back(compute("attention-qkv", in));
+    if (sh.cp_kind == CpKind::RING) {
+      out.push_back(ring_step("attention-ring", ring_block.first, kv_block, 0));
+    } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
+      out.push_back(group_coll("attention-cp-a2a-qkv", CollectiveKind::ALL_TO_ALL, qkv_bytes(), CommGroup::CP));
+      out.push_back(compute("attention-core", core));
+      out.push_back(group_coll("attention-cp-a2a-out", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
+    } else {
+      out.push_back(group_coll("attention-cp-ag-kv", CollectiveKind::ALL_GATHER, kv_block * sh.cp, CommGroup::CP));
+      out.push_back(compute("attention-core", core));
+    }
+    out.push_back(compute("attention-proj", {proj}));
+  }
+  void backward(std::vector<Step>& out, std::vector<Op> before, const std::vector<Op>& after) const {
+    std::vector<Op> pb = std::move(before);
+    append(pb, gemm_bwd(proj));
+    std::vector<Op> qb = backward_of(ap.in, {});
+    append(qb, after);
+    if (sh.cp <= 1) {
+      append(pb, core_b);
+      append(pb, qb);
+      out.push_back(compute("attention-bwd", pb));
+      return;
+    }
+    const double kv_block = d.T * (ap.k_w + ap.v_w) * d.e, o_bytes = d.T * ap.o_w * d.e;
+    out.push_back(compute("attention-proj-bwd", pb));
+    if (sh.cp_kind == CpKind::RING) {
+      // K, V and the partial dK, dV travel together; the finished dK, dV return to their owner at the end.
+      out.push_back(ring_step("attention-ring-bwd", ring_block.second, 2 * kv_block, kv_block));
+    } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
+      out.push_back(group_coll("attention-cp-a2a-out-bwd", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
+      out.push_back(compute("attention-core-bwd", core_b));
+      out.push_back(group_coll("attention-cp-a2a-qkv-bwd", CollectiveKind::ALL_TO_ALL, qkv_bytes(), CommGroup::CP));
+    } else {
+      out.push_back(group_coll("attention-cp-ag-kv-bwd", CollectiveKind::ALL_GATHER, kv_block * sh.cp, CommGroup::CP));
+      out.push_back(compute("attention-core-bwd", core_b));
+      out.push_back(group_coll("attention-cp-rs-dkv", CollectiveKind::REDUCE_SCATTER, kv_block * sh.cp, CommGroup::CP));
+    }
+    out.push_back(compute("attention-qkv-bwd", qb));
+  }
+};
+}  // namespace
+
 LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, bool moe) {
   return standard_layer_passes(m, sh, moe, 0);
 }
@@ -751,70 +831,10 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   Op fc2 = tagged(gemm("fc2", d.T, d.f / d.t, d.h, d.e), 4);
   Op dropres2 = tagged(mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1)), 4);
 
-  // Context-parallel exchange around the core (per micro-batch of this rank: sq tokens of each sequence).
-  const double qkv_bytes = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e, kv_block = d.T * (ap.k_w + ap.v_w) * d.e,
-               o_bytes = d.T * ap.o_w * d.e;
-  const bool cp = sh.cp > 1;
-  // Ring attention: cp blocks of 1/cp of the rank's (causal-balanced) flash work, each after a KV transfer.
-  const auto ring_block = flash_ops(d, heads_rank, d.sq, d.skv, ap.qk_dim, ap.v_dim, m.causal, 1.0 / sh.cp);
-  auto ring_step = [&](const std::string& name, const Op& block, double bytes, double tail_bytes) {
-    Step r = compute(name, {block});
-    r.kind = Step::Kind::RING_ATTENTION;
-    r.group = CommGroup::CP;
-    r.ring_steps = sh.cp;
-    r.collective_bytes = bytes;
-    r.ring_tail_bytes = tail_bytes;
-    return r;
-  };
-  // The attention block as steps: [qkv projections] [CP exchange] [core] [CP exchange] [output projection].
-  // Without context parallelism (and for the unfused kernels) it stays one compute step, as before.
-  auto attention_fwd = [&](std::vector<Step>& out, std::vector<Op> before) {
-    std::vector<Op> in = std::move(before);
-    append(in, ap.in);
-    if (!cp) {
-      append(in, core);
-      in.push_back(proj);
-      out.push_back(compute("attention", in));
-      return;
-    }
-    out.push_back(compute("attention-qkv", in));
-    if (sh.cp_kind == CpKind::RING) {
-      out.push_back(ring_step("attention-ring", ring_block.first, kv_block, 0));
-    } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
-      out.push_back(group_coll("attention-cp-a2a-qkv", CollectiveKind::ALL_TO_ALL, qkv_bytes, CommGroup::CP));
-      out.push_back(compute("attention-core", core));
-      out.push_back(group_coll("attention-cp-a2a-out", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
-    } else {
-      out.push_back(group_coll("attention-cp-ag-kv", CollectiveKind::ALL_GATHER, kv_block * sh.cp, CommGroup::CP));
-      out.push_back(compute("attention-core", core));
-    }
-    out.push_back(compute("attention-proj", {proj}));
-  };
+  const CpAttention cpa{sh, d, ap, core, core_b, proj, ring_flash_ops(m, d, heads_rank, ap)};
+  auto attention_fwd = [&](std::vector<Step>& out, std::vector<Op> before) { cpa.forward(out, std::move(before)); };
   auto attention_bwd = [&](std::vector<Step>& out, std::vector<Op> before, const std::vector<Op>& after) {
-    std::vector<Op> pb = std::move(before);
-    append(pb, gemm_bwd(proj));
-    std::vector<Op> qb = backward_of(ap.in, {});
-    append(qb, after);
-    if (!cp) {
-      append(pb, core_b);
-      append(pb, qb);
-      out.push_back(compute("attention-bwd", pb));
-      return;
-    }
-    out.push_back(compute("attention-proj-bwd", pb));
-    if (sh.cp_kind == CpKind::RING) {
-      // K, V and the partial dK, dV travel together; the finished dK, dV return to their owner at the end.
-      out.push_back(ring_step("attention-ring-bwd", ring_block.second, 2 * kv_block, kv_block));
-    } else if (sh.cp_kind == CpKind::ALL_TO_ALL) {
-      out.push_back(group_coll("attention-cp-a2a-out-bwd", CollectiveKind::ALL_TO_ALL, o_bytes, CommGroup::CP));
-      out.push_back(compute("attention-core-bwd", core_b));
-      out.push_back(group_coll("attention-cp-a2a-qkv-bwd", CollectiveKind::ALL_TO_ALL, qkv_bytes, CommGroup::CP));
-    } else {
-      out.push_back(group_coll("attention-cp-ag-kv-bwd", CollectiveKind::ALL_GATHER, kv_block * sh.cp, CommGroup::CP));
-      out.push_back(compute("attention-core-bwd", core_b));
-      out.push_back(group_coll("attention-cp-rs-dkv", CollectiveKind::REDUCE_SCATTER, kv_block * sh.cp, CommGroup::CP));
-    }
-    out.push_back(compute("attention-qkv-bwd", qb));
+    cpa.backward(out, std::move(before), after);
   };
 
   LayerPasses p;
@@ -956,52 +976,116 @@ std::vector<Op> gated_deltanet_ops(const TransformerSpec& m, const Dims& d) {
 struct Block {
   std::vector<Step> forward, backward;
 };
-Block residual_block(const std::string& name, const Dims& d, const Shape& sh, const std::vector<Op>& fwd,
-                     const std::vector<Op>& bwd) {
+// `fwd` and `bwd` are the block's steps between its TP collectives; where no collective separates them from the
+// norm and the residual add, those join the first and last compute step (one step for a single-step block).
+Block residual_block(const std::string& name, const Dims& d, const Shape& sh, std::vector<Step> fwd,
+                     std::vector<Step> bwd) {
+  DTSIM_ASSERT(!fwd.empty() && !bwd.empty() && fwd.front().kind == Step::Kind::COMPUTE &&
+                   fwd.back().kind == Step::Kind::COMPUTE && bwd.front().kind == Step::Kind::COMPUTE &&
+                   bwd.back().kind == Step::Kind::COMPUTE,
+               "block " << name << " must begin and end with compute steps");
   const bool tp = sh.tp > 1, sp = sh.sequence_parallel;
   const double act_bytes = d.T * d.h * d.e;
   const Op norm = mem(name + "-norm", 2 * d.Tsp * d.h * d.e), add = mem(name + "-residual", 3 * d.Tsp * d.h * d.e);
   const Op norm_b = mem(name + "-norm-bwd", 1.5 * norm.bytes), add_b = mem(name + "-residual-bwd", add.bytes);
   Block b;
   if (tp && sp) {
-    b.forward = {compute(name + "-norm", {norm}), coll(name + "-ag", CollectiveKind::ALL_GATHER, act_bytes),
-                 compute(name, fwd), coll(name + "-rs", CollectiveKind::REDUCE_SCATTER, act_bytes),
-                 compute(name + "-residual", {add})};
+    b.forward = {compute(name + "-norm", {norm}), coll(name + "-ag", CollectiveKind::ALL_GATHER, act_bytes)};
+    append_steps(b.forward, fwd);
+    b.forward.push_back(coll(name + "-rs", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    b.forward.push_back(compute(name + "-residual", {add}));
     b.backward = {compute(name + "-residual-bwd", {add_b}),
-                  coll(name + "-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), compute(name + "-bwd", bwd),
-                  coll(name + "-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes),
-                  compute(name + "-norm-bwd", {norm_b})};
+                  coll(name + "-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes)};
+    append_steps(b.backward, bwd);
+    b.backward.push_back(coll(name + "-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes));
+    b.backward.push_back(compute(name + "-norm-bwd", {norm_b}));
   } else {
-    std::vector<Op> f = {norm}, bw = {add_b};
-    append(f, fwd);
-    append(bw, bwd);
+    fwd.front().ops.insert(fwd.front().ops.begin(), norm);
+    bwd.front().ops.insert(bwd.front().ops.begin(), add_b);
     if (tp) {
-      b.forward = {compute(name, f), coll(name + "-ar", CollectiveKind::ALL_REDUCE, act_bytes),
-                   compute(name + "-residual", {add})};
-      b.backward = {compute(name + "-bwd", bw), coll(name + "-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes),
-                    compute(name + "-norm-bwd", {norm_b})};
+      b.forward = std::move(fwd);
+      b.forward.push_back(coll(name + "-ar", CollectiveKind::ALL_REDUCE, act_bytes));
+      b.forward.push_back(compute(name + "-residual", {add}));
+      b.backward = std::move(bwd);
+      b.backward.push_back(coll(name + "-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes));
+      b.backward.push_back(compute(name + "-norm-bwd", {norm_b}));
     } else {
-      f.push_back(add);
-      bw.push_back(norm_b);
-      b.forward = {compute(name, f)};
-      b.backward = {compute(name + "-bwd", bw)};
+      fwd.back().ops.push_back(add);
+      bwd.back().ops.push_back(norm_b);
+      b.forward = std::move(fwd);
+      b.backward = std::move(bwd);
     }
   }
   return b;
 }
+Block residual_block(const std::string& name, const Dims& d, const Shape& sh, const std::vector<Op>& fwd,
+                     const std::vector<Op>& bwd) {
+  return residual_block(name, d, sh, std::vector<Step>{compute(name, fwd)},
+                        std::vector<Step>{compute(name + "-bwd", bwd)});
+}
+
+// Context parallelism of a Mamba-2 or Gated DeltaNet mixer (Megatron-Core's all-to-all CP: MambaContextParallel in
+// megatron/core/ssm/mamba_context_parallel.py, a2a_cp_to_hp in gated_delta_net/gdn.py): after the input projection
+// (the rank's s / cp tokens), an all-to-all over the CP group trades tokens for heads, so the conv1d and the scan (the
+// delta rule) run over the whole sequence with heads / (tp cp); another brings the output back to the rank's tokens
+// before the output projection (Mamba: the scan's y, gated norm after it; Gated DeltaNet: after its gated norm). The
+// kernels' work is the same (linear in tokens x heads); the exchanges are what CP adds. Mamba's B and C are repeated
+// cp / (groups / tp) times first when fewer groups than CP ranks share a TP rank.
+struct CpMixer {
+  std::vector<Step> forward, backward;
+};
+CpMixer cp_mixer(const TransformerSpec& m, const Dims& d, const Shape& sh, MixerKind mixer,
+                 const std::vector<Op>& ops) {
+  DTSIM_ASSERT(ops.size() == 5, "a mixer is in-proj, conv1d, kernel, gated norm, out-proj");
+  double in_width = 0, out_width = 0;
+  std::size_t back_from = 3;  // ops from here on run after the exchange back
+  if (mixer == MixerKind::MAMBA2) {
+    const auto& x = m.mamba;
+    const double H = x.heads / d.t, G = x.groups / d.t, di = H * x.head_dim;
+    const double repeat = G < sh.cp ? sh.cp / G : 1;
+    in_width = 2 * di + 2 * G * x.state * repeat + H;
+    out_width = di;
+  } else {
+    const auto& x = m.linear;
+    const double Hv = x.value_heads / d.t, kd = x.key_heads / d.t * x.key_head_dim, vd = Hv * x.value_head_dim;
+    in_width = 2 * kd + 2 * vd + 2 * Hv;
+    out_width = vd;
+    back_from = 4;
+  }
+  const std::vector<Op> front(ops.begin(), ops.begin() + 1),
+      middle(ops.begin() + 1, ops.begin() + static_cast<std::ptrdiff_t>(back_from)),
+      back(ops.begin() + static_cast<std::ptrdiff_t>(back_from), ops.end());
+  const double in_bytes = d.T * in_width * d.e, out_bytes = d.T * out_width * d.e;
+  CpMixer c;
+  c.forward = {
+      compute("mixer-in", front), group_coll("mixer-cp-a2a-in", CollectiveKind::ALL_TO_ALL, in_bytes, CommGroup::CP),
+      compute("mixer-scan", middle),
+      group_coll("mixer-cp-a2a-out", CollectiveKind::ALL_TO_ALL, out_bytes, CommGroup::CP), compute("mixer-out", back)};
+  c.backward = {compute("mixer-out-bwd", backward_of(back, {})),
+                group_coll("mixer-cp-a2a-out-bwd", CollectiveKind::ALL_TO_ALL, out_bytes, CommGroup::CP),
+                compute("mixer-scan-bwd", backward_of(middle, {})),
+                group_coll("mixer-cp-a2a-in-bwd", CollectiveKind::ALL_TO_ALL, in_bytes, CommGroup::CP),
+                compute("mixer-in-bwd", backward_of(front, {}))};
+  return c;
+}
 
 // A layer that is not a standard attention + FFN layer: a Megatron-Core hybrid block (Mamba-2, attention, MLP or MoE
 // alone, each with its own norm and residual) or a whole layer of another mixer and an FFN (Gated DeltaNet + MoE).
-// No context parallelism and 1-D tensor parallelism only (the plan is refused otherwise).
+// 1-D tensor parallelism only (the plan is refused otherwise); context parallelism as Megatron-Core runs it (cp_mixer;
+// the attention blocks' as in standard layers).
 LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind) {
-  DTSIM_ASSERT(sh.cp == 1 && (sh.layout == TpLayout::D1 || sh.tp == 1),
-               "layer kind " << to_string(kind) << " with context parallelism or a grid TP layout");
+  DTSIM_ASSERT(sh.layout == TpLayout::D1 || sh.tp == 1, "layer kind " << to_string(kind) << " with a grid TP layout");
   const Dims d = dims(m, sh);
   std::vector<Block> blocks;
   std::vector<Op> selective;  // an unfused attention core, recomputed under selective recompute
   if (kind.mixer == MixerKind::MAMBA2 || kind.mixer == MixerKind::GATED_DELTANET) {
     const auto f = kind.mixer == MixerKind::MAMBA2 ? mamba_ops(m, d) : gated_deltanet_ops(m, d);
-    blocks.push_back(residual_block("mixer", d, sh, f, backward_of(f, {})));
+    if (sh.cp > 1) {
+      CpMixer c = cp_mixer(m, d, sh, kind.mixer, f);
+      blocks.push_back(residual_block("mixer", d, sh, std::move(c.forward), std::move(c.backward)));
+    } else {
+      blocks.push_back(residual_block("mixer", d, sh, f, backward_of(f, {})));
+    }
   } else if (kind.mixer != MixerKind::NONE) {  // attention alone (a '*' block)
     const AttentionProj ap = attention_proj(m, d);
     const double heads_rank = static_cast<double>(m.heads) / sh.tp;
@@ -1017,12 +1101,20 @@ LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, Layer
       core_b = backward_of(core, {"qk", "av"});
       selective = core;
     }
-    append(f, core);
-    f.push_back(ap.out);
-    append(b, gemm_bwd(ap.out));
-    append(b, core_b);
-    append(b, backward_of(ap.in, {}));
-    blocks.push_back(residual_block("attention", d, sh, f, b));
+    if (sh.cp > 1) {  // the standard layers' context-parallel attention (flash only: the plan refuses CP otherwise)
+      const CpAttention cpa{sh, d, ap, core, core_b, ap.out, ring_flash_ops(m, d, heads_rank, ap)};
+      std::vector<Step> fs, bs;
+      cpa.forward(fs, {});
+      cpa.backward(bs, {}, {});
+      blocks.push_back(residual_block("attention", d, sh, std::move(fs), std::move(bs)));
+    } else {
+      append(f, core);
+      f.push_back(ap.out);
+      append(b, gemm_bwd(ap.out));
+      append(b, core_b);
+      append(b, backward_of(ap.in, {}));
+      blocks.push_back(residual_block("attention", d, sh, f, b));
+    }
   }
   if (kind.ffn == FfnKind::DENSE) {
     const double ffn_rank = d.f / d.t * (m.mlp == MlpKind::SWIGLU ? 2 : 1);

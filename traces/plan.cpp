@@ -935,13 +935,28 @@ void ParallelPlan::validate_intra_layer(const TransformerSpec& model, const Clus
                       std::to_string(model.seq_len));
   if (sequence_parallel && tp == 1) throw ConfigError(ctx + ": sequence parallelism needs tp > 1");
   if (model.hybrid()) {
-    // Mamba-2, Gated DeltaNet, sliding-window and single-block layers are modelled with 1-D tensor parallelism,
-    // without context parallelism and with stage boundaries between layers.
+    // Mamba-2, Gated DeltaNet, sliding-window and single-block layers are modelled with 1-D tensor parallelism and
+    // with stage boundaries between layers; context parallelism as Megatron-Core's all-to-all CP for the Mamba and
+    // Gated DeltaNet mixers (each CP rank takes heads / (tp cp): mamba_context_parallel.py, gdn.py), not for sliding
+    // windows.
     auto refuse = [&](const std::string& what) {
       throw ConfigError(ctx + ": " + what + " is not modelled for the hybrid layers of '" + model.name +
                         "' (layer_pattern)");
     };
-    if (cp > 1) refuse("context parallelism");
+    if (cp > 1 && model.sliding_window > 0) refuse("context parallelism with sliding-window attention");
+    if (cp > 1 && model.mamba.enabled()) {
+      const int groups_tp = model.mamba.groups / tp;
+      if (model.mamba.heads % (tp * cp) != 0 || (groups_tp > 0 && groups_tp % cp != 0 && cp % groups_tp != 0))
+        throw ConfigError(ctx + ": context parallelism splits the " + std::to_string(model.mamba.heads) +
+                          " Mamba heads over tp*cp = " + std::to_string(tp * cp) + " ranks and its " +
+                          std::to_string(model.mamba.groups) +
+                          " groups per TP rank evenly over the cp ranks (or repeats them), which it cannot here");
+    }
+    if (cp > 1 && model.linear.enabled() &&
+        (model.linear.key_heads % (tp * cp) != 0 || model.linear.value_heads % (tp * cp) != 0))
+      throw ConfigError(ctx + ": context parallelism splits the " + std::to_string(model.linear.key_heads) +
+                        " key heads and " + std::to_string(model.linear.value_heads) +
+                        " value heads of the linear attention over tp*cp = " + std::to_string(tp * cp) + " ranks");
     for (int s = 0; s < pp; ++s)
       if (stage_strategy(s).tp_layout != TpLayout::D1)
         refuse("the " + to_string(stage_strategy(s).tp_layout) + " layout");

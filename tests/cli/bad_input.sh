@@ -199,7 +199,8 @@ expect_error "unknown routing"               "unknown routing 'hot'" simulate --
 expect_error "gpu speed spread 2"             "compute.gpu_speed_cv must be in [0, 0.3]" simulate --model gpt3-1.3b --cluster dgx-h100:8 --gbs 8 --gpu-speed-cv 2
 expect_error "unknown layer kind"            "field 'layer_pattern' has 'X'" simulate --model "$TMP/model_bad_pattern.json" --cluster dgx-a100:8 --gbs 8
 expect_error "mamba blocks without a mixer"  "no 'mamba' object" simulate --model "$TMP/model_mamba_missing.json" --cluster dgx-a100:8 --gbs 8
-expect_error "hybrid model with cp"          "context parallelism is not modelled for the hybrid layers" simulate --model nemotron-h-8b --cluster dgx-h100:8 --cp 2 --dp 4 --gbs 8
+expect_error "sliding windows with cp"       "context parallelism with sliding-window attention is not modelled for the hybrid layers" simulate --model gpt-oss-120b --cluster dgx-h100:16 --cp 2 --ep 8 --dp 8 --gbs 16 --attention flash
+expect_error "mamba heads over cp"           "context parallelism splits the 128 Mamba heads over tp*cp = 3 ranks" simulate --model nemotron-h-8b --seq-len 6144 --cluster dgx-h100:6 --cp 3 --dp 2 --gbs 8
 expect_error "tp splitting mamba groups"     "must divide the 256 Mamba heads and 8 groups" simulate --model nemotron-h-56b --cluster dgx-h100:16 --tp 16 --sequence-parallel --gbs 8
 expect_error "layout chunk count"            "has 3 chunks but pp * virtual stages is 4" simulate --model deepseek-v3-mtp --cluster dgx-h100:64 --pp 4 --ep 16 --gbs 16 --pipeline-layout 'Et*20|t*20|t*21mL'
 expect_error "layout without the mtp depth"  "must place one 'm' per MTP depth" simulate --model deepseek-v3-mtp --cluster dgx-h100:64 --pp 4 --ep 16 --gbs 16 --pipeline-layout 'Et*15|t*15|t*15|t*16L'

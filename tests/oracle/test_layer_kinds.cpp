@@ -247,3 +247,91 @@ TEST(MultiTokenPrediction, MegatronLayoutsReadAndRunFoldedAsUnfolded) {
   bad.layers_per_stage = parse_pipeline_layout(bad.pipeline_layout, "test").layers;
   EXPECT_THROW(bad.validate(m, cluster), ConfigError);
 }
+
+namespace {
+// Bytes of the layer's all-to-alls over the CP group in one pass.
+double cp_a2a_bytes(const std::vector<cost::Step>& steps) {
+  double b = 0;
+  for (const auto& st : steps)
+    if (st.kind == cost::Step::Kind::TP_COLLECTIVE && st.group == cost::CommGroup::CP &&
+        st.collective == cost::CollectiveKind::ALL_TO_ALL)
+      b += st.collective_bytes;
+  return b;
+}
+}  // namespace
+
+// Megatron-Core's all-to-all context parallelism of the Mamba-2 mixer (mamba_context_parallel.py): z, x, B, C and dt
+// of the rank's s / cp tokens go out to the CP ranks by heads before the conv1d and the scan, y comes back after; the
+// same two in the backward. The kernels' FLOPs per rank halve with cp 2 (tokens x heads). Nemotron-H 8B: 128 heads of
+// 64, 8 groups of state 128; at tp 4 and cp 4 the 2 groups of a TP rank are repeated twice.
+TEST(LayerKinds, MambaContextParallelExchangesTheMixerByHeads) {
+  const TransformerSpec m = model_preset("nemotron-h-8b");
+  const double H = m.mamba.heads, P = m.mamba.head_dim, G = m.mamba.groups, N = m.mamba.state, e = 2;
+  for (const auto& [tp, cp] : std::vector<std::pair<int, int>>{{1, 2}, {4, 4}}) {
+    cost::Shape sh;
+    sh.tp = tp;
+    sh.sequence_parallel = tp > 1;
+    sh.cp = cp;
+    const double T = static_cast<double>(m.seq_len) / cp, Ht = H / tp, Gt = G / tp;
+    const double repeat = Gt < cp ? cp / Gt : 1;
+    const double in = T * (2 * Ht * P + 2 * Gt * N * repeat + Ht) * e, out = T * Ht * P * e;
+    const auto passes = cost::layer_passes(m, sh, kMamba);
+    EXPECT_NEAR(cp_a2a_bytes(passes.forward), in + out, 1e-6) << "tp " << tp << " cp " << cp;
+    EXPECT_NEAR(cp_a2a_bytes(passes.backward), in + out, 1e-6) << "tp " << tp << " cp " << cp;
+    cost::Shape no_cp = sh;
+    no_cp.cp = 1;
+    EXPECT_NEAR(forward_flops(m, sh, kMamba), forward_flops(m, no_cp, kMamba) / cp,
+                forward_flops(m, no_cp, kMamba) * 1e-12);
+  }
+}
+
+// Gated DeltaNet (gdn.py a2a_cp_to_hp): the whole input projection's output goes out by heads, the gated norm's
+// output comes back. Qwen3-Next-80B-A3B's mixer: 16 key heads of 128, 32 value heads of 128.
+TEST(LayerKinds, GatedDeltaNetContextParallelExchangesTheMixerByHeads) {
+  const TransformerSpec m = model_preset("qwen3-next-80b-a3b");
+  cost::Shape sh;
+  sh.tp = 2;
+  sh.sequence_parallel = true;
+  sh.cp = 2;
+  const double T = m.seq_len / 2.0, kd = m.linear.key_heads / 2.0 * m.linear.key_head_dim,
+               Hv = m.linear.value_heads / 2.0, vd = Hv * m.linear.value_head_dim;
+  const LayerKind mixer_only{MixerKind::GATED_DELTANET, FfnKind::NONE};
+  const auto passes = cost::layer_passes(m, sh, mixer_only);
+  EXPECT_NEAR(cp_a2a_bytes(passes.forward), T * (2 * kd + 2 * vd + 2 * Hv) * 2 + T * vd * 2, 1e-6);
+  EXPECT_NEAR(cp_a2a_bytes(passes.backward), cp_a2a_bytes(passes.forward), 1e-6);
+}
+
+// A hybrid model with context parallelism simulates, folds exactly, its attention blocks run ring attention over the
+// CP group, and the estimator follows the simulator; a CP degree that does not split the heads is refused.
+TEST(LayerKinds, HybridModelWithContextParallelism) {
+  TransformerSpec m = model_preset("nemotron-h-8b");
+  m.seq_len = 4096;
+  const ClusterSpec cluster = load_cluster("dgx-h100:16");
+  ParallelPlan plan;
+  plan.tp = 2;
+  plan.cp = 2;
+  plan.dp = 4;
+  plan.sequence_parallel = true;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = 16;
+  plan.zero_stage = 1;
+  plan.validate(m, cluster);
+  cost::Shape sh = cost::shape_of(plan, 1);
+  bool ring = false;
+  for (const auto& st : cost::layer_passes(m, sh, LayerKind{MixerKind::ATTENTION, FfnKind::NONE}).forward)
+    ring = ring || st.kind == cost::Step::Kind::RING_ATTENTION;
+  EXPECT_TRUE(ring);
+  const auto [folded, unfolded] = folded_and_unfolded(m, cluster, plan);
+  const double t = unfolded.report.iteration_time_s;
+  EXPECT_GT(t, 0);
+  EXPECT_NEAR(folded.report.iteration_time_s, t, t * 1e-9);
+  const Calibration cal = default_calibration("h100-sxm5-80gb");
+  EXPECT_NEAR(estimate::estimate(m, cluster, cal, plan).iteration_s / t, 1.0, 0.10);
+  // 3 CP ranks split neither the 128 Mamba heads nor the 8 groups.
+  ParallelPlan bad = plan;
+  bad.tp = 1;
+  bad.cp = 3;
+  bad.dp = 1;
+  m.seq_len = 3 * 1024;
+  EXPECT_THROW(bad.validate(m, load_cluster("dgx-h100:8")), ConfigError);
+}
