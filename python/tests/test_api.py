@@ -195,6 +195,7 @@ def test_bad_options_raise_config_error(options, message):
     (dict(SMALL_PLAN, tp=float("inf")), "plan: not representable as JSON"),
     ({"cp": 0, "micro_batch_size": 1, "global_batch_size": 8}, "plan: cp must be positive, got 0"),
     (dict(SMALL_PLAN, fsdp_prefetch=2), "fsdp_prefetch \\(--fsdp-prefetch\\) has no effect unless zero stage is 3"),
+    (dict(SMALL_PLAN, megatron_fsdp=True), "megatron-fsdp needs zero stage 2 \\(optim_grads\\) or 3"),
     (dict(SMALL_PLAN, routing="skew:1,cf:1e-9"), "capacity factor '1e-9' is outside its range"),
 ])
 def test_bad_plan_values_raise_config_error(plan, message):
