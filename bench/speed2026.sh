@@ -8,6 +8,9 @@
 #   dsv3-skew      DeepSeek-V3, 2,048 H100, PP16 EP64, --routing skew:1.0, gbs 2048
 #   llama405-nvl72 Llama 3 405B, 576 GB200 (NVL72), TP8 PP9 DP8, MXFP8, SP, --tp-comm-overlap, gbs 576
 #   gpt3-1k        GPT-3 175B, 1,024 A100, TP8 PP8 DP16, folded (reference), gbs 1536
+#   nemotronh56    Nemotron-H 56B (hybrid Mamba-2), 256 H100, TP8 PP4 DP8, SP, gbs 256 (issue Workloads: <= 5 s)
+#   qwen3next      Qwen3-Next-80B-A3B (Gated DeltaNet + gated attention, MoE), 256 H100, TP2 PP4 EP32 (ETP 1), SP,
+#                  gbs 512 (issue Workloads: <= 5 s)
 #   sweep300       `dtsim sweep examples/sweeps/moe-dense-300.json -j 2`: 300 MoE and dense plans on 256-2,048 H100s
 #                  (once, not per network; target <= 10 min)
 # The issue gives no global batch for most rows: the sizes above are this script's. Targets: <= 5 s analytic and
@@ -19,7 +22,7 @@ DTSIM=${1:-build/bin/dtsim}
 RUNS=${2:-3}
 shift $(($# > 2 ? 2 : $#))
 CASES=("$@")
-[[ ${#CASES[@]} -gt 0 ]] || CASES=(gpt3-1k qwen235-h100 qwen235-b200 dsv3-b200 gpt3-8k dsv3-skew llama405-nvl72)
+[[ ${#CASES[@]} -gt 0 ]] || CASES=(gpt3-1k qwen235-h100 qwen235-b200 dsv3-b200 gpt3-8k dsv3-skew llama405-nvl72 nemotronh56 qwen3next)
 TIMEOUT_S=${TIMEOUT_S:-120}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -33,6 +36,8 @@ args_of() {
     dsv3-skew) echo "--model deepseek-v3 --cluster dgx-h100:2048 --pp 16 --ep 64 --layers-per-stage 4,4,4,4,4,4,4,4,4,4,4,4,4,3,3,3 --routing skew:1.0 --gbs 2048" ;;
     llama405-nvl72) echo "--model llama3-405b --cluster gb200-nvl72:576 --tp 8 --pp 9 --dp 8 --layers-per-stage 14,14,14,14,14,14,14,14,14 --precision mxfp8 --sequence-parallel --tp-comm-overlap --gbs 576" ;;
     gpt3-1k) echo "--model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536" ;;
+    nemotronh56) echo "--model nemotron-h-56b --cluster dgx-h100:256 --tp 8 --pp 4 --dp 8 --sequence-parallel --gbs 256" ;;
+    qwen3next) echo "--model qwen3-next-80b-a3b --cluster dgx-h100:256 --tp 2 --pp 4 --ep 32 --etp 1 --sequence-parallel --gbs 512" ;;
     *) echo "unknown case '$1'" >&2; return 1 ;;
   esac
 }
