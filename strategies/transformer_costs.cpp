@@ -556,7 +556,7 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
       // reduce-scattered back.
       st = group_coll(name, combine_shaped ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_GATHER,
                       ep * Tr * d.h * d.e, CommGroup::EP);
-    } else if (sh.dispatcher == Dispatcher::DEEPEP || sh.dispatcher == Dispatcher::HYBRIDEP) {
+    } else if (is_flex(sh.dispatcher)) {
       // The flex dispatcher's fused kernels: the rank's Tr tokens, each counted once; the lowering and the estimator
       // send them once per domain and once per rank they are routed to (strategies/flex_dispatch.hpp). Balanced
       // routing only (plan validation): the most loaded rank's share scales them as it does the all-to-all.

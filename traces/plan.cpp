@@ -811,7 +811,7 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
     throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
   }
-  if ((dispatcher == Dispatcher::DEEPEP || dispatcher == Dispatcher::HYBRIDEP) && model.moe.enabled()) {
+  if (is_flex(dispatcher) && model.moe.enabled()) {
     const std::string d = to_string(dispatcher);
     // Megatron-Core's flex dispatcher runs over the expert-TP x EP group; dtsim models it without expert TP.
     if (ep < 2) throw ConfigError(ctx + ": the " + d + " dispatcher sends tokens between EP ranks; it needs ep >= 2");

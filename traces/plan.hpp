@@ -79,6 +79,8 @@ CpKind cp_kind_from_string(const std::string& s, const std::string& ctx);
 /// there, and once to every rank it is routed to inside a domain, over NVLink (strategies/flex_dispatch.hpp).
 enum class Dispatcher { ALL_TO_ALL, ALL_GATHER, DEEPEP, HYBRIDEP };
 std::string to_string(Dispatcher d);
+/// The flex dispatcher's backends (DeepEP, HybridEP): two-hop dispatch, NVLink domain then RDMA.
+inline bool is_flex(Dispatcher d) { return d == Dispatcher::DEEPEP || d == Dispatcher::HYBRIDEP; }
 /// "alltoall" (or "a2a"), "allgather", "deepep" (or "flex", Megatron-Core's default flex backend), "hybridep".
 Dispatcher dispatcher_from_string(const std::string& s, const std::string& ctx);
 /// Token routing of MoE layers. BALANCED: every expert gets top_k T / E of the T tokens in expectation, each token's
