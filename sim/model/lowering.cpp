@@ -1750,23 +1750,29 @@ void Lowerer::lower_rank(int si) {
   std::vector<std::int32_t> unit_pass_ends;
   const bool double_buffer = p_.megatron_fsdp && p_.fsdp_double_buffer;
   auto pooled = [&](const Unit& u) { return double_buffer && u.layer >= 0; };
+  // Per model chunk of the stage (its units' order) and direction, how far ahead Megatron-FSDP's hooks gather each
+  // unit, once per chunk (the backward runs the units in reverse); empty unless Megatron-FSDP runs ZeRO-3 here.
+  const bool megatron_gathers = p_.megatron_fsdp && zero >= 3;
+  std::vector<std::vector<int>> ahead_fwd, ahead_bwd;
   double largest_unit_bytes = 0;
-  if (double_buffer)
-    for (int ch = 0; ch < v; ++ch)
-      for (const Unit& u : units_of(p_.model_chunk(s, ch)))
-        if (u.layer >= 0) largest_unit_bytes = std::max(largest_unit_bytes, u.param_bytes);
-  bool param_buffers_held = false, grad_buffers_held = false;
-  // Per unit of a pass (in `units` order), how far ahead Megatron-FSDP's hooks gather it; the backward runs the
-  // units in reverse.
-  auto megatron_ahead = [&](const std::vector<Unit>& units, bool backward) {
-    if (!p_.megatron_fsdp || zero < 3) return std::vector<int>(units.size(), 0);
-    std::vector<double> params(units.size());
-    std::transform(units.begin(), units.end(), params.begin(), [&](const Unit& u) { return u.param_bytes / e; });
-    if (backward) std::reverse(params.begin(), params.end());
-    auto ahead = memory::megatron_fsdp_prefetch(params, double_buffer);
-    if (backward) std::reverse(ahead.begin(), ahead.end());
-    return ahead;
+  for (int ch = 0; (double_buffer || megatron_gathers) && ch < v; ++ch) {
+    const auto units = units_of(p_.model_chunk(s, ch));
+    std::vector<double> params;
+    params.reserve(units.size());
+    for (const Unit& u : units) {
+      if (u.layer >= 0) largest_unit_bytes = std::max(largest_unit_bytes, u.param_bytes);
+      params.push_back(u.param_bytes / e);
+    }
+    if (!megatron_gathers) continue;
+    ahead_fwd.push_back(memory::megatron_fsdp_prefetch(params, double_buffer));
+    std::reverse(params.begin(), params.end());
+    ahead_bwd.push_back(memory::megatron_fsdp_prefetch(params, double_buffer));
+    std::reverse(ahead_bwd.back().begin(), ahead_bwd.back().end());
+  }
+  auto ahead_of = [](const std::vector<std::vector<int>>& ahead, int chunk, std::size_t unit) {
+    return ahead.empty() ? 0 : ahead[static_cast<std::size_t>(chunk)][unit];
   };
+  bool param_buffers_held = false, grad_buffers_held = false;
   auto gather = [&](const Unit& u, Phase phase, int mb, int ahead) -> std::int32_t {
     if (zero < 3 || !(dense_dp || (expert_dp && u.expert_bytes > 0))) return -1;
     // FSDP prefetch: the gather of the n-th unit pass may start once pass n - 1 - fsdp_prefetch has ended.
@@ -1966,10 +1972,9 @@ void Lowerer::lower_rank(int si) {
       const bool first_use = !param_gathered[static_cast<std::size_t>(op.chunk)];
       param_gathered[static_cast<std::size_t>(op.chunk)] = true;
       std::vector<std::int32_t> to_host(units.size(), -1);
-      const auto ahead = megatron_ahead(units, false);
       for (std::size_t ui = 0; ui < units.size(); ++ui) {
         const Unit& u = units[ui];
-        std::int32_t g = gather(u, Phase::FORWARD, mb, ahead[ui]), f = -1;
+        std::int32_t g = gather(u, Phase::FORWARD, mb, ahead_of(ahead_fwd, op.chunk, ui)), f = -1;
         const std::int32_t pg = first_use && overlap_pg ? next_iteration_gather(u) : -1;
         cur = run_steps(si, u.passes->forward, Phase::FORWARD, u.layer, mb, cur, &f, "");
         if (pg >= 0 && f >= 0) g_.depend(pg, f);
@@ -2018,11 +2023,10 @@ void Lowerer::lower_rank(int si) {
         offload_done.erase(done);
       };
       if (!units.empty()) start_reload(units.size() - 1);
-      const auto ahead = megatron_ahead(units, true);
       for (std::size_t ui = units.size(); ui-- > 0;) {
         const Unit& u = units[ui];
         if (ui > 0) start_reload(ui - 1);
-        std::int32_t g = gather(u, Phase::BACKWARD, mb, ahead[ui]), f = -1, unit_first = -1;
+        std::int32_t g = gather(u, Phase::BACKWARD, mb, ahead_of(ahead_bwd, op.chunk, ui)), f = -1, unit_first = -1;
         const bool gathered = g >= 0;
         if (!u.passes->recompute.empty()) {
           cur = run_steps(si, u.passes->recompute, Phase::RECOMPUTE, u.layer, mb, cur, &f, "");

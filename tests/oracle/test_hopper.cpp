@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "sim/engine/analytic_runtime.hpp"
@@ -299,13 +301,24 @@ TEST(CudaGraphs, OneHostLaunchPerPass) {
   EXPECT_NEAR(iteration(true), 8 * 100e-6 + 3e-6, 1e-12);
 }
 
+namespace {
+// The plan's estimate and its simulation on the analytic network, H100 calibration.
+std::pair<double, double> estimated_and_simulated(const TransformerSpec& m, const ClusterSpec& c,
+                                                  const ParallelPlan& plan) {
+  const Calibration cal = default_calibration("h100-sxm5-80gb");
+  SimOptions opt;
+  opt.network = NetworkMode::ANALYTIC;
+  Inputs in{&m, &c, &plan, &cal, &opt};
+  return {estimate::estimate(m, c, cal, plan).iteration_s, simulate(in).report.iteration_time_s};
+}
+}  // namespace
+
 // The estimator (planners, sweep pre-filters) times the chunked TP overlap with the same closed form: with the overlap
 // its estimate drops, and it stays within 10% of the (analytic-network) simulation either way.
 TEST(TpCommOverlap, EstimatorFollowsTheSimulator) {
   TransformerSpec m = model_preset("llama3-8b");
   m.attention = AttentionKind::FLASH;
   const ClusterSpec c = load_cluster("dgx-h100:8");
-  const Calibration cal = default_calibration("h100-sxm5-80gb");
   ParallelPlan plan;
   plan.tp = 8;
   plan.sequence_parallel = true;
@@ -316,11 +329,7 @@ TEST(TpCommOverlap, EstimatorFollowsTheSimulator) {
   for (int on = 0; on < 2; ++on) {
     plan.tp_comm_overlap = on == 1;
     plan.validate(m, c);
-    est[on] = estimate::estimate(m, c, cal, plan).iteration_s;
-    SimOptions opt;
-    opt.network = NetworkMode::ANALYTIC;
-    Inputs in{&m, &c, &plan, &cal, &opt};
-    sim_s[on] = simulate(in).report.iteration_time_s;
+    std::tie(est[on], sim_s[on]) = estimated_and_simulated(m, c, plan);
     EXPECT_NEAR(est[on] / sim_s[on], 1.0, 0.10) << "overlap " << on;
   }
   EXPECT_LT(est[1], est[0]);
@@ -381,16 +390,19 @@ TEST(MegatronFsdp, PrefetchFollowsTheSizeRule) {
 }
 
 namespace {
-Simulation megatron_fsdp_run(int zero, bool megatron, bool double_buffer, FoldMode fold = FoldMode::AUTO) {
-  const TransformerSpec m = tiny_model(4);
+// Two ranks, one per node: data-parallel (dp 2, 4 micro-batches each) or, with cp 2, context-parallel (dp 1).
+Simulation megatron_fsdp_run(int zero, bool megatron, bool double_buffer, FoldMode fold = FoldMode::AUTO, int cp = 1) {
+  TransformerSpec m = tiny_model(4);
+  m.attention = AttentionKind::FLASH;                       // context parallelism runs fused attention only
   const ClusterSpec c = uniform_cluster(2, 1, 10e9, 5e-6);  // every DP transfer crosses the NICs
   const Calibration cal = ideal_calibration();
   SimOptions opt;
   opt.network = NetworkMode::ANALYTIC;
   opt.fold = fold;
   ParallelPlan plan = pipeline_plan(Schedule::ONE_F_ONE_B, 1, 4);
-  plan.dp = 2;
-  plan.global_batch_size = 8;  // 4 micro-batches per rank
+  plan.cp = cp;
+  plan.dp = 2 / cp;
+  plan.global_batch_size = 8;  // 4 micro-batches per rank (8 with cp 2)
   plan.zero_stage = zero;
   plan.fp32_grads = true;
   plan.megatron_fsdp = megatron;
@@ -459,7 +471,6 @@ TEST(MegatronFsdp, DoubleBufferHoldsTwoOfTheLargestUnit) {
 TEST(MegatronFsdp, EstimatorFollowsTheSimulator) {
   const TransformerSpec m = model_preset("llama3-8b");
   const ClusterSpec c = load_cluster("dgx-h100:16");
-  const Calibration cal = default_calibration("h100-sxm5-80gb");
   ParallelPlan plan;
   plan.tp = 8;
   plan.dp = 2;
@@ -468,15 +479,12 @@ TEST(MegatronFsdp, EstimatorFollowsTheSimulator) {
   plan.global_batch_size = 16;
   plan.zero_stage = 2;
   plan.fp32_grads = true;
-  double est[2];
+  double est[2], sim_s = 0;
   for (int on = 0; on < 2; ++on) {
     plan.megatron_fsdp = on == 1;
     plan.validate(m, c);
-    est[on] = estimate::estimate(m, c, cal, plan).iteration_s;
-    SimOptions opt;
-    opt.network = NetworkMode::ANALYTIC;
-    Inputs in{&m, &c, &plan, &cal, &opt};
-    EXPECT_NEAR(est[on] / simulate(in).report.iteration_time_s, 1.0, 0.10) << "megatron-fsdp " << on;
+    std::tie(est[on], sim_s) = estimated_and_simulated(m, c, plan);
+    EXPECT_NEAR(est[on] / sim_s, 1.0, 0.10) << "megatron-fsdp " << on;
   }
   EXPECT_GE(est[1], est[0]);
 }
@@ -484,20 +492,8 @@ TEST(MegatronFsdp, EstimatorFollowsTheSimulator) {
 // ZeRO-3 over context parallelism alone (dp 1, cp 2): the dense gradients are reduced over dp x cp, so each layer's
 // parameters are gathered there too, and every gather is freed after its pass (the backward's were kept before).
 TEST(MegatronFsdp, GathersOverContextParallelismAreFreed) {
-  TransformerSpec m = tiny_model(4);
-  m.attention = AttentionKind::FLASH;
-  const ClusterSpec c = uniform_cluster(2, 1, 10e9, 5e-6);
-  const Calibration cal = ideal_calibration();
-  SimOptions opt;
-  opt.network = NetworkMode::ANALYTIC;
   for (const bool megatron : {false, true}) {
-    ParallelPlan plan = pipeline_plan(Schedule::ONE_F_ONE_B, 1, 4);
-    plan.cp = 2;
-    plan.zero_stage = 3;
-    plan.megatron_fsdp = megatron;
-    plan.validate(m, c);
-    Inputs in{&m, &c, &plan, &cal, &opt};
-    const Simulation sim = simulate(in);
+    const Simulation sim = megatron_fsdp_run(3, megatron, false, FoldMode::AUTO, 2);
     double last = -1;
     EXPECT_GT(category_max(sim, MemCategory::GATHERED_PARAMS, &last), 0) << "megatron " << megatron;
     EXPECT_NEAR(last, 0, 1e-6) << "megatron " << megatron;

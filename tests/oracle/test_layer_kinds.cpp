@@ -41,6 +41,19 @@ std::pair<Simulation, Simulation> folded_and_unfolded(const TransformerSpec& m, 
   };
   return {run(FoldMode::AUTO), run(FoldMode::NONE)};
 }
+// A hybrid model's plan: tp (with SP), pp, cp and dp, micro-batch 1, ZeRO-1.
+ParallelPlan hybrid_plan(int tp, int pp, int cp, int dp, int gbs) {
+  ParallelPlan plan;
+  plan.tp = tp;
+  plan.pp = pp;
+  plan.cp = cp;
+  plan.dp = dp;
+  plan.sequence_parallel = true;
+  plan.micro_batch_size = 1;
+  plan.global_batch_size = gbs;
+  plan.zero_stage = 1;
+  return plan;
+}
 constexpr LayerKind kMamba{MixerKind::MAMBA2, FfnKind::NONE};
 constexpr LayerKind kDeltaNetMoe{MixerKind::GATED_DELTANET, FfnKind::MOE};
 }  // namespace
@@ -145,14 +158,7 @@ TEST(LayerKinds, HybridModelFoldsExactly) {
   TransformerSpec m = model_preset("nemotron-h-8b");
   m.seq_len = 1024;
   const ClusterSpec cluster = load_cluster("dgx-h100:32");
-  ParallelPlan plan;
-  plan.tp = 2;
-  plan.pp = 2;
-  plan.dp = 8;
-  plan.sequence_parallel = true;
-  plan.micro_batch_size = 1;
-  plan.global_batch_size = 32;
-  plan.zero_stage = 1;
+  const ParallelPlan plan = hybrid_plan(2, 2, 1, 8, 32);
   plan.validate(m, cluster);
   const auto [folded, unfolded] = folded_and_unfolded(m, cluster, plan);
   EXPECT_LT(folded.lowered.ranks.size(), unfolded.lowered.ranks.size());
@@ -307,14 +313,7 @@ TEST(LayerKinds, HybridModelWithContextParallelism) {
   TransformerSpec m = model_preset("nemotron-h-8b");
   m.seq_len = 4096;
   const ClusterSpec cluster = load_cluster("dgx-h100:16");
-  ParallelPlan plan;
-  plan.tp = 2;
-  plan.cp = 2;
-  plan.dp = 4;
-  plan.sequence_parallel = true;
-  plan.micro_batch_size = 1;
-  plan.global_batch_size = 16;
-  plan.zero_stage = 1;
+  const ParallelPlan plan = hybrid_plan(2, 1, 2, 4, 16);
   plan.validate(m, cluster);
   cost::Shape sh = cost::shape_of(plan, 1);
   bool ring = false;
