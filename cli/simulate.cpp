@@ -236,7 +236,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("mbs", po::value<int>(), "micro-batch size (default 1)")
     ("gbs", po::value<int>(), "global batch size in samples (required without --plan)")
     ("schedule", po::value<std::string>(),
-     "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | dualpipev | custom:FILE "
+     "pipeline schedule: gpipe | 1f1b | 1f1b:dapple | interleaved:V | zb-h1 | zb-h2 | dualpipev | dualpipe | custom:FILE "
      "(default 1f1b)")
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
     ("recompute-modules", po::value<std::string>(),

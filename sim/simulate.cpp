@@ -19,7 +19,7 @@ void validate_inputs(const Inputs& in) {
                          in.plan->virtual_stages, in.plan->split_backward(),
                          in.plan->schedule == Schedule::CUSTOM ? "custom schedule '" + in.plan->custom_source + "'"
                                                                : "schedule " + in.plan->schedule_name(),
-                         in.plan->schedule == Schedule::DUALPIPEV);
+                         in.plan->schedule == Schedule::DUALPIPEV, in.plan->bidirectional());
   if (in.cluster->has_graph()) {
     // Every GPU must reach every other: one shortest-path tree from GPU 0 (links are full duplex and transit
     // rules symmetric, so this covers all pairs).

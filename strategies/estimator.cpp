@@ -389,7 +389,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
   // Per stage, the share of its forwards that run as an overlapped pair with a backward (the schedule's pass orders).
   std::vector<double> paired_share(static_cast<std::size_t>(p), 0.0);
-  if (plan.overlap_moe_comm || plan.schedule == Schedule::DUALPIPEV) {
+  if (plan.overlap_moe_comm || plan.schedule == Schedule::DUALPIPEV || plan.bidirectional()) {
     const auto orders = sched::plan_orders(plan);
     for (int s = 0; s < p && s < static_cast<int>(orders.size()); ++s) {
       int forwards = 0, pairs = 0;
@@ -481,12 +481,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       f += pass_time(part.forward);
       b += pass_time(part.recompute) + pass_time(part.backward);
     }
-    if (s == 0) {
+    if (plan.is_embedding_stage(s)) {
       const auto emb = cost::embedding_passes(m, sh);
       f += pass_time(emb.forward);
       b += pass_time(emb.backward);
     }
-    if (s == plan.head_stage()) {
+    if (plan.is_head_stage(s)) {
       const auto head = cost::head_passes(m, sh);
       f += pass_time(head.forward);
       b += pass_time(head.backward);
@@ -495,6 +495,13 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
         f += m.mtp_layers * pass_time(mtp.forward);
         b += m.mtp_layers * (pass_time(mtp.recompute) + pass_time(mtp.backward));
       }
+    }
+    if (plan.bidirectional()) {
+      // DualPipe: a micro-batch runs one of the stage's two chunks (each a copy of a whole stage), the end stages'
+      // embedding or head: per micro-batch, half of what the stage holds.
+      f = 0.5 * f;
+      b = 0.5 * b;
+      pair_saving_s *= 0.5;
     }
     stage_compute[s] = f.kernels_s + b.kernels_s;
     // Heterogeneous plans: the activation from a stage of another TP layout (and its gradient going back) is
@@ -531,15 +538,17 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
   if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
   if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
-  if (plan.schedule == Schedule::DUALPIPEV && p > 1) {
+  if ((plan.schedule == Schedule::DUALPIPEV || plan.bidirectional()) && p > 1) {
     // DeepSeek-V3 report, Table 2: DualPipe's bubble is (p/2 - 1)(F&B + B - 3W) in chunk passes (B the full
-    // backward, F&B the overlapped pair taken as F + B). A chunk is half a stage: with the stage's forward F and
-    // backward B of one micro-batch, and W half of a backward, (p/2 - 1)(F/2 + B/2 + B/2 - 3B/4) =
-    // (p/2 - 1)(F/2 + B/4), against 1F1B's (p - 1)(F + B) = fill.
+    // backward, F&B the overlapped pair taken as F + B), DualPipeV's the same. With a chunk's share c of the
+    // stage's per-micro-batch forward F and backward B, and W half of a backward, (p/2 - 1) c (F + B + B - 3B/2) =
+    // (p/2 - 1) c (F + B/2), against 1F1B's (p - 1)(F + B) = fill. DualPipeV's chunk is half a stage (c = 1/2);
+    // DualPipe's is the whole of what a micro-batch runs on the stage (c = 1).
     double total = 0;
     for (double t : stage_time) total += t;
     const double f_share = total > 0 ? forward_sum_s / total : 1.0 / 3;
-    bubble = (p / 2.0 - 1) / (p - 1) * fill * (f_share / 2 + (1 - f_share) / 4) + 2.0 * (p - 1) * p2p;
+    const double chunk_share = plan.bidirectional() ? 1.0 : 0.5;
+    bubble = (p / 2.0 - 1) / (p - 1) * fill * chunk_share * (f_share + (1 - f_share) / 2) + 2.0 * (p - 1) * p2p;
   }
   // Blocking exchanges (the stack's p2p_sync): every pass of a stage waits for its send (2 per micro-batch and chunk).
   const double blocked = p2p_wait(cal, plan).sender ? 2.0 * plan.virtual_stages * p2p : 0.0;
@@ -593,6 +602,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const double hidden = overlap > 0 ? hidden_part * (1 + sc) : hidden_part;
     const double w = std::min(hidden, overlap * (1 + sg));
     const double stretch = w * sg / (1 + sg);
+    if (plan.bidirectional()) {
+      // DualPipe: the gradient shard summed with the mirror stage's copy (pp - 1 - s), after the DP reductions.
+      const Link mirror = hop(c, cal, 2, std::max(1, std::abs(p - 1 - 2 * s)) * stride);
+      exposed_part += ring_time_s(true, 2, sm.step_params * (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype)),
+                                  mirror.alpha, mirror.bw, cal.collective_step_overhead_s, nc, mirror.across);
+    }
     dp_time = std::max(dp_time, std::max(stretch, hidden - overlap) + exposed_part);
     const double shard = sm.step_params;
     double step = memory::optimizer_step_s(plan, c.host, shard, cal.optimizer_bytes_per_param,

@@ -12,13 +12,11 @@ double optimizer_bytes_per_param(DType dtype) { return (dtype == DType::FP32 ? 0
 
 std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   const auto chunks = plan.chunk_layers(m.num_layers);
+  const auto first = plan.chunk_first_layers(m.num_layers);
   std::vector<int> out;
-  int start = 0;
-  for (int k = 0; k < static_cast<int>(chunks.size()); ++k) {
+  for (int k = 0; k < static_cast<int>(chunks.size()); ++k)
     if (plan.stage_of_chunk(k) == stage)
-      for (int l = start; l < start + chunks[k]; ++l) out.push_back(l);
-    start += chunks[k];
-  }
+      for (int l = first[k]; l < first[k] + chunks[k]; ++l) out.push_back(l);
   return out;
 }
 
@@ -29,7 +27,7 @@ double stage_decoder_expert_params_per_rank(const TransformerSpec& m, const Para
 
 double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage) {
   if (!m.moe.enabled()) return 0;
-  const double mtp = stage == plan.head_stage() && m.mtp_layers > 0
+  const double mtp = plan.is_head_stage(stage) && m.mtp_layers > 0
                          ? m.mtp_layers * cost::mtp_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp()).expert
                          : 0.0;
   return mtp + stage_decoder_expert_params_per_rank(m, plan, stage);
@@ -71,9 +69,9 @@ double stage_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan,
     const double dense = cost::layer_params_per_rank(m, plan.tp, plan.tp_weight_replicas());
     for (int l : stage_layer_indexes(m, plan, stage)) p += m.is_moe_layer(l) ? per.dense + per.expert : dense;
   }
-  if (stage == 0) p += cost::first_stage_extra_params(m, plan.tp);
-  if (stage == plan.head_stage()) p += cost::last_stage_extra_params(m, plan.tp, plan.head_stage() > 0 ? plan.pp : 1);
-  if (stage == plan.head_stage() && m.mtp_layers > 0) {
+  if (plan.is_embedding_stage(stage)) p += cost::first_stage_extra_params(m, plan.tp);
+  if (plan.is_head_stage(stage)) p += cost::last_stage_extra_params(m, plan.tp, plan.head_stage() > 0 ? plan.pp : 1);
+  if (plan.is_head_stage(stage) && m.mtp_layers > 0) {
     const auto kp = cost::mtp_params_per_rank(m, plan.tp, plan.ep, plan.expert_tp());
     p += m.mtp_layers * (kp.dense + kp.expert);
   }
@@ -118,8 +116,8 @@ StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, i
   if (caches_lowp_weights(plan.precision)) {
     // The linear layers' weights: the stage's parameters without the embedding and output head (norms are small).
     double linear = all;
-    if (stage == 0) linear -= cost::first_stage_extra_params(m, plan.tp);
-    if (stage == plan.head_stage())
+    if (plan.is_embedding_stage(stage)) linear -= cost::first_stage_extra_params(m, plan.tp);
+    if (plan.is_head_stage(stage))
       linear -= cost::last_stage_extra_params(m, plan.tp, plan.head_stage() > 0 ? plan.pp : 1);
     s.lowp_weight_bytes = std::max(0.0, linear) * 2 * cost::precision_bytes(plan.precision, dtype_bytes(m.dtype));
   }
@@ -170,9 +168,9 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
                  moe = cost::layer_activation_bytes(m, sh, true).stored;
     for (int l : stage_layer_indexes(m, plan, stage)) a += m.is_moe_layer(l) ? moe : dense;
   }
-  if (stage == 0) a += cost::embedding_activation_bytes(m, sh).stored;
-  if (stage == plan.head_stage()) a += cost::head_activation_bytes(m, sh).stored;
-  if (stage == plan.head_stage() && m.mtp_layers > 0) a += m.mtp_layers * cost::mtp_activation_bytes(m, sh).stored;
+  if (plan.is_embedding_stage(stage)) a += cost::embedding_activation_bytes(m, sh).stored;
+  if (plan.is_head_stage(stage)) a += cost::head_activation_bytes(m, sh).stored;
+  if (plan.is_head_stage(stage) && m.mtp_layers > 0) a += m.mtp_layers * cost::mtp_activation_bytes(m, sh).stored;
   return a;
 }
 
@@ -184,11 +182,10 @@ OffloadedActivations offloaded_activations(const TransformerSpec& m, const Paral
   if (m.moe.enabled() && !plan.routing.balanced())
     sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
   const auto chunks = plan.chunk_layers(m.num_layers);
-  std::vector<int> start(chunks.size() + 1, 0);
-  for (std::size_t k = 0; k < chunks.size(); ++k) start[k + 1] = start[k] + chunks[k];
+  const auto start = plan.chunk_first_layers(m.num_layers);
   for (int ch = 0; ch < plan.virtual_stages; ++ch) {
     const int k = plan.model_chunk(stage, ch);
-    for (int l = start[k]; l < start[k] + n && l < start[k + 1]; ++l) {
+    for (int l = start[k]; l < start[k] + n && l < start[k] + chunks[k]; ++l) {
       const double a = cost::layer_activation_bytes(m, sh, m.layer_kind(l)).stored;
       o.bytes += a;
       o.largest_layer = std::max(o.largest_layer, a);

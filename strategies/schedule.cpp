@@ -132,8 +132,13 @@ std::vector<std::vector<PipeOp>> list_schedule(int p, int m, const std::vector<i
 // (enable_zb) leaves its W to a later _weight_chunk (first in, first out), otherwise its W follows at once;
 // _forward_backward_chunk is F with_next B W. _recv_* and _send_* append to the pending exchanges, which
 // _commit_and_wait_comm posts (and waits for) before the next compute: at that pass's index.
+// Bidirectional DualPipe (dualpipe/dualpipe.py, DualPipe.step) runs the same eight steps on each half of the ranks
+// with half_rank = min(s, n-1-s) in place of s, n/2 ranks and m/2 micro-batches per direction, the middle two ranks
+// in the last rank's part; a phase is a direction, mirrored on the second half (phase ^= is_in_second_half).
+// Chunk c of the order is direction c (ParallelPlan::model_chunk); direction 1 runs micro-batches m/2..m-1.
 struct DualPipeV {
   int n, m, s;
+  bool bi = false;  // bidirectional DualPipe
   std::vector<PipeOp> o;
   Exchanges ex;
   std::vector<PipeOp> pending_sends, pending_recvs, deferred;  // deferred: W passes of zero-bubble backwards
@@ -142,6 +147,10 @@ struct DualPipeV {
       recv_b[2] = {0, 0};
   bool first() const { return s == 0; }
   bool last() const { return s == n - 1; }
+  bool second_half() const { return bi && s >= n / 2; }
+  /// The direction (dtsim chunk) of a phase, and the first micro-batch of a direction.
+  int dir(int ph) const { return ph ^ static_cast<int>(second_half()); }
+  int base(int d) const { return bi && d == 1 ? m / 2 : 0; }
 
   void commit() {
     const std::size_t at = o.size();
@@ -152,27 +161,34 @@ struct DualPipeV {
     pending_recvs.clear();
   }
   void recv_forward(int ph) {
-    if ((first() && ph == 0) || (last() && ph == 1)) return;
-    pending_recvs.push_back({Kind::F, recv_f[ph]++, ph});
+    const int d = dir(ph);
+    if ((first() && d == 0) || (last() && d == 1)) return;
+    pending_recvs.push_back({Kind::F, base(d) + recv_f[d]++, d});
   }
   void send_forward(int ph) {
-    if ((first() && ph == 1) || (last() && ph == 0)) return;
-    pending_sends.push_back({Kind::F, send_f[ph]++, ph});
+    const int d = dir(ph);
+    if ((first() && d == 1) || (last() && d == 0)) return;
+    pending_sends.push_back({Kind::F, base(d) + send_f[d]++, d});
   }
   void recv_backward(int ph) {
-    if ((first() && ph == 1) || (last() && ph == 0)) return;
-    pending_recvs.push_back({Kind::B, recv_b[ph]++, ph});
+    const int d = dir(ph);
+    if ((first() && d == 1) || (last() && d == 0)) return;
+    pending_recvs.push_back({Kind::B, base(d) + recv_b[d]++, d});
   }
   void send_backward(int ph) {
-    if ((first() && ph == 0) || (last() && ph == 1)) return;
-    pending_sends.push_back({Kind::B, send_b[ph]++, ph});
+    const int d = dir(ph);
+    if ((first() && d == 0) || (last() && d == 1)) return;
+    pending_sends.push_back({Kind::B, base(d) + send_b[d]++, d});
   }
-  void f_compute(int ph) { o.push_back({Kind::F, f_id[ph]++, ph}); }
+  void f_compute(int ph) {
+    const int d = dir(ph);
+    o.push_back({Kind::F, base(d) + f_id[d]++, d});
+  }
   void b_compute(int ph, bool zb) {
-    const int i = b_id[ph]++;
-    o.push_back({Kind::B, i, ph});
-    if (zb) deferred.push_back({Kind::W, i, ph});
-    else o.push_back({Kind::W, i, ph});
+    const int d = dir(ph), i = base(d) + b_id[d]++;
+    o.push_back({Kind::B, i, d});
+    if (zb) deferred.push_back({Kind::W, i, d});
+    else o.push_back({Kind::W, i, d});
   }
   void forward_chunk(int ph, bool recv = true, bool send = true) {
     if (recv) recv_forward(ph);
@@ -198,27 +214,31 @@ struct DualPipeV {
   }
   void weight_chunk() {
     commit();
-    DTSIM_ASSERT(next_w < deferred.size(), "dualpipev: no deferred weight pass on rank " << s);
+    DTSIM_ASSERT(next_w < deferred.size(), "dualpipe: no deferred weight pass on rank " << s);
     o.push_back(deferred[next_w++]);
   }
 
   void step() {
-    for (int i = 0; i < (n - s - 1) * 2; ++i) forward_chunk(0);  // step 1: nF0
-    recv_forward(0);                                             // step 2: nF0F1
-    for (int i = 0; i < s + 1; ++i) {
-      forward_chunk(0, false, false);
+    // DualPipeV: n ranks, rank s, m micro-batches, the last rank in the middle of the V. DualPipe: num_half_ranks,
+    // half_rank, half_num_chunks, is_middle_rank.
+    const int nn = bi ? n / 2 : n, h = bi ? std::min(s, n - 1 - s) : s, mm = bi ? m / 2 : m;
+    const bool mid = bi ? (s == n / 2 - 1 || s == n / 2) : last();
+    for (int i = 0; i < (nn - h - 1) * 2; ++i) forward_chunk(0);  // step 1: nF0
+    recv_forward(0);                                              // step 2: nF0F1
+    for (int i = 0; i < h + 1; ++i) {
+      forward_chunk(0, false, bi && mid);  // DualPipe's middle ranks send at once; DualPipeV's last keeps it
       recv_forward(0);
-      forward_chunk(1, true, !last() || i < s);
-      send_forward(0);
+      forward_chunk(1, true, !mid || i < h);
+      if (!bi || !mid) send_forward(0);
     }
-    for (int i = 0; i < n - s - 1; ++i) {  // step 3: nB1W1F1
+    for (int i = 0; i < nn - h - 1; ++i) {  // step 3: nB1W1F1
       backward_chunk(1, true);
       recv_forward(1);
       weight_chunk();
       forward_chunk(1, false);
     }
-    for (int i = 0; i < m - 2 * n + s + 1; ++i) {  // step 4 (main): nF0B1F1B0
-      if (i == 0 && last()) {                      // "we don't overlap these two chunks to further reduce bubble size"
+    for (int i = 0; i < mm - 2 * nn + h + 1; ++i) {  // step 4 (main): nF0B1F1B0
+      if (i == 0 && mid) {  // "we don't overlap these two chunks to further reduce bubble size"
         forward_chunk(0, false, false);
         send_forward(1);
         backward_chunk(1, false, true, false);
@@ -229,37 +249,35 @@ struct DualPipeV {
       }
       forward_backward_chunk(1, 0);
     }
-    for (int i = 0; i < n - s - 1; ++i) {  // step 5: nB1F1B0
+    for (int i = 0; i < nn - h - 1; ++i) {  // step 5: nB1F1B0
       backward_chunk(1);
       forward_backward_chunk(1, 0);
     }
     bool zb = false;  // step 6: nB1B0, the second half with zero bubble
-    for (int i = 0; i < s + 1; ++i) {
-      if (i == (s + 1) / 2 && s % 2 == 1) zb = true;
+    for (int i = 0; i < h + 1; ++i) {
+      if (i == (h + 1) / 2 && h % 2 == 1) zb = true;
       backward_chunk(1, zb);
-      if (i == (s + 1) / 2 && s % 2 == 0) zb = true;
+      if (i == (h + 1) / 2 && h % 2 == 0) zb = true;
       backward_chunk(0, zb);
     }
-    for (int i = 0; i < n - s - 1; ++i) {  // step 7: nWB0
+    for (int i = 0; i < nn - h - 1; ++i) {  // step 7: nWB0
       weight_chunk();
       backward_chunk(0, true);
     }
-    for (int i = 0; i < s + 1; ++i) weight_chunk();  // step 8: nW
+    for (int i = 0; i < h + 1; ++i) weight_chunk();  // step 8: nW
     commit();
     ex.sends.resize(o.size() + 1);
     ex.recvs.resize(o.size() + 1);
-    DTSIM_ASSERT(next_w == deferred.size(), "dualpipev: deferred weight passes left on rank " << s);
+    DTSIM_ASSERT(next_w == deferred.size(), "dualpipe: deferred weight passes left on rank " << s);
   }
 };
 
-DualPipeV dualpipev_run(int n, int m, int s) {
-  DualPipeV d{n, m, s, {}, {}, {}, {}, {}};
+DualPipeV dualpipe_run(int n, int m, int s, bool bidirectional) {
+  DualPipeV d{n, m, s, bidirectional, {}, {}, {}, {}, {}, 0};
   d.o.reserve(6 * static_cast<std::size_t>(m));
   d.step();
   return d;
 }
-
-std::vector<PipeOp> dualpipev(int n, int m, int s) { return dualpipev_run(n, m, s).o; }
 
 // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; pipeline_parallel/combined_1f1b.py): a forward
 // followed by the backward of another micro-batch or chunk runs together with it. Without pipelining
@@ -281,9 +299,9 @@ std::vector<std::vector<PipeOp>> zb_h2(int p, int m) {
 }
 }  // namespace
 
-Exchanges dualpipev_exchanges(int p, int m, int stage) {
+Exchanges dualpipe_exchanges(int p, int m, int stage, bool bidirectional) {
   DTSIM_ASSERT(p > 0 && m > 0 && stage >= 0 && stage < p, "bad pipeline shape p=" << p << " m=" << m << " s=" << stage);
-  return dualpipev_run(p, m, stage).ex;
+  return dualpipe_run(p, m, stage, bidirectional).ex;
 }
 
 std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool dapple_warmup) {
@@ -293,7 +311,8 @@ std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool
     case Schedule::ONE_F_ONE_B: return one_f_one_b(p, m, stage, dapple_warmup);
     case Schedule::ZB_H1: return zb_h1(p, m, stage);
     case Schedule::ZB_H2: return zb_h2(p, m)[stage];
-    case Schedule::DUALPIPEV: return dualpipev(p, m, stage);
+    case Schedule::DUALPIPEV: return dualpipe_run(p, m, stage, false).o;
+    case Schedule::DUALPIPE: return dualpipe_run(p, m, stage, true).o;
     case Schedule::INTERLEAVED:
     case Schedule::CUSTOM: break;
   }
@@ -333,7 +352,10 @@ std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan) {
 }
 
 void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
-                     const std::string& ctx, bool v_shape) {
+                     const std::string& ctx, bool v_shape, bool bidirectional) {
+  v_shape = v_shape || bidirectional;
+  // DualPipe: micro-batch i runs only on its direction's chunk, through model chunks of positions 0..p-1.
+  auto runs_on = [&](int i, int c) { return !bidirectional || c == (2 * i >= m ? 1 : 0); };
   if (static_cast<int>(orders.size()) != p)
     throw ConfigError(ctx + ": " + std::to_string(orders.size()) + " stages listed but pp is " + std::to_string(p));
   // Completeness: every pass once.
@@ -347,12 +369,15 @@ void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int 
       if (op.chunk >= v)
         throw ConfigError(where + " names chunk " + std::to_string(op.chunk) + " but there are " + std::to_string(v));
       if (op.kind == Kind::W && !split) throw ConfigError(where + ": W passes need every stage to list them");
+      if (!runs_on(op.microbatch, op.chunk))
+        throw ConfigError(where + ": under dualpipe micro-batch " + std::to_string(op.microbatch) + " runs on chunk " +
+                          std::to_string(2 * op.microbatch >= m ? 1 : 0) + " only");
       if (seen[{static_cast<int>(op.kind), op.microbatch, op.chunk}]++) throw ConfigError(where + " appears twice");
     }
     for (int c = 0; c < v; ++c)
       for (int i = 0; i < m; ++i)
         for (Kind k : {Kind::F, Kind::B, Kind::W}) {
-          if (k == Kind::W && !split) continue;
+          if ((k == Kind::W && !split) || !runs_on(i, c)) continue;
           if (!seen.count({static_cast<int>(k), i, c}))
             throw ConfigError(ctx + ": stage " + std::to_string(s) + " lacks pass " + to_string(PipeOp{k, i, c}));
         }
@@ -367,11 +392,12 @@ void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int 
     for (int s = 0; s < p; ++s) {
       while (pos[s] < orders[s].size()) {
         const PipeOp& op = orders[s][pos[s]];
-        const int k = v_shape ? (op.chunk == 0 ? s : 2 * p - 1 - s) : op.chunk * p + s, last = v * p - 1;
+        const int k = v_shape ? (op.chunk == 0 ? s : 2 * p - 1 - s) : op.chunk * p + s;
+        const int place = bidirectional ? k % p : k, last = bidirectional ? p - 1 : v * p - 1;
         bool ready = true;
-        if (op.kind == Kind::F) ready = k == 0 || is_done(Kind::F, op.microbatch, k - 1);
+        if (op.kind == Kind::F) ready = place == 0 || is_done(Kind::F, op.microbatch, k - 1);
         if (op.kind == Kind::B)
-          ready = is_done(Kind::F, op.microbatch, k) && (k == last || is_done(Kind::B, op.microbatch, k + 1));
+          ready = is_done(Kind::F, op.microbatch, k) && (place == last || is_done(Kind::B, op.microbatch, k + 1));
         if (op.kind == Kind::W) ready = is_done(Kind::B, op.microbatch, k);
         if (!ready) break;
         done[{static_cast<int>(op.kind), op.microbatch, k}] = true;
@@ -402,7 +428,8 @@ int max_in_flight(const std::vector<PipeOp>& order, bool split) {
 }
 
 int max_in_flight(Schedule schedule, int p, int m, int stage) {
-  const bool split = schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV;
+  const bool split = schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV ||
+                     schedule == Schedule::DUALPIPE;
   return max_in_flight(stage_order(schedule, p, m, stage), split);
 }
 

@@ -16,6 +16,9 @@
 //               two chunks per stage in a V (stage s: model chunks s and 2p-1-s), zero-bubble B/W splits, and
 //               the steady state's forward of one chunk run together with the backward of the other (with_next);
 //               needs m >= 2p
+//  dualpipe     bidirectional DualPipe (github.com/deepseek-ai/DualPipe dualpipe.py): the same steps on two
+//               pipelines of p stages in opposite directions sharing the ranks (stage s: stage s of one copy of
+//               the model and stage p-1-s of the other), m/2 micro-batches each; needs p even, m even, m >= 2p
 //  custom       any order given per stage (validated here: complete, no duplicates, no deadlock)
 #pragma once
 #include <string>
@@ -28,17 +31,17 @@ namespace dtsim::sched {
 using PipeOp = dtsim::PipeOp;
 
 /// Order of passes on stage `stage` for the schedules one stage's order of which needs no plan (gpipe, 1f1b,
-/// zb-h1, zb-h2, dualpipev).
+/// zb-h1, zb-h2, dualpipev, dualpipe).
 std::vector<PipeOp> stage_order(Schedule schedule, int p, int m, int stage, bool dapple_warmup = false);
-/// DualPipeV's exchanges (dualpipev.py's _send_* / _recv_* calls and _commit_and_wait_comm): before pass i of the
-/// stage's order (i = the order's size: after the last pass) the stage posts sends[i] and recvs[i] in one batch and
-/// waits for all of them. A send names the pass whose output goes out (F: its activation to the next model chunk; B:
-/// its gradient to the previous), a receive the pass whose input comes in. Transfers between a stage and itself
-/// (the last stage's turn) are not listed.
+/// DualPipeV's or (bidirectional) DualPipe's exchanges (the _send_* / _recv_* calls and _commit_and_wait_comm): before
+/// pass i of the stage's order (i = the order's size: after the last pass) the stage posts sends[i] and recvs[i] in one
+/// batch and waits for all of them. A send names the pass whose output goes out (F: its activation to the next model
+/// chunk; B: its gradient to the previous), a receive the pass whose input comes in. Transfers between a stage and
+/// itself (the last stage's turn) are not listed.
 struct Exchanges {
   std::vector<std::vector<PipeOp>> sends, recvs;
 };
-Exchanges dualpipev_exchanges(int p, int m, int stage);
+Exchanges dualpipe_exchanges(int p, int m, int stage, bool bidirectional);
 /// Order of passes on every stage of `plan` (any schedule, custom included).
 std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan);
 
@@ -47,8 +50,10 @@ std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan);
 /// F(i, k-1) -> F(i, k), F(i, k) -> B(i, k), B(i, k+1) -> B(i, k), B(i, k) -> W(i, k) over model chunks k.
 /// Throws ConfigError naming the stage and pass at fault.
 /// `v_shape`: chunks placed as DualPipeV places them (ParallelPlan::model_chunk), else chunk c of stage s is c*p+s.
+/// `bidirectional`: DualPipe's (v_shape placement; micro-batch i runs only on chunk 2i >= m, model chunks 0..p-1 and
+/// p..2p-1 are two pipelines).
 void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
-                     const std::string& ctx, bool v_shape = false);
+                     const std::string& ctx, bool v_shape = false, bool bidirectional = false);
 
 /// Largest number of (micro-batch, chunk) activations a stage order holds at once: + at F, - at B (or at W
 /// when the backward is split, since W still needs the layer inputs).

@@ -27,6 +27,7 @@ std::string to_string(Schedule s) {
     case Schedule::ZB_H1: return "zb-h1";
     case Schedule::ZB_H2: return "zb-h2";
     case Schedule::DUALPIPEV: return "dualpipev";
+    case Schedule::DUALPIPE: return "dualpipe";
     case Schedule::CUSTOM: return "custom";
   }
   return "?";
@@ -260,7 +261,9 @@ bool ParallelPlan::grads_reduced_each_microbatch(int stage) const {
 }
 
 bool ParallelPlan::split_backward() const {
-  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV) return true;
+  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV ||
+      schedule == Schedule::DUALPIPE)
+    return true;
   if (schedule == Schedule::CUSTOM)
     for (const auto& stage : custom_order)
       for (const auto& op : stage)
@@ -311,15 +314,16 @@ void set_schedule(ParallelPlan& plan, const std::string& spec, const std::string
     plan.schedule = Schedule::DUALPIPEV;
     plan.virtual_stages = 2;
   } else if (name == "dualpipe") {
-    throw ConfigError(ctx +
-                      ": schedule 'dualpipe' (bidirectional, two copies of every stage's parameters) is not "
-                      "modelled; 'dualpipev' runs the same overlapped schedule on one copy (DeepSeek's DualPipeV)");
+    no_arg();
+    plan.schedule = Schedule::DUALPIPE;
+    plan.virtual_stages = 2;
   } else if (name == "custom") {
     if (arg.empty()) throw ConfigError(ctx + ": custom schedule needs a file, e.g. custom:order.json");
     load_custom_schedule(plan, arg);
   } else {
-    throw ConfigError(ctx + ": unknown schedule '" + spec +
-                      "' (known: gpipe, 1f1b, 1f1b:dapple, interleaved:V, zb-h1, zb-h2, dualpipev, custom:FILE)");
+    throw ConfigError(
+        ctx + ": unknown schedule '" + spec +
+        "' (known: gpipe, 1f1b, 1f1b:dapple, interleaved:V, zb-h1, zb-h2, dualpipev, dualpipe, custom:FILE)");
   }
 }
 
@@ -612,10 +616,21 @@ RankCoord ParallelPlan::coord_of(int rank) const {
 }
 
 std::vector<int> ParallelPlan::chunk_layers(int num_layers) const {
-  const int n = pp * virtual_stages;
-  if (!layers_per_stage.empty() && static_cast<int>(layers_per_stage.size()) == n) return layers_per_stage;
-  std::vector<int> out(n, num_layers / n);
-  for (int s = 0; s < num_layers % n; ++s) out[s] += 1;
+  const int n = pipeline_chunks();
+  std::vector<int> out = layers_per_stage;
+  if (static_cast<int>(out.size()) != n) {
+    out.assign(static_cast<std::size_t>(n), num_layers / n);
+    for (int s = 0; s < num_layers % n; ++s) out[static_cast<std::size_t>(s)] += 1;
+  }
+  if (bidirectional()) out.insert(out.end(), out.begin(), out.end());  // the reverse direction's copy
+  return out;
+}
+
+std::vector<int> ParallelPlan::chunk_first_layers(int num_layers) const {
+  const auto layers = chunk_layers(num_layers);
+  std::vector<int> out(layers.size(), 0);
+  for (std::size_t k = 1; k < layers.size(); ++k)
+    out[k] = chunk_position(static_cast<int>(k)) == 0 ? 0 : out[k - 1] + layers[k - 1];
   return out;
 }
 
@@ -628,17 +643,17 @@ std::vector<int> ParallelPlan::stage_layers(int num_layers) const {
 }
 
 int ParallelPlan::model_chunk(int stage, int chunk) const {
-  if (schedule == Schedule::DUALPIPEV) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  if (schedule == Schedule::DUALPIPEV || bidirectional()) return chunk == 0 ? stage : 2 * pp - 1 - stage;
   return chunk * pp + stage;
 }
 
 int ParallelPlan::stage_of_chunk(int k) const {
-  if (schedule == Schedule::DUALPIPEV) return k < pp ? k : 2 * pp - 1 - k;
+  if (schedule == Schedule::DUALPIPEV || bidirectional()) return k < pp ? k : 2 * pp - 1 - k;
   return k % pp;
 }
 
 int ParallelPlan::chunk_index(int k) const {
-  if (schedule == Schedule::DUALPIPEV) return k < pp ? 0 : 1;
+  if (schedule == Schedule::DUALPIPEV || bidirectional()) return k < pp ? 0 : 1;
   return k / pp;
 }
 
@@ -808,6 +823,21 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
       throw ConfigError(ctx + ": the dualpipev schedule needs at least 2 * pp = " + std::to_string(2 * pp) +
                         " micro-batches, got " + std::to_string(num_microbatches()));
     if (virtual_stages != 2) throw ConfigError(ctx + ": the dualpipev schedule has 2 model chunks per stage");
+  } else if (schedule == Schedule::DUALPIPE) {
+    // dualpipe.py asserts num_ranks % 2 == 0, num_chunks % 2 == 0 and num_chunks >= num_ranks * 2.
+    if (pp < 2 || pp % 2 != 0) throw ConfigError(ctx + ": the dualpipe schedule needs an even pp >= 2");
+    if (num_microbatches() < 2 * pp || num_microbatches() % 2 != 0)
+      throw ConfigError(ctx + ": the dualpipe schedule needs an even number of micro-batches, at least 2 * pp = " +
+                        std::to_string(2 * pp) + ", got " + std::to_string(num_microbatches()));
+    if (virtual_stages != 2) throw ConfigError(ctx + ": the dualpipe schedule has 2 model chunks per stage");
+    if (model.tied_embeddings)
+      throw ConfigError(ctx + ": the dualpipe schedule is modelled for untied embeddings ('" + model.name +
+                        "' ties them); use dualpipev");
+    if (has_stage_strategies() || has_stage_replicas() || has_stage_cuts() || !pipeline_layout.empty())
+      throw ConfigError(ctx +
+                        ": the dualpipe schedule is modelled with one strategy for every stage (its mirror "
+                        "stages hold copies of each other's layers): no per-stage strategies, replicas, cuts "
+                        "inside layers or pipeline layout");
   } else if (schedule != Schedule::CUSTOM && virtual_stages != 1) {
     throw ConfigError(ctx + ": virtual stages > 1 need the interleaved or a custom schedule");
   }
@@ -833,7 +863,7 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
                         "of interleaved (as Megatron-Core; dualpipev overlaps its own chunks), not " +
                         schedule_name() + (pp > 1 ? " with pp " + std::to_string(pp) : ""));
   }
-  if (static_cast<std::int64_t>(pp) * virtual_stages > model.num_layers)
+  if ((bidirectional() ? pp : static_cast<std::int64_t>(pp) * virtual_stages) > model.num_layers)
     throw ConfigError(ctx +
                       ": pp * virtual stages = " + std::to_string(static_cast<std::int64_t>(pp) * virtual_stages) +
                       " exceeds the " + std::to_string(model.num_layers) + " layers of '" + model.name + "'");
@@ -867,7 +897,10 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
           ctx + ": layers_per_stage has " + std::to_string(layers_per_stage.size()) + " entries but pp is " +
           std::to_string(pp) +
           (virtual_stages > 1 ? " (pp * virtual stages is " + std::to_string(pp * virtual_stages) + ")" : ""));
-    if (n != pp * virtual_stages)
+    if (bidirectional() && n != pp)
+      throw ConfigError(ctx + ": under dualpipe layers_per_stage gives the " + std::to_string(pp) +
+                        " stages of one copy of the model, not " + std::to_string(n) + " entries");
+    if (n != pipeline_chunks())
       throw ConfigError(ctx + ": with " + std::to_string(virtual_stages) +
                         " virtual stages, layers_per_stage must give all " + std::to_string(pp * virtual_stages) +
                         " model chunks");
@@ -1236,23 +1269,27 @@ PipelineLayout parse_pipeline_layout(const std::string& layout, const std::strin
 }
 
 nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
-  nlohmann::json j = {
-      {"schema_version", 1},
-      {"tp", p.tp},
-      {"pp", p.pp},
-      {"dp", p.dp},
-      {"micro_batch_size", p.micro_batch_size},
-      {"global_batch_size", p.global_batch_size},
-      {"num_microbatches", p.num_microbatches()},
-      {"layers_per_stage", p.virtual_stages > 1 ? p.chunk_layers(num_layers) : p.stage_layers(num_layers)},
-      {"schedule", p.schedule == Schedule::CUSTOM ? std::string("custom") : p.schedule_name()},
-      {"virtual_stages", p.virtual_stages},
-      {"zero_stage", p.zero_stage},
-      {"recompute", to_string(p.recompute)},
-      {"sequence_parallel", p.sequence_parallel},
-      {"rank_order", rank_order_string(p.rank_order)},
-      {"dp_overlap", p.dp_overlap},
-      {"dp_bucket_bytes", p.dp_bucket_bytes}};
+  nlohmann::json j = {{"schema_version", 1},
+                      {"tp", p.tp},
+                      {"pp", p.pp},
+                      {"dp", p.dp},
+                      {"micro_batch_size", p.micro_batch_size},
+                      {"global_batch_size", p.global_batch_size},
+                      {"num_microbatches", p.num_microbatches()},
+                      {"layers_per_stage",
+                       [&] {
+                         auto chunks = p.chunk_layers(num_layers);
+                         if (p.bidirectional()) chunks.resize(static_cast<std::size_t>(p.pp));  // one copy's stages
+                         return p.virtual_stages > 1 ? chunks : p.stage_layers(num_layers);
+                       }()},
+                      {"schedule", p.schedule == Schedule::CUSTOM ? std::string("custom") : p.schedule_name()},
+                      {"virtual_stages", p.virtual_stages},
+                      {"zero_stage", p.zero_stage},
+                      {"recompute", to_string(p.recompute)},
+                      {"sequence_parallel", p.sequence_parallel},
+                      {"rank_order", rank_order_string(p.rank_order)},
+                      {"dp_overlap", p.dp_overlap},
+                      {"dp_bucket_bytes", p.dp_bucket_bytes}};
   if (p.optimizer_offload_fraction > 0) j["optimizer_offload_fraction"] = p.optimizer_offload_fraction;
   if (p.overlap_optimizer_offload) j["overlap_optimizer_offload"] = true;
   if (p.offload_activation_layers > 0) j["offload_activation_layers"] = p.offload_activation_layers;

@@ -1,6 +1,7 @@
 #include "sim/model/groups.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace dtsim::sim {
 
@@ -68,8 +69,12 @@ std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
       }
       break;
     }
-    case GroupAxis::EMB:  // every replica of the first stage and of the head's stage of this pipeline copy
-      for (int st : {0, p.head_stage()})
+    case GroupAxis::EMB:  // every replica of the first stage and of the head's stage of this pipeline copy; under
+                          // DualPipe the stage and its mirror, which hold copies of each other's layers
+    {
+      const std::array<int, 2> stages =
+          p.bidirectional() ? std::array<int, 2>{c.pp, p.pp - 1 - c.pp} : std::array<int, 2>{0, p.head_stage()};
+      for (int st : stages)
         for (int j = 0; j < p.replicas(st); ++j) {
           RankCoord x = c;
           x.pp = st;
@@ -78,6 +83,7 @@ std::vector<int> group_members(const ParallelPlan& p, int rank, GroupAxis ax) {
           add(x);
         }
       break;
+    }
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -419,7 +419,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) 
     for (int r0 = 0; r0 < world; ++r0) {
       if (seen[r0]) continue;
       const int stage = stage_of[r0];
-      if (ax == GroupAxis::EMB && stage != 0 && stage != p_.head_stage()) {
+      if (ax == GroupAxis::EMB && stage != 0 && stage != p_.head_stage() && !p_.bidirectional()) {
         sig[r0][0] = kNotEnd;
         seen[r0] = 1;
         continue;
@@ -1555,13 +1555,19 @@ std::int32_t Lowerer::ring_attention(int si, const cost::Step& st, Phase phase, 
 
 void Lowerer::lower_rank(int si) {
   const SimRank& r = out_.ranks[si];
-  const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages, last_chunk = p * v - 1;
+  const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages;
+  // Where a model chunk stands in its micro-batches' path: the embedding's chunk has no previous one, the head's no
+  // next (DualPipe: two paths, model chunks 0..p-1 and p..2p-1).
+  auto has_prev = [&](int k) { return p_.chunk_position(k) > 0; };
+  auto has_next = [&](int k) { return p_.chunk_position(k) < p_.pipeline_chunks() - 1; };
   const PassCosts& pc = stage_costs(s);
   const cost::LayerPasses &layer_ = pc.layer, &emb_ = pc.embedding, &head_ = pc.head;
   const cost::ActivationBytes &layer_act_ = pc.layer_act, &emb_act_ = pc.embedding_act, &head_act_ = pc.head_act;
   const auto chunk_layers = p_.chunk_layers(m_.num_layers);
-  std::vector<int> chunk_start(chunk_layers.size() + 1, 0);
-  for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_start[k + 1] = chunk_start[k] + chunk_layers[k];
+  // Model chunk k holds decoder layers [chunk_start[k], chunk_end[k]).
+  const std::vector<int> chunk_start = p_.chunk_first_layers(m_.num_layers);
+  std::vector<int> chunk_end(chunk_layers.size());
+  for (std::size_t k = 0; k < chunk_layers.size(); ++k) chunk_end[k] = chunk_start[k] + chunk_layers[k];
   const double e = dtype_bytes(m_.dtype);
   // One sample's hidden states on this rank (context parallelism: its seq_len / cp tokens).
   const double sample_bytes = static_cast<double>(m_.seq_len) / p_.cp * m_.hidden * e;
@@ -1659,8 +1665,8 @@ void Lowerer::lower_rank(int si) {
   };
   auto units_of = [&](int k) {
     std::vector<Unit> u;
-    if (k == 0) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
-    for (int l = chunk_start[k]; l < chunk_start[k + 1]; ++l) {
+    if (!has_prev(k)) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
+    for (int l = chunk_start[k]; l < chunk_end[k]; ++l) {
       const LayerKind kind = m_.layer_kind(l);
       if (l == chunk_start[k] && a_in > 0) {
         u.push_back(partial(pc.front, pc.front_act, pc.front_params, l));
@@ -1683,7 +1689,7 @@ void Lowerer::lower_rank(int si) {
                      cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, l});
       }
     }
-    if (k == last_chunk) {
+    if (!has_next(k)) {
       u.push_back({&head_, head_act_.stored, 0,
                    cost::last_stage_extra_params(m_, tp_s, p_.head_stage() > 0 ? p_.pp : 1) * e, -1});
       // Multi-token prediction: its depths after the head (Megatron-Core's MTP block on the last stage).
@@ -1698,7 +1704,7 @@ void Lowerer::lower_rank(int si) {
               {&mp, ma.stored, mp.recompute.empty() ? 0 : ma.transient, (kp.dense + kp.expert) * e, -1, kp.expert * e});
       }
     }
-    if (a_out > 0) u.push_back(partial(pc.back, pc.back_act, pc.back_params, chunk_start[k + 1]));
+    if (a_out > 0) u.push_back(partial(pc.back, pc.back_act, pc.back_params, chunk_end[k]));
     return u;
   };
   const bool dense_dp = p_.dense_grad_ranks() * p_.replicas(s) > 1, expert_dp = p_.expert_dp() > 1;
@@ -1871,13 +1877,14 @@ void Lowerer::lower_rank(int si) {
   std::int32_t last_compute = -1;
   // The end of the previous pass before its blocking sends: Megatron posts a pass's sends together with the next
   // pass's receives (send_forward_recv_backward, ...), so that is where this rank's receive is posted.
-  // DualPipeV (sched::dualpipev_exchanges): before pass i the rank posts batch i of sends and receives and waits for
-  // it, as dualpipev.py's _commit_and_wait_comm does: a batch starts once the previous one has ended and the compute
-  // before it has (its NCCL stream: in order, after the compute stream's event); a transfer moves once both ends'
-  // batches have started (NCCL's send and receive meet); a batch ends when its transfers have; the next compute
+  // DualPipeV and DualPipe (sched::dualpipe_exchanges): before pass i the rank posts batch i of sends and receives and
+  // waits for it, as dualpipev.py's _commit_and_wait_comm does: a batch starts once the previous one has ended and the
+  // compute before it has (its NCCL stream: in order, after the compute stream's event); a transfer moves once both
+  // ends' batches have started (NCCL's send and receive meet); a batch ends when its transfers have; the next compute
   // waits for that. A receive posted ahead of its pass (prefetched) is waited for there too.
-  const bool exchanges = p_.schedule == Schedule::DUALPIPEV;
-  const sched::Exchanges ex = exchanges ? sched::dualpipev_exchanges(p, p_.num_microbatches(), s) : sched::Exchanges{};
+  const bool exchanges = p_.schedule == Schedule::DUALPIPEV || p_.bidirectional();
+  const sched::Exchanges ex =
+      exchanges ? sched::dualpipe_exchanges(p, p_.num_microbatches(), s, p_.bidirectional()) : sched::Exchanges{};
   std::map<std::tuple<int, int, int>, std::int32_t> received;  // (micro-batch, model chunk, dir) -> receive point
   std::int32_t batch_end = -1;
   auto commit = [&](std::size_t at) {
@@ -1945,8 +1952,8 @@ void Lowerer::lower_rank(int si) {
     const bool own_w_follows = op.kind == PipeOp::Kind::B && oi + 1 < static_cast<int>(order.size()) &&
                                order[oi + 1].kind == PipeOp::Kind::W && order[oi + 1].microbatch == mb &&
                                order[oi + 1].chunk == op.chunk;
-    const bool step_continues = (pair_rank_ == si && pair_pass_ == 0) ||
-                                (own_w_follows && (pair_rank_ == si || p_.schedule == Schedule::DUALPIPEV));
+    const bool step_continues =
+        (pair_rank_ == si && pair_pass_ == 0) || (own_w_follows && (pair_rank_ == si || exchanges));
     const bool defer_sends = step_continues || !pending_sends.empty();
     const auto units = units_of(k);
     std::int32_t first = -1, cur = -1, pass_end = -1;
@@ -1960,9 +1967,9 @@ void Lowerer::lower_rank(int si) {
         if (st != static_cast<int>(Stream::HOST) && before[st] >= 0) g_.depend(before[st], id);
     }
     if (op.kind == PipeOp::Kind::F) {
-      const bool local_in = k > 0 && p_.stage_of_chunk(k - 1) == s;
+      const bool local_in = has_prev(k) && p_.stage_of_chunk(k - 1) == s;
       bool listed = false;
-      if (k > 0) {
+      if (has_prev(k)) {
         first = cur = take_received(Phase::FORWARD, mb, k, 0, "recv-activation", &listed);
         if (scatter_gather && !local_in)
           cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
@@ -1997,15 +2004,15 @@ void Lowerer::lower_rank(int si) {
         cur = collective(si, GroupAxis::DP, Stream::TP, CollectiveKind::ALL_REDUCE, amax_bytes, Phase::FORWARD,
                          "fp8-amax-reduce", -1, mb, cur);
       }
-      if (k > 0 && !listed) waiting_.push_back({first, si, mb, k, 0, rendezvous && !local_in ? posted : -1});
+      if (has_prev(k) && !listed) waiting_.push_back({first, si, mb, k, 0, rendezvous && !local_in ? posted : -1});
       pass_end = cur;
-      if (k < last_chunk && (!exchanges || p_.stage_of_chunk(k + 1) == s)) {  // exchanges: at a later batch
+      if (has_next(k) && (!exchanges || p_.stage_of_chunk(k + 1) == s)) {  // exchanges: at a later batch
         if (defer_sends) pending_sends.push_back({k + 1, 0, mb, cur});
         else cur = send_pieces(k + 1, 0, mb, cur);
       }
     } else if (op.kind == PipeOp::Kind::B) {
       bool listed = false;
-      if (k < last_chunk) {
+      if (has_next(k)) {
         first = cur = take_received(Phase::BACKWARD, mb, k, 1, "recv-gradient", &listed);
         cur = reshard(p_.stage_of_chunk(k + 1), Phase::BACKWARD, mb, cur);
       }
@@ -2053,10 +2060,10 @@ void Lowerer::lower_rank(int si) {
         }
         ends.push_back(cur);
       }
-      const bool local_in = k < last_chunk && p_.stage_of_chunk(k + 1) == s;
-      if (k < last_chunk && !listed) waiting_.push_back({first, si, mb, k, 1, rendezvous && !local_in ? posted : -1});
+      const bool local_in = has_next(k) && p_.stage_of_chunk(k + 1) == s;
+      if (has_next(k) && !listed) waiting_.push_back({first, si, mb, k, 1, rendezvous && !local_in ? posted : -1});
       pass_end = cur;
-      if (k > 0 && (!exchanges || p_.stage_of_chunk(k - 1) == s)) {
+      if (has_prev(k) && (!exchanges || p_.stage_of_chunk(k - 1) == s)) {
         if (defer_sends) pending_sends.push_back({k - 1, 1, mb, cur});
         else cur = send_pieces(k - 1, 1, mb, cur);
       }
@@ -2110,6 +2117,16 @@ void Lowerer::lower_rank(int si) {
     double bytes = static_cast<double>(m_.vocab) * m_.hidden / tp_s * e;
     dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
                                  "embedding-grad", -1, -1, last_compute));
+  }
+
+  // DualPipe: stage s and its mirror pp-1-s hold copies of each other's layers; their gradients are summed before
+  // the step (example_dualpipe.py adds each rank's chunk gradients to its mirror's: p0.grad += p1all[pp-1-rank]),
+  // here as an all-reduce of the rank's shard of its gradients (what its optimizer steps) with its mirror's, after
+  // the data-parallel reductions on the same stream.
+  if (p_.bidirectional()) {
+    const double bytes = r.static_mem.step_params * (p_.fp32_grads ? 4.0 : e);
+    dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
+                                 "copy-grad-sync", -1, -1, last_compute));
   }
 
   // Gradient clipping by global norm (the stack's grad_clip): a pass over this rank's gradient shard, after its
@@ -2250,7 +2267,7 @@ Lowered Lowerer::run() {
   sched::validate_orders(
       orders_, p_.pp, p_.num_microbatches(), p_.virtual_stages, p_.split_backward(),
       p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'" : "schedule " + p_.schedule_name(),
-      p_.schedule == Schedule::DUALPIPEV);
+      p_.schedule == Schedule::DUALPIPEV, p_.bidirectional());
   setup_ranks();
   const int nsim = static_cast<int>(out_.ranks.size());
   // Once the first tensor-parallel group is lowered (its collectives hold every member's tasks), the graph's final

@@ -236,7 +236,9 @@ expect_error "activation offload all layers" "must be fewer than the layers of e
 expect_error "activation offload negative"  "activation offload layers must be 0 or more" simulate "${M[@]}" "${C[@]}" "${P[@]}" --offload-activations -1
 expect_error "dualpipev too few micro-batches" "needs at least 2 * pp = 4 micro-batches, got 2" simulate --model llama3-8b --cluster dgx-h100:8 --pp 2 --dp 4 --mbs 1 --gbs 8 --schedule dualpipev
 expect_error "dualpipev on one stage"        "the dualpipev schedule needs pp >= 2" simulate --model llama3-8b --cluster dgx-h100:8 --dp 8 --mbs 1 --gbs 32 --schedule dualpipev
-expect_error "bidirectional dualpipe"        "schedule 'dualpipe' (bidirectional" simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule dualpipe
+expect_error "dualpipe, tied embeddings"     "the dualpipe schedule is modelled for untied embeddings" simulate "${M[@]}" "${C[@]}" "${P[@]}" --schedule dualpipe
+expect_error "dualpipe, odd pp"              "the dualpipe schedule needs an even pp >= 2" simulate --model llama3-8b --cluster dgx-h100:24 --pp 3 --dp 8 --mbs 1 --gbs 48 --schedule dualpipe
+expect_error "dualpipe, odd micro-batches"   "the dualpipe schedule needs an even number of micro-batches, at least 2 * pp = 4, got 5" simulate --model llama3-8b --cluster dgx-h100:8 --pp 2 --dp 4 --mbs 1 --gbs 20 --schedule dualpipe
 expect_error "moe comm overlap, dense model" "overlap_moe_comm overlaps expert-parallel all-to-alls" simulate "${M[@]}" "${C[@]}" "${P[@]}" --overlap-moe-comm
 expect_error "moe comm overlap, 1f1b with pp" "not 1f1b with pp 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --pp 2 --ep 4 --dp 4 --mbs 1 --gbs 8 --overlap-moe-comm
 expect_error "moe comm overlap, zb-h1"       "not zb-h1 with pp 2" simulate --model mixtral-8x7b --cluster dgx-h100:8 --pp 2 --ep 4 --dp 4 --mbs 1 --gbs 8 --schedule zb-h1 --overlap-moe-comm

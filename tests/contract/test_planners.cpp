@@ -195,10 +195,10 @@ TEST(PlannerContract, GridOffersDeepepWhereExpertParallelismSpansNodes) {
 
 // Overlapped forward-backward pairs on the modelling notes' Mixtral example (TP 2 with SP, PP 4, EP 8, DP 8, 32
 // micro-batches; capacity 1.0 with padding, and dropless, where the host waits for the token counts): interleaved 2
-// without and with Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm), and DualPipeV. The estimator
-// credits the communication the pairs hide (it did not before 2026-12-03: 2.699 s for both interleaved plans with
-// padding, simulated 2.749 and 2.470 s), follows the simulator on each within 15%, and ranks the overlap ahead of
-// the plain schedule as the simulator does.
+// without and with Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm), DualPipeV and DualPipe. The
+// estimator credits the communication the pairs hide (it did not before 2026-12-03: 2.699 s for both interleaved
+// plans with padding, simulated 2.749 and 2.470 s), follows the simulator on each within 15%, and ranks the overlap
+// ahead of the plain schedule as the simulator does.
 TEST(PlannerContract, EstimatorCreditsOverlappedMoePairs) {
   planning::PlannerInput in = grid_input("mixtral-8x7b", 32, "dgx-h100:64");
   in.global_batch_size = 256;
@@ -213,9 +213,9 @@ TEST(PlannerContract, EstimatorCreditsOverlappedMoePairs) {
   plan.virtual_stages = 2;
   for (const char* routing : {"balanced,cf:1.0:pad", "balanced"}) {
     plan.routing = routing_from_string(routing, "test");
-    double estimated[3] = {0, 0, 0}, simulated[3] = {0, 0, 0};
-    for (int variant = 0; variant < 3; ++variant) {
-      plan.schedule = variant < 2 ? Schedule::INTERLEAVED : Schedule::DUALPIPEV;
+    double estimated[4] = {0, 0, 0, 0}, simulated[4] = {0, 0, 0, 0};
+    for (int variant = 0; variant < 4; ++variant) {
+      plan.schedule = variant < 2 ? Schedule::INTERLEAVED : variant == 2 ? Schedule::DUALPIPEV : Schedule::DUALPIPE;
       plan.overlap_moe_comm = variant == 1;
       plan.validate(in.model, in.cluster);
       estimated[variant] = estimate::estimate(in.model, in.cluster, in.calibration, plan).iteration_s;

@@ -86,5 +86,6 @@ INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleContract,
                                            Case{"interleaved:4", 2, 2}, Case{"zb-h1", 2, 5}, Case{"zb-h1", 4, 3},
                                            Case{"zb-h1", 4, 10}, Case{"zb-h2", 3, 7}, Case{"zb-h2", 4, 4},
                                            Case{"zb-h2", 4, 12}, Case{"dualpipev", 2, 4}, Case{"dualpipev", 3, 7},
-                                           Case{"dualpipev", 4, 8}, Case{"dualpipev", 4, 13}),
+                                           Case{"dualpipev", 4, 8}, Case{"dualpipev", 4, 13}, Case{"dualpipe", 2, 4},
+                                           Case{"dualpipe", 4, 8}, Case{"dualpipe", 4, 14}, Case{"dualpipe", 6, 12}),
                          name_of);

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "sim/model/groups.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/schedule.hpp"
 #include "tests/support/sim_fixture.hpp"
@@ -245,6 +246,57 @@ TEST(DualPipeV, HoldsPPPlusOneChunkActivations) {
   }
 }
 
+// ---- Bidirectional DualPipe against DeepSeek's figure (DualPipe README, "Example DualPipe scheduling for 8 PP ranks
+// and 20 micro-batches in two directions", images/dualpipe.png): the same cells as DualPipeV's figure -- every
+// device's row 66 cells, 60 busy (20 micro-batches x F + B + W), 6 idle = (PP/2 - 1)(F&B + B - 3W) with PP = 8 --
+// and device d starts after min(d, 7 - d) idle cells (devices 0 and 7 start the two directions at once).
+
+TEST(DualPipe, MatchesDeepSeeksEightDeviceTimeline) {
+  const int p = 8, m = 20;
+  auto r = run_fixed_pipeline(pipeline_plan(Schedule::DUALPIPE, p, m, 2), p, 1, 1, 1, 1e6);
+  EXPECT_NEAR(r.rep.iteration_time_s, 66.0, kEps);
+  for (int s = 0; s < p; ++s) {
+    const std::string row = cells(r, s);
+    EXPECT_EQ(row.size(), 66u) << "device " << s << ": " << row;
+    EXPECT_EQ(row.find_first_not_of('.'), static_cast<std::size_t>(std::min(s, p - 1 - s))) << row;
+    EXPECT_EQ(std::count(row.begin(), row.end(), '.'), 6) << row;
+    EXPECT_NEAR(stage_report(r, s).compute_s, m * 3.0, kEps);
+  }
+}
+
+// The README's table: DualPipe holds PP + 1 chunk activations per device (PP = p stages, a chunk one stage of a
+// copy) and two copies of the parameters (below, DualPipe.HoldsTwoCopiesOfEveryStage).
+TEST(DualPipe, HoldsPPPlusOneChunkActivations) {
+  const int p = 4, m = 10;
+  const double act = 1e9;  // one layer per chunk
+  auto r = run_fixed_pipeline(pipeline_plan(Schedule::DUALPIPE, p, m, 2), p, 1, 1, 1, act);
+  const auto orders = sched::plan_orders(r.plan);
+  for (int s = 0; s < p; ++s) {
+    EXPECT_DOUBLE_EQ(stage_report(r, s).peak_activation_bytes, (p + 1) * act) << "stage " << s;
+    EXPECT_EQ(sched::max_in_flight(orders[s], true), p + 1) << "stage " << s;
+  }
+}
+
+// The two copies' gradients are summed between mirror stages (example_dualpipe.py: p0.grad += p1all[pp-1-rank]):
+// one all-reduce per rank over {s, pp-1-s} of the gradient shard its optimizer steps, in the model's dtype.
+TEST(DualPipe, SumsTheCopiesGradientsWithTheMirrorStage) {
+  const int p = 4, m = 8;
+  auto r = run_fixed_pipeline(pipeline_plan(Schedule::DUALPIPE, p, m, 2), p, 1, 1, 1, 1e6);
+  const auto& tasks = r.low.graph.tasks();
+  std::map<int, int> syncs;  // stage -> tasks of its copy-grad-sync all-reduce
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    if (r.low.graph.names()[t.name].rfind("copy-grad-sync", 0) != 0 || t.rank < 0) continue;
+    ++syncs[r.low.ranks[t.rank].coord.pp];
+  }
+  for (int s = 0; s < p; ++s) EXPECT_GT(syncs[s], 0) << "stage " << s;
+  ParallelPlan plan = pipeline_plan(Schedule::DUALPIPE, p, m, 2);
+  for (int s = 0; s < p; ++s) {
+    const auto members = group_members(plan, plan.rank_of(RankCoord{0, 0, s, 0}), GroupAxis::EMB);
+    EXPECT_EQ(members, (std::vector<int>{std::min(s, p - 1 - s), std::max(s, p - 1 - s)})) << "stage " << s;
+  }
+}
+
 // ---- Overlapped pairs and DualPipeV's exchanges on a MoE model: folded = unfolded, and the pairs hide all-to-alls.
 
 namespace {
@@ -276,7 +328,8 @@ Simulation run_moe(const std::string& schedule, bool overlap, FoldMode fold, con
 }  // namespace
 
 TEST(OverlappedPairs, FoldedEqualsUnfolded) {
-  for (const auto& [schedule, overlap] : {std::pair<std::string, bool>{"dualpipev", false}, {"interleaved:2", true}}) {
+  for (const auto& [schedule, overlap] :
+       {std::pair<std::string, bool>{"dualpipev", false}, {"dualpipe", false}, {"interleaved:2", true}}) {
     const Simulation folded = run_moe(schedule, overlap, FoldMode::AUTO, "balanced"),
                      unfolded = run_moe(schedule, overlap, FoldMode::NONE, "balanced");
     EXPECT_LT(folded.lowered.ranks.size(), unfolded.lowered.ranks.size()) << schedule;

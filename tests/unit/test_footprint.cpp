@@ -79,6 +79,13 @@ std::vector<Case> small_cases() {
   set_schedule(c.plan, "dualpipev", "test");
   cases.push_back(c);
   c = make("mixtral-8x7b", "dgx-h100:64", 2, 4, 8, 1, 64);
+  c.name += ", ep 4, dualpipe, zero 1";
+  c.plan.ep = 4;
+  c.plan.sequence_parallel = true;
+  c.plan.zero_stage = 1;
+  set_schedule(c.plan, "dualpipe", "test");
+  cases.push_back(c);
+  c = make("mixtral-8x7b", "dgx-h100:64", 2, 4, 8, 1, 64);
   c.name += ", ep 4, interleaved with all-to-all overlap";
   c.plan.ep = 4;
   c.plan.sequence_parallel = true;

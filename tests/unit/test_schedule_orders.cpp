@@ -178,6 +178,58 @@ TEST(ScheduleOrders, DualPipeVDeviceZeroAsInDeepSeeksFigure) {
   EXPECT_TRUE(last[11].with_next);
 }
 
+// ---- Bidirectional DualPipe (github.com/deepseek-ai/DualPipe, dualpipe.py).
+
+TEST(ScheduleOrders, DualPipeIsCompleteAndDeadlockFreeInBothDirections) {
+  for (int p : {2, 4, 6, 8})
+    for (int m : {2 * p, 2 * p + 2, 4 * p}) {
+      ParallelPlan plan = plan_of(Schedule::DUALPIPE, p, m, 2);
+      SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
+      const auto orders = sched::plan_orders(plan);
+      EXPECT_NO_THROW(sched::validate_orders(orders, p, m, 2, true, "t", true, true));
+      for (int s = 0; s < p; ++s) {
+        // Micro-batches 0..m/2-1 run the forward direction (chunk 0), the rest the reverse (chunk 1); the mirror
+        // stage pp-1-s runs the same order with the directions swapped.
+        for (const auto& op : orders[s]) EXPECT_EQ(op.chunk, 2 * op.microbatch >= m ? 1 : 0) << to_string(op);
+        const auto& mirror = orders[p - 1 - s];
+        ASSERT_EQ(orders[s].size(), mirror.size());
+        for (std::size_t i = 0; i < mirror.size(); ++i) {
+          const PipeOp& a = orders[s][i];
+          const PipeOp& b = mirror[i];
+          EXPECT_EQ(a.kind, b.kind);
+          EXPECT_EQ(a.chunk, 1 - b.chunk);
+          EXPECT_EQ(a.microbatch % (m / 2), b.microbatch % (m / 2));
+        }
+        // The DualPipe README's table: PP + 1 chunk activations per device (PP = p stages).
+        EXPECT_EQ(sched::max_in_flight(orders[s], true), p + 1) << "stage " << s;
+      }
+    }
+  // A micro-batch on the other direction's chunk is refused.
+  auto orders = sched::plan_orders(plan_of(Schedule::DUALPIPE, 2, 4, 2));
+  orders[0][0].chunk = 1;
+  EXPECT_THROW(sched::validate_orders(orders, 2, 4, 2, true, "t", true, true), ConfigError);
+}
+
+TEST(ScheduleOrders, DualPipeHoldsTwoCopiesOfTheModel) {
+  ParallelPlan plan = plan_of(Schedule::DUALPIPE, 4, 8, 2);
+  // Stage s: stage s of the forward copy (model chunk s) and stage 3 - s of the reverse copy (model chunk 7 - s).
+  EXPECT_EQ(plan.model_chunk(0, 1), 7);
+  EXPECT_EQ(plan.model_chunk(3, 1), 4);
+  EXPECT_EQ(plan.pipeline_chunks(), 4);
+  EXPECT_EQ(plan.chunk_layers(16), (std::vector<int>{4, 4, 4, 4, 4, 4, 4, 4}));
+  EXPECT_EQ(plan.chunk_first_layers(16), (std::vector<int>{0, 4, 8, 12, 0, 4, 8, 12}));
+  EXPECT_EQ(plan.stage_layers(16), (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_EQ(plan.first_chunk_of(3), 0);
+  EXPECT_EQ(plan.first_chunk_of(4), 4);
+  for (int s : {0, 3}) EXPECT_TRUE(plan.is_embedding_stage(s) && plan.is_head_stage(s)) << s;
+  for (int s : {1, 2}) EXPECT_FALSE(plan.is_embedding_stage(s) || plan.is_head_stage(s)) << s;
+  // Uneven stages: layers_per_stage gives one copy's pp stages, the other copy mirrors them.
+  plan.layers_per_stage = {3, 5, 5, 3};
+  EXPECT_EQ(plan.chunk_layers(16), (std::vector<int>{3, 5, 5, 3, 3, 5, 5, 3}));
+  EXPECT_EQ(plan.stage_layers(16), (std::vector<int>{6, 10, 10, 6}));
+  EXPECT_EQ(plan.chunk_first_layers(16), (std::vector<int>{0, 3, 8, 13, 0, 3, 8, 13}));
+}
+
 TEST(ScheduleOrders, OverlapMoeCommPairsIndependentForwardsAndBackwards) {
   // Without pipelining: F(i+1) with B(i) (combined_1f1b_schedule_for_no_pipelining).
   ParallelPlan plan = plan_of(Schedule::ONE_F_ONE_B, 1, 4);

@@ -609,7 +609,7 @@ TEST(PublishedData, HybridModelsMapFromShapesOrPresets) {
   EXPECT_EQ(b.model.linear.value_heads, 32);
 }
 
-TEST(PublishedData, RecomputeModulesFromWordsOrListAndDualPipeRefused) {
+TEST(PublishedData, RecomputeModulesFromWordsOrListAndDualPipe) {
   // DeepSeek-V3's words (section 3.2.3) and a 2026 recipe's Megatron-Core list map to recompute modules.
   const nlohmann::json doc = nlohmann::json::parse(R"({
     "model_shapes": {"dsv3": {"preset": "deepseek-v3"}},
@@ -624,12 +624,13 @@ TEST(PublishedData, RecomputeModulesFromWordsOrListAndDualPipeRefused) {
        "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 1024, "framework": "megatron-core", "recompute": "selective",
        "recompute_modules": "core_attn,attention", "measured": {"iteration_s": 1.0}},
       {"id": "dualpipe", "gpu": "H100", "gpus": 1024, "model": "dsv3", "seq": 4096, "precision": "bf16", "tp": 1,
-       "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 1024, "framework": "megatron-core", "recompute": "none",
+       "pp": 16, "dp": 64, "ep": 64, "mbs": 1, "gbs": 4096, "framework": "megatron-core", "recompute": "none",
        "pp_schedule": "DualPipe, bidirectional", "measured": {"iteration_s": 1.0}}]})");
   const auto rows = load_measurements_document(doc, "modules.json");
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_NE(row_by_id(rows, "dualpipe").failure.find("DualPipe is not modelled"), std::string::npos)
-      << row_by_id(rows, "dualpipe").failure;
+  const auto& dp = row_by_id(rows, "dualpipe");
+  EXPECT_TRUE(dp.failure.empty()) << dp.failure;
+  EXPECT_EQ(dp.plan.schedule, Schedule::DUALPIPE);
   const auto& w = row_by_id(rows, "words");
   EXPECT_TRUE(w.failure.empty()) << w.failure;
   EXPECT_EQ(w.plan.recompute, Recompute::SELECTIVE);

@@ -650,12 +650,12 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     p.recompute_modules = recompute_modules_from_string(list, ctx + " recompute_modules");
   }
   const std::string sched = lower(opt_str(row, ctx, "pp_schedule"));
-  // DeepSeek's DualPipe (bidirectional, two parameter copies, forward/backward overlap) is not modelled: predicting it
-  // as 1F1B would score the wrong schedule.
-  if (contains(sched, "dualpipe"))
-    throw ConfigError(ctx + ": pp_schedule '" + sched + "' is not expressible (DualPipe is not modelled)");
+  // DeepSeek's DualPipe (bidirectional, two parameter copies) and DualPipeV (its cut-in-half V): their own schedules.
   const bool interleaved = contains(sched, "interleaved") && !contains(sched, "non-interleaved");
-  if (p.pp > 1 && (vp > 1 || interleaved)) {
+  if (contains(sched, "dualpipe")) {
+    if (vp > 1) throw ConfigError(ctx + ": pp_schedule '" + sched + "' with vp " + std::to_string(vp));
+    set_schedule(p, contains(sched, "dualpipev") ? "dualpipev" : "dualpipe", ctx);
+  } else if (p.pp > 1 && (vp > 1 || interleaved)) {
     // An interleaved schedule whose depth the source does not give (Llama 3's Table 4: "V ... not stated"): the least
     // interleaving, two model chunks per rank.
     if (!vp_stated) {
