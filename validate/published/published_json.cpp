@@ -251,7 +251,21 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
     m.mla.qk_rope_head_dim = req_int(a, actx, "qk_rope_head_dim");
     m.mla.v_head_dim = req_int(a, actx, "v_head_dim");
   } else if (starts_with(attention, "mla")) {
-    throw ConfigError(sctx + ": attention 'mla' without an 'mla' block");
+    // MLA's dimensions as a paper writes them in words (large_scale_papers.json, DeepSeek-V3: "MLA: q_lora_rank 1536,
+    // kv_lora_rank 512, qk head dim 128 (+ 64 rope), v head dim 128"): each number after its name.
+    auto dim = [&](const char* pattern) {
+      std::smatch mt;
+      if (!std::regex_search(attention, mt, std::regex(pattern)))
+        throw ConfigError(sctx + ": attention 'mla' without an 'mla' block, and its text does not give " +
+                          std::string(pattern).substr(0, std::string(pattern).find('[')));
+      return std::stoi(mt[1].str());
+    };
+    m.mla.q_lora_rank = dim(R"(q_lora_rank[^0-9]*([0-9]+))");
+    m.mla.kv_lora_rank = dim(R"(kv_lora_rank[^0-9]*([0-9]+))");
+    m.mla.qk_nope_head_dim = dim(R"(qk head dim[^0-9]*([0-9]+))");
+    m.mla.qk_rope_head_dim = dim(R"(\+ *([0-9]+) *rope)");
+    m.mla.v_head_dim = dim(R"(v head dim[^0-9]*([0-9]+))");
+    notes.add("MLA dimensions read from the attention text");
   }
   if (present(s, "moe")) {
     const json& e = s.at("moe");
@@ -266,6 +280,9 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
       throw ConfigError(ectx + ": dense_layers " + std::to_string(m.moe.dense_layers) + " + moe_layers " +
                         std::to_string(*ml) + " is not the " + std::to_string(m.num_layers) + " layers");
     m.moe.sigmoid_router = contains(lower(opt_str(e, ectx, "router")), "sigmoid");
+    // DeepSeek-V3's node-limited routing (report section 2.1.2: "each token will be sent to at most M nodes"): the
+    // groups are the nodes of the row's EP group, set once the plan is known (node_limited_routing).
+    m.moe.router_group_topk = opt_int(e, ectx, "node_limited_routing_max_nodes").value_or(0);
   }
   // Layer kinds (hybrid Mamba / linear-attention / sliding-window models) and multi-token prediction, as a model file
   // writes them; Megatron-Core's hybrid_override_pattern is the same string as layer_pattern.
@@ -273,7 +290,7 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
       opt_str(s, sctx, present(s, "hybrid_override_pattern") ? "hybrid_override_pattern" : "layer_pattern");
   m.sliding_window = opt_int(s, sctx, "sliding_window").value_or(0);
   m.attention_gate = opt_bool(s, sctx, "attention_gate").value_or(false);
-  m.mtp_layers = opt_int(s, sctx, "mtp_layers").value_or(0);
+  m.mtp_layers = opt_int(s, sctx, present(s, "mtp_depth") ? "mtp_depth" : "mtp_layers").value_or(0);
   if (present(s, "mamba")) {
     const json& x = s.at("mamba");
     const std::string xctx = sctx + ".mamba";
@@ -291,6 +308,29 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
     m.linear.value_head_dim = opt_int(x, xctx, "value_head_dim").value_or(128);
   }
   return m;
+}
+
+// Node-limited routing as a shape states it (moe.node_limited_routing_max_nodes: router_group_topk, no groups yet):
+// the router's groups are the nodes the row's EP group spans (DeepSeek-V3: 256 experts over EP 64 on 8 nodes, 8
+// groups, at most 4 per token, as its config's n_group 8 / topk_group 4). A limit no smaller than the nodes is none.
+void node_limited_routing(const json& row, const std::string& ctx, TransformerSpec& m, const ParallelPlan& p,
+                          Notes& notes) {
+  if (m.moe.router_group_topk <= 0 || m.moe.router_groups > 0) return;
+  const int gpn = opt_int(row, ctx, "gpus_per_node").value_or(8);
+  const int nodes = std::max(1, p.ep / std::max(1, gpn));
+  if (m.moe.router_group_topk >= nodes) {
+    m.moe.router_group_topk = 0;
+    notes.add("node-limited routing to more nodes than the EP group spans: no limit");
+    return;
+  }
+  if (m.moe.experts % nodes != 0 || m.moe.router_group_topk * (m.moe.experts / nodes) < m.moe.top_k)
+    throw ConfigError(ctx + ": node-limited routing to " + std::to_string(m.moe.router_group_topk) +
+                      " nodes cannot hold top_k " + std::to_string(m.moe.top_k) + " of " +
+                      std::to_string(m.moe.experts) + " experts over an EP group of " + std::to_string(nodes) +
+                      " nodes");
+  m.moe.router_groups = nodes;
+  notes.add("node-limited routing: " + std::to_string(nodes) + " router groups (the EP group's nodes), " +
+            std::to_string(m.moe.router_group_topk) + " per token");
 }
 
 // ---- hardware ----------------------------------------------------------------------------------------------
@@ -725,6 +765,14 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     p.dispatcher = dispatcher_from_string(d, ctx + ": moe_dispatcher");
   }
   if (model.moe.enabled()) routing_of(row, ctx, p);
+  // Node-limited routing (DeepSeek-V3 report section 3.2.2): a token goes by IB once to each of its at most M nodes,
+  // to the GPU at its own position there, which forwards it over NVLink -- the flex dispatcher's two hops.
+  if (model.moe.router_group_topk > 0 && model.moe.router_groups == 0 && !present(row, "moe_dispatcher")) {
+    p.dispatcher = dispatcher_from_string("deepep", ctx);
+    notes.add(
+        "node-limited routing: tokens dispatched in two hops, IB once per node then NVLink (the flex "
+        "dispatcher, deepep)");
+  }
   if (present(row, "per_stage_plan")) p.layers_per_stage = layers_per_stage_of(row, ctx, model, p.pp, notes);
   if (present(row, "pipeline_layout")) {
     // Megatron-Core's --pipeline-model-parallel-layout, as the 2026 recipes give it (checked by ParallelPlan).
@@ -1043,6 +1091,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.sp_unstated = r.plan.tp > 1 && !r.plan.sequence_parallel && !present(row, "sequence_parallel");
     r.plan.stack = stack_name(row, ctx, stack);
+    node_limited_routing(row, ctx, r.model, r.plan, notes);
     framework_conventions(row, ctx, r.plan, r.model.moe.enabled(), notes);
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
