@@ -2,7 +2,8 @@
 // layout) that divides the cluster, pruned by the analytic memory model and ranked by the analytic estimator. A
 // pipeline depth that does not divide the layers (DeepSeek-V3's 61, Llama 3 405B's 126) gets uneven stages (1F1B
 // only: interleaving needs whole chunks, as Megatron-Core without a layout). MoE: every EP degree that divides the
-// experts (up to 64), and DeepEP's dispatcher beside the all-to-all where the EP group spans nodes. Layouts: 1-D
+// experts (up to 64), DeepEP's dispatcher beside the all-to-all where the EP group spans nodes, and DeepSeek's
+// DualPipeV and DualPipe beside 1F1B and interleaving. Layouts: 1-D
 // Megatron with and without sequence parallelism for tp up to a node; 2-D (tp = q^2), 2.5-D (tp = 2 q^2, 4 q^2) and 3-D
 // (tp = q^3) for tp up to 64 GPUs, inside or across nodes.
 #include <algorithm>
@@ -94,7 +95,8 @@ public:
             if (n % (tp * cp * pp) != 0) continue;
             const int dp = n / (tp * cp * pp);
             for (int mbs : {1, 2, 4, 8})
-              for (const char* sched : {"1f1b", "interleaved:2", "interleaved:3", "interleaved:4"})
+              for (const char* sched :
+                   {"1f1b", "interleaved:2", "interleaved:3", "interleaved:4", "dualpipev", "dualpipe"})
                 for (Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL})
                   for (int zero : {0, 1})
                     for (const LayoutOption& lo : layouts) {
@@ -123,6 +125,11 @@ public:
                       if (p.schedule == Schedule::INTERLEAVED &&
                           (pp == 1 || m.num_layers % (pp * p.virtual_stages) != 0))
                         continue;
+                      // DeepSeek's DualPipeV and DualPipe, whose overlapped pairs hide expert-parallel all-to-alls:
+                      // for MoE plans with EP (the uniform split; DualPipe's layers_per_stage is one copy's stages).
+                      const bool dual = p.schedule == Schedule::DUALPIPEV || p.bidirectional();
+                      if (dual && (ep == 1 || pp == 1)) continue;
+                      if (p.schedule == Schedule::DUALPIPEV) p.layers_per_stage.clear();
                       // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) where it runs: expert
                       // parallelism, interleaved or unpipelined 1F1B; each steady-state forward with a backward,
                       // their all-to-alls under each other's compute (the estimator credits it as the simulator).

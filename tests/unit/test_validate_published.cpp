@@ -468,11 +468,7 @@ TEST(SharedMeasurements, LargeScalePapersScoreTheirTimedRows) {
   const auto& dsv3 = row_by_id(rows, "deepseekv3-pretrain");
   ASSERT_TRUE(dsv3.failure.empty()) << dsv3.failure;
   EXPECT_EQ(dsv3.plan.schedule, Schedule::DUALPIPE);
-  EXPECT_EQ(dsv3.model.mla.kv_lora_rank, 512);
-  EXPECT_EQ(dsv3.model.mla.q_lora_rank, 1536);
-  EXPECT_EQ(dsv3.model.mla.qk_nope_head_dim, 128);
-  EXPECT_EQ(dsv3.model.mla.qk_rope_head_dim, 64);
-  EXPECT_EQ(dsv3.model.mla.v_head_dim, 128);
+  EXPECT_EQ(dsv3.model.mla, model_preset("deepseek-v3").mla);  // 1536, 512, 128 (+ 64 rope), 128
   EXPECT_EQ(dsv3.model.mtp_layers, 1);
   EXPECT_EQ(dsv3.model.moe.router_groups, 8);
   EXPECT_EQ(dsv3.model.moe.router_group_topk, 4);
