@@ -11,6 +11,8 @@
 #   nemotronh56    Nemotron-H 56B (hybrid Mamba-2), 256 H100, TP8 PP4 DP8, SP, gbs 256 (issue Workloads: <= 5 s)
 #   qwen3next      Qwen3-Next-80B-A3B (Gated DeltaNet + gated attention, MoE), 256 H100, TP2 PP4 EP32 (ETP 1), SP,
 #                  gbs 512 (issue Workloads: <= 5 s)
+#   dsv3-dualpipe  DeepSeek-V3 (MTP 1), 2,048 H800, PP16 EP64, bidirectional DualPipe, DeepEP dispatch, node-limited
+#                  routing (8 groups, 4 per token), FP8, gbs 4096 (issue Workloads)
 #   sweep300       `dtsim sweep examples/sweeps/moe-dense-300.json -j 2`: 300 MoE and dense plans on 256-2,048 H100s
 #                  (once, not per network; target <= 10 min)
 # The issue gives no global batch for most rows: the sizes above are this script's. Targets: <= 5 s analytic and
@@ -37,6 +39,7 @@ args_of() {
     llama405-nvl72) echo "--model llama3-405b --cluster gb200-nvl72:576 --tp 8 --pp 9 --dp 8 --layers-per-stage 14,14,14,14,14,14,14,14,14 --precision mxfp8 --sequence-parallel --tp-comm-overlap --gbs 576" ;;
     gpt3-1k) echo "--model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536" ;;
     nemotronh56) echo "--model nemotron-h-56b --cluster dgx-h100:256 --tp 8 --pp 4 --dp 8 --sequence-parallel --gbs 256" ;;
+    dsv3-dualpipe) echo "--model deepseek-v3-mtp --cluster dgx-h800:2048 --pp 16 --ep 64 --etp 1 --schedule dualpipe --dispatcher deepep --precision fp8 --zero 1 --gbs 4096" ;;
     qwen3next) echo "--model qwen3-next-80b-a3b --cluster dgx-h100:256 --tp 2 --pp 4 --ep 32 --etp 1 --sequence-parallel --gbs 512" ;;
     *) echo "unknown case '$1'" >&2; return 1 ;;
   esac
