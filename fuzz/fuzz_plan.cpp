@@ -35,8 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Harness bound: the pass orders of at most 100k passes (larger ones only cost time).
     if (static_cast<std::int64_t>(p.num_microbatches()) * p.pp * p.virtual_stages <= 100000) {
       const auto orders = dtsim::sched::plan_orders(p);
-      dtsim::sched::validate_orders(orders, p.pp, p.num_microbatches(), p.virtual_stages, p.split_backward(), "plan",
-                                    p.schedule == dtsim::Schedule::DUALPIPEV, p.bidirectional());
+      dtsim::sched::validate_orders(orders, p);
       for (const auto& o : orders) (void)dtsim::sched::max_in_flight(o, p.split_backward());
     }
     dtsim::ParallelPlan back = dtsim::plan_from_json(dtsim::to_json(p, model.num_layers), "round trip");

@@ -15,11 +15,7 @@ void validate_inputs(const Inputs& in) {
   in.plan->validate(*in.model, *in.cluster);
   in.calibration->validate("calibration '" + in.calibration->name + "'");
   // Custom orders are checked before anything runs: complete, no duplicates, no deadlock (ConfigError).
-  sched::validate_orders(sched::plan_orders(*in.plan), in.plan->pp, in.plan->num_microbatches(),
-                         in.plan->virtual_stages, in.plan->split_backward(),
-                         in.plan->schedule == Schedule::CUSTOM ? "custom schedule '" + in.plan->custom_source + "'"
-                                                               : "schedule " + in.plan->schedule_name(),
-                         in.plan->schedule == Schedule::DUALPIPEV, in.plan->bidirectional());
+  sched::validate_orders(sched::plan_orders(*in.plan), *in.plan);
   if (in.cluster->has_graph()) {
     // Every GPU must reach every other: one shortest-path tree from GPU 0 (links are full duplex and transit
     // rules symmetric, so this covers all pairs).

@@ -389,7 +389,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   std::vector<double> stage_time(p, 0.0), last_backward(p, 0.0), stage_compute(p, 0.0);
   // Per stage, the share of its forwards that run as an overlapped pair with a backward (the schedule's pass orders).
   std::vector<double> paired_share(static_cast<std::size_t>(p), 0.0);
-  if (plan.overlap_moe_comm || plan.schedule == Schedule::DUALPIPEV || plan.bidirectional()) {
+  if (plan.overlap_moe_comm || plan.dual_pipe()) {
     const auto orders = sched::plan_orders(plan);
     for (int s = 0; s < p && s < static_cast<int>(orders.size()); ++s) {
       int forwards = 0, pairs = 0;
@@ -538,7 +538,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   if (plan.schedule == Schedule::INTERLEAVED) bubble /= plan.virtual_stages;
   if (plan.schedule == Schedule::ZB_H1) bubble /= 3;
   if (plan.schedule == Schedule::ZB_H2) bubble = 2.0 * (p - 1) * p2p;
-  if ((plan.schedule == Schedule::DUALPIPEV || plan.bidirectional()) && p > 1) {
+  if (plan.dual_pipe() && p > 1) {
     // DeepSeek-V3 report, Table 2: DualPipe's bubble is (p/2 - 1)(F&B + B - 3W) in chunk passes (B the full
     // backward, F&B the overlapped pair taken as F + B), DualPipeV's the same. With a chunk's share c of the
     // stage's per-micro-batch forward F and backward B, and W half of a backward, (p/2 - 1) c (F + B + B - 3B/2) =

@@ -417,6 +417,13 @@ void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int 
   if (stuck) throw ConfigError(ctx + ": the order deadlocks; blocked: " + blocked.str());
 }
 
+void validate_orders(const std::vector<std::vector<PipeOp>>& orders, const ParallelPlan& plan) {
+  validate_orders(orders, plan.pp, plan.num_microbatches(), plan.virtual_stages, plan.split_backward(),
+                  plan.schedule == Schedule::CUSTOM ? "custom schedule '" + plan.custom_source + "'"
+                                                    : "schedule " + plan.schedule_name(),
+                  plan.schedule == Schedule::DUALPIPEV, plan.bidirectional());
+}
+
 int max_in_flight(const std::vector<PipeOp>& order, bool split) {
   int held = 0, peak = 0;
   for (const auto& op : order) {

@@ -54,6 +54,8 @@ std::vector<std::vector<PipeOp>> plan_orders(const ParallelPlan& plan);
 /// p..2p-1 are two pipelines).
 void validate_orders(const std::vector<std::vector<PipeOp>>& orders, int p, int m, int v, bool split,
                      const std::string& ctx, bool v_shape = false, bool bidirectional = false);
+/// The same for `plan`'s orders, its shape, placement and schedule named in the message.
+void validate_orders(const std::vector<std::vector<PipeOp>>& orders, const ParallelPlan& plan);
 
 /// Largest number of (micro-batch, chunk) activations a stage order holds at once: + at F, - at B (or at W
 /// when the backward is split, since W still needs the layer inputs).

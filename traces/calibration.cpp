@@ -320,7 +320,7 @@ P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan) {
   w.sender = plan.pp > 1 && !plan.pp_comm_overlap && p2p_blocking(c, plan.virtual_stages > 1);
   w.receiver = w.sender && (plan.schedule == Schedule::GPIPE || plan.schedule == Schedule::ONE_F_ONE_B);
   // DualPipe exchanges its transfers itself, in batches (sched::dualpipe_exchanges), whatever the stack does.
-  if (plan.schedule == Schedule::DUALPIPEV || plan.bidirectional()) w.sender = w.receiver = false;
+  if (plan.dual_pipe()) w.sender = w.receiver = false;
   return w;
 }
 

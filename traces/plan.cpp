@@ -261,9 +261,7 @@ bool ParallelPlan::grads_reduced_each_microbatch(int stage) const {
 }
 
 bool ParallelPlan::split_backward() const {
-  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPEV ||
-      schedule == Schedule::DUALPIPE)
-    return true;
+  if (schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || dual_pipe()) return true;
   if (schedule == Schedule::CUSTOM)
     for (const auto& stage : custom_order)
       for (const auto& op : stage)
@@ -643,17 +641,17 @@ std::vector<int> ParallelPlan::stage_layers(int num_layers) const {
 }
 
 int ParallelPlan::model_chunk(int stage, int chunk) const {
-  if (schedule == Schedule::DUALPIPEV || bidirectional()) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  if (dual_pipe()) return chunk == 0 ? stage : 2 * pp - 1 - stage;
   return chunk * pp + stage;
 }
 
 int ParallelPlan::stage_of_chunk(int k) const {
-  if (schedule == Schedule::DUALPIPEV || bidirectional()) return k < pp ? k : 2 * pp - 1 - k;
+  if (dual_pipe()) return k < pp ? k : 2 * pp - 1 - k;
   return k % pp;
 }
 
 int ParallelPlan::chunk_index(int k) const {
-  if (schedule == Schedule::DUALPIPEV || bidirectional()) return k < pp ? 0 : 1;
+  if (dual_pipe()) return k < pp ? 0 : 1;
   return k / pp;
 }
 

@@ -371,11 +371,17 @@ struct ParallelPlan {
   /// and pp..2pp-1 (the reverse direction, stage s's chunk 1 = stage pp-1-s of the model), each a copy of the
   /// whole model; micro-batches 0..m/2-1 run the first, m/2..m-1 the second.
   bool bidirectional() const { return schedule == Schedule::DUALPIPE; }
+  /// DualPipeV or DualPipe: the V placement of two chunks per stage and DualPipe's own batched exchanges.
+  bool dual_pipe() const { return schedule == Schedule::DUALPIPEV || schedule == Schedule::DUALPIPE; }
   /// Model chunks a micro-batch passes through: pp * virtual stages, or pp under DualPipe.
   int pipeline_chunks() const { return bidirectional() ? pp : pp * virtual_stages; }
   /// Position of model chunk k in its micro-batches' path (0: holds the embedding; pipeline_chunks() - 1: the
   /// head and loss): k, or k mod pp under DualPipe.
   int chunk_position(int k) const { return bidirectional() ? k % pp : k; }
+  /// Whether model chunk k receives its input from model chunk k - 1 (else it holds the embedding), and sends its
+  /// output to k + 1 (else it holds the head and loss).
+  bool has_prev_chunk(int k) const { return chunk_position(k) > 0; }
+  bool has_next_chunk(int k) const { return chunk_position(k) < pipeline_chunks() - 1; }
   /// The model chunks micro-batch mb passes through: [first, first + pipeline_chunks()).
   int first_chunk_of(int mb) const { return bidirectional() && 2 * mb >= num_microbatches() ? pp : 0; }
   /// Whether stage s holds a head and loss: the last model chunk's stage (pp - 1, or 0 under DualPipeV), both

@@ -377,8 +377,6 @@ private:
     const RankCoord rc = p_.coord_of(rank);
     const StageStrategy strategy = p_.stage_strategy(rc.pp);
     const int s = rc.pp, zero = strategy.zero_stage;
-    auto has_prev = [&](int k) { return p_.chunk_position(k) > 0; };
-    auto has_next = [&](int k) { return p_.chunk_position(k) < p_.pipeline_chunks() - 1; };
     const int tp_s = p_.stage_tp(s), weight_replicas = strategy.tp_layout == TpLayout::D2_5 ? strategy.tp_depth : 1;
     const double e = dtype_bytes(m_.dtype);
     const auto chunk_layers = p_.chunk_layers(m_.num_layers);
@@ -400,7 +398,7 @@ private:
     auto units_of = [&](int k) {
       std::vector<Unit> u;
       const auto kk = static_cast<std::size_t>(k);
-      if (!has_prev(k)) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, tp_s) * e, 0});
+      if (!p_.has_prev_chunk(k)) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, tp_s) * e, 0});
       for (int l = chunk_start[kk]; l < chunk_start[kk] + chunk_layers[kk]; ++l) {
         const LayerKind kind = m_.layer_kind(l);
         if (l == chunk_start[kk] && p_.cut_atoms(s - 1) > 0) {
@@ -413,7 +411,7 @@ private:
           u.push_back({&pc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
         else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
       }
-      if (!has_next(k)) {
+      if (!p_.has_next_chunk(k)) {
         u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.head_stage() > 0 ? p_.pp : 1) * e, 0});
         if (m_.mtp_layers > 0 && !pc.mtp.empty()) {
           const auto kp = cost::mtp_params_per_rank(m_, tp_s, p_.ep, p_.expert_tp());
@@ -485,17 +483,17 @@ private:
       const int rendezvous = p2p.receiver ? 1 : 0;
       auto wait = [&](int n) { return p2p.sender ? Count{1, 1.0 + (1 + rendezvous) * n, 0} : Count{}; };
       // DualPipeV's turn on the last stage: a chunk's neighbour on the same rank (a receive point, no transfer).
-      if (has_prev(k) && p_.stage_of_chunk(k - 1) == s) {
+      if (p_.has_prev_chunk(k) && p_.stage_of_chunk(k - 1) == s) {
         f += Count{1, 1};
-      } else if (has_prev(k)) {
+      } else if (p_.has_prev_chunk(k)) {
         const int from = p_.stage_of_chunk(k - 1);
         f += Count{1, 1} + (tp_s > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
         if (tp_s > 1 && p_.stage_layouts_differ(from, s)) f += reshard;
         b += Count{2, 3} * pieces(rc, from) + wait(pieces(rc, from));
       }
-      if (has_next(k) && p_.stage_of_chunk(k + 1) == s) {
+      if (p_.has_next_chunk(k) && p_.stage_of_chunk(k + 1) == s) {
         b += {1, 1};
-      } else if (has_next(k)) {
+      } else if (p_.has_next_chunk(k)) {
         const int to = p_.stage_of_chunk(k + 1);
         f += Count{2, 3} * pieces(rc, to) + wait(pieces(rc, to));
         b += {1, 1};

@@ -1556,10 +1556,6 @@ std::int32_t Lowerer::ring_attention(int si, const cost::Step& st, Phase phase, 
 void Lowerer::lower_rank(int si) {
   const SimRank& r = out_.ranks[si];
   const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages;
-  // Where a model chunk stands in its micro-batches' path: the embedding's chunk has no previous one, the head's no
-  // next (DualPipe: two paths, model chunks 0..p-1 and p..2p-1).
-  auto has_prev = [&](int k) { return p_.chunk_position(k) > 0; };
-  auto has_next = [&](int k) { return p_.chunk_position(k) < p_.pipeline_chunks() - 1; };
   const PassCosts& pc = stage_costs(s);
   const cost::LayerPasses &layer_ = pc.layer, &emb_ = pc.embedding, &head_ = pc.head;
   const cost::ActivationBytes &layer_act_ = pc.layer_act, &emb_act_ = pc.embedding_act, &head_act_ = pc.head_act;
@@ -1665,7 +1661,8 @@ void Lowerer::lower_rank(int si) {
   };
   auto units_of = [&](int k) {
     std::vector<Unit> u;
-    if (!has_prev(k)) u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
+    if (!p_.has_prev_chunk(k))
+      u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
     for (int l = chunk_start[k]; l < chunk_end[k]; ++l) {
       const LayerKind kind = m_.layer_kind(l);
       if (l == chunk_start[k] && a_in > 0) {
@@ -1689,7 +1686,7 @@ void Lowerer::lower_rank(int si) {
                      cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, l});
       }
     }
-    if (!has_next(k)) {
+    if (!p_.has_next_chunk(k)) {
       u.push_back({&head_, head_act_.stored, 0,
                    cost::last_stage_extra_params(m_, tp_s, p_.head_stage() > 0 ? p_.pp : 1) * e, -1});
       // Multi-token prediction: its depths after the head (Megatron-Core's MTP block on the last stage).
@@ -1882,7 +1879,7 @@ void Lowerer::lower_rank(int si) {
   // compute before it has (its NCCL stream: in order, after the compute stream's event); a transfer moves once both
   // ends' batches have started (NCCL's send and receive meet); a batch ends when its transfers have; the next compute
   // waits for that. A receive posted ahead of its pass (prefetched) is waited for there too.
-  const bool exchanges = p_.schedule == Schedule::DUALPIPEV || p_.bidirectional();
+  const bool exchanges = p_.dual_pipe();
   const sched::Exchanges ex =
       exchanges ? sched::dualpipe_exchanges(p, p_.num_microbatches(), s, p_.bidirectional()) : sched::Exchanges{};
   std::map<std::tuple<int, int, int>, std::int32_t> received;  // (micro-batch, model chunk, dir) -> receive point
@@ -1967,9 +1964,9 @@ void Lowerer::lower_rank(int si) {
         if (st != static_cast<int>(Stream::HOST) && before[st] >= 0) g_.depend(before[st], id);
     }
     if (op.kind == PipeOp::Kind::F) {
-      const bool local_in = has_prev(k) && p_.stage_of_chunk(k - 1) == s;
+      const bool local_in = p_.has_prev_chunk(k) && p_.stage_of_chunk(k - 1) == s;
       bool listed = false;
-      if (has_prev(k)) {
+      if (p_.has_prev_chunk(k)) {
         first = cur = take_received(Phase::FORWARD, mb, k, 0, "recv-activation", &listed);
         if (scatter_gather && !local_in)
           cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::FORWARD,
@@ -2004,15 +2001,16 @@ void Lowerer::lower_rank(int si) {
         cur = collective(si, GroupAxis::DP, Stream::TP, CollectiveKind::ALL_REDUCE, amax_bytes, Phase::FORWARD,
                          "fp8-amax-reduce", -1, mb, cur);
       }
-      if (has_prev(k) && !listed) waiting_.push_back({first, si, mb, k, 0, rendezvous && !local_in ? posted : -1});
+      if (p_.has_prev_chunk(k) && !listed)
+        waiting_.push_back({first, si, mb, k, 0, rendezvous && !local_in ? posted : -1});
       pass_end = cur;
-      if (has_next(k) && (!exchanges || p_.stage_of_chunk(k + 1) == s)) {  // exchanges: at a later batch
+      if (p_.has_next_chunk(k) && (!exchanges || p_.stage_of_chunk(k + 1) == s)) {  // exchanges: at a later batch
         if (defer_sends) pending_sends.push_back({k + 1, 0, mb, cur});
         else cur = send_pieces(k + 1, 0, mb, cur);
       }
     } else if (op.kind == PipeOp::Kind::B) {
       bool listed = false;
-      if (has_next(k)) {
+      if (p_.has_next_chunk(k)) {
         first = cur = take_received(Phase::BACKWARD, mb, k, 1, "recv-gradient", &listed);
         cur = reshard(p_.stage_of_chunk(k + 1), Phase::BACKWARD, mb, cur);
       }
@@ -2060,10 +2058,11 @@ void Lowerer::lower_rank(int si) {
         }
         ends.push_back(cur);
       }
-      const bool local_in = has_next(k) && p_.stage_of_chunk(k + 1) == s;
-      if (has_next(k) && !listed) waiting_.push_back({first, si, mb, k, 1, rendezvous && !local_in ? posted : -1});
+      const bool local_in = p_.has_next_chunk(k) && p_.stage_of_chunk(k + 1) == s;
+      if (p_.has_next_chunk(k) && !listed)
+        waiting_.push_back({first, si, mb, k, 1, rendezvous && !local_in ? posted : -1});
       pass_end = cur;
-      if (has_prev(k) && (!exchanges || p_.stage_of_chunk(k - 1) == s)) {
+      if (p_.has_prev_chunk(k) && (!exchanges || p_.stage_of_chunk(k - 1) == s)) {
         if (defer_sends) pending_sends.push_back({k - 1, 1, mb, cur});
         else cur = send_pieces(k - 1, 1, mb, cur);
       }
@@ -2264,10 +2263,7 @@ Lowered Lowerer::run() {
     throw ConfigError("model '" + m_.name + "': " + std::to_string(m_.num_layers) + " layers; the simulator handles " +
                       "at most " + std::to_string(kMaxTaskLayer - 2));
   orders_ = sched::plan_orders(p_);
-  sched::validate_orders(
-      orders_, p_.pp, p_.num_microbatches(), p_.virtual_stages, p_.split_backward(),
-      p_.schedule == Schedule::CUSTOM ? "custom schedule '" + p_.custom_source + "'" : "schedule " + p_.schedule_name(),
-      p_.schedule == Schedule::DUALPIPEV, p_.bidirectional());
+  sched::validate_orders(orders_, p_);
   setup_ranks();
   const int nsim = static_cast<int>(out_.ranks.size());
   // Once the first tensor-parallel group is lowered (its collectives hold every member's tasks), the graph's final

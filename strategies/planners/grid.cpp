@@ -127,8 +127,7 @@ public:
                         continue;
                       // DeepSeek's DualPipeV and DualPipe, whose overlapped pairs hide expert-parallel all-to-alls:
                       // for MoE plans with EP (the uniform split; DualPipe's layers_per_stage is one copy's stages).
-                      const bool dual = p.schedule == Schedule::DUALPIPEV || p.bidirectional();
-                      if (dual && (ep == 1 || pp == 1)) continue;
+                      if (p.dual_pipe() && (ep == 1 || pp == 1)) continue;
                       if (p.schedule == Schedule::DUALPIPEV) p.layers_per_stage.clear();
                       // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) where it runs: expert
                       // parallelism, interleaved or unpipelined 1F1B; each steady-state forward with a backward,
