@@ -58,6 +58,10 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("optimizer-offload")) plan.optimizer_offload_fraction = vm["optimizer-offload"].as<double>();
   plan.overlap_optimizer_offload = vm.count("overlap-optimizer-offload") > 0;
   if (vm.count("offload-activations")) plan.offload_activation_layers = vm["offload-activations"].as<int>();
+  if (vm.count("recompute-num-layers")) {  // Megatron's --recompute-method block --recompute-num-layers N
+    plan.recompute_num_layers = vm["recompute-num-layers"].as<int>();
+    if (!vm.count("recompute")) plan.recompute = Recompute::FULL;
+  }
   if (vm.count("recompute-modules")) {  // Megatron-Core's --recompute-modules: selective recompute of those modules
     plan.recompute_modules =
         recompute_modules_from_string(vm["recompute-modules"].as<std::string>(), "--recompute-modules");
@@ -118,6 +122,7 @@ const char* const kPlanFlags[] = {"tp",
                                   "schedule",
                                   "recompute",
                                   "recompute-modules",
+                                  "recompute-num-layers",
                                   "optimizer-offload",
                                   "overlap-optimizer-offload",
                                   "offload-activations",
@@ -242,6 +247,9 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("recompute-modules", po::value<std::string>(),
      "selective recompute of these Megatron-Core modules (implies --recompute selective): comma-separated "
      "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts")
+    ("recompute-num-layers", po::value<int>(),
+     "N: full recompute of only the first N layers of every model chunk, the rest keep their activations (implies "
+     "--recompute full; Megatron --recompute-method block --recompute-num-layers)")
     ("zero", po::value<int>(), "ZeRO stage: 0 | 1 | 2 | 3 (3 = FSDP full sharding; default 0)")
     ("optimizer-offload", po::value<double>(),
      "fraction (0-1] of the optimizer states kept in host memory and stepped by the CPU (Megatron-Core "

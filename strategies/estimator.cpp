@@ -413,9 +413,16 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     // The most loaded EP rank sets the pace of every MoE layer (the dense layers, embedding and head ignore the loads).
     if (m.moe.enabled() && (!plan.routing.balanced() || plan.routing.capacity_factor > 0))
       sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
-    int moe_layers = 0;
-    if (m.moe.enabled())
-      for (int l : memory::stage_layer_indexes(m, plan, s)) moe_layers += m.is_moe_layer(l) ? 1 : 0;
+    // Partial full recompute (recompute_num_layers): the stage's layers that keep their activations run as without
+    // recompute (kept_*: how many of them, dense and MoE).
+    cost::Shape sh_keep = sh;
+    sh_keep.recompute = Recompute::NONE;
+    int moe_layers = 0, kept_dense = 0, kept_moe = 0;
+    for (int l : memory::stage_layer_indexes(m, plan, s)) {
+      const bool moe_l = m.moe.enabled() && m.is_moe_layer(l);
+      moe_layers += moe_l ? 1 : 0;
+      if (!plan.recomputes_layer(l, m.num_layers)) ++(moe_l ? kept_moe : kept_dense);
+    }
     // A pass's time and its kernels' time alone (the share the per-GPU speed variability charges), scaled and summed
     // alike.
     PassTime f, b;
@@ -439,17 +446,20 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       // Per layer kind (hybrid and sliding-window models): each kind's passes timed once.
       struct Timed {
         LayerKind kind;
+        bool recomputed;
         PassTime f, b;
         double saving_s;
       };
       std::vector<Timed> timed;
       for (int l : memory::stage_layer_indexes(m, plan, s)) {
         const LayerKind k = m.layer_kind(l);
-        auto it = std::find_if(timed.begin(), timed.end(), [&](const Timed& entry) { return entry.kind == k; });
+        const bool rc = plan.recomputes_layer(l, m.num_layers);
+        auto it = std::find_if(timed.begin(), timed.end(),
+                               [&](const Timed& entry) { return entry.kind == k && entry.recomputed == rc; });
         if (it == timed.end()) {
-          const auto kp = cost::layer_passes(m, sh, k);
+          const auto kp = cost::layer_passes(m, rc ? sh : sh_keep, k);
           const PassTime kf = pass_time(kp.forward), kb = pass_time(kp.recompute).then(pass_time(kp.backward));
-          timed.push_back({k, kf, kb, saving(kf, kb)});
+          timed.push_back({k, rc, kf, kb, saving(kf, kb)});
           it = timed.end() - 1;
         }
         f += it->f;
@@ -458,16 +468,30 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       }
     } else {
       const PassTime lf = pass_time(layer.forward), lb = pass_time(layer.recompute).then(pass_time(layer.backward));
-      f = (layers[s] - moe_layers) * lf;
-      b = (layers[s] - moe_layers) * lb;
-      pair_saving_s += (layers[s] - moe_layers) * saving(lf, lb);
+      f = (layers[s] - moe_layers - kept_dense) * lf;
+      b = (layers[s] - moe_layers - kept_dense) * lb;
+      pair_saving_s += (layers[s] - moe_layers - kept_dense) * saving(lf, lb);
+      if (kept_dense > 0) {
+        const auto kl = cost::layer_passes(m, sh_keep);
+        const PassTime kf = pass_time(kl.forward), kb = pass_time(kl.backward);
+        f += kept_dense * kf;
+        b += kept_dense * kb;
+        pair_saving_s += kept_dense * saving(kf, kb);
+      }
     }
     if (moe_layers > 0 && m.layer_pattern.empty()) {
       const auto moe = cost::layer_passes(m, sh, true);
       const PassTime mf = pass_time(moe.forward), moe_b = pass_time(moe.recompute).then(pass_time(moe.backward));
-      f += moe_layers * mf;
-      b += moe_layers * moe_b;
-      pair_saving_s += moe_layers * saving(mf, moe_b);
+      f += (moe_layers - kept_moe) * mf;
+      b += (moe_layers - kept_moe) * moe_b;
+      pair_saving_s += (moe_layers - kept_moe) * saving(mf, moe_b);
+      if (kept_moe > 0) {
+        const auto km = cost::layer_passes(m, sh_keep, true);
+        const PassTime kf = pass_time(km.forward), kb = pass_time(km.backward);
+        f += kept_moe * kf;
+        b += kept_moe * kb;
+        pair_saving_s += kept_moe * saving(kf, kb);
+      }
     }
     // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
     if (const int a = plan.cut_atoms(s - 1); a > 0) {

@@ -148,7 +148,13 @@ double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const Par
   if (m.moe.enabled() && !plan.routing.balanced())
     sh.ep_loads = cost::ep_rank_loads(plan.routing, m.moe.experts, plan.ep);
   double a = 0;
-  if (!m.layer_pattern.empty()) {
+  if (plan.recompute_num_layers > 0 && plan.recompute == Recompute::FULL) {
+    // Partial full recompute: the layers after the first N of a chunk store what they would without recompute.
+    cost::Shape keep = sh;
+    keep.recompute = Recompute::NONE;
+    for (int l : stage_layer_indexes(m, plan, stage))
+      a += cost::layer_activation_bytes(m, plan.recomputes_layer(l, m.num_layers) ? sh : keep, m.layer_kind(l)).stored;
+  } else if (!m.layer_pattern.empty()) {
     std::vector<std::pair<LayerKind, double>> per_kind;  // each kind's activations once
     for (int l : stage_layer_indexes(m, plan, stage)) {
       const LayerKind k = m.layer_kind(l);
@@ -186,7 +192,9 @@ OffloadedActivations offloaded_activations(const TransformerSpec& m, const Paral
   for (int ch = 0; ch < plan.virtual_stages; ++ch) {
     const int k = plan.model_chunk(stage, ch);
     for (int l = start[k]; l < start[k] + n && l < start[k] + chunks[k]; ++l) {
-      const double a = cost::layer_activation_bytes(m, sh, m.layer_kind(l)).stored;
+      cost::Shape lsh = sh;  // partial full recompute: a kept layer stores what it would without recompute
+      if (!plan.recomputes_layer(l, m.num_layers)) lsh.recompute = Recompute::NONE;
+      const double a = cost::layer_activation_bytes(m, lsh, m.layer_kind(l)).stored;
       o.bytes += a;
       o.largest_layer = std::max(o.largest_layer, a);
     }
@@ -212,7 +220,9 @@ double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, i
   // Offloaded layers' activations leave the device (the double buffer keeps up to two layers' on it).
   const OffloadedActivations off = offloaded_activations(m, plan, stage);
   const double stored_chunk = (stage_activation_bytes_per_microbatch(m, plan, stage) - off.bytes) / v;
-  const double recompute_chunk = plan.stage_layers(m.num_layers)[stage] / v * layer_act.transient;
+  int recomputed_layers = 0;  // partial full recompute: only these hold recomputed activations
+  for (int l : stage_layer_indexes(m, plan, stage)) recomputed_layers += plan.recomputes_layer(l, m.num_layers) ? 1 : 0;
+  const double recompute_chunk = recomputed_layers / v * layer_act.transient;
   const bool split = plan.split_backward();
   double held = 0, peak = 0;
   for (const auto& op : orders[stage]) {

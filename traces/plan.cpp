@@ -632,6 +632,16 @@ std::vector<int> ParallelPlan::chunk_first_layers(int num_layers) const {
   return out;
 }
 
+bool ParallelPlan::recomputes_layer(int layer, int num_layers) const {
+  if (recompute_num_layers <= 0) return true;
+  const auto layers = chunk_layers(num_layers);
+  const auto first = chunk_first_layers(num_layers);
+  for (std::size_t k = 0; k < layers.size(); ++k)  // DualPipe's copies place a layer alike: the first match answers
+    if (first[k] <= layer && layer < first[k] + layers[k]) return layer - first[k] < recompute_num_layers;
+  DTSIM_ASSERT(false, "layer " << layer << " is in no model chunk of " << num_layers << " layers");
+  return true;
+}
+
 std::vector<int> ParallelPlan::stage_layers(int num_layers) const {
   if (virtual_stages == 1 && !layers_per_stage.empty()) return layers_per_stage;
   const auto chunks = chunk_layers(num_layers);
@@ -701,6 +711,9 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
   if (offload_activation_layers < 0)
     throw ConfigError(ctx + ": activation offload layers must be 0 or more, got " +
                       std::to_string(offload_activation_layers));
+  if (recompute_num_layers < 0)
+    throw ConfigError(ctx + ": recompute num layers must be 0 (every layer) or more, got " +
+                      std::to_string(recompute_num_layers));
   if (offload_activation_layers > 0) {
     if (!cluster.host.known())
       throw ConfigError(ctx + ": activation offload needs the cluster's host link and memory (cluster '" +
@@ -1107,6 +1120,23 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
                         " layers per model chunk must be fewer than the layers of every chunk (the smallest has " +
                         std::to_string(fewest) + "; Megatron-Core keeps the last layer's activations on the GPU)");
   }
+  if (recompute_num_layers > 0 && pp > 0 && virtual_stages > 0) {
+    if (recompute != Recompute::FULL)
+      throw ConfigError(ctx + ": recompute num layers (Megatron's block method) needs recompute full (this plan has " +
+                        to_string(recompute) + ")");
+    if (has_stage_strategies())
+      throw ConfigError(ctx +
+                        ": recompute num layers cannot be combined with per-stage strategies (give each stage "
+                        "its recompute instead)");
+    if (has_stage_cuts())
+      throw ConfigError(ctx + ": recompute num layers cannot be combined with stage boundaries inside layers");
+    const auto layers = chunk_layers(model.num_layers);
+    const int most = *std::max_element(layers.begin(), layers.end());
+    if (recompute_num_layers >= most)
+      throw ConfigError(ctx + ": recompute num layers " + std::to_string(recompute_num_layers) +
+                        " recomputes every layer of every model chunk (the largest has " + std::to_string(most) +
+                        "): leave it out for recompute full of every layer");
+  }
   if (given("overlap_optimizer_offload") && optimizer_offload_fraction <= 0)
     no_effect("overlap_optimizer_offload", "without optimizer_offload_fraction (--optimizer-offload)");
   if (recompute_modules != 0) {
@@ -1291,6 +1321,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.optimizer_offload_fraction > 0) j["optimizer_offload_fraction"] = p.optimizer_offload_fraction;
   if (p.overlap_optimizer_offload) j["overlap_optimizer_offload"] = true;
   if (p.offload_activation_layers > 0) j["offload_activation_layers"] = p.offload_activation_layers;
+  if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;
   if (p.recompute_modules != 0) {
     std::vector<std::string> names;
     for (int i = 0; i < kRecomputeModules; ++i)
@@ -1367,6 +1398,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "optimizer_offload_fraction",
                              "overlap_optimizer_offload",
                              "offload_activation_layers",
+                             "recompute_num_layers",
                              "sequence_parallel",
                              "rank_order",
                              "dp_overlap",
@@ -1451,6 +1483,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.optimizer_offload_fraction = get_or<double>(j, ctx, "optimizer_offload_fraction", 0.0);
   p.overlap_optimizer_offload = get_or<bool>(j, ctx, "overlap_optimizer_offload", false);
   p.offload_activation_layers = get_or<int>(j, ctx, "offload_activation_layers", 0);
+  p.recompute_num_layers = get_or<int>(j, ctx, "recompute_num_layers", 0);
   if (p.overlap_optimizer_offload) p.given_options.emplace_back("overlap_optimizer_offload");
   if (j.contains("recompute_modules")) {
     const auto names = get<std::vector<std::string>>(j, ctx, "recompute_modules");

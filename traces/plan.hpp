@@ -223,6 +223,12 @@ struct ParallelPlan {
   /// on waits for it: double buffering) and back before their backward (started when the next layer's backward
   /// starts). Fewer than the layers of every chunk; 0 = none.
   int offload_activation_layers = 0;
+  /// Partial full recompute (Megatron --recompute-granularity full --recompute-method block --recompute-num-layers
+  /// N; megatron/core/transformer/transformer_block.py _checkpointed_forward, method 'block'): with recompute full,
+  /// only the first N decoder layers of every model chunk are recomputed and the others keep their activations.
+  /// 0 = every layer (recompute full as Megatron's 'uniform' method runs it). torchtitan's layer AC of every n-th
+  /// layer recomputes as many layers per chunk. Stages without full recompute are not affected.
+  int recompute_num_layers = 0;
   /// Selective recompute by module (RecomputeModule bits; needs recompute selective): Megatron-Core's
   /// recompute_modules. 0 = Korthikanti's selective recompute. Stages whose strategy is selective use them.
   unsigned recompute_modules = 0;
@@ -359,6 +365,9 @@ struct ParallelPlan {
   std::vector<int> chunk_layers(int num_layers) const;
   /// Index of each model chunk's first decoder layer (DualPipe's two copies start again at 0).
   std::vector<int> chunk_first_layers(int num_layers) const;
+  /// Whether decoder layer `layer` recomputes its forward in the backward under full recompute: every layer, or with
+  /// recompute_num_layers N only the first N of its model chunk.
+  bool recomputes_layer(int layer, int num_layers) const;
   /// Model chunk k (pipeline order) of chunk c of stage s: c * pp + s (interleaved), or the V of DualPipeV and
   /// DualPipe (chunk 0 of stage s is model chunk s, chunk 1 is 2 pp - 1 - s: the last stage holds the middle two,
   /// the first stage the first and the last).

@@ -401,15 +401,16 @@ private:
       if (!p_.has_prev_chunk(k)) u.push_back({&pc.embedding, cost::first_stage_extra_params(m_, tp_s) * e, 0});
       for (int l = chunk_start[kk]; l < chunk_start[kk] + chunk_layers[kk]; ++l) {
         const LayerKind kind = m_.layer_kind(l);
+        const PassCosts& lc = pc.for_layer(l - chunk_start[kk]);  // partial recompute: this layer's costs
         if (l == chunk_start[kk] && p_.cut_atoms(s - 1) > 0) {
           u.push_back({&pc.front, pc.front_params * e, 0});
         } else if (!cost::base_kind(kind)) {
-          const auto& kc = pc.kind_costs(kind);
+          const auto& kc = lc.kind_costs(kind);
           const auto kp = cost::kind_params_per_rank(m_, kind, tp_s, p_.ep, p_.expert_tp(), weight_replicas);
           u.push_back({&kc.passes[kc.passes.size() > 1 ? moe_idx : 0], (kp.dense + kp.expert) * e, kp.expert * e});
-        } else if (m_.is_moe_layer(l) && moe_idx < pc.moe_layer.size())
-          u.push_back({&pc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
-        else u.push_back({&pc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
+        } else if (m_.is_moe_layer(l) && moe_idx < lc.moe_layer.size())
+          u.push_back({&lc.moe_layer[moe_idx], (moe_params.dense + moe_params.expert) * e, moe_params.expert * e});
+        else u.push_back({&lc.layer, cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, 0});
       }
       if (!p_.has_next_chunk(k)) {
         u.push_back({&pc.head, cost::last_stage_extra_params(m_, tp_s, p_.head_stage() > 0 ? p_.pp : 1) * e, 0});

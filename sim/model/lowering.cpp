@@ -1557,8 +1557,8 @@ void Lowerer::lower_rank(int si) {
   const SimRank& r = out_.ranks[si];
   const int s = r.coord.pp, p = p_.pp, v = p_.virtual_stages;
   const PassCosts& pc = stage_costs(s);
-  const cost::LayerPasses &layer_ = pc.layer, &emb_ = pc.embedding, &head_ = pc.head;
-  const cost::ActivationBytes &layer_act_ = pc.layer_act, &emb_act_ = pc.embedding_act, &head_act_ = pc.head_act;
+  const cost::LayerPasses &emb_ = pc.embedding, &head_ = pc.head;
+  const cost::ActivationBytes &emb_act_ = pc.embedding_act, &head_act_ = pc.head_act;
   const auto chunk_layers = p_.chunk_layers(m_.num_layers);
   // Model chunk k holds decoder layers [chunk_start[k], chunk_end[k]).
   const std::vector<int> chunk_start = p_.chunk_first_layers(m_.num_layers);
@@ -1665,10 +1665,11 @@ void Lowerer::lower_rank(int si) {
       u.push_back({&emb_, emb_act_.stored, 0, cost::first_stage_extra_params(m_, tp_s) * e, -1});
     for (int l = chunk_start[k]; l < chunk_end[k]; ++l) {
       const LayerKind kind = m_.layer_kind(l);
+      const PassCosts& lc = pc.for_layer(l - chunk_start[k]);  // partial recompute: this layer's costs
       if (l == chunk_start[k] && a_in > 0) {
         u.push_back(partial(pc.front, pc.front_act, pc.front_params, l));
       } else if (!cost::base_kind(kind)) {
-        const auto& kc = pc.kind_costs(kind);
+        const auto& kc = lc.kind_costs(kind);
         const std::size_t variant = kc.passes.size() > 1 ? moe_idx : 0;
         const auto& lp = kc.passes[variant];
         const auto& la = kc.act[variant];
@@ -1676,13 +1677,13 @@ void Lowerer::lower_rank(int si) {
         u.push_back(
             {&lp, la.stored, lp.recompute.empty() ? 0 : la.transient, (kp.dense + kp.expert) * e, l, kp.expert * e});
       } else if (kind.ffn == FfnKind::MOE) {
-        DTSIM_ASSERT(moe_idx < pc.moe_layer.size(), "no MoE layer costs for layer " << l);
-        const auto& lp = pc.moe_layer[moe_idx];
-        const auto& la = pc.moe_layer_act[moe_idx];
+        DTSIM_ASSERT(moe_idx < lc.moe_layer.size(), "no MoE layer costs for layer " << l);
+        const auto& lp = lc.moe_layer[moe_idx];
+        const auto& la = lc.moe_layer_act[moe_idx];
         u.push_back({&lp, la.stored, lp.recompute.empty() ? 0 : la.transient,
                      (moe_params.dense + moe_params.expert) * e, l, moe_params.expert * e});
       } else {
-        u.push_back({&layer_, layer_act_.stored, layer_.recompute.empty() ? 0 : layer_act_.transient,
+        u.push_back({&lc.layer, lc.layer_act.stored, lc.layer.recompute.empty() ? 0 : lc.layer_act.transient,
                      cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, l});
       }
     }
@@ -2376,6 +2377,14 @@ PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& p
       pc.mtp.push_back(cost::mtp_passes(model, ksh));
       pc.mtp_act.push_back(cost::mtp_activation_bytes(model, ksh));
     }
+  if (plan.recompute == Recompute::FULL && plan.recompute_num_layers > 0) {
+    // Megatron's block method: the layers after the first N of a chunk run as without recompute.
+    ParallelPlan keep = plan;
+    keep.recompute = Recompute::NONE;
+    keep.recompute_num_layers = 0;
+    pc.kept = std::make_shared<const PassCosts>(default_pass_costs(model, keep));
+    pc.recompute_layers = plan.recompute_num_layers;
+  }
   return pc;
 }
 

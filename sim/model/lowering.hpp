@@ -28,6 +28,7 @@
 // tests/oracle/test_fold_multiplicity.cpp). Reports count every copy's bytes against the real capacity.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,12 @@ struct PassCosts {
   cost::LayerPasses front, back;
   cost::ActivationBytes front_act, back_act;
   double front_params = 0, back_params = 0;
+  /// Partial full recompute (ParallelPlan::recompute_num_layers N > 0): the costs of the decoder layers after the
+  /// first N of a model chunk, which keep their activations (the plan without recompute).
+  std::shared_ptr<const PassCosts> kept;
+  int recompute_layers = 0;
+  /// The costs of the decoder layer `offset` layers after its chunk's first: these, or `kept`'s.
+  const PassCosts& for_layer(int offset) const { return kept && offset >= recompute_layers ? *kept : *this; }
 };
 PassCosts default_pass_costs(const TransformerSpec& model, const ParallelPlan& plan);
 /// The costs of stage `stage` of `plan`: its view of the plan (heterogeneous plans), its replicas' share of the

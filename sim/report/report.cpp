@@ -291,6 +291,10 @@ Report analyze(const Inputs& in, const Lowered& low, const EngineResult& res) {
     double full = 0;
     for (int s = 0; s < plan.pp; ++s) full += plan.stage_strategy(s).recompute == Recompute::FULL ? layers[s] : 0;
     k = 6.0 + 2.0 * full / in.model->num_layers;
+  } else if (plan.recompute == Recompute::FULL && plan.recompute_num_layers > 0) {  // Megatron's block method
+    double full = 0;
+    for (int l = 0; l < in.model->num_layers; ++l) full += plan.recomputes_layer(l, in.model->num_layers) ? 1 : 0;
+    k = 6.0 + 2.0 * full / in.model->num_layers;
   }
   const double tokens = static_cast<double>(plan.global_batch_size) * in.model->seq_len;
   // MoE: the parameters a token passes through (active), not all experts.

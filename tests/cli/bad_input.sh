@@ -229,6 +229,8 @@ expect_error "unknown recompute module"      "unknown recompute module 'attn'" s
 expect_error "recompute modules, not selective" "needs recompute selective" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute full --recompute-modules mlp
 expect_error "recompute module without MLA"  "has no effect without multi-head latent attention" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules mla_up_proj
 expect_error "recompute module moe, dense"   "recompute module moe has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules moe
+expect_error "recompute layers, not full"    "recompute num layers (Megatron's block method) needs recompute full" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute selective --recompute-num-layers 2
+expect_error "recompute layers, every layer" "recomputes every layer of every model chunk (the largest has 12)" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-num-layers 12
 expect_error "optimizer offload fraction"    "optimizer offload fraction must be between 0 and 1" simulate "${M[@]}" "${C[@]}" "${P[@]}" --optimizer-offload 1.5
 expect_error "overlap offload without offload" "has no effect without optimizer_offload_fraction" simulate "${M[@]}" "${C[@]}" "${P[@]}" --overlap-optimizer-offload
 expect_error "offload beyond host memory"    "GiB of host memory per GPU" simulate --model gpt3-175b --cluster clariden:4 --tp 4 --mbs 1 --gbs 4 --optimizer-offload 1 --network analytic

@@ -302,12 +302,13 @@ TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
       EXPECT_EQ(failures[name], 0);
     }
     if (name == "torchtitan_a100.json") {
-      // "selective layer" AC (every n-th layer fully recomputed) has no dtsim equivalent.
-      EXPECT_EQ(failures[name], 3);
-      for (const auto& r : rows)
-        if (!r.failure.empty()) {
-          EXPECT_TRUE(has(r.failure, "selective layer")) << r.failure;
-        }
+      // "selective layer" AC (torchtitan's default, every 2nd layer fully recomputed): full recompute of half the
+      // layers (Megatron's block method with N = L / 2).
+      EXPECT_EQ(failures[name], 0);
+      const auto& layer_ac = row_by_id(rows, "tt-a100-5");  // Llama 2 13B: 40 layers, 20 recomputed
+      EXPECT_EQ(layer_ac.plan.recompute, Recompute::FULL);
+      EXPECT_EQ(layer_ac.plan.recompute_num_layers, 20);
+      EXPECT_TRUE(has(layer_ac.notes, "layer AC every 2 layers: 20 of 40 layers fully recomputed")) << layer_ac.notes;
       EXPECT_EQ(row_by_id(rows, "tt-a100-oom-2").measured_oom, true);
       EXPECT_EQ(row_by_id(rows, "tt-a100-3").cluster, "dgx-a100:64");
     }
@@ -473,6 +474,19 @@ TEST(SharedMeasurements, LargeScalePapersScoreTheirTimedRows) {
   EXPECT_EQ(dsv3.model.moe.router_groups, 8);
   EXPECT_EQ(dsv3.model.moe.router_group_topk, 4);
   EXPECT_EQ(dsv3.plan.dispatcher, Dispatcher::DEEPEP);
+  // MoE Parallel Folding's Llama3-8x70B (top_k not stated): Mixtral's top-2 of 8 experts, said in the notes.
+  const auto& l8x70 = row_by_id(rows, "pfold-t3-l3x70-mcore");
+  ASSERT_TRUE(l8x70.failure.empty()) << l8x70.failure;
+  EXPECT_EQ(l8x70.model.moe.top_k, 2);
+  EXPECT_TRUE(has(l8x70.notes, "top_k not stated by the source: 2 of 8 experts assumed")) << l8x70.notes;
+  // Its folded runs (TP 8, EP 8, expert TP blank): expert TP 1, as every folded configuration the paper states;
+  // the unfolded run's blank is Megatron-Core's default, etp = tp.
+  for (const char* id : {"pfold-t3-l3x70-fold", "pfold-t4-l3x70-fold-128", "pfold-t4-l3x70-fold-1024"}) {
+    const auto& folded = row_by_id(rows, id);
+    ASSERT_TRUE(folded.failure.empty()) << folded.failure;
+    EXPECT_EQ(folded.plan.expert_tp(), 1) << id;
+  }
+  EXPECT_EQ(l8x70.plan.expert_tp(), 8);
 }
 
 TEST(SharedMeasurements, AnUnstatedMemoryLeverIsTakenWhenTheMappedPlanDoesNotFit) {

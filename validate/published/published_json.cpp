@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <regex>
 #include <set>
@@ -271,7 +272,16 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
     const json& e = s.at("moe");
     const std::string ectx = sctx + ".moe";
     m.moe.experts = req_int(e, ectx, "experts");
-    m.moe.top_k = req_int(e, ectx, "top_k");
+    if (e.contains("top_k") && e.at("top_k").is_null() && opt_int(e, ectx, "experts") == 8) {
+      // An 8-expert model upcycled from a dense one whose paper does not state k (moe_parallel_folding's
+      // Llama3-8x70B): the top-2 of Mixtral's 8 experts (Jiang et al. 2024), which the same group's upcycled Llama 3
+      // also uses (Vavre et al., arXiv 2412.09952: "8-Expert Top-2"). The FLOP count that turns the row's MFU into
+      // a time uses the same k, so the assumption moves measured and predicted times together.
+      m.moe.top_k = 2;
+      notes.add("top_k not stated by the source: 2 of 8 experts assumed (Mixtral's routing)");
+    } else {
+      m.moe.top_k = req_int(e, ectx, "top_k");
+    }
     m.moe.expert_ffn_hidden = req_int(e, ectx, "expert_ffn_hidden");
     m.moe.shared_experts = opt_int(e, ectx, "shared_experts").value_or(0);
     m.moe.shared_ffn_hidden = opt_int(e, ectx, "shared_expert_ffn_hidden").value_or(0);
@@ -497,7 +507,9 @@ Hardware hardware_of(const json& row, const std::string& ctx, int gpus, Notes& n
 
 // ---- plan --------------------------------------------------------------------------------------------------
 
-Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Notes& notes, unsigned& modules) {
+// `every_nth` > 0: torchtitan's layer AC, every n-th decoder layer fully recomputed.
+Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Notes& notes, unsigned& modules,
+                       int& every_nth) {
   if (!present(row, "recompute")) {
     notes.add("recompute not stated: none assumed");
     return Recompute::NONE;
@@ -505,10 +517,20 @@ Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Not
   const std::string r = lower(json_util::get<std::string>(row, ctx, "recompute"));
   if (starts_with(r, "none")) return Recompute::NONE;
   if (starts_with(r, "full")) return Recompute::FULL;
-  if (starts_with(r, "selective layer"))
-    throw ConfigError(ctx + ": recompute '" + r +
-                      "' (torchtitan: every n-th layer fully recomputed) has no dtsim equivalent (none, selective, "
-                      "full)");
+  if (starts_with(r, "selective layer")) {
+    // torchtitan's layer AC (activation_checkpoint.selective_ac_option an integer n): every n-th block wrapped in a
+    // full checkpoint (torchtitan/parallelisms/parallelize_llama.py checkpoint_wrapper at 157a12c56). A row that
+    // does not give n ran the default, 2 (torchtitan/config_manager.py at the same commit).
+    const std::string rest = r.substr(std::string("selective layer").size());
+    every_nth = 2;
+    if (rest.find_first_of("0123456789") != std::string::npos) {
+      every_nth = std::atoi(rest.c_str() + rest.find_first_of("0123456789"));
+      if (every_nth <= 0) throw ConfigError(ctx + ": recompute '" + r + "': the layer interval must be positive");
+    } else {
+      notes.add("layer AC interval not stated: torchtitan's default, every 2nd layer");
+    }
+    return Recompute::FULL;
+  }
   if (starts_with(r, "selective")) {
     if (stack == Stack::TORCHTITAN) notes.add("op-level selective AC predicted as Megatron selective recompute");
     return Recompute::SELECTIVE;
@@ -643,6 +665,18 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   p.ep = opt_int(row, ctx, "ep").value_or(1);
   p.etp = opt_int(row, ctx, "etp").value_or(0);
   if (!model.moe.enabled() && p.etp == p.tp) p.etp = 0;  // a dense row's "etp = tp" is the default
+  if (model.moe.enabled() && p.etp == 0 && p.ep > 1 && p.tp > 1 && !present(row, "etp")) {
+    // Expert TP not stated. A run with MoE Parallel Folding (arXiv 2504.14960: the MoE layers' own TP x EP x DP over
+    // the attention's tp x cp x dp ranks), or one whose EP Megatron-Core's default (etp = tp) cannot fold into those
+    // ranks, used its own: 1, as every folded configuration that paper states (its Tables 3-5).
+    const bool folding = contains(lower(opt_str(row, ctx, "system")), "folding");
+    const bool fits_default = (static_cast<long>(p.tp) * p.cp * p.dp) % (static_cast<long>(p.tp) * p.ep) == 0;
+    if (folding || !fits_default) {
+      p.etp = 1;
+      notes.add(std::string("expert TP not stated: 1 assumed (") +
+                (folding ? "MoE parallel folding" : "etp = tp cannot hold ep in tp x cp x dp") + ")");
+    }
+  }
   p.global_batch_size = req_int(row, ctx, "gbs");
   if (p.tp <= 0 || p.pp <= 0 || p.dp <= 0 || p.cp <= 0 || p.ep <= 0)
     throw ConfigError(ctx + ": tp, pp, dp, cp and ep must be positive");
@@ -674,7 +708,21 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     p.micro_batch_size = 1;
     notes.add("micro-batch size not stated: 1 assumed");
   }
-  p.recompute = recompute_of(row, ctx, stack, notes, p.recompute_modules);
+  int every_nth = 0;
+  p.recompute = recompute_of(row, ctx, stack, notes, p.recompute_modules, every_nth);
+  if (every_nth > 0) {
+    // Every n-th layer recomputed: floor(L / n) of the L layers, as many as Megatron's block method with that N (the
+    // same work and activation memory; other layers of the chunk). One chunk per rank needed to count them.
+    if (p.pp > 1 || vp > 1)
+      throw ConfigError(ctx + ": layer AC every " + std::to_string(every_nth) +
+                        " layers with pipeline parallelism (torchtitan counts the layers across stages)");
+    const int n = model.num_layers / every_nth;
+    if (n == 0) p.recompute = Recompute::NONE;
+    if (n > 0 && n < model.num_layers) p.recompute_num_layers = n;
+    notes.add("layer AC every " + std::to_string(every_nth) + " layers: " + std::to_string(n) + " of " +
+              std::to_string(model.num_layers) + " layers fully recomputed (Megatron's block method, " +
+              "--recompute-num-layers " + std::to_string(n) + ")");
+  }
   if (present(row, "recompute_modules")) {
     // Megatron-Core's --recompute-modules, as a list or a comma-separated string (checked by ParallelPlan).
     const json& rm = row.at("recompute_modules");
