@@ -17,6 +17,7 @@ std::string describe(const ParallelPlan& p) {
   if (p.overlap_moe_comm) o << " overlap-moe-comm";
   o << " mbs " << p.micro_batch_size << " " << p.schedule_name() << " recompute " << to_string(p.recompute);
   if (p.recompute_modules != 0) o << " (" << recompute_modules_to_string(p.recompute_modules) << ")";
+  if (p.recompute_num_layers > 0) o << " (" << p.recompute_num_layers << " layers per chunk)";
   o << " zero " << p.zero_stage << (p.megatron_fsdp ? " megatron-fsdp" : "")
     << (p.fsdp_double_buffer ? " double-buffer" : "") << (p.sequence_parallel ? " sp" : "");
   if (p.tp_layout != TpLayout::D1) {

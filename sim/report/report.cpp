@@ -498,7 +498,10 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
       << to_string(plan.routing) << ")";
   o << " | micro-batch " << plan.micro_batch_size << " global batch " << plan.global_batch_size << " ("
     << plan.num_microbatches() << " micro-batches) | " << plan.schedule_name() << " | recompute "
-    << to_string(plan.recompute) << " | zero " << plan.zero_stage
+    << to_string(plan.recompute)
+    << (plan.recompute_num_layers > 0 ? " (first " + std::to_string(plan.recompute_num_layers) + " layers per chunk)"
+                                      : std::string())
+    << " | zero " << plan.zero_stage
     << (plan.megatron_fsdp ? (plan.fsdp_double_buffer ? " (Megatron-FSDP, double buffer)" : " (Megatron-FSDP)") : "")
     << (plan.sequence_parallel ? " | sequence parallel" : "") << " | stack "
     << (plan.stack.empty() ? kDefaultStack : plan.stack);

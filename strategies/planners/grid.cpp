@@ -8,6 +8,7 @@
 // (tp = q^3) for tp up to 64 GPUs, inside or across nodes.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <sstream>
 
 #include "strategies/planners/registry.hpp"
@@ -68,6 +69,31 @@ public:
         return;
       }
       r.ranked.push_back({v, e});
+      // Full recompute that fits where keeping every activation does not: also the fewest recomputed layers per
+      // chunk that fit (Megatron's --recompute-method block --recompute-num-layers N), by bisection (the peak falls
+      // as N grows).
+      if (v.recompute != Recompute::FULL || v.recompute_num_layers > 0) return;
+      ParallelPlan keep = v;
+      keep.recompute = Recompute::NONE;
+      if (estimate::estimate(m, c, in.calibration, keep).peak_bytes <= limit) return;  // ranked without recompute
+      const auto chunks = v.chunk_layers(m.num_layers);
+      int lo = 1, hi = *std::max_element(chunks.begin(), chunks.end()) - 1;  // N = hi + 1 is v itself
+      std::optional<std::pair<ParallelPlan, estimate::Estimate>> best;
+      while (lo <= hi) {
+        ParallelPlan part = v;
+        part.recompute_num_layers = (lo + hi) / 2;
+        const auto pe = estimate::estimate(m, c, in.calibration, part);
+        if (pe.peak_bytes <= limit) {
+          hi = part.recompute_num_layers - 1;
+          best.emplace(part, pe);
+        } else {
+          lo = part.recompute_num_layers + 1;
+        }
+      }
+      if (best) {
+        ++r.considered;
+        r.ranked.push_back({best->first, best->second});
+      }
     };
     struct LayoutOption {
       TpLayout layout;

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "strategies/estimator.hpp"
 #include "strategies/planner.hpp"
 #include "studies/plan/plan_search.hpp"
 
@@ -156,6 +157,29 @@ TEST(PlannerContract, GridOffersUnevenPipelineStages) {
   EXPECT_EQ(depths, (std::set<int>{2, 4, 8, 16}));
   ASSERT_NE(best_uneven, nullptr);
   expect_estimate_follows_simulation(in, *best_uneven);
+}
+
+// Memory that full recompute frees but keeping every activation overflows (Llama 3 70B on 32 H100s, 60 GB): the grid
+// planner also offers the fewest recomputed layers per chunk that fit (Megatron's block method) -- N fits, N - 1 does
+// not, the plan without recompute does not -- and the estimator follows the simulator on the best such plan.
+TEST(PlannerContract, GridOffersTheFewestRecomputedLayersThatFit) {
+  planning::PlannerInput in = grid_input("llama3-70b", 80, "dgx-h100:32");
+  in.memory_limit_bytes = 60e9;
+  const auto r = planning::make_planner("grid")->plan(in);
+  const planning::Candidate* best_partial = nullptr;
+  for (const auto& c : r.ranked) {
+    if (c.plan.recompute_num_layers == 0) continue;
+    if (best_partial == nullptr) best_partial = &c;
+    EXPECT_LE(c.estimate.peak_bytes, in.memory_limit_bytes) << planning::describe(c.plan);
+    ParallelPlan fewer = c.plan;
+    fewer.recompute_num_layers -= 1;
+    if (fewer.recompute_num_layers == 0) fewer.recompute = Recompute::NONE;
+    EXPECT_GT(estimate::estimate(in.model, in.cluster, in.calibration, fewer).peak_bytes, in.memory_limit_bytes)
+        << planning::describe(c.plan);
+  }
+  ASSERT_NE(best_partial, nullptr);
+  EXPECT_EQ(&r.ranked.front(), best_partial);  // faster than recomputing every layer of the same plan
+  expect_estimate_follows_simulation(in, *best_partial, sim::NetworkMode::ANALYTIC);
 }
 
 // An expert-parallel group wider than a node (Qwen3-30B-A3B's 128 experts, EP 16 and 32 over 8-GPU nodes): the grid
