@@ -666,6 +666,46 @@ TEST(PublishedData, RecomputeModulesFromWordsOrListAndDualPipe) {
       << row_by_id(rows, "bad").failure;
 }
 
+TEST(PublishedData, RecomputeMethodAndNumLayers) {
+  // Megatron's --recompute-method / --recompute-num-layers as a table gives them: block with N (the first N layers of
+  // every chunk), uniform (every layer), N covering every chunk (full recompute), and the refusals.
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {"l70": {"preset": "llama3-70b"}},
+    "rows": [
+      {"id": "block", "gpu": "H100", "gpus": 64, "model": "l70", "seq": 8192, "precision": "bf16", "tp": 8, "pp": 4,
+       "dp": 2, "mbs": 1, "gbs": 64, "framework": "megatron-core", "recompute": "full", "recompute_method": "block",
+       "recompute_num_layers": 5, "measured": {"iteration_s": 1.0}},
+      {"id": "uniform", "gpu": "H100", "gpus": 64, "model": "l70", "seq": 8192, "precision": "bf16", "tp": 8, "pp": 4,
+       "dp": 2, "mbs": 1, "gbs": 64, "framework": "megatron-core", "recompute_method": "uniform",
+       "recompute_num_layers": 1, "measured": {"iteration_s": 1.0}},
+      {"id": "all", "gpu": "H100", "gpus": 64, "model": "l70", "seq": 8192, "precision": "bf16", "tp": 8, "pp": 4,
+       "dp": 2, "mbs": 1, "gbs": 64, "framework": "megatron-core", "recompute_num_layers": 20,
+       "measured": {"iteration_s": 1.0}},
+      {"id": "selective", "gpu": "H100", "gpus": 64, "model": "l70", "seq": 8192, "precision": "bf16", "tp": 8,
+       "pp": 4, "dp": 2, "mbs": 1, "gbs": 64, "framework": "megatron-core", "recompute": "selective",
+       "recompute_num_layers": 2, "measured": {"iteration_s": 1.0}},
+      {"id": "method", "gpu": "H100", "gpus": 64, "model": "l70", "seq": 8192, "precision": "bf16", "tp": 8, "pp": 4,
+       "dp": 2, "mbs": 1, "gbs": 64, "framework": "megatron-core", "recompute_method": "every",
+       "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "rc.json");
+  ASSERT_EQ(rows.size(), 5u);
+  const auto& block = row_by_id(rows, "block");
+  ASSERT_TRUE(block.failure.empty()) << block.failure;
+  EXPECT_EQ(block.plan.recompute, Recompute::FULL);
+  EXPECT_EQ(block.plan.recompute_num_layers, 5);
+  for (const char* id : {"uniform", "all"}) {
+    const auto& r = row_by_id(rows, id);
+    ASSERT_TRUE(r.failure.empty()) << r.failure;
+    EXPECT_EQ(r.plan.recompute, Recompute::FULL) << id;
+    EXPECT_EQ(r.plan.recompute_num_layers, 0) << id;
+  }
+  EXPECT_TRUE(has(row_by_id(rows, "all").notes, "covers every layer of every chunk: full recompute"));
+  EXPECT_TRUE(has(row_by_id(rows, "selective").failure, "need recompute full (the row has selective)"))
+      << row_by_id(rows, "selective").failure;
+  EXPECT_TRUE(has(row_by_id(rows, "method").failure, "recompute_method 'every' is not known"))
+      << row_by_id(rows, "method").failure;
+}
+
 TEST(PublishedData, MegatronFsdpRowsAndItsRefusalBelowZero2) {
   const nlohmann::json doc = nlohmann::json::parse(R"({
     "model_shapes": {"l8": {"preset": "llama3-8b"}},

@@ -737,6 +737,21 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     }
     p.recompute_modules = recompute_modules_from_string(list, ctx + " recompute_modules");
   }
+  // Megatron's --recompute-method / --recompute-num-layers: block recomputes the first N layers of every chunk;
+  // uniform checkpoints groups of N layers, so every layer recomputes (full recompute as dtsim runs it).
+  const std::string method = lower(opt_str(row, ctx, "recompute_method"));
+  if (!method.empty() && method != "block" && method != "uniform")
+    throw ConfigError(ctx + ": recompute_method '" + method + "' is not known (known: block, uniform)");
+  if (!method.empty() || present(row, "recompute_num_layers")) {
+    if (present(row, "recompute") && p.recompute != Recompute::FULL)
+      throw ConfigError(ctx + ": recompute_method / recompute_num_layers need recompute full (the row has " +
+                        to_string(p.recompute) + ")");
+    p.recompute = Recompute::FULL;
+    const int n = opt_int(row, ctx, "recompute_num_layers").value_or(0);
+    if (n < 0) throw ConfigError(ctx + ": recompute_num_layers must be 0 or more");
+    if (method == "uniform" && n > 0) notes.add("recompute method uniform: every layer recomputed");
+    else if (n > 0) p.recompute_num_layers = n;  // checked against the chunks by ParallelPlan
+  }
   const std::string sched = lower(opt_str(row, ctx, "pp_schedule"));
   // DeepSeek's DualPipe (bidirectional, two parameter copies) and DualPipeV (its cut-in-half V): their own schedules.
   const bool interleaved = contains(sched, "interleaved") && !contains(sched, "non-interleaved");
@@ -853,6 +868,15 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   if (opt_bool(row, ctx, "overlap_param_gather").value_or(false) && (p.zero_stage == 1 || p.zero_stage == 2))
     p.overlap_param_gather = true;
   if (opt_bool(row, ctx, "compile").value_or(false)) notes.add("torch.compile's kernel fusion not modelled");
+  if (p.recompute_num_layers > 0 && p.pp > 0 && p.virtual_stages > 0) {
+    // Block recompute of at least every chunk's layers is full recompute of every layer (Megatron's loop stops there).
+    const auto chunks = p.chunk_layers(model.num_layers);
+    if (p.recompute_num_layers >= *std::max_element(chunks.begin(), chunks.end())) {
+      notes.add("recompute_num_layers " + std::to_string(p.recompute_num_layers) +
+                " covers every layer of every chunk: full recompute");
+      p.recompute_num_layers = 0;
+    }
+  }
   return p;
 }
 
@@ -1071,7 +1095,9 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "precision",
                                               "quote",
                                               "recompute",
+                                              "recompute_method",
                                               "recompute_modules",
+                                              "recompute_num_layers",
                                               "seq",
                                               "sequence_parallel",
                                               "source",
