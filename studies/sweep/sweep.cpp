@@ -130,6 +130,16 @@ std::string resolve(const std::string& path, const std::string& dir) {
   return fs::exists(near_spec, ec) ? near_spec.string() : path;
 }
 
+/// The recompute knob: "none", "selective", "full", or "full:N" (the first N layers of every chunk).
+std::string recompute_knob(const ParallelPlan& p) {
+  std::string out = to_string(p.recompute);
+  if (p.recompute_num_layers > 0) {
+    out += ':';
+    out += std::to_string(p.recompute_num_layers);
+  }
+  return out;
+}
+
 /// The plan knobs of a row; `known` false (a planner scenario whose plan is not known) gives 0 / "".
 void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["tp"] = known ? p.tp : 0;
@@ -142,7 +152,7 @@ void set_plan_fields(Row& r, const ParallelPlan& p, bool known) {
   r["gbs"] = p.global_batch_size;
   r["schedule"] = known ? p.schedule_name() : "";
   r["zero"] = known ? p.zero_stage : 0;
-  r["recompute"] = known ? to_string(p.recompute) : "";
+  r["recompute"] = known ? recompute_knob(p) : "";
   r["tp_layout"] = known ? layout_name(p) : "";
   r["sequence_parallel"] = known && p.sequence_parallel;
   r["precision"] = known ? to_string(p.precision) : "";
@@ -178,7 +188,7 @@ json plan_knobs(const ParallelPlan& p) {
             {"gbs", p.global_batch_size},
             {"schedule", p.schedule_name()},
             {"zero", p.zero_stage},
-            {"recompute", to_string(p.recompute)},
+            {"recompute", recompute_knob(p)},
             {"tp_layout", layout_name(p)},
             {"sequence_parallel", p.sequence_parallel}};
   // Context and expert parallelism only when used: the ids of plans without them stay what they were.
@@ -349,9 +359,18 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
     ParallelPlan probe;
     if (s != "interleaved") set_schedule(probe, s, kCtx);
   }
-  std::vector<Recompute> recomputes;
-  for (const std::string& s : strings(spec, "recompute", {"none"}))
-    recomputes.push_back(recompute_from_string(s, kCtx));
+  // "full:N": full recompute of the first N layers of every chunk (Megatron's block method, recompute_num_layers).
+  std::vector<std::pair<Recompute, int>> recomputes;
+  for (const std::string& s : strings(spec, "recompute", {"none"})) {
+    if (s.rfind("full:", 0) == 0) {
+      const std::string n = s.substr(5);
+      if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1)
+        throw ConfigError(kCtx + ": recompute '" + s + "' needs a positive layer count, e.g. full:2");
+      recomputes.emplace_back(Recompute::FULL, std::stoi(n));
+    } else {
+      recomputes.emplace_back(recompute_from_string(s, kCtx), 0);
+    }
+  }
   std::vector<std::pair<TpLayout, int>> layouts;
   for (const std::string& s : strings(spec, "tp_layout", {"1d"})) {
     if (s.rfind("2.5d:", 0) == 0) {
@@ -449,7 +468,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                     for (int mbs : mbss)
                       for (const std::string& sched : schedules)
                         for (int zero : zeros)
-                          for (Recompute rc : recomputes)
+                          for (const auto& [rc, rc_layers] : recomputes)
                             for (const auto& [layout, depth] : layouts)
                               for (bool sp : sps)
                                 for (int cp : cps)
@@ -518,6 +537,7 @@ Expansion expand(const json& spec, const std::string& spec_dir, bool prefilter) 
                                                      kCtx);
                                         p.zero_stage = zero;
                                         p.recompute = rc;
+                                        p.recompute_num_layers = rc_layers;
                                         p.tp_layout = layout;
                                         p.tp_depth = depth;
                                         p.sequence_parallel = sp;

@@ -12,7 +12,7 @@
 //    "tp": [1, 2, 4, 8], "pp": [1, 2, 4], "dp": ["auto"],      "auto" = gpus / (tp cp pp)
 //    "vp": [1, 2], "mbs": [1, 2], "gbs": [512],                vp = virtual stages (model chunks per stage)
 //    "schedule": ["1f1b", "gpipe", "interleaved", "zb-h1"],    "interleaved" takes its chunk count from vp
-//    "zero": [0, 1], "recompute": ["none", "selective", "full"],
+//    "zero": [0, 1], "recompute": ["none", "selective", "full"],   "full:N": the first N layers of every chunk
 //    "tp_layout": ["1d", "2d", "3d", "2.5d:2"], "sequence_parallel": [false, true],
 //    "cp": [1, 2, 4], "cp_kind": ["ring", "a2a", "allgather"], "ep": [1, 8],   context / expert parallelism
 //    "precision": ["bf16", "fp8", "fp8-current", "mxfp8"],     linear-layer GEMMs (ParallelPlan::precision)

@@ -262,6 +262,31 @@ TEST(SweepExpansion, SpecErrors) {
   bad("models", json::array(), "empty list");
   bad("random", json{{"samples", 0}}, "samples");
   bad("random", json{{"n", 3}}, "unknown field 'n'");
+  bad("recompute", json::array({"full:0"}), "needs a positive layer count");
+  bad("recompute", json::array({"full:x"}), "needs a positive layer count");
+}
+
+// "full:N" recomputes the first N layers of every chunk (Megatron's block method): gpt3-1.3b (24 layers) on 8 GPUs with
+// pp 2 (12 layers per stage): full:3 and full:6 are two plans with their own ids, full:12 is refused by the plan's
+// check (every layer of every chunk: plain full), and the rows name the knob as given.
+TEST(SweepExpansion, RecomputeLayersKnob) {
+  const json spec = {{"schema_version", 1}, {"models", {"gpt3-1.3b"}},
+                     {"gpus", {8}},         {"gbs", {16}},
+                     {"pp", {2}},           {"recompute", {"full", "full:3", "full:6", "full:12"}}};
+  const auto ex = sw::expand(spec);
+  std::set<int> layers;
+  std::set<std::string> ids;
+  for (const auto& s : ex.scenarios) {
+    EXPECT_EQ(s.plan.recompute, dtsim::Recompute::FULL);
+    layers.insert(s.plan.recompute_num_layers);
+    ids.insert(s.id);
+  }
+  EXPECT_EQ(layers, (std::set<int>{0, 3, 6}));
+  EXPECT_EQ(ids.size(), ex.scenarios.size());
+  std::size_t refused = 0;
+  for (const auto& [reason, n] : ex.skipped)
+    if (reason.find("recomputes every layer of every model chunk") != std::string::npos) refused += n;
+  EXPECT_EQ(refused, ex.scenarios.size() / 3);
 }
 
 TEST(SweepRows, AnalyticScenarioRowSchemaAndMetrics) {
