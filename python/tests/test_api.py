@@ -197,7 +197,7 @@ def test_bad_options_raise_config_error(options, message):
     (dict(SMALL_PLAN, fsdp_prefetch=2), "fsdp_prefetch \\(--fsdp-prefetch\\) has no effect unless zero stage is 3"),
     (dict(SMALL_PLAN, megatron_fsdp=True), "megatron-fsdp needs zero stage 2 \\(optim_grads\\) or 3"),
     (dict(SMALL_PLAN, routing="skew:1,cf:1e-9"), "capacity factor '1e-9' is outside its range"),
-    (dict(SMALL_PLAN, recompute="selective", recompute_num_layers=2), "recompute num layers .* needs recompute full"),
+    (dict(SMALL_PLAN, recompute="selective", recompute_num_layers=2), "num layers .* needs recompute full"),
 ])
 def test_bad_plan_values_raise_config_error(plan, message):
     with pytest.raises(dtsim.ConfigError, match=message):
@@ -208,14 +208,15 @@ def test_bad_plan_values_raise_config_error(plan, message):
 
 
 def test_recompute_num_layers_matches_the_cli():
-    # Megatron's block method from a plan dict: the first 3 of each stage's 12 layers recomputed, as --recompute-num-layers.
+    # Megatron's block method from a plan dict: the first 3 of each stage's 12 layers recomputed (the CLI's flag).
     plan = dict(SMALL_PLAN, recompute="full", recompute_num_layers=3)
     r = dtsim.simulate("gpt3-1.3b", "dgx-a100:8", plan, options={"network": "analytic"})
     out = cli("simulate", "--model", "gpt3-1.3b", "--cluster", "dgx-a100:8", "--tp", "2", "--pp", "2", "--mbs", "1",
               "--gbs", "16", "--recompute-num-layers", "3", "--network", "analytic").stdout
     assert f"{r.iteration_time_s:.3f} s" in out
     none = dtsim.simulate("gpt3-1.3b", "dgx-a100:8", SMALL_PLAN, options={"network": "analytic"})
-    full = dtsim.simulate("gpt3-1.3b", "dgx-a100:8", dict(SMALL_PLAN, recompute="full"), options={"network": "analytic"})
+    full = dtsim.simulate("gpt3-1.3b", "dgx-a100:8", dict(SMALL_PLAN, recompute="full"),
+                          options={"network": "analytic"})
     assert none.iteration_time_s < r.iteration_time_s < full.iteration_time_s
 
 
