@@ -418,11 +418,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     cost::Shape sh_keep = sh;
     sh_keep.recompute = Recompute::NONE;
     int moe_layers = 0, kept_dense = 0, kept_moe = 0;
-    for (int l : memory::stage_layer_indexes(m, plan, s)) {
-      const bool moe_l = m.moe.enabled() && m.is_moe_layer(l);
-      moe_layers += moe_l ? 1 : 0;
-      if (!plan.recomputes_layer(l, m.num_layers)) ++(moe_l ? kept_moe : kept_dense);
-    }
+    if (m.moe.enabled() || plan.recompute_num_layers > 0)
+      for (int l : memory::stage_layer_indexes(m, plan, s)) {
+        const bool moe_l = m.moe.enabled() && m.is_moe_layer(l);
+        moe_layers += moe_l ? 1 : 0;
+        if (!plan.recomputes_layer(l, m.num_layers)) ++(moe_l ? kept_moe : kept_dense);
+      }
     // A pass's time and its kernels' time alone (the share the per-GPU speed variability charges), scaled and summed
     // alike.
     PassTime f, b;
@@ -441,6 +442,14 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       if (!paired) return 0.0;
       const double pair = std::max({paired_time_s(fw.segments, bw.segments), fw.host_s + bw.host_s, fw.s, bw.s});
       return std::max(0.0, fw.s + bw.s - pair);
+    };
+    // `count` layers of passes `lp`: their forward, their recompute and backward, and what their pairs hide.
+    auto add_layers = [&](int count, const cost::LayerPasses& lp) {
+      if (count == 0) return;
+      const PassTime lf = pass_time(lp.forward), lb = pass_time(lp.recompute).then(pass_time(lp.backward));
+      f += count * lf;
+      b += count * lb;
+      pair_saving_s += count * saving(lf, lb);
     };
     if (!m.layer_pattern.empty()) {
       // Per layer kind (hybrid and sliding-window models): each kind's passes timed once.
@@ -467,31 +476,12 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
         pair_saving_s += it->saving_s;
       }
     } else {
-      const PassTime lf = pass_time(layer.forward), lb = pass_time(layer.recompute).then(pass_time(layer.backward));
-      f = (layers[s] - moe_layers - kept_dense) * lf;
-      b = (layers[s] - moe_layers - kept_dense) * lb;
-      pair_saving_s += (layers[s] - moe_layers - kept_dense) * saving(lf, lb);
-      if (kept_dense > 0) {
-        const auto kl = cost::layer_passes(m, sh_keep);
-        const PassTime kf = pass_time(kl.forward), kb = pass_time(kl.backward);
-        f += kept_dense * kf;
-        b += kept_dense * kb;
-        pair_saving_s += kept_dense * saving(kf, kb);
-      }
+      add_layers(layers[s] - moe_layers - kept_dense, layer);
+      if (kept_dense > 0) add_layers(kept_dense, cost::layer_passes(m, sh_keep));
     }
     if (moe_layers > 0 && m.layer_pattern.empty()) {
-      const auto moe = cost::layer_passes(m, sh, true);
-      const PassTime mf = pass_time(moe.forward), moe_b = pass_time(moe.recompute).then(pass_time(moe.backward));
-      f += (moe_layers - kept_moe) * mf;
-      b += (moe_layers - kept_moe) * moe_b;
-      pair_saving_s += (moe_layers - kept_moe) * saving(mf, moe_b);
-      if (kept_moe > 0) {
-        const auto km = cost::layer_passes(m, sh_keep, true);
-        const PassTime kf = pass_time(km.forward), kb = pass_time(km.backward);
-        f += kept_moe * kf;
-        b += kept_moe * kb;
-        pair_saving_s += kept_moe * saving(kf, kb);
-      }
+      add_layers(moe_layers - kept_moe, cost::layer_passes(m, sh, true));
+      if (kept_moe > 0) add_layers(kept_moe, cost::layer_passes(m, sh_keep, true));
     }
     // Boundaries inside layers: the first layer from atom a on (instead of whole), the next stage's first atoms.
     if (const int a = plan.cut_atoms(s - 1); a > 0) {

@@ -220,8 +220,10 @@ double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, i
   // Offloaded layers' activations leave the device (the double buffer keeps up to two layers' on it).
   const OffloadedActivations off = offloaded_activations(m, plan, stage);
   const double stored_chunk = (stage_activation_bytes_per_microbatch(m, plan, stage) - off.bytes) / v;
-  int recomputed_layers = 0;  // partial full recompute: only these hold recomputed activations
-  for (int l : stage_layer_indexes(m, plan, stage)) recomputed_layers += plan.recomputes_layer(l, m.num_layers) ? 1 : 0;
+  int recomputed_layers = plan.stage_layers(m.num_layers)[stage];  // partial full recompute: only these hold them
+  if (plan.recompute_num_layers > 0)
+    for (int l : stage_layer_indexes(m, plan, stage))
+      recomputed_layers -= plan.recomputes_layer(l, m.num_layers) ? 0 : 1;
   const double recompute_chunk = recomputed_layers / v * layer_act.transient;
   const bool split = plan.split_backward();
   double held = 0, peak = 0;
