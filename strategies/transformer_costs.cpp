@@ -1807,8 +1807,8 @@ double gemm_peak_flops(const GpuSpec& gpu, DType dtype, const Calibration& cal) 
   return gpu.peak_flops(dtype);
 }
 
-double grouped_tile_fill(double tokens, double tile) {
-  if (tile <= 0 || tokens <= 0) return 1.0;
+double grouped_expected_tiles(double tokens, double tile) {
+  DTSIM_ASSERT(tile > 0 && tokens > 0, "expected tiles of " << tokens << " tokens in tiles of " << tile);
   // E[ceil(X / tile)] = sum over j >= 0 of P(X > j tile), X ~ Normal(tokens, tokens): a group's token count under
   // balanced routing is binomial over many routed slots, its variance about its mean. Tiles far below the mean are
   // always filled (counted at once), so the sum has a few terms at any size.
@@ -1816,6 +1816,36 @@ double grouped_tile_fill(double tokens, double tile) {
   const double first = lo > 0 ? std::floor(lo / tile) : 0;  // j < first: P = 1
   double tiles = first;
   for (double j = first; j * tile < hi; j += 1) tiles += 0.5 * std::erfc((j * tile - tokens) / (sd * std::sqrt(2.0)));
+  return tiles;
+}
+
+double single_kernel_grouped_s(const Op& op, const GpuSpec& gpu, double peak_flops, const Calibration& cal) {
+  DTSIM_ASSERT(op.grouped && gpu.sm_count > 0 && peak_flops > 0, "single-kernel grouped GEMM '" << op.name << "'");
+  // One persistent kernel over every group's tiles (CUTLASS's grouped GEMM as PyTorch's torch._grouped_mm runs it,
+  // aten/src/ATen/native/cuda/GroupMM.cu): each SM takes a tile_m x tile_n output tile at a time, so the kernel runs
+  // ceil(tiles / SMs) waves, each as long as one tile's main loop at the SM's share of the peak at the dense GEMM
+  // curve's asymptote (nothing fitted on grouped GEMMs). Tokens are the rows of the forward and the activation
+  // gradient (op.m, padded per group to whole tiles, binomially spread) and the reduction of the weight gradient
+  // (op.k, padded per group to tile_k). Measured on one H200 (tests/data/h200/moe_grouped_2026-12-04.csv; the check
+  // in tests/oracle/test_grouped_gemm_h200.cpp).
+  const double groups = op.batch, tm = cal.gemm_tile_m, tn = cal.gemm_tile_n, tk = cal.gemm_tile_k;
+  double tiles = 0, tile_flops = 0;
+  if (op.weight_grad) {  // output m x n per group, the tokens its reduction
+    tiles = groups * std::ceil(op.m / tm) * std::ceil(op.n / tn);
+    tile_flops = 2 * tm * tn * tk * grouped_expected_tiles(op.k, tk);
+  } else {
+    tiles = groups * grouped_expected_tiles(op.m, tm) * std::ceil(op.n / tn);
+    tile_flops = 2 * tm * tn * op.k;
+  }
+  // Expected tile counts carry the binomial tails of improbable extra tiles: a last wave of under 0.1% of the SMs'
+  // tiles is such a tail, not a wave.
+  const double waves = std::max(1.0, std::ceil(tiles / gpu.sm_count - 1e-3));
+  return waves * tile_flops / (peak_flops / gpu.sm_count * cal.gemm_efficiency_max);
+}
+
+double grouped_tile_fill(double tokens, double tile) {
+  if (tile <= 0 || tokens <= 0) return 1.0;
+  const double tiles = grouped_expected_tiles(tokens, tile);
   return tiles > 0 ? std::min(1.0, tokens / (tiles * tile)) : 1.0;
 }
 
@@ -1833,7 +1863,17 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
     t_flop = op.flops / (gpu.peak_flops(dtype) * (cal.fa2_attention && cal.fa2_attention_efficiency > 0
                                                       ? cal.fa2_attention_efficiency
                                                       : cal.flash_attention_efficiency));
-  else if (op.gemm && op.precision != Precision::BF16) {
+  else if (op.gemm && op.grouped && cal.grouped_gemm_single_kernel && gpu.sm_count > 0 && cal.gemm_tile_m > 0 &&
+           cal.gemm_tile_k > 0 && cal.gemm_tile_n > 0) {
+    const bool fp4 = op.precision == Precision::NVFP4, lowp = op.precision != Precision::BF16;
+    const double peak = !lowp ? gemm_peak_flops(gpu, dtype, cal) : fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
+    DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");
+    const double scale = !lowp                                    ? 1.0
+                         : fp4                                    ? cal.fp4_gemm_efficiency_scale
+                         : op.precision == Precision::FP8_ROWWISE ? cal.fp8_rowwise_gemm_efficiency_scale
+                                                                  : cal.fp8_gemm_efficiency_scale;
+    t_flop = single_kernel_grouped_s(op, gpu, peak * scale, cal);
+  } else if (op.gemm && op.precision != Precision::BF16) {
     const bool fp4 = op.precision == Precision::NVFP4;
     const double peak = fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
     DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");

@@ -263,6 +263,13 @@ double gemm_efficiency(double flops, const Calibration& cal);
 /// The fraction of a grouped GEMM group's padded tiles its tokens fill: tokens / (tile x E[ceil(X / tile)]) for a
 /// token count X of mean `tokens` and variance `tokens` (balanced routing). 1 when tile is 0 (off).
 double grouped_tile_fill(double tokens, double tile);
+/// E[ceil(X / tile)] for a group's token count X of mean and variance `tokens` (balanced routing): the tiles a group
+/// fills on average. Both arguments positive.
+double grouped_expected_tiles(double tokens, double tile);
+/// Main-loop time of a grouped GEMM run as one persistent kernel over all groups' tiles (the stack's
+/// Calibration::grouped_gemm_single_kernel; torch._grouped_mm): ceil(tiles / SMs) waves of one tile each at
+/// `peak_flops` / SMs x the dense curve's asymptote. Needs GpuSpec::sm_count.
+double single_kernel_grouped_s(const Op& op, const GpuSpec& gpu, double peak_flops, const Calibration& cal);
 /// The largest power of two (at most 16) bytes that divides every dimension (m, k, n) of a GEMM in `dtype`
 /// elements: the widest vector its operands can be loaded with. 16 for an op without a shape or a memory op.
 double gemm_alignment_bytes(const Op& op, DType dtype);

@@ -33,7 +33,8 @@ void Calibration::validate(const std::string& ctx) const {
   if (!(gemm_efficiency_exponent >= 0.25 && gemm_efficiency_exponent <= 8))
     throw ConfigError(ctx + ": compute.gemm_efficiency_exponent must be in [0.25, 8], got " +
                       std::to_string(gemm_efficiency_exponent));
-  for (auto [v, f] : {std::pair{gemm_tile_m, "compute.gemm_tile_m"}, std::pair{gemm_tile_k, "compute.gemm_tile_k"}})
+  for (auto [v, f] : {std::pair{gemm_tile_m, "compute.gemm_tile_m"}, std::pair{gemm_tile_k, "compute.gemm_tile_k"},
+                      std::pair{gemm_tile_n, "compute.gemm_tile_n"}})
     if (!(v >= 0 && v <= 4096))
       throw ConfigError(ctx + ": " + f + " must be in [0, 4096] (0: off), got " + limits::number(v));
   in01(fp8_gemm_efficiency_scale, "compute.fp8_gemm_efficiency_scale");
@@ -117,6 +118,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
                         {"gemm_tile_m", c.gemm_tile_m},
                         {"gemm_tile_k", c.gemm_tile_k},
+                        {"gemm_tile_n", c.gemm_tile_n},
                         {"gemm_accumulate_epilogue", c.gemm_accumulate_epilogue},
                         {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
                         {"flash_attention_efficiency", c.flash_attention_efficiency},
@@ -131,6 +133,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"host_issue_s", c.host_issue_s},
                         {"host_sync_each_pass", c.host_sync_each_pass},
                         {"moe_dispatch_sync", c.moe_dispatch_sync},
+                        {"grouped_gemm_single_kernel", c.grouped_gemm_single_kernel},
                         {"host_collective_issue_s", c.host_collective_issue_s},
                         {"fa2_attention_efficiency", c.fa2_attention_efficiency},
                         {"fa2_attention", c.fa2_attention},
@@ -183,6 +186,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "gemm_misaligned_efficiency",
                              "gemm_tile_m",
                              "gemm_tile_k",
+                             "gemm_tile_n",
                              "gemm_accumulate_epilogue",
                              "memory_bandwidth_efficiency",
                              "flash_attention_efficiency",
@@ -199,6 +203,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "host_issue_s",
                              "host_sync_each_pass",
                              "moe_dispatch_sync",
+                             "grouped_gemm_single_kernel",
                              "host_collective_issue_s",
                              "fa2_attention_efficiency",
                              "fa2_attention",
@@ -212,6 +217,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.gemm_tile_m = get_or<double>(cj, cc, "gemm_tile_m", c.gemm_tile_m);
   c.gemm_tile_k = get_or<double>(cj, cc, "gemm_tile_k", c.gemm_tile_k);
+  c.gemm_tile_n = get_or<double>(cj, cc, "gemm_tile_n", c.gemm_tile_n);
   c.gemm_accumulate_epilogue = get_or<bool>(cj, cc, "gemm_accumulate_epilogue", c.gemm_accumulate_epilogue);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
   c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
@@ -234,6 +240,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "host_issue_s", c.host_issue_s);
   software(cj, cc, "host_sync_each_pass", c.host_sync_each_pass);
   software(cj, cc, "moe_dispatch_sync", c.moe_dispatch_sync);
+  software(cj, cc, "grouped_gemm_single_kernel", c.grouped_gemm_single_kernel);
   software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
   software(cj, cc, "fa2_attention", c.fa2_attention);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);

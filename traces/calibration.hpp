@@ -52,6 +52,16 @@ struct Calibration {
   /// keep their fitted curve (the sweeps it was fitted on hold their own quantisation). 0 = no tile quantisation.
   double gemm_tile_m = 128;
   double gemm_tile_k = 64;
+  /// The output-column tile of a single-kernel grouped GEMM (grouped_gemm_single_kernel): CUTLASS's Hopper grouped
+  /// kernel as PyTorch dispatches it runs 128 x 256 x 64 tiles (aten/src/ATen/native/cuda/GroupMM.cu; its 64 x 128
+  /// ping-pong variant for small groups runs two tiles per SM, the same area per wave; Blackwell's 256 x 256 tile
+  /// spans two SMs, again 128 x 256 per SM).
+  double gemm_tile_n = 256;
+  /// The stack runs a grouped GEMM as one persistent kernel over every group's tiles (torch._grouped_mm: torchtitan's
+  /// MoE since 2025-04), not one GEMM per group: the tiles of all groups fill the GPU's SMs together, a wave at a
+  /// time, so many small groups run far faster than each alone (strategies/transformer_costs.cpp,
+  /// single_kernel_grouped_s). Software: from the stack profile.
+  bool grouped_gemm_single_kernel = false;
   /// A weight-gradient GEMM that accumulates into an fp32 gradient buffer (Megatron's gradient_accumulation_fusion
   /// into main_grad: cuBLAS with beta = 1 and an fp32 output) reads and writes that buffer in its epilogue, after the
   /// main loop: 8 bytes per weight element at HBM bandwidth, added to a grouped GEMM's time (its per-group kernels
@@ -162,9 +172,9 @@ struct Calibration {
 
 /// The calibration fields that belong to the software stack rather than the hardware.
 inline const std::vector<std::string> kSoftwareFields = {
-    "host_issue_s", "host_sync_each_pass", "host_collective_issue_s", "p2p_overhead_s",
-    "p2p_sync",     "fa2_attention",       "per_iteration_s",         "grad_clip",
-    "tf32_matmul",  "moe_dispatch_sync"};
+    "host_issue_s", "host_sync_each_pass", "host_collective_issue_s",   "p2p_overhead_s",
+    "p2p_sync",     "fa2_attention",       "per_iteration_s",           "grad_clip",
+    "tf32_matmul",  "moe_dispatch_sync",   "grouped_gemm_single_kernel"};
 
 /// Whether a calibration's p2p_sync makes the pipeline transfers of a schedule blocking (`interleaved`: the plan
 /// runs the interleaved 1F1B schedule, whose transfers Megatron-Core overlaps since 2023-10).

@@ -57,6 +57,9 @@ void ClusterSpec::validate() const {
   limits::check(gpu.hbm_Bps, limits::kBandwidth, ctx, "gpu.hbm_Bps");
   limits::check(gpu.memory_bytes, limits::kDeviceMemory, ctx, "gpu.memory_bytes");
   limits::check_or_zero(gpu.board_power_w, limits::kBoardPower, ctx, "gpu.board_power_w");
+  if (!(gpu.sm_count >= 0 && gpu.sm_count <= 4096 && gpu.sm_count == std::floor(gpu.sm_count)))
+    throw ConfigError(ctx + ": gpu.sm_count must be a whole number in [0, 4096] (0: not stated), got " +
+                      limits::number(gpu.sm_count));
   limits::check(intra.bandwidth_Bps, limits::kBandwidth, ctx, "intra_node.bandwidth_Bps");
   limits::check(intra.latency_s, limits::kLatency, ctx, "intra_node.latency_s");
   if (intra.kind != "nvswitch")
@@ -111,20 +114,25 @@ namespace {
 // 2,039 GB/s HBM2e, 80 GiB. H100 SXM5 80GB: 989 TFLOP/s FP16/BF16 tensor, 1,979 FP8 tensor (the datasheet's 3,958 is
 // with 2:4 sparsity), 67 FP32, 3,350 GB/s HBM3, 80 GiB (NVIDIA H100 Tensor Core GPU datasheet).
 // Fields: name, FP16, BF16, FP32, FP8, FP4 (0 = no such tensor cores), HBM bandwidth, capacity, board power (TDP, W;
-// 0 = not stated). Board power from the same datasheets: A100 SXM4 400 W, A100 PCIe 300 W, V100 SXM2 300 W, H100
-// SXM5 and H200 SXM "up to 700 W", H800 SXM5 700 W (as the H100 SXM5 board: an estimate); the Blackwell parts below.
+// 0 = not stated), streaming multiprocessors (0 = not stated). Board power from the same datasheets: A100 SXM4 400 W,
+// A100 PCIe 300 W, V100 SXM2 300 W, H100 SXM5 and H200 SXM "up to 700 W", H800 SXM5 700 W (as the H100 SXM5 board: an
+// estimate); the Blackwell parts below. Streaming multiprocessors: V100 80, A100 108, H100 SXM5 132 (NVIDIA's Volta,
+// Ampere and Hopper architecture whitepapers); H200, H800, GH200 and the 96 GB H100 carry the H100 SXM5's GH100
+// configuration (132; the H200 was seen with 132 by PyTorch on the lent machine,
+// tests/data/h200/moe_summary_2026-12-04.json); B200 and GB200 148, B300 and GB300 160 (NVIDIA's "Inside NVIDIA
+// Blackwell Ultra" blog, 2025: 160 SMs against Blackwell's 148; not measured).
 const std::vector<GpuSpec>& gpus() {
   static const std::vector<GpuSpec> list = {
-      {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 0, 0, 2039e9, 80 * units::kGiB, 400},
-      {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB, 700},
+      {"a100-sxm4-80gb", 312e12, 312e12, 19.5e12, 0, 0, 2039e9, 80 * units::kGiB, 400, 108},
+      {"h100-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB, 700, 132},
       // H800 SXM5 80GB: the H100 SXM5's GH100 die and HBM3 for the Chinese market, with NVLink cut to 400 GB/s per GPU
       // (the dgx-h800 preset). 989 TFLOP/s dense BF16 and 3.4 TB/s HBM as MegaScale-MoE's Table 4 lists it (arXiv
       // 2505.11432); FP8 and FP32 as the H100 SXM5 (same silicon: an estimate, no H800 datasheet retrieved).
-      {"h800-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB, 700},
+      {"h800-sxm5-80gb", 989e12, 989e12, 67e12, 1979e12, 0, 3350e9, 80 * units::kGiB, 700, 132},
       // V100 SXM2 32GB: 125 TFLOP/s FP16 tensor (no BF16: the FP16 figure is used), 15.7 FP32, 900 GB/s HBM2.
-      {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 0, 0, 900e9, 32 * units::kGiB, 300},
+      {"v100-sxm2-32gb", 125e12, 125e12, 15.7e12, 0, 0, 900e9, 32 * units::kGiB, 300, 80},
       // A100 PCIe 80GB: same tensor-core peaks as the SXM part, 1,935 GB/s HBM2e.
-      {"a100-pcie-80gb", 312e12, 312e12, 19.5e12, 0, 0, 1935e9, 80 * units::kGiB, 300},
+      {"a100-pcie-80gb", 312e12, 312e12, 19.5e12, 0, 0, 1935e9, 80 * units::kGiB, 300, 108},
       // B200 (SXM, HGX/DGX B200 at 1,000 W): 2,250 TFLOP/s dense FP16/BF16 tensor (the 4,500 figure is with 2:4
       // sparsity), 80 TFLOP/s FP32, 8 TB/s HBM3e, 180 GB. Sources: NVIDIA DGX B200 datasheet / product page
       // (nvidia.com/en-us/data-center/dgx-b200: 8 GPUs, 1,440 GB HBM3e in total = 180 GB each, 64 TB/s in total =
@@ -134,7 +142,7 @@ const std::vector<GpuSpec>& gpus() {
       // MLCommons inference v6.0 system description "NVIDIA B200-SXM-180GB" (Nebius). The 180 GB are stored as 180 GiB,
       // as the other presets store their "80GB" (the package carries 192 GB of HBM3e, of which the datasheet lists 180
       // GB): the usable capacity is an estimate. No B200 measurement calibrates these.
-      {"b200-sxm-180gb", 2250e12, 2250e12, 80e12, 4500e12, 9000e12, 8000e9, 180 * units::kGiB, 1000},
+      {"b200-sxm-180gb", 2250e12, 2250e12, 80e12, 4500e12, 9000e12, 8000e9, 180 * units::kGiB, 1000, 148},
       // H200 SXM 141GB (Hopper, the H100's GH100 die with HBM3e): 989 TFLOP/s dense FP16/BF16 tensor and 1,979 dense
       // FP8 (the NVIDIA H200 product page, nvidia.com/en-us/data-center/h200, lists 1,979 and 3,958 with 2:4 sparsity;
       // reproduced e.g. by lzwjava.github.io/nvidia-h200-gpu-specs-en: "FP8 Tensor Core 3,958 TFLOPS*", "*include
@@ -142,7 +150,7 @@ const std::vector<GpuSpec>& gpus() {
       // "NVIDIA H200-SXM-141GB", 141 GB HBM3e, 18x 4th Gen NVLink 900 GB/s). FP32 67 TFLOP/s as on the H100 SXM
       // (same silicon and SM count; not on the pages retrieved here: an estimate). The 141 GB are stored as
       // 141 GiB, as the other presets store their "80GB".
-      {"h200-sxm-141gb", 989e12, 989e12, 67e12, 1979e12, 0, 4800e9, 141 * units::kGiB, 700},
+      {"h200-sxm-141gb", 989e12, 989e12, 67e12, 1979e12, 0, 4800e9, 141 * units::kGiB, 700, 132},
       // B300 (Blackwell Ultra, HGX/DGX B300 SXM): per GPU = the 8-GPU HGX B300 figures / 8. NVIDIA HGX platform table
       // (nvidia.com/en-us/data-center/hgx, as reproduced by fibermall.com/blog/?p=17161): FP16/BF16 36 PFLOP/s and
       // FP8 72 PFLOP/s with sparsity = 2,250 and 4,500 TFLOP/s dense per GPU; FP32 600 TFLOP/s = 75 per GPU; "up to
@@ -158,7 +166,7 @@ const std::vector<GpuSpec>& gpus() {
       // B300-vs-B200 table (1,400 W vs 1,000 W) give the GB300 figure, while NVIDIA's DGX B300 system power (14.5 kW
       // vs 14.3 kW for DGX B200, docs.nvidia.com as quoted by thedailyscout.com "NVIDIA GPUs push 1,200W") leaves the
       // HGX part little above the B200's 1,000 W.
-      {"b300", 2250e12, 2250e12, 75e12, 4500e12, 13500e12, 8000e9, 270 * units::kGiB, 1100},
+      {"b300", 2250e12, 2250e12, 75e12, 4500e12, 13500e12, 8000e9, 270 * units::kGiB, 1100, 160},
       // GB200 (the Blackwell GPU of a GB200 NVL72 rack, 1,200 W): per GPU = the NVL72 rack figures / 72. NVIDIA GB200
       // NVL72 product page (nvidia.com/en-us/data-center/gb200-nvl72): FP4 1,440 PFLOP/s, FP8/FP6 720, FP16/BF16 360
       // (all with sparsity) = 10,000 / 5,000 / 2,500 TFLOP/s dense per GPU; FP32 5,760 TFLOP/s = 80 per GPU; up to
@@ -168,7 +176,7 @@ const std::vector<GpuSpec>& gpus() {
       // 10,000 dense FP4 in glennklockwood.com/garden/processors/B200 (GB200 variant at 1,200 W). 186 GB per GPU is
       // also what MLCommons inference v6.1 lists ("NVIDIA GB200", 186 GB HBM3e; Crusoe GB200-NVL72 system).
       // Stored as 186 GiB.
-      {"gb200", 2500e12, 2500e12, 80e12, 5000e12, 10000e12, 8000e9, 186 * units::kGiB, 1200},
+      {"gb200", 2500e12, 2500e12, 80e12, 5000e12, 10000e12, 8000e9, 186 * units::kGiB, 1200, 148},
       // GB300 (the Blackwell Ultra GPU of a GB300 NVL72 rack, 1,400 W): per GPU = the NVL72 rack figures / 72. NVIDIA
       // GB300 NVL72 product page (nvidia.com/en-us/data-center/gb300-nvl72), as reproduced by glennklockwood.com/
       // garden/processors/B300 ("1.1 EF dense FP4", "360 PF FP8 for training", "20 TB HBM at 576 TB/s", "72
@@ -177,7 +185,7 @@ const std::vector<GpuSpec>& gpus() {
       // FP16/BF16 TFLOP/s, 8 TB/s, 279 GB (verda's per-GPU figure; 20 TB / 72 = 278; stored as 279 GiB). FP32: 6
       // PFLOP/s per rack / 72 = 83 TFLOP/s (verda's rack table halves it to 3 as if it were a sparse figure; its
       // per-GPU table gives 80): an estimate.
-      {"gb300", 2500e12, 2500e12, 6e15 / 72, 5000e12, 15000e12, 8000e9, 279 * units::kGiB, 1400},
+      {"gb300", 2500e12, 2500e12, 6e15 / 72, 5000e12, 15000e12, 8000e9, 279 * units::kGiB, 1400, 160},
       // GH200 (the Hopper GPU of a GH200 Grace Hopper Superchip, 96 GB HBM3 part; the GPU of CSCS Alps' Clariden
       // nodes): the H100's GH100 die, so the H100 SXM's dense tensor peaks, 989 TFLOP/s FP16/BF16 and 1,979 FP8 (the
       // NVIDIA GH200 datasheet lists them with 2:4 sparsity, 1,979 / 3,958), no FP4; 96 GB HBM3 at 4 TB/s (NVIDIA GH200
@@ -190,13 +198,13 @@ const std::vector<GpuSpec>& gpus() {
       // what SAILOR's cluster config lists for its "GH-96" GPU (basic_cluster_config.json mem_per_gpu).
       // Board power not stated (0): the GH200 module's 450-1,000 W budget is shared by the Grace CPU, its LPDDR5X and
       // the GPU, and the share a job gets is not published.
-      {"gh200", 989e12, 989e12, 67e12, 1979e12, 0, 4000e9, 102625181696.0},
+      {"gh200", 989e12, 989e12, 67e12, 1979e12, 0, 4000e9, 102625181696.0, 0, 132},
       // H100 96GB HBM2e at 500 W (Meta's Grand Teton hosts, the GPU of the torchtitan H100 benchmark tables): the
       // torchtitan page (benchmarks/llama3_h100_202412_torchtitan.md) gives "96GB HBM2e" at 2.4 TB/s and a "default
       // 500W power limit", and notes its peak lies between the SXM's and the NVL's. Tensor peaks as the H100 SXM5 at
       // its datasheet clock (same GH100 configuration assumed: an estimate); what the 500 W limit leaves of them is
       // the device model's (traces/device_model.hpp), not a different peak. FP32 as the H100 SXM5. Stored as 96 GiB.
-      {"h100-96gb-500w", 989e12, 989e12, 67e12, 1979e12, 0, 2400e9, 96 * units::kGiB, 500},
+      {"h100-96gb-500w", 989e12, 989e12, 67e12, 1979e12, 0, 2400e9, 96 * units::kGiB, 500, 132},
   };
   return list;
 }
@@ -623,7 +631,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
         {"peak_fp4_flops", c.gpu.peak_fp4_flops},
         {"hbm_Bps", c.gpu.hbm_Bps},
         {"memory_bytes", c.gpu.memory_bytes},
-        {"board_power_w", c.gpu.board_power_w}}},
+        {"board_power_w", c.gpu.board_power_w},
+        {"sm_count", c.gpu.sm_count}}},
       {"num_nodes", c.num_nodes},
       {"gpus_per_node", c.gpus_per_node},
       {"intra_node",
@@ -659,9 +668,10 @@ nlohmann::json to_json(const ClusterSpec& c) {
 }
 
 GpuSpec gpu_from_json(const nlohmann::json& gj, const std::string& gctx) {
-  json_util::reject_unknown(gj, gctx,
-                            {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops",
-                             "peak_fp8_flops", "peak_fp4_flops", "hbm_Bps", "memory_bytes", "board_power_w"});
+  json_util::reject_unknown(
+      gj, gctx,
+      {"name", "preset", "peak_fp16_flops", "peak_bf16_flops", "peak_fp32_flops", "peak_fp8_flops", "peak_fp4_flops",
+       "hbm_Bps", "memory_bytes", "board_power_w", "sm_count"});
   GpuSpec g;
   if (gj.contains("preset")) g = gpu_preset(get<std::string>(gj, gctx, "preset"));
   g.name = get_or<std::string>(gj, gctx, "name", g.name.empty() ? "custom" : g.name);
@@ -669,7 +679,8 @@ GpuSpec gpu_from_json(const nlohmann::json& gj, const std::string& gctx) {
        {std::pair{"peak_fp16_flops", &g.peak_fp16_flops}, std::pair{"peak_bf16_flops", &g.peak_bf16_flops},
         std::pair{"peak_fp32_flops", &g.peak_fp32_flops}, std::pair{"peak_fp8_flops", &g.peak_fp8_flops},
         std::pair{"peak_fp4_flops", &g.peak_fp4_flops}, std::pair{"hbm_Bps", &g.hbm_Bps},
-        std::pair{"memory_bytes", &g.memory_bytes}, std::pair{"board_power_w", &g.board_power_w}})
+        std::pair{"memory_bytes", &g.memory_bytes}, std::pair{"board_power_w", &g.board_power_w},
+        std::pair{"sm_count", &g.sm_count}})
     *v = get_or<double>(gj, gctx, f, *v);
   return g;
 }

@@ -25,6 +25,10 @@ struct GpuSpec {
   /// Board power limit (TDP) the GPU runs at, W; 0 = not stated. The device model (traces/device_model.hpp) scales
   /// a measured GPU's sustained tensor-core throughput to another GPU of the same process generation by it.
   double board_power_w = 0;
+  /// Streaming multiprocessors: the slots a persistent kernel's thread-block tiles run on, one wave at a time (the
+  /// single-kernel grouped GEMM's wave model, Calibration::grouped_gemm_single_kernel). 0 = not stated (that model
+  /// then falls back to the per-group one).
+  double sm_count = 0;
   double peak_flops(DType d) const;
 };
 

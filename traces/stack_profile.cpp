@@ -24,10 +24,11 @@ void StackProfile::validate(const std::string& ctx) const {
 
 StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(j, ctx,
-                            {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s",
-                             "host_sync_each_pass", "host_collective_issue_s", "p2p_overhead_s", "p2p_sync",
-                             "fa2_attention", "per_iteration_s", "grad_clip", "tf32_matmul", "moe_dispatch_sync"});
+  json_util::reject_unknown(
+      j, ctx,
+      {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s", "host_sync_each_pass",
+       "host_collective_issue_s", "p2p_overhead_s", "p2p_sync", "fa2_attention", "per_iteration_s", "grad_clip",
+       "tf32_matmul", "moe_dispatch_sync", "grouped_gemm_single_kernel"});
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
@@ -43,6 +44,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
   s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
   s.moe_dispatch_sync = get_or<bool>(j, ctx, "moe_dispatch_sync", false);
+  s.grouped_gemm_single_kernel = get_or<bool>(j, ctx, "grouped_gemm_single_kernel", false);
   s.validate(ctx);
   return s;
 }
@@ -62,7 +64,8 @@ nlohmann::json to_json(const StackProfile& s) {
           {"per_iteration_s", s.per_iteration_s},
           {"grad_clip", s.grad_clip},
           {"tf32_matmul", s.tf32_matmul},
-          {"moe_dispatch_sync", s.moe_dispatch_sync}};
+          {"moe_dispatch_sync", s.moe_dispatch_sync},
+          {"grouped_gemm_single_kernel", s.grouped_gemm_single_kernel}};
 }
 
 std::vector<std::string> stack_names() {
@@ -98,6 +101,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("grad_clip", c.grad_clip, s.grad_clip);
   fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);
   fill("moe_dispatch_sync", c.moe_dispatch_sync, s.moe_dispatch_sync);
+  fill("grouped_gemm_single_kernel", c.grouped_gemm_single_kernel, s.grouped_gemm_single_kernel);
   c.stack = s.name;
   return c;
 }

@@ -25,6 +25,9 @@ struct StackProfile {
   double host_collective_issue_s = 0;
   /// A dropless MoE layer's forward waits once on the host for the token counts (Calibration::moe_dispatch_sync).
   bool moe_dispatch_sync = false;
+  /// Grouped expert GEMMs run as one persistent kernel over all groups (torch._grouped_mm), not one GEMM per group
+  /// (Transformer Engine's GroupedLinear) (Calibration::grouped_gemm_single_kernel).
+  bool grouped_gemm_single_kernel = false;
   /// Software cost per pipeline send/receive (Megatron's batched isend/irecv: microseconds; DeepSpeed's pipeline
   /// engine: blocking broadcasts between interpreted instructions).
   double p2p_overhead_s = 5e-6;

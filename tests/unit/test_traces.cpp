@@ -1061,6 +1061,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   EXPECT_EQ(c.host_issue_s, tt.host_issue_s);
   EXPECT_EQ(c.p2p_overhead_s, tt.p2p_overhead_s);
   EXPECT_TRUE(c.fa2_attention);
+  EXPECT_TRUE(c.grouped_gemm_single_kernel);                 // torch._grouped_mm
   EXPECT_EQ(c.gemm_efficiency_max, hw.gemm_efficiency_max);  // hardware untouched
   // A calibration file that sets a software value pins it: the stack leaves it.
   auto j = dtsim::to_json(hw);
@@ -1070,6 +1071,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("per_iteration_s");
   j["compute"].erase("grad_clip");
   j["compute"].erase("tf32_matmul");
+  j["compute"].erase("grouped_gemm_single_kernel");
   j["compute"].erase("moe_dispatch_sync");
   j["network"].erase("p2p_overhead_s");
   j["network"].erase("p2p_sync");
