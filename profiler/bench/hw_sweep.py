@@ -13,13 +13,14 @@ Each timing is the median of `reps` CUDA-event-timed repetitions after warm-up.
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+from cuda_timing import timed  # beside this script
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 COMPILE_ONLY = "--compile" in sys.argv[2:]  # only the decoder-layer stack, eager and torch.compile'd
@@ -35,21 +36,6 @@ def say(*a):
     print(s, flush=True)
     log.write(s + "\n")
     log.flush()
-
-
-def timed(fn, reps=10, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(times)
 
 
 summary = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),

@@ -23,12 +23,13 @@ import csv
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import torch
+
+import cuda_timing  # beside this script
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 QUICK = "--quick" in sys.argv[2:]
@@ -46,18 +47,7 @@ def say(*a):
 
 
 def timed(fn, reps=7, warmup=2):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(times)
+    return cuda_timing.timed(fn, reps, warmup)
 
 
 summary = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),
