@@ -6,7 +6,8 @@
 #   4. the NCCL sweep on the GPUs present (one GPU: NCCL's own single-rank floor, no link is measured);
 #   5. PyTorch GPT steps (torch_gpt_step.py): two torch.profiler traces with shapes for `dtsim calibrate compute`,
 #      end-to-end iteration times and peak memory of GPT configurations for checking the fitted preset, and the same
-#      program under our injection library (attach to an unmodified PyTorch program; overhead on a real workload).
+#      program under our injection library (attach to an unmodified PyTorch program; overhead on a real workload);
+#   6. the MoE kernel sweep (moe_sweep.py): grouped expert GEMMs, per-expert GEMMs, the memory-bound MoE kernels.
 # BUILD_DIR holds profiler/{dtsim_gemm_sweep,dtsim_nccl_sweep,libdtsim_cupti.so,dtsim_gpu_smoke[_api],
 # dtsim_profile_check}. Writes OUT_DIR/campaign.tar.gz (all results) and OUT_DIR/summary.txt. Each step's failure
 # is logged and the campaign goes on; the exit code is the number of failed steps.
@@ -93,6 +94,10 @@ step torch_injected bash -c "CUDA_INJECTION64_PATH='$BIN/libdtsim_cupti.so' DTSI
   '$PY' '$HERE/torch_gpt_step.py' --layers 8 --hidden 2048 --heads 16 --mbs 2 --iters 10 > '$RES/iters_injected.jsonl'"
 step torch_plain bash -c "'$PY' '$HERE/torch_gpt_step.py' --layers 8 --hidden 2048 --heads 16 --mbs 2 --iters 10 \
   > '$RES/iters_plain.jsonl'"
+
+# The kernels of an MoE layer (moe_sweep.py: grouped expert GEMMs eager and as CUDA graphs, per-expert cuBLAS,
+# FP8 grouped, permute / unpermute), into moe/ (tests/data/h200/PROVENANCE.md describes the files).
+step moe_sweep "$PY" "$HERE/moe_sweep.py" "$RES/moe"
 
 for f in "$RES"/*.json; do [[ -f $f ]] && gzip -9 "$f"; done
 cp "$SUMMARY" "$RES/summary.txt"
