@@ -57,9 +57,9 @@ void ClusterSpec::validate() const {
   limits::check(gpu.hbm_Bps, limits::kBandwidth, ctx, "gpu.hbm_Bps");
   limits::check(gpu.memory_bytes, limits::kDeviceMemory, ctx, "gpu.memory_bytes");
   limits::check_or_zero(gpu.board_power_w, limits::kBoardPower, ctx, "gpu.board_power_w");
-  if (!(gpu.sm_count >= 0 && gpu.sm_count <= 4096 && gpu.sm_count == std::floor(gpu.sm_count)))
-    throw ConfigError(ctx + ": gpu.sm_count must be a whole number in [0, 4096] (0: not stated), got " +
-                      limits::number(gpu.sm_count));
+  limits::check_or_zero(gpu.sm_count, limits::kSmCount, ctx, "gpu.sm_count");
+  if (gpu.sm_count != std::floor(gpu.sm_count))
+    throw ConfigError(ctx + ": gpu.sm_count must be a whole number, got " + limits::number(gpu.sm_count));
   limits::check(intra.bandwidth_Bps, limits::kBandwidth, ctx, "intra_node.bandwidth_Bps");
   limits::check(intra.latency_s, limits::kLatency, ctx, "intra_node.latency_s");
   if (intra.kind != "nvswitch")

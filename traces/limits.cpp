@@ -56,6 +56,7 @@ const std::vector<Entry>& table() {
        "gpu.hbm_Bps, intra_node.bandwidth_Bps, inter_node.nic_bandwidth_Bps, graph links' bandwidth_Bps", kBandwidth},
       {"cluster JSON", "gpu.memory_bytes", kDeviceMemory},
       {"cluster JSON", "gpu.board_power_w (0 = not stated)", kBoardPower},
+      {"cluster JSON", "gpu.sm_count (0 = not stated; a whole number)", kSmCount},
       {"cluster JSON", "intra_node.latency_s, inter_node.latency_s, inter_node.spine_latency_s, graph links' latency_s",
        kLatency},
       {"cluster JSON", "inter_node.oversubscription, inter_node.pod_oversubscription", kOversubscription},

@@ -27,6 +27,7 @@ inline constexpr Range kPeakFlops{1e9, 1e19, "FLOP/s"};  ///< a GPU's peak at on
 inline constexpr Range kBandwidth{1e6, 1e16, "B/s"};     ///< a link, NIC or memory bandwidth
 inline constexpr Range kDeviceMemory{1e6, 1e15, "B"};    ///< a GPU's memory
 inline constexpr Range kBoardPower{10, 1e5, "W"};        ///< a GPU's board power limit (0 allowed: not stated)
+inline constexpr Range kSmCount{1, 4096, ""};            ///< a GPU's streaming multiprocessors (0 allowed: not stated)
 inline constexpr Range kLatency{0, 1, "s"};              ///< one hop or one link
 inline constexpr Range kOversubscription{1, 1024, ""};   ///< a fat-tree tier's down:up ratio
 // Software overheads and calibration factors.

@@ -441,6 +441,14 @@ cat >"$TMP/cluster_latency_1e9.json" <<'JSON'
 {"schema_version": 1, "gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 8,
  "intra_node": {"bandwidth_Bps": 4.5e11, "latency_s": 1e9}}
 JSON
+cat >"$TMP/cluster_sm_fraction.json" <<'JSON'
+{"schema_version": 1, "gpu": {"preset": "h100-sxm5-80gb", "sm_count": 131.5}, "num_nodes": 1, "gpus_per_node": 8,
+ "intra_node": {"bandwidth_Bps": 4.5e11, "latency_s": 1e-6}}
+JSON
+cat >"$TMP/cluster_sm_huge.json" <<'JSON'
+{"schema_version": 1, "gpu": {"preset": "h100-sxm5-80gb", "sm_count": 1e6}, "num_nodes": 1, "gpus_per_node": 8,
+ "intra_node": {"bandwidth_Bps": 4.5e11, "latency_s": 1e-6}}
+JSON
 MX=(--model mixtral-8x7b --cluster dgx-h100:16 --tp 2 --ep 2 --sequence-parallel --mbs 1 --gbs 16 --network analytic)
 H8=(--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --mbs 1)
 expect_error "stack host_issue_s 1e308"       "host_issue_s = 1e+308 is outside its range [0, 1] s" simulate "${H8[@]}" --stack "$TMP/stack_1e308.json"
@@ -449,6 +457,8 @@ expect_error "stack p2p overhead negative"    "p2p_overhead_s = -1e-06 is outsid
 expect_error "calibration kernel launch 1e308" "compute.kernel_launch_s = 1e+308 is outside its range" simulate "${H8[@]}" --calibration "$TMP/calib_launch_1e308.json"
 expect_error "cluster bandwidth 1e308"        "intra_node.bandwidth_Bps = 1e+308 is outside its range" simulate --model gpt3-1.3b --cluster "$TMP/cluster_bw_1e308.json" --gbs 16 --mbs 1
 expect_error "cluster latency 1e9 s"          "intra_node.latency_s = 1e+09 is outside its range [0, 1] s" simulate --model gpt3-1.3b --cluster "$TMP/cluster_latency_1e9.json" --gbs 16 --mbs 1
+expect_error "cluster sm_count fractional"    "gpu.sm_count must be a whole number, got 131.5" simulate --model gpt3-1.3b --cluster "$TMP/cluster_sm_fraction.json" --gbs 16 --mbs 1
+expect_error "cluster sm_count 1e6"           "gpu.sm_count = 1e+06 is outside its range" simulate --model gpt3-1.3b --cluster "$TMP/cluster_sm_huge.json" --gbs 16 --mbs 1
 expect_error "routing loads 1e308"            "routing load '1e308' is outside its range [0, 1e+12]" simulate "${MX[@]}" --routing loads:1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308
 expect_error "routing load 1e-320"            "routing load '1e-320' is outside its range" simulate "${MX[@]}" --routing loads:1e-320,1,1,1,1,1,1,1
 expect_error "routing load not a number"      "routing load 'x' is not a number" simulate "${MX[@]}" --routing loads:x,1,1,1,1,1,1,1
