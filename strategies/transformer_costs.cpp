@@ -1849,6 +1849,18 @@ double grouped_tile_fill(double tokens, double tile) {
   return tiles > 0 ? std::min(1.0, tokens / (tiles * tile)) : 1.0;
 }
 
+namespace {
+// A low-precision GEMM's tensor-core peak (FP8 or FP4) and its format's efficiency scale of the calibration.
+std::pair<double, double> lowp_peak_and_scale(const Op& op, const GpuSpec& gpu, const Calibration& cal) {
+  const bool fp4 = op.precision == Precision::NVFP4;
+  const double peak = fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
+  DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");
+  return {peak, fp4                                      ? cal.fp4_gemm_efficiency_scale
+                : op.precision == Precision::FP8_ROWWISE ? cal.fp8_rowwise_gemm_efficiency_scale
+                                                         : cal.fp8_gemm_efficiency_scale};
+}
+}  // namespace
+
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
@@ -1865,21 +1877,11 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
                                                       : cal.flash_attention_efficiency));
   else if (op.gemm && op.grouped && cal.grouped_gemm_single_kernel && gpu.sm_count > 0 && cal.gemm_tile_m > 0 &&
            cal.gemm_tile_k > 0 && cal.gemm_tile_n > 0) {
-    const bool fp4 = op.precision == Precision::NVFP4, lowp = op.precision != Precision::BF16;
-    const double peak = !lowp ? gemm_peak_flops(gpu, dtype, cal) : fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
-    DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");
-    const double scale = !lowp                                    ? 1.0
-                         : fp4                                    ? cal.fp4_gemm_efficiency_scale
-                         : op.precision == Precision::FP8_ROWWISE ? cal.fp8_rowwise_gemm_efficiency_scale
-                                                                  : cal.fp8_gemm_efficiency_scale;
+    const auto [peak, scale] = op.precision != Precision::BF16 ? lowp_peak_and_scale(op, gpu, cal)
+                                                               : std::pair{gemm_peak_flops(gpu, dtype, cal), 1.0};
     t_flop = single_kernel_grouped_s(op, gpu, peak * scale, cal);
   } else if (op.gemm && op.precision != Precision::BF16) {
-    const bool fp4 = op.precision == Precision::NVFP4;
-    const double peak = fp4 ? gpu.peak_fp4_flops : gpu.peak_fp8_flops;
-    DTSIM_ASSERT(peak > 0, "a " << to_string(op.precision) << " GEMM on gpu '" << gpu.name << "' without that peak");
-    const double scale = fp4                                      ? cal.fp4_gemm_efficiency_scale
-                         : op.precision == Precision::FP8_ROWWISE ? cal.fp8_rowwise_gemm_efficiency_scale
-                                                                  : cal.fp8_gemm_efficiency_scale;
+    const auto [peak, scale] = lowp_peak_and_scale(op, gpu, cal);
     // A low-precision GEMM runs through the BF16 efficiency curve at the size of the BF16 GEMM of the same duration
     // (flops x peak_bf16 / peak_lowp): its fixed costs (tile quantisation, launch, epilogue) are the same in time
     // while its FLOPs go twice (four times) as fast, so it saturates at a larger size. On one H200 (2026-11-26,
