@@ -7,7 +7,8 @@
 #   5. PyTorch GPT steps (torch_gpt_step.py): two torch.profiler traces with shapes for `dtsim calibrate compute`,
 #      end-to-end iteration times and peak memory of GPT configurations for checking the fitted preset, and the same
 #      program under our injection library (attach to an unmodified PyTorch program; overhead on a real workload);
-#   6. the MoE kernel sweep (moe_sweep.py): grouped expert GEMMs, per-expert GEMMs, the memory-bound MoE kernels.
+#   6. the MoE kernel sweep (moe_sweep.py): grouped expert GEMMs, per-expert GEMMs, the memory-bound MoE kernels;
+#   7. sustained GEMM throughput (sustained.py --mixes): the power cap under seconds of load.
 # BUILD_DIR holds profiler/{dtsim_gemm_sweep,dtsim_nccl_sweep,libdtsim_cupti.so,dtsim_gpu_smoke[_api],
 # dtsim_profile_check}. Writes OUT_DIR/campaign.tar.gz (all results) and OUT_DIR/summary.txt. Each step's failure
 # is logged and the campaign goes on; the exit code is the number of failed steps.
@@ -98,6 +99,10 @@ step torch_plain bash -c "'$PY' '$HERE/torch_gpt_step.py' --layers 8 --hidden 20
 # The kernels of an MoE layer (moe_sweep.py: grouped expert GEMMs eager and as CUDA graphs, per-expert cuBLAS,
 # FP8 grouped, permute / unpermute), into moe/ (tests/data/h200/PROVENANCE.md describes the files).
 step moe_sweep "$PY" "$HERE/moe_sweep.py" "$RES/moe"
+
+# GEMM throughput under seconds of back-to-back load and in mixes with idle time and HBM copies (sustained.py, ~2 min):
+# the board's power cap, compute.sustained_tensor_ratio of the calibration.
+step sustained "$PY" "$HERE/sustained.py" "$RES/sustained" 8 --mixes
 
 for f in "$RES"/*.json; do [[ -f $f ]] && gzip -9 "$f"; done
 cp "$SUMMARY" "$RES/summary.txt"
