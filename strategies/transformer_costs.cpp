@@ -1893,6 +1893,9 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
   } else if (op.gemm)
     t_flop = op.flops / (gemm_peak_flops(gpu, dtype, cal) * gemm_efficiency(op.flops / groups, cal) *
                          gemm_alignment_factor(op, dtype, cal) * fill);
+  // Sustained load: the tensor cores at the power-capped clock, not the burst clock the efficiencies were measured at
+  // (Calibration::sustained_tensor_ratio; profiler/bench/sustained.py). Memory-bound time keeps HBM speed.
+  if (op.gemm || op.flash) t_flop /= cal.sustained_tensor_ratio;
   // The fp32 accumulation of a fused weight gradient: its epilogue's read-modify-write of the output. A dense GEMM's
   // persistent kernel overlaps each tile's epilogue with the next tile's main loop, so the traffic joins the
   // roofline; a grouped GEMM's per-group kernels run it after their main loop, so it adds. SimuMax's measured B200
@@ -1910,6 +1913,37 @@ double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Cali
   double t = 0;
   for (const auto& op : step.ops) t += op_time_s(op, gpu, dtype, cal);
   return step.kind == Step::Kind::RING_ATTENTION ? t * step.ring_steps : t;
+}
+
+double tensor_time_share(const TransformerSpec& m, const GpuSpec& gpu, const Calibration& cal) {
+  Calibration burst = cal;
+  burst.sustained_tensor_ratio = 1;
+  double tensor = 0, all = 0;
+  auto add = [&](const LayerPasses& lp, double weight) {
+    for (const auto* steps : {&lp.forward, &lp.recompute, &lp.backward})
+      for (const auto& st : *steps)
+        for (const auto& op : st.ops) {
+          const double t = op_time_s(op, gpu, m.dtype, burst) * weight;
+          all += t;
+          if (op.gemm || op.flash) tensor += t;
+        }
+  };
+  const Shape sh;  // one sequence, no TP / CP / EP split, no recompute
+  const int moe = m.moe.enabled() ? m.num_moe_layers() : 0;
+  if (m.num_layers > moe) add(layer_passes(m, sh), m.num_layers - moe);
+  if (moe > 0) add(layer_passes(m, sh, true), moe);
+  return all > 0 ? tensor / all : 0.0;
+}
+
+double sustained_ratio_at_share(double full_load_ratio, double share) {
+  const double x = std::clamp((share - 0.5) / 0.5, 0.0, 1.0);
+  return 1 - (1 - full_load_ratio) * x;
+}
+
+Calibration at_tensor_share(Calibration cal, const TransformerSpec& m, const GpuSpec& gpu) {
+  if (cal.sustained_tensor_ratio < 1)
+    cal.sustained_tensor_ratio = sustained_ratio_at_share(cal.sustained_tensor_ratio, tensor_time_share(m, gpu, cal));
+  return cal;
 }
 
 double model_forward_flops_per_sample(const TransformerSpec& m, double routed_kept_fraction) {

@@ -258,6 +258,21 @@ Op gemm_piece(Op op, int k);
 double gemm_peak_flops(const GpuSpec& gpu, DType dtype, const Calibration& cal);
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal);
 double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Calibration& cal);
+/// The share of a layer's kernel time (forward and backward, burst clocks: sustained_tensor_ratio 1) spent in
+/// tensor-core kernels (GEMMs, fused attention), over the model's layers (dense and MoE weighted by their counts) at
+/// one sequence per micro-batch without model parallelism: a property of the model, so that every plan of a search and
+/// the simulation of each see the same ratio (TP and batch scale a layer's GEMMs and memory-bound kernels alike). What
+/// sets the board's power draw during a step.
+double tensor_time_share(const TransformerSpec& m, const GpuSpec& gpu, const Calibration& cal);
+/// The sustained ratio a step holds at tensor-core share `share`: 1 at or below half of the time, linear to
+/// `full_load_ratio` at all of it. Measured on one 700 W H200 (profiler/bench/sustained.py --mixes, 2026-12-04):
+/// 8192^3 GEMMs alternating with idle gaps (52% of the time in GEMMs) or HBM copies (41%) kept their burst speed
+/// (1.04, 1.01), with copies at 75% they ran at 0.904 (this line: 0.923), back to back at 0.847.
+double sustained_ratio_at_share(double full_load_ratio, double share);
+/// `cal` with compute.sustained_tensor_ratio (the full-load ratio) replaced by the one the model's tensor-core share
+/// holds; `cal` unchanged when the ratio is 1. The simulator's lowering, the estimator and the layer-chain planners
+/// all cost with it (apply it once: the result holds the applied ratio).
+Calibration at_tensor_share(Calibration cal, const TransformerSpec& m, const GpuSpec& gpu);
 /// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).
 double gemm_efficiency(double flops, const Calibration& cal);
 /// The fraction of a grouped GEMM group's padded tiles its tokens fill: tokens / (tile x E[ceil(X / tile)]) for a

@@ -24,6 +24,7 @@ void Calibration::validate(const std::string& ctx) const {
   };
   auto in_range = [&](double v, const char* f, const limits::Range& r) { limits::check(v, r, ctx, f); };
   in01(gemm_efficiency_max, "compute.gemm_efficiency_max");
+  in01(sustained_tensor_ratio, "compute.sustained_tensor_ratio");
   in01(gemm_misaligned_efficiency, "compute.gemm_misaligned_efficiency");
   in01(memory_bandwidth_efficiency, "compute.memory_bandwidth_efficiency");
   in01(flash_attention_efficiency, "compute.flash_attention_efficiency");
@@ -113,6 +114,7 @@ nlohmann::json to_json(const Calibration& c) {
                       {"provenance", c.provenance},
                       {"compute",
                        {{"gemm_efficiency_max", c.gemm_efficiency_max},
+                        {"sustained_tensor_ratio", c.sustained_tensor_ratio},
                         {"gemm_half_efficiency_flops", c.gemm_half_efficiency_flops},
                         {"gemm_efficiency_exponent", c.gemm_efficiency_exponent},
                         {"gemm_misaligned_efficiency", c.gemm_misaligned_efficiency},
@@ -181,6 +183,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   const std::string cc = ctx + ".compute";
   json_util::reject_unknown(cj, cc,
                             {"gemm_efficiency_max",
+                             "sustained_tensor_ratio",
                              "gemm_half_efficiency_flops",
                              "gemm_efficiency_exponent",
                              "gemm_misaligned_efficiency",
@@ -213,6 +216,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "optimizer_bytes_per_param"});
   c.gemm_efficiency_max = get<double>(cj, cc, "gemm_efficiency_max");
   c.gemm_half_efficiency_flops = get<double>(cj, cc, "gemm_half_efficiency_flops");
+  c.sustained_tensor_ratio = get_or<double>(cj, cc, "sustained_tensor_ratio", c.sustained_tensor_ratio);
   c.gemm_efficiency_exponent = get_or<double>(cj, cc, "gemm_efficiency_exponent", 1.0);
   c.gemm_misaligned_efficiency = get_or<double>(cj, cc, "gemm_misaligned_efficiency", 1.0);
   c.gemm_tile_m = get_or<double>(cj, cc, "gemm_tile_m", c.gemm_tile_m);

@@ -17,12 +17,15 @@ DeviceModelScaling device_model_scaling(const Calibration& reference, const GpuS
     if (g->peak_bf16_flops <= 0) throw ConfigError("device model: gpu '" + g->name + "' has no BF16 peak");
   }
   DeviceModelScaling s;
-  s.reference_sustained_flops = reference.gemm_efficiency_max * reference_gpu.peak_bf16_flops;
+  // The reference's burst efficiency times its sustained ratio is what it holds at its power limit; the target keeps
+  // the same ratio (copied), so its burst efficiency is its power-limited throughput over that ratio.
+  const double r = reference.sustained_tensor_ratio;
+  s.reference_sustained_flops = reference.gemm_efficiency_max * r * reference_gpu.peak_bf16_flops;
   s.power_limited_flops = s.reference_sustained_flops * target.board_power_w / reference_gpu.board_power_w;
-  s.gemm_efficiency_max = std::min(reference.gemm_efficiency_max, s.power_limited_flops / target.peak_bf16_flops);
+  s.gemm_efficiency_max = std::min(reference.gemm_efficiency_max, s.power_limited_flops / (r * target.peak_bf16_flops));
   s.power_limited = s.gemm_efficiency_max < reference.gemm_efficiency_max;
   s.tensor_factor = s.gemm_efficiency_max / reference.gemm_efficiency_max;
-  s.throughput_ratio = s.gemm_efficiency_max * target.peak_bf16_flops / s.reference_sustained_flops;
+  s.throughput_ratio = s.gemm_efficiency_max * r * target.peak_bf16_flops / s.reference_sustained_flops;
   return s;
 }
 
@@ -63,11 +66,13 @@ Calibration device_model_calibration(const Calibration& reference, const GpuSpec
       {"tensor_factor", s.tensor_factor},
       {"throughput_ratio", s.throughput_ratio},
       {"scaled",
-       "gemm_efficiency_max = min(reference, power_limited / target peak); flash_attention_efficiency and "
+       "gemm_efficiency_max = min(reference, power_limited / (sustained_tensor_ratio x target peak)); "
+       "flash_attention_efficiency and "
        "fa2_attention_efficiency x tensor_factor; gemm_half_efficiency_flops x throughput_ratio (a fixed time per "
        "GEMM)"},
       {"copied",
-       "memory_bandwidth_efficiency, kernel_launch_s, fp8/fp4 scales, interference, optimizer bytes, software-stack "
+       "sustained_tensor_ratio, memory_bandwidth_efficiency, kernel_launch_s, fp8/fp4 scales, interference, optimizer "
+       "bytes, software-stack "
        "values, network and memory sections"},
       {"assumption",
        "the same energy per tensor FLOP on both GPUs (same process generation: Hopper TSMC 4N, Blackwell TSMC 4NP), "

@@ -6,9 +6,10 @@
 // "maximum achievable" matmul throughput of a GPU is then its board power divided by the energy of one tensor FLOP,
 // not its datasheet peak (which is quoted at the boost clock). On the same process generation the energy per
 // FLOP is taken to be the same, so the sustained throughput of the reference GPU, measured, scales with board power:
-//   sustained_ref  = gemm_efficiency_max_ref x peak_bf16_ref                (measured: the reference's calibration)
+//   sustained_ref  = gemm_efficiency_max_ref x r x peak_bf16_ref   (measured: the reference's calibration; r its
+//                    compute.sustained_tensor_ratio, burst -> power-capped, profiler/bench/sustained.py)
 //   sustained_tgt  = sustained_ref x board_power_tgt / board_power_ref        (constant energy per tensor FLOP)
-//   gemm_efficiency_max_tgt = min(gemm_efficiency_max_ref, sustained_tgt / peak_bf16_tgt)
+//   gemm_efficiency_max_tgt = min(gemm_efficiency_max_ref, sustained_tgt / (r x peak_bf16_tgt))   (r copied)
 // A part that has more power per unit of tensor hardware than the reference is capped at the reference's
 // efficiency (its clock cannot exceed the boost clock). The same factor applies to every tensor-core kernel (fused
 // attention: flash_attention_efficiency, fa2_attention_efficiency); FP8/FP4 keep their scale relative to BF16 (their
@@ -34,12 +35,12 @@ namespace dtsim {
 
 /// The device model's arithmetic for one reference / target pair (BF16 tensor-core throughput).
 struct DeviceModelScaling {
-  double reference_sustained_flops = 0;  ///< gemm_efficiency_max_ref x peak_bf16_ref, FLOP/s
+  double reference_sustained_flops = 0;  ///< gemm_efficiency_max_ref x sustained_tensor_ratio x peak_bf16_ref, FLOP/s
   double power_limited_flops = 0;        ///< reference_sustained_flops x board power ratio, FLOP/s
-  double gemm_efficiency_max = 0;        ///< the target's: min(reference's, power_limited_flops / peak_bf16_tgt)
-  double tensor_factor = 0;              ///< gemm_efficiency_max_tgt / gemm_efficiency_max_ref (<= 1)
-  double throughput_ratio = 0;           ///< sustained_tgt / sustained_ref (scales the half-efficiency size)
-  bool power_limited = false;            ///< the target is capped below the reference's efficiency
+  double gemm_efficiency_max = 0;  ///< the target's: min(reference's, power_limited_flops / (ratio x peak_bf16_tgt))
+  double tensor_factor = 0;        ///< gemm_efficiency_max_tgt / gemm_efficiency_max_ref (<= 1)
+  double throughput_ratio = 0;     ///< sustained_tgt / sustained_ref (scales the half-efficiency size)
+  bool power_limited = false;      ///< the target is capped below the reference's efficiency
 };
 
 /// The scaling from `reference_gpu` (calibrated by `reference`) to `target`. Throws ConfigError when either GPU

@@ -65,7 +65,9 @@ public:
       : m_(m),
         c_(c),
         p_(p),
-        cal_(cal.stack == (p.stack.empty() ? kDefaultStack : p.stack) ? cal : with_stack(cal, p.stack)),
+        // the sustained tensor-core ratio at this run's tensor-core share (power capping, transformer_costs.hpp)
+        cal_(cost::at_tensor_share(
+            cal.stack == (p.stack.empty() ? kDefaultStack : p.stack) ? cal : with_stack(cal, p.stack), m, c.gpu)),
         opt_(opt),
         costs_(costs) {}
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sim/report/trace_render.hpp"
+#include "strategies/transformer_costs.hpp"
 #include "traces/accuracy_bands.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/text.hpp"
@@ -15,6 +16,17 @@
 namespace dtsim::sim {
 
 namespace {
+
+/// The power-capping mechanism as the run applied it (strategies/transformer_costs.hpp at_tensor_share): the layers'
+/// tensor-core share of kernel time and the sustained ratio it holds, beside the calibration's full-load one.
+nlohmann::json sustained_clock_json(const Inputs& in) {
+  const Calibration cal = with_stack(*in.calibration, in.plan->stack);
+  if (cal.sustained_tensor_ratio >= 1) return {{"full_load_ratio", 1.0}, {"applied_ratio", 1.0}};
+  const double share = cost::tensor_time_share(*in.model, in.cluster->gpu, cal);
+  return {{"full_load_ratio", cal.sustained_tensor_ratio},
+          {"tensor_share", share},
+          {"applied_ratio", cost::sustained_ratio_at_share(cal.sustained_tensor_ratio, share)}};
+}
 
 /// A run's accuracy band: the calibration's own (fitted to runs of its cluster at the run's scale) if it has one,
 /// else the shipped band of the run's class (GPU, stack, one node or several), if any.
@@ -431,6 +443,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                     {"schedule", in.plan->schedule_name()},
                     {"calibration", to_json(with_stack(*in.calibration, in.plan->stack))},
                     {"stack", to_json(stack_profile(in.plan->stack))},
+                    {"sustained_clock", sustained_clock_json(in)},
                     {"simulation",
                      {{"collective_mode", to_string(in.options->collective_mode)},
                       {"fold", to_string(in.options->fold)},

@@ -39,8 +39,10 @@ cost::Shape chain_shape(int tp, int batch, Recompute rc) {
 Element element(const PlannerInput& in, const cost::Shape& sh, const cost::LayerPasses& p, double params,
                 double act_bytes) {
   const double per = 1.0 / sh.micro_batch;
+  // at the sustained clock the model's tensor-core share holds, as estimate::estimate and the simulator cost it
+  const Calibration cal = cost::at_tensor_share(in.calibration, in.model, in.cluster.gpu);
   auto time_s = [&](const std::vector<cost::Step>& st) {
-    return estimate::steps_time_s(st, in.cluster, in.calibration, in.model.dtype, sh.tp);
+    return estimate::steps_time_s(st, in.cluster, cal, in.model.dtype, sh.tp);
   };
   return {per * time_s(p.forward), per * (time_s(p.forward) + time_s(p.recompute) + time_s(p.backward)), params,
           per * act_bytes};

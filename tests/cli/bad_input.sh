@@ -478,6 +478,8 @@ expect_error "seq_len 2^31-1"                 "field 'seq_len' must be at most 1
 expect_error "calibration efficiency 1e-320"  "compute.gemm_efficiency_max must be in (0, 1] (at least 1e-06)" simulate "${H8[@]}" --calibration "$TMP/calib_eff_denormal.json"
 sed '0,/"gemm_efficiency_max"/s/"gemm_efficiency_max"/"gemm_tile_m": -128, "gemm_efficiency_max"/' "$REPO/traces/calibration/h100-sxm5-80gb.json" >"$TMP/calib_tile_neg.json"
 expect_error "calibration tile rows -128"     "compute.gemm_tile_m must be in [0, 4096] (0: off), got -128" simulate "${H8[@]}" --calibration "$TMP/calib_tile_neg.json"
+sed '0,/"sustained_tensor_ratio"/s/"sustained_tensor_ratio": [0-9.e-]*/"sustained_tensor_ratio": 1.2/' "$REPO/traces/calibration/h100-sxm5-80gb.json" >"$TMP/calib_sustained_12.json"
+expect_error "calibration sustained ratio 1.2" "compute.sustained_tensor_ratio must be in (0, 1] (at least 1e-06), got 1.2" simulate "${H8[@]}" --calibration "$TMP/calib_sustained_12.json"
 expect_error "switch cluster with pods"       "inter_node.leaves_per_pod needs the fat-tree or rail topology" simulate --model gpt3-1.3b --cluster "$TMP/cluster_switch_pods.json" --gbs 16 --mbs 1
 expect_error "collective too big for --max-memory" "all-to-all of 1.0 MB over 1024 GPUs would need about" collective --cluster dgx-h100:1024 --op all-to-all --bytes 1MiB --max-memory 100MB
 expect_error "collective on 2^20 GPUs"        "over 1048576 GPUs would need about" collective --cluster dgx-h100:1048576 --op all-to-all --sweep 8:1MiB

@@ -22,7 +22,12 @@ using namespace dtsim;
 using dtsim::cost::Op;
 
 namespace {
-Calibration torchtitan_h200() { return with_stack(default_calibration("h200-sxm-141gb"), "torchtitan"); }
+// At the burst clock the eager sweep's calls ran at (each call between synchronisations): sustained_tensor_ratio 1.
+Calibration torchtitan_h200() {
+  Calibration c = with_stack(default_calibration("h200-sxm-141gb"), "torchtitan");
+  c.sustained_tensor_ratio = 1;
+  return c;
+}
 
 // A grouped GEMM as strategies/transformer_costs.cpp builds the experts' (tokens x k) * (k x n) per group.
 Op grouped(double groups, double tokens, double k, double n) {
@@ -61,7 +66,8 @@ TEST(SingleKernelGroupedGemm, WavesOfTilesOverTheSms) {
               std::max(tile_s, big.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency)) + cal.kernel_launch_s,
               1e-6 * tile_s);
   // Off (Megatron-Core's stack: one GEMM per group) or with no SM count: the per-group model.
-  const Calibration mcore = with_stack(default_calibration("h200-sxm-141gb"), "megatron-core");
+  Calibration mcore = with_stack(default_calibration("h200-sxm-141gb"), "megatron-core");
+  mcore.sustained_tensor_ratio = 1;
   EXPECT_FALSE(mcore.grouped_gemm_single_kernel);
   Calibration no_sms = cal;
   GpuSpec unknown = gpu;
@@ -76,8 +82,8 @@ struct Row {
   double hidden = 0, ffn = 0, groups = 0, tokens_mean = 0, ragged = 0, tokens_total = 0, time_s = 0;
 };
 
-std::vector<Row> read_sweep() {
-  std::ifstream f(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h200/moe_grouped_2026-12-04.csv");
+std::vector<Row> read_sweep(const std::string& file = "moe_grouped_2026-12-04.csv") {
+  std::ifstream f(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h200/" + file);
   EXPECT_TRUE(f.good());
   std::string line;
   auto next = [&] {  // the csv module ends lines with \r\n
@@ -174,5 +180,53 @@ TEST(SingleKernelGroupedGemm, PredictsTheMeasuredH200Sweep) {
   EXPECT_LT(s["fwd+bwd single"].mape(), 0.10);
   // The per-group model (each expert a GEMM of its own size) misses what one kernel over all groups does.
   EXPECT_GT(s["fwd per-group"].mape(), 0.35);
+}
+
+// The second run of the sweep (tests/data/h200/moe_graph_2026-12-04.csv): each GEMM captured in a CUDA graph and
+// replayed, so the time is the GPU's alone and calls of any size can be scored; forward, activation gradient and weight
+// gradient apart; cuBLAS per group (torch.mm, Megatron's SequentialMLP) and FP8 rowwise grouped.
+TEST(SingleKernelGroupedGemm, PredictsTheGpuTimeOfEachPass) {
+  const auto rows = read_sweep("moe_graph_2026-12-04.csv");
+  ASSERT_GT(rows.size(), 4000u);
+  const GpuSpec gpu = gpu_preset("h200-sxm-141gb");
+  // A replay of up to ten large calls, five times over, keeps the GPU busy long enough (>= 0.1 s) to reach its power
+  // cap (tests/data/h200/sustained_*): the large calls are scored at the calibration's sustained ratio.
+  Calibration single = torchtitan_h200();
+  single.sustained_tensor_ratio = default_calibration("h200-sxm-141gb").sustained_tensor_ratio;
+  Calibration per_group = single;
+  per_group.grouped_gemm_single_kernel = false;
+  per_group.gemm_tile_m = 0;  // balanced counts of whole tiles below
+  // A graph replays kernels back to back: no launch gap is paid per call.
+  auto t = [&](const Op& o, const Calibration& c) {
+    return dtsim::cost::op_time_s(o, gpu, DType::BF16, c) - c.kernel_launch_s;
+  };
+  std::map<std::string, Score> s;
+  for (const auto& r : rows) {
+    const auto ops = passes(r);
+    const std::string size = r.tokens_total * ops[0].k * ops[0].n * 2 >= 2e11 ? " large" : " small";
+    if (r.ragged == 1 && r.dtype == "bf16") {
+      if (r.pass == "fwd-graph") s["fwd" + size].add(t(ops[0], single), r.time_s);
+      if (r.pass == "dgrad-graph") s["dgrad" + size].add(t(ops[1], single), r.time_s);
+      if (r.pass == "wgrad-graph") s["wgrad" + size].add(t(ops[2], single), r.time_s);
+    }
+    if (r.ragged == 1 && r.dtype == "fp8-rowwise" && r.pass == "fwd-graph") {
+      Op f8 = ops[0];
+      f8.precision = Precision::FP8_ROWWISE;
+      s["fp8 fwd" + size].add(t(f8, single), r.time_s);
+    }
+    if (r.pass == "fwd-sequential-graph" && std::fmod(r.tokens_mean, 128) == 0) {
+      const Op one = grouped(1, r.tokens_mean, ops[0].k, ops[0].n);
+      s["sequential per-group" + size].add(r.groups * t(one, per_group), r.time_s);
+    }
+  }
+  for (const auto& [k, v] : s)
+    std::cout << k << ": " << v.n << " rows, MAPE " << 100 * v.mape() << "%, bias " << 100 * v.bias() << "%\n";
+  // Held: the large forward and activation-gradient GEMMs (7% at the writing). Left visible, printed above: the
+  // weight gradient (11% fast), FP8 (11% fast), small calls (a replay too short to reach the cap: part burst, part
+  // capped), and cuBLAS per group under graphs (slower predicted than measured).
+  ASSERT_GT(s["fwd large"].n, 100);
+  ASSERT_GT(s["dgrad large"].n, 100);
+  EXPECT_LT(s["fwd large"].mape(), 0.10);
+  EXPECT_LT(s["dgrad large"].mape(), 0.10);
 }
 }  // namespace

@@ -42,6 +42,7 @@ bool has_step(const std::vector<cost::Step>& steps, const std::string& name) {
 TEST(Fp8Gemm, RunsAtTheFp8Peak) {
   const GpuSpec h100 = gpu_preset("h100-sxm5-80gb");
   Calibration cal = default_calibration("h100-sxm5-80gb");
+  cal.sustained_tensor_ratio = 1;  // the burst curve alone (the sustained clock: test_sustained_clock.cpp)
   cost::Op op{"fc1", true, 2 * 8192.0 * 8192 * 28672, 0, false, 8192, 8192, 28672, 1};
   const double bf16 = cost::op_time_s(op, h100, DType::BF16, cal);
   op.precision = Precision::FP8_DELAYED;
