@@ -347,7 +347,10 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   std::optional<Calibration> filled;
   if (hw.stack != stack) filled = with_stack(hw, stack);
   // The sustained tensor-core ratio at the run's tensor-core share, as the lowering takes it.
-  if (hw.sustained_tensor_ratio < 1) filled = cost::at_tensor_share(filled ? std::move(*filled) : hw, m, c.gpu);
+  if (hw.sustained_tensor_ratio < 1) {
+    if (!filled) filled = hw;
+    filled = cost::at_tensor_share(std::move(*filled), m, c.gpu);
+  }
   const Calibration& cal = filled ? *filled : hw;
   const NcclContext nc = nccl_context(c, cal);
   Estimate e;
