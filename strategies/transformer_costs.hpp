@@ -266,8 +266,9 @@ double step_time_s(const Step& step, const GpuSpec& gpu, DType dtype, const Cali
 double tensor_time_share(const TransformerSpec& m, const GpuSpec& gpu, const Calibration& cal);
 /// The sustained ratio a step holds at tensor-core share `share`: 1 at or below half of the time, linear to
 /// `full_load_ratio` at all of it. Measured on one 700 W H200 (profiler/bench/sustained.py --mixes, 2026-12-04):
-/// 8192^3 GEMMs alternating with idle gaps (52% of the time in GEMMs) or HBM copies (41%) kept their burst speed
-/// (1.04, 1.01), with copies at 75% they ran at 0.904 (this line: 0.923), back to back at 0.847.
+/// 8192^3 GEMMs alternating with idle gaps (52% of the time in GEMMs) or HBM copies (41%) kept their back-to-back
+/// burst speed (0.989, 1.016; this line 0.994, 1), with copies at 75% they ran at 0.921 (this line: 0.923), back to
+/// back under load at 0.847.
 double sustained_ratio_at_share(double full_load_ratio, double share);
 /// `cal` with compute.sustained_tensor_ratio (the full-load ratio) replaced by the one the model's tensor-core share
 /// holds; `cal` unchanged when the ratio is 1. The simulator's lowering, the estimator and the layer-chain planners

@@ -19,8 +19,7 @@ namespace {
 
 /// The power-capping mechanism as the run applied it (strategies/transformer_costs.hpp at_tensor_share): the layers'
 /// tensor-core share of kernel time and the sustained ratio it holds, beside the calibration's full-load one.
-nlohmann::json sustained_clock_json(const Inputs& in) {
-  const Calibration cal = with_stack(*in.calibration, in.plan->stack);
+nlohmann::json sustained_clock_json(const Inputs& in, const Calibration& cal) {
   if (cal.sustained_tensor_ratio >= 1) return {{"full_load_ratio", 1.0}, {"applied_ratio", 1.0}};
   const double share = cost::tensor_time_share(*in.model, in.cluster->gpu, cal);
   return {{"full_load_ratio", cal.sustained_tensor_ratio},
@@ -359,6 +358,7 @@ std::vector<const LinkStats*> busiest_links(const EngineResult& res, double T, s
 
 nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineResult& res, const Report& rep) {
   using nlohmann::json;
+  const Calibration cal = with_stack(*in.calibration, in.plan->stack);  // the hardware's, with the run's stack filled
   json ranks = json::array();
   const int world = static_cast<int>(low.sim_index_of.size());
   const bool list_all = world <= kListRanksUpTo;
@@ -441,9 +441,9 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                     {"cluster", to_json(*in.cluster)},
                     {"plan", to_json(*in.plan, in.model->num_layers)},
                     {"schedule", in.plan->schedule_name()},
-                    {"calibration", to_json(with_stack(*in.calibration, in.plan->stack))},
+                    {"calibration", to_json(cal)},
                     {"stack", to_json(stack_profile(in.plan->stack))},
-                    {"sustained_clock", sustained_clock_json(in)},
+                    {"sustained_clock", sustained_clock_json(in, cal)},
                     {"simulation",
                      {{"collective_mode", to_string(in.options->collective_mode)},
                       {"fold", to_string(in.options->fold)},

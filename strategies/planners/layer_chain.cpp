@@ -36,11 +36,11 @@ cost::Shape chain_shape(int tp, int batch, Recompute rc) {
 }
 
 /// The passes `p` profiled at `sh` (costs per sample: the profile divided by the batch).
-Element element(const PlannerInput& in, const cost::Shape& sh, const cost::LayerPasses& p, double params,
-                double act_bytes) {
+/// `cal`: the planner's calibration at the sustained clock of the model's tensor-core share (cost::at_tensor_share), as
+/// estimate::estimate and the simulator cost it.
+Element element(const PlannerInput& in, const Calibration& cal, const cost::Shape& sh, const cost::LayerPasses& p,
+                double params, double act_bytes) {
   const double per = 1.0 / sh.micro_batch;
-  // at the sustained clock the model's tensor-core share holds, as estimate::estimate and the simulator cost it
-  const Calibration cal = cost::at_tensor_share(in.calibration, in.model, in.cluster.gpu);
   auto time_s = [&](const std::vector<cost::Step>& st) {
     return estimate::steps_time_s(st, in.cluster, cal, in.model.dtype, sh.tp);
   };
@@ -50,8 +50,8 @@ Element element(const PlannerInput& in, const cost::Shape& sh, const cost::Layer
 
 /// Fills the chain's per-element arrays with `per_layer` repeated over the model's layers, the embedding joining the
 /// first element and the head the last, then its static bytes and prefix sums (for O(1) range queries).
-void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh, const std::vector<Element>& per_layer,
-                   bool whole_model = false) {
+void fill_elements(LayerChain& ch, const PlannerInput& in, const Calibration& cal, const cost::Shape& sh,
+                   const std::vector<Element>& per_layer, bool whole_model = false) {
   const auto& m = in.model;
   // per_layer: the elements of one layer, repeated over the layers; whole_model: already one per layer of the model.
   const std::size_t n = whole_model ? per_layer.size() : per_layer.size() * static_cast<std::size_t>(m.num_layers);
@@ -65,14 +65,14 @@ void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh
     ch.params[j] = e.params;
     ch.act_stored_bytes[j] = e.act_bytes;
   }
-  const Element emb = element(in, sh, cost::embedding_passes(m, sh), cost::first_stage_extra_params(m, sh.tp),
+  const Element emb = element(in, cal, sh, cost::embedding_passes(m, sh), cost::first_stage_extra_params(m, sh.tp),
                               cost::embedding_activation_bytes(m, sh).stored);
-  Element head = element(in, sh, cost::head_passes(m, sh), cost::last_stage_extra_params(m, sh.tp, 2),
+  Element head = element(in, cal, sh, cost::head_passes(m, sh), cost::last_stage_extra_params(m, sh.tp, 2),
                          cost::head_activation_bytes(m, sh).stored);
   if (m.mtp_layers > 0) {  // multi-token prediction joins the head on the last element
     const auto kp = cost::mtp_params_per_rank(m, sh.tp, 1, sh.tp);
     const Element mtp =
-        element(in, sh, cost::mtp_passes(m, sh), kp.dense + kp.expert, cost::mtp_activation_bytes(m, sh).stored);
+        element(in, cal, sh, cost::mtp_passes(m, sh), kp.dense + kp.expert, cost::mtp_activation_bytes(m, sh).stored);
     head.forward_s += m.mtp_layers * mtp.forward_s;
     head.compute_s += m.mtp_layers * mtp.compute_s;
     head.params += m.mtp_layers * mtp.params;
@@ -101,7 +101,7 @@ void fill_elements(LayerChain& ch, const PlannerInput& in, const cost::Shape& sh
 LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recompute rc) {
   const auto& m = in.model;
   const auto& c = in.cluster;
-  const auto& cal = in.calibration;
+  const Calibration cal = cost::at_tensor_share(in.calibration, m, c.gpu);
   if (tp < 1 || c.gpus_per_node % tp != 0)
     throw ConfigError("planner: tensor-parallel degree " + std::to_string(tp) + " must divide the " +
                       std::to_string(c.gpus_per_node) + " GPUs of a node");
@@ -109,8 +109,8 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
   ch.tp = tp;
   const cost::Shape sh = chain_shape(tp, profile_batch, rc);
   if (m.layer_pattern.empty()) {
-    fill_elements(ch, in, sh,
-                  {element(in, sh, cost::layer_passes(m, sh), cost::layer_params_per_rank(m, tp),
+    fill_elements(ch, in, cal, sh,
+                  {element(in, cal, sh, cost::layer_passes(m, sh), cost::layer_params_per_rank(m, tp),
                            cost::layer_activation_bytes(m, sh).stored)});
   } else {
     // Layers of several kinds (hybrid, sliding-window): one element per layer, each kind profiled once.
@@ -121,13 +121,13 @@ LayerChain build_chain(const PlannerInput& in, int tp, int profile_batch, Recomp
       auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == k; });
       if (it == kinds.end()) {
         const auto kp = cost::kind_params_per_rank(m, k, tp, 1, tp);
-        kinds.push_back({k, element(in, sh, cost::layer_passes(m, sh, k), kp.dense + kp.expert,
+        kinds.push_back({k, element(in, cal, sh, cost::layer_passes(m, sh, k), kp.dense + kp.expert,
                                     cost::layer_activation_bytes(m, sh, k).stored)});
         it = kinds.end() - 1;
       }
       layers.push_back(it->second);
     }
-    fill_elements(ch, in, sh, layers, true);
+    fill_elements(ch, in, cal, sh, layers, true);
   }
   ch.boundary_bytes = static_cast<double>(m.seq_len) * m.hidden * dtype_bytes(m.dtype) / tp;
   ch.intra = {c.intra.latency_s + cal.p2p_overhead_s, c.intra.bandwidth_Bps * cal.intra_bandwidth_efficiency};
@@ -150,6 +150,7 @@ LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch, R
   const auto& m = in.model;
   // The layer chain supplies links, device counts and limits; its per-layer arrays are replaced by per-atom ones.
   LayerChain ch = build_chain(in, tp, profile_batch, rc);
+  const Calibration cal = cost::at_tensor_share(in.calibration, m, in.cluster.gpu);
   const int A = kLayerAtoms;
   ch.atoms_per_layer = A;
   const cost::Shape sh = chain_shape(tp, profile_batch, rc);
@@ -160,10 +161,10 @@ LayerChain build_atom_chain(const PlannerInput& in, int tp, int profile_batch, R
     // layer) is kept for whole layers: the atom that starts a layer carries it, the others nothing.
     const double act = rc == Recompute::FULL ? (a == 0 ? cost::layer_activation_bytes(m, sh).stored : 0.0)
                                              : cost::layer_activation_bytes_atoms(m, sh, a, a + 1).stored;
-    atoms.push_back(
-        element(in, sh, cost::slice_atoms(layer, a, a + 1), cost::layer_params_per_rank_atoms(m, tp, a, a + 1), act));
+    atoms.push_back(element(in, cal, sh, cost::slice_atoms(layer, a, a + 1),
+                            cost::layer_params_per_rank_atoms(m, tp, a, a + 1), act));
   }
-  fill_elements(ch, in, sh, atoms);
+  fill_elements(ch, in, cal, sh, atoms);
   // Bytes of one sample crossing each boundary: the hidden state (a TP rank's shard, as boundary_bytes) and what else
   // crosses a cut inside a layer.
   const cost::Shape one = chain_shape(tp, 1, rc);

@@ -24,26 +24,35 @@ using dtsim::cost::Op;
 
 namespace {
 
+// The rows of a CSV file of tests/data/h200/ (the csv module's \r\n endings), after checking its header.
+std::vector<std::vector<std::string>> csv_rows(const std::string& file, const std::string& header) {
+  std::ifstream f(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h200/" + file);
+  EXPECT_TRUE(f.good()) << file;
+  std::vector<std::vector<std::string>> rows;
+  bool first = true;
+  for (std::string line; std::getline(f, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (first) {
+      EXPECT_EQ(line, header) << file;
+      first = false;
+      continue;
+    }
+    std::vector<std::string> c;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) c.push_back(cell);
+    rows.push_back(std::move(c));
+  }
+  return rows;
+}
+
 // Per case: the mean TFLOP/s of the windows ending in the first 20 ms of back-to-back load, and of the last second.
 std::map<std::string, std::pair<double, double>> burst_and_sustained() {
-  std::ifstream f(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h200/sustained_2026-12-04_windows.csv");
-  EXPECT_TRUE(f.good());
-  std::string line;
-  std::getline(f, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  EXPECT_EQ(line, "case,dtype,m,k,n,t_s,window_s,calls,tflops");
   struct W {
     double t_s, tflops;
   };
   std::map<std::string, std::vector<W>> by_case;
-  while (std::getline(f, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::vector<std::string> c;
-    std::stringstream ss(line);
-    for (std::string cell; std::getline(ss, cell, ',');) c.push_back(cell);
-    if (c.size() != 9) continue;
-    by_case[c[0]].push_back({std::stod(c[5]), std::stod(c[8])});
-  }
+  for (const auto& c : csv_rows("sustained_2026-12-04_windows.csv", "case,dtype,m,k,n,t_s,window_s,calls,tflops"))
+    if (c.size() == 9) by_case[c[0]].push_back({std::stod(c[5]), std::stod(c[8])});
   std::map<std::string, std::pair<double, double>> out;
   for (const auto& [name, ws] : by_case) {
     const double end_s = ws.back().t_s;
@@ -136,22 +145,12 @@ TEST(SustainedClock, TheShareLineFollowsTheMixes) {
   EXPECT_EQ(cost::sustained_ratio_at_share(0.847, 0.2), 1.0);
   EXPECT_NEAR(cost::sustained_ratio_at_share(0.847, 0.75), 0.9235, 1e-12);
   const double burst_tflops = burst_and_sustained().at("square-8192").first;
-  std::ifstream f(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h200/sustained_mixes_2026-12-04.csv");
-  ASSERT_TRUE(f.good());
-  std::string line;
-  std::getline(f, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  ASSERT_EQ(line, "case,t_s,gemm_s,period_s,tflops");
   struct G {
     double t_s, gemm_s;
   };
   std::map<std::string, std::vector<G>> by_case;
-  while (std::getline(f, line)) {
-    std::vector<std::string> c;
-    std::stringstream ss(line);
-    for (std::string cell; std::getline(ss, cell, ',');) c.push_back(cell);
+  for (const auto& c : csv_rows("sustained_mixes_2026-12-04.csv", "case,t_s,gemm_s,period_s,tflops"))
     if (c.size() == 5) by_case[c[0]].push_back({std::stod(c[1]), std::stod(c[2])});
-  }
   ASSERT_EQ(by_case.size(), 3u);
   const double flops = 2.0 * 8192 * 8192 * 8192;
   for (const auto& [name, gs] : by_case) {
