@@ -538,6 +538,15 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
       b.s += n_off * std::max(0.0, copy - b.s / per_layer);
     }
     if (s + 1 < p && plan.stage_layouts_differ(s + 1, s)) b.s += reshard;
+    // DeepSpeed's BF16_Optimizer: after each micro-batch's backward, a pass adds the bf16 gradients of every chunk of
+    // the stage into their fp32 copies (as lowered: one task per chunk).
+    if (bf16_optimizer_active(cal, m.dtype == DType::BF16, plan.stage_strategy(s).zero_stage)) {
+      const double acc = memory::static_memory(m, plan.stage_view(s), s).params *
+                             kBf16OptimizerAccumulateBytesPerParam / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency) +
+                         plan.virtual_stages * cal.kernel_launch_s;
+      b.s += acc;
+      b.kernels_s += acc;
+    }
     stage_time[s] = f.s + b.s - paired_share[static_cast<std::size_t>(s)] * pair_saving_s;
     last_backward[s] = b.s;
     forward_sum_s += f.s;
@@ -609,6 +618,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     double hidden_part = 0, exposed_part = 0;
     if (zero == 0) hidden_part = all_reduce();
     if (zero == 1 || zero == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
+    if (bf16_optimizer_active(cal, m.dtype == DType::BF16, zero) && zero == 1)
+      hidden_part = all_reduce();                   // BF16_Optimizer: AR, AG
     if (zero == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
     double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
     if (zero == 2 && plan.megatron_fsdp) {  // every micro-batch's reduce-scatter under its backward; AG after the step

@@ -136,6 +136,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"host_sync_each_pass", c.host_sync_each_pass},
                         {"moe_dispatch_sync", c.moe_dispatch_sync},
                         {"grouped_gemm_single_kernel", c.grouped_gemm_single_kernel},
+                        {"bf16_optimizer", c.bf16_optimizer},
                         {"host_collective_issue_s", c.host_collective_issue_s},
                         {"fa2_attention_efficiency", c.fa2_attention_efficiency},
                         {"fa2_attention", c.fa2_attention},
@@ -207,6 +208,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "host_sync_each_pass",
                              "moe_dispatch_sync",
                              "grouped_gemm_single_kernel",
+                             "bf16_optimizer",
                              "host_collective_issue_s",
                              "fa2_attention_efficiency",
                              "fa2_attention",
@@ -245,6 +247,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "host_sync_each_pass", c.host_sync_each_pass);
   software(cj, cc, "moe_dispatch_sync", c.moe_dispatch_sync);
   software(cj, cc, "grouped_gemm_single_kernel", c.grouped_gemm_single_kernel);
+  software(cj, cc, "bf16_optimizer", c.bf16_optimizer);
   software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
   software(cj, cc, "fa2_attention", c.fa2_attention);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);
@@ -324,6 +327,10 @@ bool p2p_blocking(const Calibration& c, bool interleaved) {
 bool moe_dispatch_waits(const Calibration& c, const ParallelPlan& plan, bool moe_model) {
   return moe_model && c.moe_dispatch_sync && c.host_issue_s > 0 &&
          !(plan.routing.capacity_factor > 0 && plan.routing.pad_to_capacity);
+}
+
+bool bf16_optimizer_active(const Calibration& c, bool bf16_model, int zero_stage) {
+  return c.bf16_optimizer && bf16_model && zero_stage <= 1;
 }
 
 P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan) {

@@ -136,6 +136,12 @@ struct Calibration {
   double per_iteration_s = 0;  ///< host time per iteration outside the passes (data loader, logging, timers)
   bool tf32_matmul = false;    ///< FP32 GEMMs run on TF32 tensor cores (NVIDIA's PyTorch containers' default)
   bool grad_clip = false;      ///< gradient clipping by global norm before the optimizer step
+  /// BF16 runs train with DeepSpeed's BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py, microsoft/DeepSpeed#1801,
+  /// 2022-04): after every micro-batch's backward a separate pass adds the bf16 gradients into fp32 copies
+  /// (update_hp_grads: a cast and an add per tensor), and under ZeRO-1 the gradients are all-reduced in full, not
+  /// reduce-scattered (the pipeline engine's _bf16_reduce_grads -> buffered_allreduce_fallback), before the step
+  /// and the all-gather of the updated bf16 shards (all_gather_dp_groups). See bf16_optimizer_active.
+  bool bf16_optimizer = false;
   /// Software fields this calibration sets itself (present in its file, or set by a fit): a stack profile does not
   /// override them. Names as in kSoftwareFields.
   std::vector<std::string> pinned_software;
@@ -180,10 +186,18 @@ struct Calibration {
 };
 
 /// The calibration fields that belong to the software stack rather than the hardware.
-inline const std::vector<std::string> kSoftwareFields = {
-    "host_issue_s", "host_sync_each_pass", "host_collective_issue_s",   "p2p_overhead_s",
-    "p2p_sync",     "fa2_attention",       "per_iteration_s",           "grad_clip",
-    "tf32_matmul",  "moe_dispatch_sync",   "grouped_gemm_single_kernel"};
+inline const std::vector<std::string> kSoftwareFields = {"host_issue_s",
+                                                         "host_sync_each_pass",
+                                                         "host_collective_issue_s",
+                                                         "p2p_overhead_s",
+                                                         "p2p_sync",
+                                                         "fa2_attention",
+                                                         "per_iteration_s",
+                                                         "grad_clip",
+                                                         "tf32_matmul",
+                                                         "moe_dispatch_sync",
+                                                         "grouped_gemm_single_kernel",
+                                                         "bf16_optimizer"};
 
 /// Whether a calibration's p2p_sync makes the pipeline transfers of a schedule blocking (`interleaved`: the plan
 /// runs the interleaved 1F1B schedule, whose transfers Megatron-Core overlaps since 2023-10).
@@ -197,6 +211,12 @@ bool p2p_blocking(const Calibration& c, bool interleaved);
 /// modelled: host_issue_s > 0), for a model with MoE layers (`moe_model`): dropless routing only (padded experts
 /// have static sizes).
 bool moe_dispatch_waits(const Calibration& c, const ParallelPlan& plan, bool moe_model);
+/// Whether DeepSpeed's BF16_Optimizer runs (Calibration::bf16_optimizer): a bf16 model (`bf16_model`) under ZeRO stage
+/// 0 or 1 (DeepSpeed takes its ZeRO stage 1 / 2 optimizer at higher stages).
+bool bf16_optimizer_active(const Calibration& c, bool bf16_model, int zero_stage);
+/// Bytes one BF16_Optimizer gradient-accumulation pass moves per parameter: the cast of the bf16 gradient to fp32
+/// (read 2, write 4) and the add into the fp32 copy (read 4 + 4, write 4).
+inline constexpr double kBf16OptimizerAccumulateBytesPerParam = 18;
 struct P2pWait {
   bool sender = false;
   bool receiver = false;

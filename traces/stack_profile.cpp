@@ -28,7 +28,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
       j, ctx,
       {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s", "host_sync_each_pass",
        "host_collective_issue_s", "p2p_overhead_s", "p2p_sync", "fa2_attention", "per_iteration_s", "grad_clip",
-       "tf32_matmul", "moe_dispatch_sync", "grouped_gemm_single_kernel"});
+       "tf32_matmul", "moe_dispatch_sync", "grouped_gemm_single_kernel", "bf16_optimizer"});
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
@@ -45,6 +45,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
   s.moe_dispatch_sync = get_or<bool>(j, ctx, "moe_dispatch_sync", false);
   s.grouped_gemm_single_kernel = get_or<bool>(j, ctx, "grouped_gemm_single_kernel", false);
+  s.bf16_optimizer = get_or<bool>(j, ctx, "bf16_optimizer", false);
   s.validate(ctx);
   return s;
 }
@@ -65,7 +66,8 @@ nlohmann::json to_json(const StackProfile& s) {
           {"grad_clip", s.grad_clip},
           {"tf32_matmul", s.tf32_matmul},
           {"moe_dispatch_sync", s.moe_dispatch_sync},
-          {"grouped_gemm_single_kernel", s.grouped_gemm_single_kernel}};
+          {"grouped_gemm_single_kernel", s.grouped_gemm_single_kernel},
+          {"bf16_optimizer", s.bf16_optimizer}};
 }
 
 std::vector<std::string> stack_names() {
@@ -102,6 +104,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);
   fill("moe_dispatch_sync", c.moe_dispatch_sync, s.moe_dispatch_sync);
   fill("grouped_gemm_single_kernel", c.grouped_gemm_single_kernel, s.grouped_gemm_single_kernel);
+  fill("bf16_optimizer", c.bf16_optimizer, s.bf16_optimizer);
   c.stack = s.name;
   return c;
 }

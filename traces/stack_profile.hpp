@@ -28,6 +28,8 @@ struct StackProfile {
   /// Grouped expert GEMMs run as one persistent kernel over all groups (torch._grouped_mm), not one GEMM per group
   /// (Transformer Engine's GroupedLinear) (Calibration::grouped_gemm_single_kernel).
   bool grouped_gemm_single_kernel = false;
+  /// BF16 runs use DeepSpeed's BF16_Optimizer (Calibration::bf16_optimizer).
+  bool bf16_optimizer = false;
   /// Software cost per pipeline send/receive (Megatron's batched isend/irecv: microseconds; DeepSpeed's pipeline
   /// engine: blocking broadcasts between interpreted instructions).
   double p2p_overhead_s = 5e-6;

@@ -508,6 +508,8 @@ private:
         f += {1, 4};
         b += {1, 4};
       }
+      // BF16_Optimizer: the gradient-accumulation pass after the chunk's backward (B, or W when split).
+      if (bf16_optimizer_active(cal_, m_.dtype == DType::BF16, zero)) (split ? w : b) += {1, 1};
       f_units[static_cast<std::size_t>(ch)] = f;
       b_units[static_cast<std::size_t>(ch)] = b;
       w_units[static_cast<std::size_t>(ch)] = w;
@@ -522,7 +524,9 @@ private:
     // Gradient buckets (zero < 3): filled unit by unit as gradients become final, closed once they hold
     // dp_bucket_bytes (a unit larger than that closes its own), then the last one; dense and expert.
     if (!each_microbatch) {
-      const auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
+      const auto kind = zero >= 1 && !bf16_optimizer_active(cal_, m_.dtype == DType::BF16, zero)
+                            ? CollectiveKind::REDUCE_SCATTER
+                            : CollectiveKind::ALL_REDUCE;
       double dense = 0, expert = 0;
       auto close = [&] {
         if (dense > 0) c += collective(dp, kind, dense);

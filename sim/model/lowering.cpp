@@ -1806,8 +1806,11 @@ void Lowerer::lower_rank(int si) {
   double bucket_bytes = 0, expert_bucket_bytes = 0;
   std::vector<std::int32_t> dp_done;
   std::vector<std::tuple<std::int32_t, double, double>> ready_grads;  // (ready after task, dense, expert bytes)
+  // DeepSpeed's BF16_Optimizer (Calibration::bf16_optimizer): fp32 gradient copies filled by a pass after every
+  // micro-batch's backward, and under ZeRO-1 the whole gradient all-reduced (then the step's all-gather, below).
+  const bool bf16_opt = bf16_optimizer_active(cal_, m_.dtype == DType::BF16, zero);
   auto close_bucket = [&](std::int32_t ready_task) {
-    auto kind = zero >= 1 ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
+    auto kind = zero >= 1 && !bf16_opt ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE;
     if (bucket_bytes > 0)
       dp_done.push_back(collective(si, GroupAxis::DP, Stream::DP, kind, bucket_bytes, Phase::GRAD_SYNC, "grad-bucket",
                                    -1, -1, ready_task));
@@ -1862,6 +1865,27 @@ void Lowerer::lower_rank(int si) {
       done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::ALL_GATHER, u.expert_bytes, Phase::FORWARD,
                         "expert-param-gather", u.layer, -1, done);
     return done;
+  };
+
+  // BF16_Optimizer's update_hp_grads after a (micro-batch, chunk)'s backward: the chunk's bf16 gradients cast and
+  // added into their fp32 copies, a memory-bound pass on the compute stream before the pass's sends (the pipeline
+  // engine's next instruction).
+  auto hp_accumulate = [&](const std::vector<Unit>& units, int mb, std::int32_t after) {
+    if (!bf16_opt) return after;
+    double params = 0;
+    for (const auto& u : units) params += u.param_bytes / e;
+    Task acc;
+    acc.kind = TaskKind::COMPUTE;
+    acc.stream = Stream::COMPUTE;
+    acc.phase = Phase::BACKWARD;
+    acc.microbatch = mb;
+    acc.name = g_.intern("hp-grad-accumulate");
+    const double bytes = params * kBf16OptimizerAccumulateBytesPerParam;
+    acc.duration_s = bytes / (c_.gpu.hbm_Bps * cal_.memory_bandwidth_efficiency) + cal_.kernel_launch_s;
+    const auto id = add_on_stream(si, acc);
+    if (opt_.record_kernels) g_.set_kernels(id, {{"hp-grad-accumulate", false, 0, 0, 0, 1, 0, bytes}});
+    if (after >= 0) g_.depend(after, id);
+    return id;
   };
 
   const auto& order = orders_[s];
@@ -2061,6 +2085,7 @@ void Lowerer::lower_rank(int si) {
         }
         ends.push_back(cur);
       }
+      if (!split) cur = hp_accumulate(units, mb, cur);
       const bool local_in = p_.has_next_chunk(k) && p_.stage_of_chunk(k + 1) == s;
       if (p_.has_next_chunk(k) && !listed)
         waiting_.push_back({first, si, mb, k, 1, rendezvous && !local_in ? posted : -1});
@@ -2079,6 +2104,7 @@ void Lowerer::lower_rank(int si) {
         g_.memory(cur, true, MemCategory::RECOMPUTE, -u.transient);
         grads_ready(u, cur, mb, oi == final_w[op.chunk]);
       }
+      cur = hp_accumulate(units, mb, cur);
     }
     if (cur >= 0) last_compute = cur;
     if (pass_end >= 0 || cur >= 0) posted = pass_end >= 0 ? pass_end : cur;
@@ -2114,9 +2140,10 @@ void Lowerer::lower_rank(int si) {
     }
   close_bucket(last_compute);
 
-  // Tied embeddings split over the first and last stages: their gradients are summed before the step.
+  // Tied embeddings split over the first and last stages: their gradients are summed before the step (under
+  // BF16_Optimizer their fp32 copies: DeepSpeed's pipe/engine.py _exec_reduce_tied_grads all-reduces weight._hp_grad).
   if (m_.tied_embeddings && p_.head_stage() != 0 && (s == 0 || s == p_.head_stage())) {
-    double bytes = static_cast<double>(m_.vocab) * m_.hidden / tp_s * e;
+    double bytes = static_cast<double>(m_.vocab) * m_.hidden / tp_s * (bf16_opt ? 4.0 : e);
     dp_done.push_back(collective(si, GroupAxis::EMB, Stream::DP, CollectiveKind::ALL_REDUCE, bytes, Phase::GRAD_SYNC,
                                  "embedding-grad", -1, -1, last_compute));
   }

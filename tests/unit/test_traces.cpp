@@ -1073,6 +1073,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("tf32_matmul");
   j["compute"].erase("grouped_gemm_single_kernel");
   j["compute"].erase("moe_dispatch_sync");
+  j["compute"].erase("bf16_optimizer");
   j["network"].erase("p2p_overhead_s");
   j["network"].erase("p2p_sync");
   j["compute"]["host_issue_s"] = 1e-5;
@@ -1082,6 +1083,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   EXPECT_EQ(c.host_issue_s, 1e-5);
   EXPECT_EQ(c.p2p_overhead_s, dtsim::stack_profile("megatron-deepspeed").p2p_overhead_s);
   EXPECT_EQ(c.p2p_sync, "all");
+  EXPECT_TRUE(c.bf16_optimizer);  // DeepSpeed's BF16_Optimizer
   // Applying a second stack replaces the first's values (assignment, not accumulation).
   EXPECT_EQ(dtsim::to_json(dtsim::with_stack(dtsim::with_stack(hw, "torchtitan"), "megatron-lm")).dump(),
             dtsim::to_json(dtsim::with_stack(hw, "megatron-lm")).dump());

@@ -429,6 +429,7 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
   fit.stack.grad_clip = fit.calibration.grad_clip;
   fit.stack.tf32_matmul = fit.calibration.tf32_matmul;
   fit.stack.moe_dispatch_sync = fit.calibration.moe_dispatch_sync;
+  fit.stack.bf16_optimizer = fit.calibration.bf16_optimizer;
   fit.stack.name = stack.name + "-fitted";
   fit.stack.framework = stack.framework + "; fitted to " + std::to_string(n) + " measured runs";
   fit.stack.fitted_on = options.sources;
