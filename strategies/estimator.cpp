@@ -662,7 +662,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
                          *std::max_element(stage_compute.begin(), stage_compute.end());
   e.iteration_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s + e.variability_wait_s;
   for (int s = 0; s < p; ++s) {
-    const double peak = memory::analytic_peak_bytes(m, plan.stage_view(s), s, cal.reserved_memory_bytes);
+    const double peak = memory::analytic_peak_bytes(m, plan.stage_view(s), s, cal.reserved_memory_bytes) +
+                        memory::bf16_optimizer_grad_copy_bytes(m, plan, s, cal);
     e.stage_peak_bytes.push_back(peak);
     e.peak_bytes = std::max(e.peak_bytes, peak);
   }

@@ -204,6 +204,13 @@ OffloadedActivations offloaded_activations(const TransformerSpec& m, const Paral
   return o;
 }
 
+double bf16_optimizer_grad_copy_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage,
+                                      const Calibration& cal) {
+  const ParallelPlan view = plan.stage_view(stage);
+  if (!bf16_optimizer_active(cal, m.dtype == DType::BF16, view.zero_stage)) return 0;
+  return 4.0 * static_memory(m, view, stage).params;
+}
+
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
   const auto orders = sched::plan_orders(plan);
   const auto sh = shape_of(plan, stage);

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "traces/calibration.hpp"
 #include "traces/cluster.hpp"
 #include "traces/model.hpp"
 #include "traces/plan.hpp"
@@ -52,6 +53,12 @@ std::vector<int> stage_layer_indexes(const TransformerSpec& m, const ParallelPla
 /// Of stage_params_per_rank, the routed experts' parameters (0 for a dense model).
 double stage_expert_params_per_rank(const TransformerSpec& m, const ParallelPlan& plan, int stage);
 StaticMemory static_memory(const TransformerSpec& m, const ParallelPlan& plan, int stage);
+/// DeepSpeed's BF16_Optimizer (bf16_optimizer_active) holds an fp32 copy of every gradient of the rank beside the bf16
+/// gradients (bf16_optimizer.py's fp32_groups_gradients_flat, not partitioned): 4 bytes per parameter of `stage`, held
+/// through the step; 0 where it does not run. Added to the gradient bytes by the lowering, the estimator and the
+/// layer-chain planners' candidates (the sweep's analytic pre-filter leaves it out: the simulation then reports it).
+double bf16_optimizer_grad_copy_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage,
+                                      const Calibration& cal);
 
 /// Stored activation bytes of one micro-batch on stage `stage` (its layers plus embedding/head).
 double stage_activation_bytes_per_microbatch(const TransformerSpec& m, const ParallelPlan& plan, int stage);

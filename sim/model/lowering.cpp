@@ -2240,6 +2240,7 @@ void Lowerer::setup_ranks() {
       sr.fabric_multiplicity = fd.share[r][1];
     }
     sr.static_mem = memory::static_memory(m_, p_.stage_view(c.pp), c.pp);
+    sr.static_mem.gradient_bytes += memory::bf16_optimizer_grad_copy_bytes(m_, p_, c.pp, cal_);
     double& act_host = offloaded_host_bytes[static_cast<std::size_t>(c.pp)];
     if (act_host < 0)
       act_host = p_.offload_activation_layers > 0

@@ -212,7 +212,8 @@ Candidate make_candidate(const PlannerInput& in, ParallelPlan plan, double predi
   cand.estimate.iteration_s = predicted_s;
   cand.estimate.bottleneck_stage_s = bottleneck_s;
   for (int s = 0; s < plan.pp; ++s) {
-    const double peak = memory::analytic_peak_bytes(in.model, plan, s, in.calibration.reserved_memory_bytes);
+    const double peak = memory::analytic_peak_bytes(in.model, plan, s, in.calibration.reserved_memory_bytes) +
+                        memory::bf16_optimizer_grad_copy_bytes(in.model, plan, s, in.calibration);
     cand.estimate.stage_peak_bytes.push_back(peak);
     cand.estimate.peak_bytes = std::max(cand.estimate.peak_bytes, peak);
   }

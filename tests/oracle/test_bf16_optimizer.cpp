@@ -143,3 +143,22 @@ TEST(Bf16Optimizer, FootprintAndEstimatorFollowTheLowering) {
   ASSERT_GT(sim, 0);
   EXPECT_NEAR(est, sim, 0.3 * sim);
 }
+
+// Memory: the fp32 gradient copies (4 bytes per parameter of the rank's stage, not partitioned) add to the simulated
+// ranks' gradient bytes and to the estimator's peak.
+TEST(Bf16Optimizer, Fp32GradientCopiesInMemory) {
+  const Bf16Case st;
+  const Lowered on = lower(st.m, st.c, st.plan, st.on, st.opt), off = lower(st.m, st.c, st.plan, st.off, st.opt);
+  ASSERT_EQ(on.ranks.size(), off.ranks.size());
+  for (std::size_t i = 0; i < on.ranks.size(); ++i) {
+    const int stage = on.ranks[i].coord.pp;
+    const double params = memory::static_memory(st.m, st.plan.stage_view(stage), stage).params;
+    EXPECT_DOUBLE_EQ(on.ranks[i].static_mem.gradient_bytes - off.ranks[i].static_mem.gradient_bytes, 4 * params);
+  }
+  const auto e_on = estimate::estimate(st.m, st.c, st.on, st.plan),
+             e_off = estimate::estimate(st.m, st.c, st.off, st.plan);
+  for (int s = 0; s < st.plan.pp; ++s)
+    EXPECT_DOUBLE_EQ(
+        e_on.stage_peak_bytes[static_cast<std::size_t>(s)] - e_off.stage_peak_bytes[static_cast<std::size_t>(s)],
+        4 * memory::static_memory(st.m, st.plan.stage_view(s), s).params);
+}
