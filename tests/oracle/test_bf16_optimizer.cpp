@@ -55,6 +55,11 @@ std::pair<double, int> sum_named(const Lowered& low, const std::string& name, F 
   return {s, n};
 }
 
+// Bytes of the flows of the collectives named `name`.
+double flow_bytes(const Lowered& low, const std::string& name) {
+  return sum_named(low, name, [](const Task& t) { return t.kind == TaskKind::FLOW ? t.bytes : 0.0; }).first;
+}
+
 }  // namespace
 
 TEST(Bf16Optimizer, OnlyMegatronDeepSpeedRunsIt) {
@@ -103,13 +108,10 @@ TEST(Bf16Optimizer, AccumulationPassPerMicroBatchMatchesClosedForm) {
 TEST(Bf16Optimizer, ZeroOneAllReducesTheGradients) {
   const Bf16Case st;
   const Lowered on = lower(st.m, st.c, st.plan, st.on, st.opt), off = lower(st.m, st.c, st.plan, st.off, st.opt);
-  auto bytes = [](const Task& t) { return t.kind == TaskKind::FLOW ? t.bytes : 0.0; };
-  const double ar = sum_named(on, "grad-bucket all-reduce", bytes).first,
-               rs = sum_named(off, "grad-bucket reduce-scatter", bytes).first;
+  const double ar = flow_bytes(on, "grad-bucket all-reduce"), rs = flow_bytes(off, "grad-bucket reduce-scatter");
   ASSERT_GT(rs, 0);
   EXPECT_NEAR(ar, 2 * rs, 1e-9 * ar);
-  const double ag_on = sum_named(on, "param-gather all-gather", bytes).first,
-               ag_off = sum_named(off, "param-gather all-gather", bytes).first;
+  const double ag_on = flow_bytes(on, "param-gather all-gather"), ag_off = flow_bytes(off, "param-gather all-gather");
   ASSERT_GT(ag_off, 0);
   EXPECT_NEAR(ag_on, ag_off, 1e-9 * ag_off);
 }
@@ -120,9 +122,7 @@ TEST(Bf16Optimizer, TiedEmbeddingGradientsInFp32) {
   const Bf16Case st;
   ASSERT_TRUE(st.m.tied_embeddings);
   const Lowered on = lower(st.m, st.c, st.plan, st.on, st.opt), off = lower(st.m, st.c, st.plan, st.off, st.opt);
-  auto bytes = [](const Task& t) { return t.kind == TaskKind::FLOW ? t.bytes : 0.0; };
-  const double fp32 = sum_named(on, "embedding-grad all-reduce", bytes).first,
-               bf16 = sum_named(off, "embedding-grad all-reduce", bytes).first;
+  const double fp32 = flow_bytes(on, "embedding-grad all-reduce"), bf16 = flow_bytes(off, "embedding-grad all-reduce");
   ASSERT_GT(bf16, 0);
   EXPECT_NEAR(fp32, 2 * bf16, 1e-9 * fp32);
 }
