@@ -617,9 +617,10 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const double ring = dp_ring(false);
     double hidden_part = 0, exposed_part = 0;
     if (zero == 0) hidden_part = all_reduce();
-    if (zero == 1 || zero == 2) hidden_part = ring, exposed_part = ring;  // RS, then AG
-    if (bf16_optimizer_active(cal, m.dtype == DType::BF16, zero) && zero == 1)
-      hidden_part = all_reduce();                   // BF16_Optimizer: AR, AG
+    if (zero == 1 || zero == 2) {  // RS (BF16_Optimizer at ZeRO-1: AR), then AG
+      hidden_part = bf16_optimizer_active(cal, m.dtype == DType::BF16, zero) ? all_reduce() : ring;
+      exposed_part = ring;
+    }
     if (zero == 3) exposed_part = 3.0 * mb * ring;  // FSDP: gather twice, reduce-scatter, per micro-batch
     double overlap = plan.dp_overlap ? last_backward[s] : 0.0;
     if (zero == 2 && plan.megatron_fsdp) {  // every micro-batch's reduce-scatter under its backward; AG after the step

@@ -206,9 +206,9 @@ OffloadedActivations offloaded_activations(const TransformerSpec& m, const Paral
 
 double bf16_optimizer_grad_copy_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage,
                                       const Calibration& cal) {
-  const ParallelPlan view = plan.stage_view(stage);
-  if (!bf16_optimizer_active(cal, m.dtype == DType::BF16, view.zero_stage)) return 0;
-  return 4.0 * static_memory(m, view, stage).params;
+  // Checked before the stage's view is built: the lowering asks once per simulated rank, and almost no run has it.
+  if (!bf16_optimizer_active(cal, m.dtype == DType::BF16, plan.stage_strategy(stage).zero_stage)) return 0;
+  return 4.0 * static_memory(m, plan.stage_view(stage), stage).params;
 }
 
 double analytic_peak_bytes(const TransformerSpec& m, const ParallelPlan& plan, int stage, double reserved_bytes) {
