@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -90,7 +91,13 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("rank-order"))
     plan.rank_order = rank_order_from_string(vm["rank-order"].as<std::string>(), "--rank-order");
   plan.dp_overlap = vm.count("no-dp-overlap") == 0;
-  if (vm.count("dp-bucket-mb")) plan.dp_bucket_bytes = vm["dp-bucket-mb"].as<double>() * units::kMiB;
+  if (vm.count("dp-bucket-mb")) {
+    const double mb = vm["dp-bucket-mb"].as<double>();
+    if (!(mb > 0) || !std::isfinite(mb))
+      throw ConfigError("--dp-bucket-mb: dp bucket size must be a positive finite number of MiB, got " +
+                        std::to_string(mb));
+    plan.dp_bucket_bytes = mb * units::kMiB;
+  }
   if (vm.count("precision")) plan.precision = precision_from_string(vm["precision"].as<std::string>(), "--precision");
   plan.tp_comm_overlap = vm.count("tp-comm-overlap") > 0;
   if (vm.count("tp-overlap-chunks")) plan.tp_overlap_chunks = vm["tp-overlap-chunks"].as<int>();
@@ -269,7 +276,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "devices per stage inside one pipeline copy (stage replication), e.g. 2,1,1; GPUs = tp*dp*sum")
     ("rank-order", po::value<std::string>(), "axes innermost first (default tp,dp,pp)")
     ("no-dp-overlap", "start the gradient all-reduce only after the whole backward pass")
-    ("dp-bucket-mb", po::value<double>(), "gradient bucket size in MiB (default 25)")
+    ("dp-bucket-mb", po::value<double>(), "gradient bucket size in MiB (default: the stack's; Megatron: max(40M, 1M x DP) parameters on the first stage's first chunk, one bucket per chunk elsewhere; others 25)")
     ("precision", po::value<std::string>(),
      "linear-layer GEMM precision: bf16 (default) | fp8 (= fp8-delayed, Transformer Engine) | fp8-current "
      "(= fp8-tensorwise) | fp8-rowwise | mxfp8 | nvfp4 (Blackwell)")

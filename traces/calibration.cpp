@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "traces/calibration_data.hpp"
@@ -60,6 +61,8 @@ void Calibration::validate(const std::string& ctx) const {
     throw ConfigError(ctx + ": compute.fa2_attention_efficiency must be 0 (none) or in [1e-06, 1], got " +
                       limits::number(fa2_attention_efficiency));
   in_range(per_iteration_s, "compute.per_iteration_s", limits::kIterationOverhead);
+  in_range(dp_bucket_min_params, "compute.dp_bucket_min_params", limits::kBucketParams);
+  in_range(dp_bucket_params_per_dp, "compute.dp_bucket_params_per_dp", limits::kBucketParams);
   in_range(optimizer_bytes_per_param, "compute.optimizer_bytes_per_param", limits::kBytesPerParam);
   in_range(collective_step_overhead_s, "network.collective_step_overhead_s", limits::kOverhead);
   in_range(p2p_overhead_s, "network.p2p_overhead_s", limits::kOverhead);
@@ -137,6 +140,9 @@ nlohmann::json to_json(const Calibration& c) {
                         {"moe_dispatch_sync", c.moe_dispatch_sync},
                         {"grouped_gemm_single_kernel", c.grouped_gemm_single_kernel},
                         {"bf16_optimizer", c.bf16_optimizer},
+                        {"dp_bucket_min_params", c.dp_bucket_min_params},
+                        {"dp_bucket_params_per_dp", c.dp_bucket_params_per_dp},
+                        {"dp_buckets_first_chunk_only", c.dp_buckets_first_chunk_only},
                         {"host_collective_issue_s", c.host_collective_issue_s},
                         {"fa2_attention_efficiency", c.fa2_attention_efficiency},
                         {"fa2_attention", c.fa2_attention},
@@ -209,6 +215,9 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "moe_dispatch_sync",
                              "grouped_gemm_single_kernel",
                              "bf16_optimizer",
+                             "dp_bucket_min_params",
+                             "dp_bucket_params_per_dp",
+                             "dp_buckets_first_chunk_only",
                              "host_collective_issue_s",
                              "fa2_attention_efficiency",
                              "fa2_attention",
@@ -248,6 +257,9 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "moe_dispatch_sync", c.moe_dispatch_sync);
   software(cj, cc, "grouped_gemm_single_kernel", c.grouped_gemm_single_kernel);
   software(cj, cc, "bf16_optimizer", c.bf16_optimizer);
+  software(cj, cc, "dp_bucket_min_params", c.dp_bucket_min_params);
+  software(cj, cc, "dp_bucket_params_per_dp", c.dp_bucket_params_per_dp);
+  software(cj, cc, "dp_buckets_first_chunk_only", c.dp_buckets_first_chunk_only);
   software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
   software(cj, cc, "fa2_attention", c.fa2_attention);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);
@@ -331,6 +343,15 @@ bool moe_dispatch_waits(const Calibration& c, const ParallelPlan& plan, bool moe
 
 bool bf16_optimizer_active(const Calibration& c, bool bf16_model, int zero_stage) {
   return c.bf16_optimizer && bf16_model && zero_stage <= 1;
+}
+
+double dp_bucket_bytes(const Calibration& c, const ParallelPlan& plan, int stage, int chunk,
+                       double grad_bytes_per_param) {
+  if (plan.dp_bucket_bytes > 0) return plan.dp_bucket_bytes;
+  if (c.dp_buckets_first_chunk_only && (!plan.dp_overlap || stage > 0 || chunk > 0))
+    return std::numeric_limits<double>::infinity();
+  const double params = std::max(c.dp_bucket_min_params, c.dp_bucket_params_per_dp * plan.dp);
+  return params > 0 ? params * grad_bytes_per_param : kPytorchDdpBucketBytes;
 }
 
 P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan) {

@@ -142,6 +142,18 @@ struct Calibration {
   /// reduce-scattered (the pipeline engine's _bf16_reduce_grads -> buffered_allreduce_fallback), before the step
   /// and the all-gather of the updated bf16 shards (all_gather_dp_groups). See bf16_optimizer_active.
   bool bf16_optimizer = false;
+  /// Data-parallel gradient buckets as the stack sizes them where the plan gives no size (ParallelPlan::dp_bucket_bytes
+  /// = 0): max(dp_bucket_min_params, dp_bucket_params_per_dp x DP) parameters of gradients per bucket. Megatron-Core
+  /// since 0fda386c04 (2024-04-11): max(40 M, 1 M x DP), "larger DP sizes need larger buckets to ensure collectives
+  /// do not become latency-bound" (megatron/core/distributed/distributed_data_parallel.py). Both 0: PyTorch DDP's
+  /// 25 MiB (kPytorchDdpBucketBytes). See dp_bucket_bytes.
+  double dp_bucket_min_params = 0;
+  double dp_bucket_params_per_dp = 0;
+  /// Megatron's DDP keeps one gradient buffer per model chunk and buckets only the first pipeline stage's first
+  /// chunk: on every other chunk (pp_rank > 0, or disable_bucketing for model_chunk_idx > 0) and without
+  /// overlap_grad_reduce the chunk's whole gradient is one bucket (bucket_size = None), reduced when the chunk's last
+  /// backward ends; buckets never span chunks.
+  bool dp_buckets_first_chunk_only = false;
   /// Software fields this calibration sets itself (present in its file, or set by a fit): a stack profile does not
   /// override them. Names as in kSoftwareFields.
   std::vector<std::string> pinned_software;
@@ -197,7 +209,10 @@ inline const std::vector<std::string> kSoftwareFields = {"host_issue_s",
                                                          "tf32_matmul",
                                                          "moe_dispatch_sync",
                                                          "grouped_gemm_single_kernel",
-                                                         "bf16_optimizer"};
+                                                         "bf16_optimizer",
+                                                         "dp_bucket_min_params",
+                                                         "dp_bucket_params_per_dp",
+                                                         "dp_buckets_first_chunk_only"};
 
 /// Whether a calibration's p2p_sync makes the pipeline transfers of a schedule blocking (`interleaved`: the plan
 /// runs the interleaved 1F1B schedule, whose transfers Megatron-Core overlaps since 2023-10).
@@ -217,6 +232,14 @@ bool bf16_optimizer_active(const Calibration& c, bool bf16_model, int zero_stage
 /// Bytes one BF16_Optimizer gradient-accumulation pass moves per parameter: the cast of the bf16 gradient to fp32
 /// (read 2, write 4) and the add into the fp32 copy (read 4 + 4, write 4).
 inline constexpr double kBf16OptimizerAccumulateBytesPerParam = 18;
+/// PyTorch DDP's default gradient bucket (torch.nn.parallel.DistributedDataParallel, bucket_cap_mb = 25).
+inline constexpr double kPytorchDdpBucketBytes = 25.0 * 1048576.0;
+/// The gradient bucket size, bytes, of local model chunk `chunk` of pipeline stage `stage`: the plan's
+/// dp_bucket_bytes where it gives one, else the stack's (Calibration::dp_bucket_min_params, dp_bucket_params_per_dp,
+/// dp_buckets_first_chunk_only; gradients of `grad_bytes_per_param` each), else PyTorch DDP's. Infinite where the
+/// chunk's whole gradient is one bucket.
+double dp_bucket_bytes(const Calibration& c, const ParallelPlan& plan, int stage, int chunk,
+                       double grad_bytes_per_param);
 struct P2pWait {
   bool sender = false;
   bool receiver = false;

@@ -40,7 +40,8 @@ inline constexpr Range kMessageBytes{1, 1e300, "B"};  ///< a message-size bounda
 inline constexpr Range kFactor{0, 1e3, ""};           ///< a latency or bandwidth multiplier
 inline constexpr Range kEfficiency{1e-6, 1, ""};      ///< a fraction of a peak (GEMM, memory, link efficiency)
 // Plans and workloads.
-inline constexpr Range kBucketBytes{1, 1e15, "B"};       ///< a DP gradient bucket
+inline constexpr Range kBucketBytes{1, 1e15, "B"};            ///< a DP gradient bucket
+inline constexpr Range kBucketParams{0, 1e15, "parameters"};  ///< a stack's DP gradient bucket rule (0: none)
 inline constexpr long long kMaxGlobalBatch = 1LL << 24;  ///< samples per iteration (16,777,216; 2026 runs use < 65,536)
 inline constexpr Range kRoutingLoad{0, 1e12, ""};        ///< one expert's relative load (loads are normalised)
 inline constexpr Range kRoutingSkew{0, 8, ""};           ///< Zipf exponent over the experts

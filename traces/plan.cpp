@@ -928,8 +928,8 @@ void ParallelPlan::validate(const TransformerSpec& model, const ClusterSpec& clu
       throw ConfigError(ctx + ": layers_per_stage sums to " + std::to_string(sum) + " but the model has " +
                         std::to_string(model.num_layers) + " layers");
   }
-  if (!(dp_bucket_bytes > 0) || !std::isfinite(dp_bucket_bytes))
-    throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes");
+  if (!(dp_bucket_bytes >= 0) || !std::isfinite(dp_bucket_bytes))
+    throw ConfigError(ctx + ": dp bucket size must be a positive finite number of bytes (or 0: the stack's default)");
   if (!stage_cut_atoms.empty()) validate_cuts(model);
 }
 

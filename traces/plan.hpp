@@ -241,8 +241,11 @@ struct ParallelPlan {
   /// job's first GPU). Empty = rank r on GPU r. Planners that map stages onto arbitrary connectivity (after
   /// Luo et al.) set it; ranks are then simulated unfolded.
   std::vector<int> device_map;
-  bool dp_overlap = true;                     ///< overlap gradient all-reduce buckets with the last backward
-  double dp_bucket_bytes = 25.0 * 1048576.0;  ///< PyTorch DDP default bucket size (25 MiB)
+  bool dp_overlap = true;  ///< overlap gradient all-reduce buckets with the last backward
+  /// Gradient bucket size, bytes; 0 = the stack's (Megatron's max(40 M, 1 M x DP) parameters on the first stage's
+  /// first chunk, one bucket per chunk elsewhere; otherwise PyTorch DDP's 25 MiB): dp_bucket_bytes() in
+  /// calibration.hpp.
+  double dp_bucket_bytes = 0;
   /// Precision of the linear layers' GEMMs (see Precision).
   Precision precision = Precision::BF16;
   /// Tensor-parallel communication overlap (Megatron-Core --tp-comm-overlap, PyTorch async TP; needs sequence

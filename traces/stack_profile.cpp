@@ -19,16 +19,34 @@ void StackProfile::validate(const std::string& ctx) const {
   limits::check(p2p_overhead_s, limits::kOverhead, ctx, "p2p_overhead_s");
   check_p2p_sync(p2p_sync, ctx + ": p2p_sync");
   limits::check(per_iteration_s, limits::kIterationOverhead, ctx, "per_iteration_s");
+  limits::check(dp_bucket_min_params, limits::kBucketParams, ctx, "dp_bucket_min_params");
+  limits::check(dp_bucket_params_per_dp, limits::kBucketParams, ctx, "dp_bucket_params_per_dp");
   if (name.empty()) throw ConfigError(ctx + ": 'name' must not be empty");
 }
 
 StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(
-      j, ctx,
-      {"schema_version", "name", "framework", "provenance", "fitted_on", "host_issue_s", "host_sync_each_pass",
-       "host_collective_issue_s", "p2p_overhead_s", "p2p_sync", "fa2_attention", "per_iteration_s", "grad_clip",
-       "tf32_matmul", "moe_dispatch_sync", "grouped_gemm_single_kernel", "bf16_optimizer"});
+  json_util::reject_unknown(j, ctx,
+                            {"schema_version",
+                             "name",
+                             "framework",
+                             "provenance",
+                             "fitted_on",
+                             "host_issue_s",
+                             "host_sync_each_pass",
+                             "host_collective_issue_s",
+                             "p2p_overhead_s",
+                             "p2p_sync",
+                             "fa2_attention",
+                             "per_iteration_s",
+                             "grad_clip",
+                             "tf32_matmul",
+                             "moe_dispatch_sync",
+                             "grouped_gemm_single_kernel",
+                             "bf16_optimizer",
+                             "dp_bucket_min_params",
+                             "dp_bucket_params_per_dp",
+                             "dp_buckets_first_chunk_only"});
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
@@ -46,6 +64,9 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.moe_dispatch_sync = get_or<bool>(j, ctx, "moe_dispatch_sync", false);
   s.grouped_gemm_single_kernel = get_or<bool>(j, ctx, "grouped_gemm_single_kernel", false);
   s.bf16_optimizer = get_or<bool>(j, ctx, "bf16_optimizer", false);
+  s.dp_bucket_min_params = get_or<double>(j, ctx, "dp_bucket_min_params", 0.0);
+  s.dp_bucket_params_per_dp = get_or<double>(j, ctx, "dp_bucket_params_per_dp", 0.0);
+  s.dp_buckets_first_chunk_only = get_or<bool>(j, ctx, "dp_buckets_first_chunk_only", false);
   s.validate(ctx);
   return s;
 }
@@ -67,7 +88,10 @@ nlohmann::json to_json(const StackProfile& s) {
           {"tf32_matmul", s.tf32_matmul},
           {"moe_dispatch_sync", s.moe_dispatch_sync},
           {"grouped_gemm_single_kernel", s.grouped_gemm_single_kernel},
-          {"bf16_optimizer", s.bf16_optimizer}};
+          {"bf16_optimizer", s.bf16_optimizer},
+          {"dp_bucket_min_params", s.dp_bucket_min_params},
+          {"dp_bucket_params_per_dp", s.dp_bucket_params_per_dp},
+          {"dp_buckets_first_chunk_only", s.dp_buckets_first_chunk_only}};
 }
 
 std::vector<std::string> stack_names() {
@@ -105,6 +129,9 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("moe_dispatch_sync", c.moe_dispatch_sync, s.moe_dispatch_sync);
   fill("grouped_gemm_single_kernel", c.grouped_gemm_single_kernel, s.grouped_gemm_single_kernel);
   fill("bf16_optimizer", c.bf16_optimizer, s.bf16_optimizer);
+  fill("dp_bucket_min_params", c.dp_bucket_min_params, s.dp_bucket_min_params);
+  fill("dp_bucket_params_per_dp", c.dp_bucket_params_per_dp, s.dp_bucket_params_per_dp);
+  fill("dp_buckets_first_chunk_only", c.dp_buckets_first_chunk_only, s.dp_buckets_first_chunk_only);
   c.stack = s.name;
   return c;
 }

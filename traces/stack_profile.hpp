@@ -30,6 +30,11 @@ struct StackProfile {
   bool grouped_gemm_single_kernel = false;
   /// BF16 runs use DeepSpeed's BF16_Optimizer (Calibration::bf16_optimizer).
   bool bf16_optimizer = false;
+  /// The stack's gradient buckets where the plan gives no size (Calibration::dp_bucket_min_params,
+  /// dp_bucket_params_per_dp, dp_buckets_first_chunk_only).
+  double dp_bucket_min_params = 0;
+  double dp_bucket_params_per_dp = 0;
+  bool dp_buckets_first_chunk_only = false;
   /// Software cost per pipeline send/receive (Megatron's batched isend/irecv: microseconds; DeepSpeed's pipeline
   /// engine: blocking broadcasts between interpreted instructions).
   double p2p_overhead_s = 5e-6;

@@ -521,25 +521,30 @@ private:
     }
     c.tasks += first_use;
     c.edges += first_use * 2;
-    // Gradient buckets (zero < 3): filled unit by unit as gradients become final, closed once they hold
-    // dp_bucket_bytes (a unit larger than that closes its own), then the last one; dense and expert.
+    // Gradient buckets (zero < 3): filled unit by unit as gradients become final, closed once they hold the chunk's
+    // dp_bucket_bytes (a unit larger than that closes its own), at each chunk's end where the stack keeps a buffer
+    // per chunk, then the last one; dense and expert.
     if (!each_microbatch) {
       const auto kind = zero >= 1 && !bf16_optimizer_active(cal_, m_.dtype == DType::BF16, zero)
                             ? CollectiveKind::REDUCE_SCATTER
                             : CollectiveKind::ALL_REDUCE;
       double dense = 0, expert = 0;
+      // Each bucket's end is waited for by the optimizer step (and the gradient norm where the stack clips).
+      const Count waited{0, cal_.grad_clip ? 2.0 : 1.0};
       auto close = [&] {
-        if (dense > 0) c += collective(dp, kind, dense);
-        if (expert > 0) c += collective(edp, kind, expert);
+        if (dense > 0) c += collective(dp, kind, dense) + waited;
+        if (expert > 0) c += collective(edp, kind, expert) + waited;
         dense = expert = 0;
       };
       for (int ch = chunks - 1; ch >= 0; --ch) {
         const auto units = units_of(p_.model_chunk(s, ch));
+        const double limit = dp_bucket_bytes(cal_, p_, s, ch, p_.fp32_grads ? 4.0 : e);
         for (auto u = units.rbegin(); u != units.rend(); ++u) {
           if (dense_dp) dense += (u->param_bytes - u->expert_bytes) * grad_scale;
           if (expert_dp) expert += u->expert_bytes * grad_scale;
-          if (dense + expert >= p_.dp_bucket_bytes) close();
+          if (dense + expert >= limit) close();
         }
+        if (cal_.dp_buckets_first_chunk_only) close();  // Megatron: a buffer per chunk
       }
       close();
       if ((zero == 1 || zero == 2) && !overlap_pg) {

@@ -1805,7 +1805,14 @@ void Lowerer::lower_rank(int si) {
   // buckets).
   double bucket_bytes = 0, expert_bucket_bytes = 0;
   std::vector<std::int32_t> dp_done;
-  std::vector<std::tuple<std::int32_t, double, double>> ready_grads;  // (ready after task, dense, expert bytes)
+  // (ready after task, its local model chunk, dense, expert bytes)
+  std::vector<std::tuple<std::int32_t, int, double, double>> ready_grads;
+  // Bucket size per local model chunk (dp_bucket_bytes: the plan's, else the stack's); Megatron's chunks keep their own
+  // buffers, so a bucket closes at the end of its chunk's gradients (Calibration::dp_buckets_first_chunk_only).
+  std::vector<double> bucket_limit(static_cast<std::size_t>(v));
+  for (int ch = 0; ch < v; ++ch)
+    bucket_limit[static_cast<std::size_t>(ch)] = dp_bucket_bytes(cal_, p_, s, ch, p_.fp32_grads ? 4.0 : e);
+  const bool buckets_per_chunk = cal_.dp_buckets_first_chunk_only;
   // DeepSpeed's BF16_Optimizer (Calibration::bf16_optimizer): fp32 gradient copies filled by a pass after every
   // micro-batch's backward, and under ZeRO-1 the whole gradient all-reduced (then the step's all-gather, below).
   const bool bf16_opt = bf16_optimizer_active(cal_, m_.dtype == DType::BF16, zero);
@@ -1820,7 +1827,7 @@ void Lowerer::lower_rank(int si) {
     bucket_bytes = expert_bucket_bytes = 0;
   };
   const bool each_microbatch = p_.grads_reduced_each_microbatch(s);
-  auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, bool final_pass) {
+  auto grads_ready = [&](const Unit& u, std::int32_t task, int mb, int chunk, bool final_pass) {
     if (each_microbatch) {  // FSDP, Megatron-FSDP: reduce-scatter every micro-batch's gradients of the unit
       if (!(dense_dp || (expert_dp && u.expert_bytes > 0))) return;
       if (!pooled(u)) g_.memory(task, true, MemCategory::GRAD_BUFFERS, u.param_bytes * grad_scale);
@@ -1843,12 +1850,12 @@ void Lowerer::lower_rank(int si) {
     const double dense_bytes = dense_dp ? (u.param_bytes - u.expert_bytes) * grad_scale : 0,
                  expert_bytes = expert_dp ? u.expert_bytes * grad_scale : 0;
     if (!p_.dp_overlap) {
-      ready_grads.emplace_back(task, dense_bytes, expert_bytes);
+      ready_grads.emplace_back(task, chunk, dense_bytes, expert_bytes);
       return;
     }
     bucket_bytes += dense_bytes;
     expert_bucket_bytes += expert_bytes;
-    if (bucket_bytes + expert_bucket_bytes >= p_.dp_bucket_bytes) close_bucket(task);
+    if (bucket_bytes + expert_bucket_bytes >= bucket_limit[static_cast<std::size_t>(chunk)]) close_bucket(task);
   };
 
   // Distributed optimizer with overlap-param-gather (Megatron-Core): the parameters the previous iteration's step
@@ -2081,10 +2088,11 @@ void Lowerer::lower_rank(int si) {
         if (releases_here) {
           g_.memory(cur, true, MemCategory::ACTIVATIONS, -u.stored);
           g_.memory(cur, true, MemCategory::RECOMPUTE, -u.transient);
-          grads_ready(u, cur, mb, oi == final_b[op.chunk]);
+          grads_ready(u, cur, mb, op.chunk, oi == final_b[op.chunk]);
         }
         ends.push_back(cur);
       }
+      if (buckets_per_chunk && p_.dp_overlap && !split && oi == final_b[op.chunk]) close_bucket(cur);
       if (!split) cur = hp_accumulate(units, mb, cur);
       const bool local_in = p_.has_next_chunk(k) && p_.stage_of_chunk(k + 1) == s;
       if (p_.has_next_chunk(k) && !listed)
@@ -2102,8 +2110,9 @@ void Lowerer::lower_rank(int si) {
         cur = run_steps(si, u.passes->backward_weight, Phase::BACKWARD, u.layer, mb, cur, &f, "");
         g_.memory(cur, true, MemCategory::ACTIVATIONS, -u.stored);
         g_.memory(cur, true, MemCategory::RECOMPUTE, -u.transient);
-        grads_ready(u, cur, mb, oi == final_w[op.chunk]);
+        grads_ready(u, cur, mb, op.chunk, oi == final_w[op.chunk]);
       }
+      if (buckets_per_chunk && p_.dp_overlap && oi == final_w[op.chunk]) close_bucket(cur);
       cur = hp_accumulate(units, mb, cur);
     }
     if (cur >= 0) last_compute = cur;
@@ -2131,13 +2140,18 @@ void Lowerer::lower_rank(int si) {
     wait.duration_s = variability_pace_ * compute_busy_s_[static_cast<std::size_t>(si)];
     last_compute = add_on_stream(si, wait);
   }
-  if (!p_.dp_overlap)
-    for (const auto& [task, dense_bytes, expert_bytes] : ready_grads) {
+  if (!p_.dp_overlap) {
+    int prev_chunk = -1;
+    for (const auto& [task, chunk, dense_bytes, expert_bytes] : ready_grads) {
       (void)task;
+      if (buckets_per_chunk && chunk != prev_chunk) close_bucket(last_compute);
+      prev_chunk = chunk;
       bucket_bytes += dense_bytes;
       expert_bucket_bytes += expert_bytes;
-      if (bucket_bytes + expert_bucket_bytes >= p_.dp_bucket_bytes) close_bucket(last_compute);
+      if (bucket_bytes + expert_bucket_bytes >= bucket_limit[static_cast<std::size_t>(chunk)])
+        close_bucket(last_compute);
     }
+  }
   close_bucket(last_compute);
 
   // Tied embeddings split over the first and last stages: their gradients are summed before the step (under

@@ -1074,6 +1074,9 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("grouped_gemm_single_kernel");
   j["compute"].erase("moe_dispatch_sync");
   j["compute"].erase("bf16_optimizer");
+  j["compute"].erase("dp_bucket_min_params");
+  j["compute"].erase("dp_bucket_params_per_dp");
+  j["compute"].erase("dp_buckets_first_chunk_only");
   j["network"].erase("p2p_overhead_s");
   j["network"].erase("p2p_sync");
   j["compute"]["host_issue_s"] = 1e-5;
@@ -1083,7 +1086,10 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   EXPECT_EQ(c.host_issue_s, 1e-5);
   EXPECT_EQ(c.p2p_overhead_s, dtsim::stack_profile("megatron-deepspeed").p2p_overhead_s);
   EXPECT_EQ(c.p2p_sync, "all");
-  EXPECT_TRUE(c.bf16_optimizer);  // DeepSpeed's BF16_Optimizer
+  EXPECT_TRUE(c.bf16_optimizer);                // DeepSpeed's BF16_Optimizer
+  EXPECT_FALSE(c.dp_buckets_first_chunk_only);  // DeepSpeed's buckets: not Megatron's
+  c = dtsim::with_stack(pinned, "megatron-core");
+  EXPECT_EQ(c.dp_bucket_min_params, 40e6);  // Megatron-Core's max(40 M, 1 M x DP)
   // Applying a second stack replaces the first's values (assignment, not accumulation).
   EXPECT_EQ(dtsim::to_json(dtsim::with_stack(dtsim::with_stack(hw, "torchtitan"), "megatron-lm")).dump(),
             dtsim::to_json(dtsim::with_stack(hw, "megatron-lm")).dump());

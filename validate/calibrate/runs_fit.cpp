@@ -430,6 +430,9 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
   fit.stack.tf32_matmul = fit.calibration.tf32_matmul;
   fit.stack.moe_dispatch_sync = fit.calibration.moe_dispatch_sync;
   fit.stack.bf16_optimizer = fit.calibration.bf16_optimizer;
+  fit.stack.dp_bucket_min_params = fit.calibration.dp_bucket_min_params;
+  fit.stack.dp_bucket_params_per_dp = fit.calibration.dp_bucket_params_per_dp;
+  fit.stack.dp_buckets_first_chunk_only = fit.calibration.dp_buckets_first_chunk_only;
   fit.stack.name = stack.name + "-fitted";
   fit.stack.framework = stack.framework + "; fitted to " + std::to_string(n) + " measured runs";
   fit.stack.fitted_on = options.sources;
