@@ -1299,6 +1299,16 @@ void split_backward(LayerPasses& p) {
 }
 
 namespace {
+// Bytes per element of a linear layer's input kept for its weight gradient. Transformer Engine's recipes (FP8
+// delayed scaling, MXFP8, NVFP4: caches_lowp_weights) keep the input quantized, column-wise data only, instead of the
+// high-precision tensor (transformer_engine/pytorch/module/linear.py: inputmat.update_usage(rowwise_usage=False,
+// columnwise_usage=True); saved_inputmat = inputmat; layernorm_linear.py, layernorm_mlp.py and grouped_linear.py
+// alike), unless save_original_input. torchao's Float8 linears keep the high-precision input
+// (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args.forward: ctx.save_for_backward(input_hp, ...)).
+double saved_input_bytes(const Shape& sh, double e) {
+  return caches_lowp_weights(sh.precision) ? precision_bytes(sh.precision, e) : e;
+}
+
 // A MoE FFN's stored activations on one rank: router input and fp32 probabilities, the permuted tokens (expert FC1
 // input), FC1 output (activation input), FC2 input, the expert outputs kept for the weighted unpermute; shared
 // experts as a dense MLP of their width.
@@ -1313,10 +1323,11 @@ MoeActivations moe_activations(const TransformerSpec& m, const Shape& sh, const 
                N = Tr * x.top_k * sh.ep_load_factor() * sampling_load_factor(x, sh, Tr * x.top_k * sh.etp) * sh.etp;
   const double fe = static_cast<double>(x.expert_ffn_hidden) / sh.etp;
   const double glu = m.mlp == MlpKind::SWIGLU ? 2 : 1;
+  const double q = saved_input_bytes(sh, d.e);  // the expert FC1 and FC2 inputs (GEMM inputs)
   MoeActivations a;
-  a.expert_act = N * fe * d.e;
-  if (x.shared_ffn_hidden > 0) a.shared = d.T * x.shared_ffn_hidden / d.t * (glu + 1) * d.e;
-  a.total = Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * d.e + N * fe * glu * d.e + a.expert_act +
+  a.expert_act = N * fe * q;
+  if (x.shared_ffn_hidden > 0) a.shared = d.T * x.shared_ffn_hidden / d.t * (glu * d.e + q);
+  a.total = Tr * d.h * d.e + 2 * Tr * x.experts * 4 + N * d.h * q + N * fe * glu * d.e + a.expert_act +
             Tr * x.top_k * d.h * d.e + a.shared;
   return a;
 }
@@ -1360,19 +1371,24 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   const double t = d.t;
   const bool flash = m.attention == AttentionKind::FLASH;
   const bool gpt = m.attention == AttentionKind::UNFUSED && !m.mla.enabled() && !m.moe.enabled();
+  // Linear layers' inputs kept for the weight gradients: e bytes, or quantized (saved_input_bytes).
+  const double q = saved_input_bytes(sh, d.e);
+  const double proj_copy = q < d.e ? q : 0;  // the projection's quantized copy of the core's output (kept itself)
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10 sbh" with e = 2):
-  // two LayerNorm inputs, QKV input, FC1 input (e bytes each) and two dropout masks (1 byte each).
-  double replicated = sbh * (4 * d.e + 2);
-  // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input and FC2 input.
-  double mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2);
+  // two LayerNorm inputs (e), QKV input, FC1 input (q bytes each; a MoE block's is the router's and the dispatch's
+  // input: e) and two dropout masks (1 byte each).
+  double replicated = sbh * (2 * d.e + q + (moe ? d.e : q) + 2);
+  // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input (e) and FC2 input (q).
+  double mlp_inner = d.T * d.f * (d.e * (m.mlp == MlpKind::SWIGLU ? 2 : 1) + q);
   double sharded = 0;
   if (gpt) {
-    sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * d.e + mlp_inner) / t;
+    sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * (d.e + proj_copy) + mlp_inner) / t;
   } else {
     const AttentionProj ap = attention_proj(m, d);
     // q, k, v and the core's output (the projection input), split by tp; MLA's down-projection outputs (and q's
     // normalised copy) are duplicated on the TP ranks.
-    sharded = d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * 2 * ap.duplicated_w * d.e;
+    sharded =
+        d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * ap.o_w * proj_copy + d.T * 2 * ap.duplicated_w * d.e;
     // Gated attention keeps the gate and the ungated core output for the gate's backward.
     if (m.attention_gate) sharded += 2 * d.T * ap.o_w * d.e;
     if (!moe) sharded += mlp_inner / t;
@@ -1420,7 +1436,8 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   // parallel), as Korthikanti's attention and MLP halves do.
   double full = 0, scores = 0, mlp_inner = 0;
   int norms = 0;  // transformer blocks' norms (Megatron-Core's layernorm module; not the Mamba mixer's)
-  auto block_inputs = [&]() { full += 2 * d.T * d.h * d.e * rep; };
+  const double q = saved_input_bytes(sh, d.e);  // the first GEMM's normalised input, the FC2 input
+  auto block_inputs = [&](bool into_gemm = true) { full += d.T * d.h * (d.e + (into_gemm ? q : d.e)) * rep; };
   if (kind.mixer == MixerKind::MAMBA2) {
     // in_proj's output (z, x, B, C, dt), the scan's output y and the gated norm's output (out_proj's input); the
     // conv1d output and the chunk states are recomputed in the backward (mamba_ssm's fused path).
@@ -1440,18 +1457,18 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     const AttentionProj ap = attention_proj(m, d);
     block_inputs();
     ++norms;
-    full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e;
+    full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * ap.o_w * (q < d.e ? q : 0);
     if (m.attention == AttentionKind::FLASH) full += d.b * (m.heads / d.t) * d.sq * 4;
     else scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / d.t;
   }
   if (kind.ffn == FfnKind::DENSE) {
     block_inputs();
     ++norms;
-    mlp_inner = d.T * d.f * d.e * (m.mlp == MlpKind::SWIGLU ? 3 : 2) / d.t;
+    mlp_inner = d.T * d.f * (d.e * (m.mlp == MlpKind::SWIGLU ? 2 : 1) + q) / d.t;
     full += mlp_inner;
   } else if (kind.ffn == FfnKind::MOE) {
-    // As the MoE half of a standard MoE layer (moe_activation_bytes).
-    block_inputs();
+    // As the MoE half of a standard MoE layer (moe_activation_bytes); its normalised input feeds the router.
+    block_inputs(false);
     ++norms;
     full += moe_activation_bytes(m, sh, d);
   }
@@ -1546,11 +1563,12 @@ AtomActivations atom_activations(const TransformerSpec& m, const Shape& sh) {
   AtomActivations a;
   // Korthikanti's replicated terms (LayerNorm inputs, QKV and FC1 inputs, dropout masks), by the atom that keeps
   // them; the TP-split ones: q, k, v (core inputs), the projection input, the activation and FC2 inputs.
-  a.kept[0] = sbh * 2 * d.e * rep;
+  const double q = saved_input_bytes(sh, d.e);  // QKV, FC1 and FC2 inputs; the projection's copy of its input
+  a.kept[0] = sbh * (d.e + q) * rep;
   a.kept[1] = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
-  a.kept[2] = sbh * 1 * rep + d.T * ap.o_w * d.e;
-  a.kept[3] = sbh * 2 * d.e * rep + d.T * d.f * d.e * glu / t;
-  a.kept[4] = sbh * 1 * rep + d.T * d.f * d.e / t;
+  a.kept[2] = sbh * 1 * rep + d.T * ap.o_w * (d.e + (q < d.e ? q : 0));
+  a.kept[3] = sbh * (d.e + q) * rep + d.T * d.f * d.e * glu / t;
+  a.kept[4] = sbh * 1 * rep + d.T * d.f * q / t;
   if (m.attention == AttentionKind::FLASH) a.kept[1] += d.b * (m.heads / t) * d.sq * 4;
   else a.scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
   return a;
