@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
@@ -26,27 +27,10 @@ void StackProfile::validate(const std::string& ctx) const {
 
 StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string& ctx) {
   json_util::check_schema_version(j, ctx, 1);
-  json_util::reject_unknown(j, ctx,
-                            {"schema_version",
-                             "name",
-                             "framework",
-                             "provenance",
-                             "fitted_on",
-                             "host_issue_s",
-                             "host_sync_each_pass",
-                             "host_collective_issue_s",
-                             "p2p_overhead_s",
-                             "p2p_sync",
-                             "fa2_attention",
-                             "per_iteration_s",
-                             "grad_clip",
-                             "tf32_matmul",
-                             "moe_dispatch_sync",
-                             "grouped_gemm_single_kernel",
-                             "bf16_optimizer",
-                             "dp_bucket_min_params",
-                             "dp_bucket_params_per_dp",
-                             "dp_buckets_first_chunk_only"});
+  // A profile holds its metadata and the calibration's software fields, nothing else.
+  std::set<std::string> allowed = {"schema_version", "name", "framework", "provenance", "fitted_on"};
+  allowed.insert(kSoftwareFields.begin(), kSoftwareFields.end());
+  json_util::reject_unknown(j, ctx, allowed);
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");
   s.framework = get_or<std::string>(j, ctx, "framework", "");
