@@ -1308,6 +1308,17 @@ namespace {
 double saved_input_bytes(const Shape& sh, double e) {
   return caches_lowp_weights(sh.precision) ? precision_bytes(sh.precision, e) : e;
 }
+// The quantized copy a linear layer keeps of an input that is also kept whole at e bytes (the attention core's output,
+// the projection's input): saved_input_bytes, or nothing where the layer keeps the input itself.
+double quantized_copy_bytes(const Shape& sh, double e) {
+  const double q = saved_input_bytes(sh, e);
+  return q < e ? q : 0;
+}
+// A dense MLP's inner tensors per token and unit of FFN width: FC1's output (the activation's input, e bytes, twice
+// for a gated MLP) and the activation's output (FC2's input, q bytes: saved_input_bytes).
+double mlp_inner_bytes_per_ffn(const TransformerSpec& m, double e, double q) {
+  return e * (m.mlp == MlpKind::SWIGLU ? 2 : 1) + q;
+}
 
 // A MoE FFN's stored activations on one rank: router input and fp32 probabilities, the permuted tokens (expert FC1
 // input), FC1 output (activation input), FC2 input, the expert outputs kept for the weighted unpermute; shared
@@ -1373,13 +1384,13 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   const bool gpt = m.attention == AttentionKind::UNFUSED && !m.mla.enabled() && !m.moe.enabled();
   // Linear layers' inputs kept for the weight gradients: e bytes, or quantized (saved_input_bytes).
   const double q = saved_input_bytes(sh, d.e);
-  const double proj_copy = q < d.e ? q : 0;  // the projection's quantized copy of the core's output (kept itself)
+  const double proj_copy = quantized_copy_bytes(sh, d.e);  // the projection's copy of the core's output
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10 sbh" with e = 2):
   // two LayerNorm inputs (e), QKV input, FC1 input (q bytes each; a MoE block's is the router's and the dispatch's
   // input: e) and two dropout masks (1 byte each).
   double replicated = sbh * (2 * d.e + q + (moe ? d.e : q) + 2);
   // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input (e) and FC2 input (q).
-  double mlp_inner = d.T * d.f * (d.e * (m.mlp == MlpKind::SWIGLU ? 2 : 1) + q);
+  double mlp_inner = d.T * d.f * mlp_inner_bytes_per_ffn(m, d.e, q);
   double sharded = 0;
   if (gpt) {
     sharded = (d.T * (d.h + 2 * d.kv) * d.e + sbh * (d.e + proj_copy) + mlp_inner) / t;
@@ -1457,14 +1468,14 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     const AttentionProj ap = attention_proj(m, d);
     block_inputs();
     ++norms;
-    full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * ap.o_w * (q < d.e ? q : 0);
+    full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * ap.o_w * quantized_copy_bytes(sh, d.e);
     if (m.attention == AttentionKind::FLASH) full += d.b * (m.heads / d.t) * d.sq * 4;
     else scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / d.t;
   }
   if (kind.ffn == FfnKind::DENSE) {
     block_inputs();
     ++norms;
-    mlp_inner = d.T * d.f * (d.e * (m.mlp == MlpKind::SWIGLU ? 2 : 1) + q) / d.t;
+    mlp_inner = d.T * d.f * mlp_inner_bytes_per_ffn(m, d.e, q) / d.t;
     full += mlp_inner;
   } else if (kind.ffn == FfnKind::MOE) {
     // As the MoE half of a standard MoE layer (moe_activation_bytes); its normalised input feeds the router.
@@ -1566,7 +1577,7 @@ AtomActivations atom_activations(const TransformerSpec& m, const Shape& sh) {
   const double q = saved_input_bytes(sh, d.e);  // QKV, FC1 and FC2 inputs; the projection's copy of its input
   a.kept[0] = sbh * (d.e + q) * rep;
   a.kept[1] = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
-  a.kept[2] = sbh * 1 * rep + d.T * ap.o_w * (d.e + (q < d.e ? q : 0));
+  a.kept[2] = sbh * 1 * rep + d.T * ap.o_w * (d.e + quantized_copy_bytes(sh, d.e));
   a.kept[3] = sbh * (d.e + q) * rep + d.T * d.f * d.e * glu / t;
   a.kept[4] = sbh * 1 * rep + d.T * d.f * q / t;
   if (m.attention == AttentionKind::FLASH) a.kept[1] += d.b * (m.heads / t) * d.sq * 4;

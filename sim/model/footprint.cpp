@@ -538,7 +538,7 @@ private:
       };
       for (int ch = chunks - 1; ch >= 0; --ch) {
         const auto units = units_of(p_.model_chunk(s, ch));
-        const double limit = dp_bucket_bytes(cal_, p_, s, ch, p_.fp32_grads ? 4.0 : e);
+        const double limit = dp_bucket_bytes(cal_, p_, s, ch, e * grad_scale);
         for (auto u = units.rbegin(); u != units.rend(); ++u) {
           if (dense_dp) dense += (u->param_bytes - u->expert_bytes) * grad_scale;
           if (expert_dp) expert += u->expert_bytes * grad_scale;

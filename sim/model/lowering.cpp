@@ -1811,7 +1811,7 @@ void Lowerer::lower_rank(int si) {
   // buffers, so a bucket closes at the end of its chunk's gradients (Calibration::dp_buckets_first_chunk_only).
   std::vector<double> bucket_limit(static_cast<std::size_t>(v));
   for (int ch = 0; ch < v; ++ch)
-    bucket_limit[static_cast<std::size_t>(ch)] = dp_bucket_bytes(cal_, p_, s, ch, p_.fp32_grads ? 4.0 : e);
+    bucket_limit[static_cast<std::size_t>(ch)] = dp_bucket_bytes(cal_, p_, s, ch, e * grad_scale);
   const bool buckets_per_chunk = cal_.dp_buckets_first_chunk_only;
   // DeepSpeed's BF16_Optimizer (Calibration::bf16_optimizer): fp32 gradient copies filled by a pass after every
   // micro-batch's backward, and under ZeRO-1 the whole gradient all-reduced (then the step's all-gather, below).
