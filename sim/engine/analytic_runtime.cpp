@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "sim/model/sort_runs.hpp"
 
 namespace dtsim::sim {
 
@@ -69,14 +72,22 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
     }
   }
-  // Busy time (at least one payload streaming) and peak load per link.
-  struct Edge {
-    double t, rate;
-    int count;  // flows on the link (busy from a flow's start to its end, latency included)
-  };
-  std::vector<Edge> ev;
+  // Busy time (at least one payload streaming) and peak load per link, from four sorted lists per link rather than
+  // one list of every event (sorting that list took a fifth of a 15-million-task run): the flows' starts and ends
+  // for the busy time, ends first at the same instant (back-to-back flows neither overlap nor leave a gap); and the
+  // loads flows add after their latency and remove at their end for the peak, removals first at the same instant
+  // (larger first), additions smaller first. That is the order of the single sorted list this replaced, so the
+  // sums (and their rounding) are the same; equal entries are equal events, whose order changes nothing.
+  std::vector<double> starts, ends;
+  std::vector<std::pair<double, double>> adds, removes;  // (time, load), (time, -load)
+  // A link's flows come in task order, which is time order for each rank's streams: the lists are a few ascending
+  // runs (268 in 9.3 million entries of Llama 3 405B on 576 GB200s), merged rather than sorted (sort_runs.hpp).
+  std::vector<std::size_t> runs;
   for (std::size_t l = 0; l < pf.links.size(); ++l) {
-    ev.clear();
+    starts.clear();
+    ends.clear();
+    adds.clear();
+    removes.clear();
     for (std::int64_t k = crossings[l]; k < crossings[l + 1]; ++k) {
       const std::int32_t id = flows[static_cast<std::size_t>(k)];
       const Task& t = g.tasks()[id];
@@ -84,25 +95,30 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       const double bw = pf.bandwidth_Bps(t), lat = pf.latency_s(route);
       // The payload streams at the bottleneck rate after the latency.
       const double load = bw * pf.links[l].multiplicity;  // every folded copy streams alike
-      ev.push_back({res.start_s[id], 0, 1});
-      ev.push_back({res.start_s[id] + lat, load, 0});
-      ev.push_back({res.end_s[id], -load, -1});
+      starts.push_back(res.start_s[id]);
+      ends.push_back(res.end_s[id]);
+      adds.emplace_back(res.start_s[id] + lat, load);
+      removes.emplace_back(res.end_s[id], -load);
     }
-    // Ends before starts at the same instant: back-to-back flows neither overlap nor leave a gap. Equal keys are
-    // equal events: the order among them does not change the sweep.
-    std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) {
-      if (a.t != b.t) return a.t < b.t;
-      if (a.rate + a.count != b.rate + b.count) return a.rate + a.count < b.rate + b.count;
-      if (a.rate != b.rate) return a.rate < b.rate;
-      return a.count < b.count;
-    });
-    double load = 0, peak = 0, since = 0;
+    sort_runs(starts, runs);
+    sort_runs(ends, runs);
+    sort_runs(adds, runs);
+    sort_runs(removes, runs);
+    double since = 0;
     int active = 0;
-    for (const auto& e : ev) {
-      if (active == 0 && e.count > 0) since = e.t;
-      active += e.count;
-      if (active == 0 && e.count < 0) res.link_stats[l].busy_s += e.t - since;
-      load += e.rate;
+    for (std::size_t i = 0, j = 0; i < starts.size() || j < ends.size();) {
+      if (j < ends.size() && (i == starts.size() || ends[j] <= starts[i])) {
+        if (--active == 0) res.link_stats[l].busy_s += ends[j] - since;
+        ++j;
+      } else {
+        if (active++ == 0) since = starts[i];
+        ++i;
+      }
+    }
+    double load = 0, peak = 0;
+    for (std::size_t i = 0, j = 0; i < adds.size() || j < removes.size();) {
+      if (j < removes.size() && (i == adds.size() || removes[j].first <= adds[i].first)) load += removes[j++].second;
+      else load += adds[i++].second;
       peak = std::max(peak, load);
     }
     // Unshared flows: the demand may pass the capacity; the utilisation cannot (issue Guard).

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "sim/model/sort_runs.hpp"
 #include "sim/report/trace_render.hpp"
 #include "strategies/transformer_costs.hpp"
 #include "traces/accuracy_bands.hpp"
@@ -57,7 +58,7 @@ nlohmann::json interval_json(const Inputs& in, double t) {
 using Interval = std::pair<double, double>;
 
 std::vector<Interval> merge(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
+  sort_runs(v);  // a rank's intervals come in task order: time order on each stream
   std::vector<Interval> out;
   for (const auto& iv : v) {
     if (iv.second <= iv.first) continue;

@@ -1,9 +1,12 @@
 // Lowering unit tests: folding decisions, task-graph invariants and FLOP/memory conservation (no SimGrid run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <random>
 
 #include "sim/model/lowering.hpp"
+#include "sim/model/sort_runs.hpp"
 #include "strategies/schedule.hpp"
 
 using namespace dtsim;
@@ -322,4 +325,32 @@ TEST(TaskGraph, RecordedKernelsAreTheCostModelsKernels) {
     for (std::int32_t i = 0; i < static_cast<std::int32_t>(plain.graph.size()); ++i)
       EXPECT_TRUE(plain.graph.kernels(i).empty());
   }
+}
+
+// sort_runs (the analytic engine's per-link sweep, the report's intervals) sorts exactly as std::sort: lists made of
+// ascending runs with ties across runs, a descending list (every element a run), and the trivial cases.
+TEST(SortRuns, SortsAsStdSort) {
+  std::mt19937 rng(7);
+  std::vector<std::size_t> scratch;
+  for (int runs = 1; runs <= 70; runs += 3) {
+    std::vector<std::pair<double, double>> v;
+    for (int r = 0; r < runs; ++r) {
+      const auto from = static_cast<std::ptrdiff_t>(v.size());
+      const int n = static_cast<int>(rng() % 40);
+      for (int i = 0; i < n; ++i)  // few distinct values: ties inside runs and across them
+        v.emplace_back(static_cast<double>(rng() % 50), static_cast<double>(rng() % 4) - 2.0);
+      std::sort(v.begin() + from, v.end());  // an ascending run
+    }
+    auto want = v;
+    std::sort(want.begin(), want.end());
+    dtsim::sim::sort_runs(v, scratch);
+    EXPECT_EQ(v, want) << runs << " runs";
+  }
+  std::vector<double> down{5, 4, 3, 3, 2, 1, 0}, empty, one{1.5};
+  dtsim::sim::sort_runs(down);
+  EXPECT_EQ(down, (std::vector<double>{0, 1, 2, 3, 3, 4, 5}));
+  dtsim::sim::sort_runs(empty);
+  EXPECT_TRUE(empty.empty());
+  dtsim::sim::sort_runs(one);
+  EXPECT_EQ(one, std::vector<double>{1.5});
 }
