@@ -786,6 +786,9 @@ LayerPasses layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind ki
 
 namespace {
 LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, bool moe, double window) {
+  if (sh.layout != TpLayout::D1 && sh.tp > 1 && m.parallel_block)
+    throw ConfigError("model '" + m.name + "': parallel transformer blocks with the " + to_string(sh.layout) +
+                      " tensor-parallel layout are not modelled");
   if (sh.layout != TpLayout::D1 && sh.tp > 1) {
     DTSIM_ASSERT(!moe && sh.cp == 1 && !m.mla.enabled(), "grid tensor-parallel layouts model dense GPT layers only");
     return grid_layer_passes(m, sh);
@@ -838,9 +841,55 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   };
 
   LayerPasses p;
-  // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
-  // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
-  if (sp || moe) {
+  if (m.parallel_block) {
+    // Parallel transformer block (TransformerSpec::parallel_block; PaLM section 2, MegaScale section 3.1): one norm,
+    // attention and MLP on the same normalised input, their row-parallel outputs summed (the second GEMM accumulates
+    // into the first's output) and reduced once, one bias-dropout-add of the sum onto the residual. Forward: [ln]
+    // [all-gather] attention, MLP [reduce-scatter | all-reduce] [residual]; the backward mirrors it, the input
+    // gradients of QKV and FC1 summed the same way before the one reduction. QKV and FC1 stay two GEMMs (PaLM fuses
+    // them into one; the FLOPs are the same).
+    const Op dropres = tagged(mem("dropout-residual", d.Tsp * d.h * (3 * d.e + 1)), 4);
+    std::vector<Op> mlp_f = {fc1, act, fc2};
+    std::vector<Op> mlp_bwd;
+    append(mlp_bwd, gemm_bwd(fc2));
+    mlp_bwd.push_back(tagged(mem(act.name + "-bwd", 1.5 * act.bytes), 3));
+    append(mlp_bwd, gemm_bwd(fc1));
+    const Op dropres_b = tagged(mem("dropout-residual-bwd", d.Tsp * d.h * (3 * d.e + 1)), 4);
+    const Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
+    if (tp && sp) {
+      p.forward.push_back(compute("ln1", {ln1}));
+      p.forward.push_back(tagged(coll("block-ag", CollectiveKind::ALL_GATHER, act_bytes), 0));
+      attention_fwd(p.forward, {});
+      p.forward.push_back(compute("mlp", mlp_f));
+      p.forward.push_back(tagged(coll("block-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 4));
+      p.forward.push_back(compute("residual", {dropres}));
+      p.backward.push_back(compute("residual-bwd", {dropres_b}));
+      p.backward.push_back(tagged(coll("block-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 4));
+      p.backward.push_back(compute("mlp-bwd", mlp_bwd));
+      attention_bwd(p.backward, {}, {});
+      p.backward.push_back(tagged(coll("block-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 0));
+      p.backward.push_back(compute("ln1-bwd", {ln1_b}));
+    } else {
+      attention_fwd(p.forward, {ln1});
+      if (tp) {
+        p.forward.push_back(compute("mlp", mlp_f));
+        p.forward.push_back(tagged(coll("block-ar", CollectiveKind::ALL_REDUCE, act_bytes), 4));
+        p.forward.push_back(compute("residual", {dropres}));
+      } else {
+        mlp_f.push_back(dropres);
+        p.forward.push_back(compute("mlp", mlp_f));
+      }
+      mlp_bwd.insert(mlp_bwd.begin(), dropres_b);
+      p.backward.push_back(compute("mlp-bwd", mlp_bwd));
+      attention_bwd(p.backward, {}, tp ? std::vector<Op>{} : std::vector<Op>{ln1_b});
+      if (tp) {
+        p.backward.push_back(tagged(coll("block-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 0));
+        p.backward.push_back(compute("ln1-bwd", {ln1_b}));
+      }
+    }
+  } else if (sp || moe) {
+    // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
+    // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
     DTSIM_ASSERT(sp || !tp, "a MoE layer with tp > 1 needs sequence parallelism");
     if (tp) {
       p.forward.push_back(compute("ln1", {ln1}));
@@ -877,7 +926,9 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   Op ln2_b = tagged(mem("ln2-bwd", 1.5 * ln2.bytes), 3);
   Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1)), 2);
   Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
-  if (sp || moe) {
+  if (m.parallel_block) {
+    // built with its forward above
+  } else if (sp || moe) {
     p.backward.push_back(compute("residual-bwd", {dropres2_b}));
     if (moe) {
       append_steps(p.backward, moe_block(m, sh, d).backward);
@@ -1389,6 +1440,9 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   // two LayerNorm inputs (e), QKV input, FC1 input (q bytes each; a MoE block's is the router's and the dispatch's
   // input: e) and two dropout masks (1 byte each).
   double replicated = sbh * (2 * d.e + q + (moe ? d.e : q) + 2);
+  // A parallel block (TransformerSpec::parallel_block) has one norm: one norm input, and QKV and FC1 read the same
+  // normalised input (stored once); the two dropout masks stay.
+  if (m.parallel_block) replicated = sbh * (d.e + q + 2);
   // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input (e) and FC2 input (q).
   double mlp_inner = d.T * d.f * mlp_inner_bytes_per_ffn(m, d.e, q);
   double sharded = 0;
@@ -1793,7 +1847,7 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
       } else if (forward && sp_gather && st.kind == Step::Kind::TP_COLLECTIVE &&
                  st.collective == CollectiveKind::ALL_GATHER && st.group == CommGroup::TP &&
                  (st.name == "attn-ag" || st.name == "mlp-ag" || st.name == "shared-ag" || st.name == "mixer-ag" ||
-                  st.name == "attention-ag")) {
+                  st.name == "attention-ag" || st.name == "block-ag")) {
         // The column-parallel GEMM's input is quantized on each rank's shard and all-gathered in the low-precision
         // format (Transformer Engine, torchao Float8 tensor parallelism); a per-tensor scale needs the shards' amax
         // all-reduced first so that every shard uses the same scale.

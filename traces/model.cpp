@@ -105,7 +105,8 @@ bool gpt_biases(const TransformerSpec& m) { return m.mlp == MlpKind::GELU; }
 
 std::int64_t TransformerSpec::attention_params() const {
   const std::int64_t h = hidden, a = heads;
-  const std::int64_t norms = 4 * h;  // the layer's two norms (before attention, before the FFN)
+  // The layer's two norms (before attention, before the FFN); a parallel block has one.
+  const std::int64_t norms = (parallel_block ? 2 : 4) * h;
   if (mla.enabled()) {
     // DeepSeek-V2/V3 MLA, no biases: q down (h x q_lora) + its norm + q up (q_lora x heads*(nope+rope)), or q
     // directly (h x heads*(nope+rope)); kv down (h x (kv_lora + rope)) + its norm + kv up (kv_lora x heads*(nope+v));
@@ -153,7 +154,8 @@ std::int64_t TransformerSpec::mixer_params(MixerKind x) const {
     case MixerKind::ATTENTION:
     case MixerKind::SLIDING_ATTENTION: {
       // attention_params() without its two norms; a gated attention's query projection also makes the gate.
-      return attention_params() - 4 * h + (attention_gate ? h * static_cast<std::int64_t>(q_dim()) : 0);
+      return attention_params() - (parallel_block ? 2 : 4) * h +
+             (attention_gate ? h * static_cast<std::int64_t>(q_dim()) : 0);
     }
     case MixerKind::MAMBA2: {
       // Megatron-Core MambaMixer (and Hugging Face's NemotronHMamba2Mixer), no linear biases: in_proj h x (2 d_inner +
@@ -312,6 +314,9 @@ void TransformerSpec::validate() const {
     needs('E', moe.enabled(), "no 'moe' object");
   }
   non_negative(sliding_window, "sliding_window");
+  if (parallel_block && (moe.enabled() || hybrid() || mtp_layers > 0))
+    throw ConfigError(ctx + ": field 'parallel_block' models dense full-attention layers only ('" + name +
+                      "' has experts, other layer kinds or multi-token prediction)");
   if (mtp_layers < 0 || mtp_layers > 8)
     throw ConfigError(ctx + ": field 'mtp_layers' must be from 0 to 8, got " + std::to_string(mtp_layers));
   non_negative(mamba.heads, "mamba.heads");
@@ -661,6 +666,7 @@ nlohmann::json to_json(const TransformerSpec& m) {
   if (!m.layer_pattern.empty()) j["layer_pattern"] = m.layer_pattern;
   if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (m.attention_gate) j["attention_gate"] = true;
+  if (m.parallel_block) j["parallel_block"] = true;
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.mamba.enabled())
     j["mamba"] = {{"heads", m.mamba.heads}, {"head_dim", m.mamba.head_dim},       {"groups", m.mamba.groups},
@@ -713,6 +719,7 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
                              "layer_pattern",
                              "sliding_window",
                              "attention_gate",
+                             "parallel_block",
                              "mtp_layers",
                              "mamba",
                              "linear_attention",
@@ -761,6 +768,7 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   m.layer_pattern = get_or<std::string>(j, ctx, "layer_pattern", "");
   m.sliding_window = get_or<int>(j, ctx, "sliding_window", 0);
   m.attention_gate = get_or<bool>(j, ctx, "attention_gate", false);
+  m.parallel_block = get_or<bool>(j, ctx, "parallel_block", false);
   m.mtp_layers = get_or<int>(j, ctx, "mtp_layers", 0);
   if (const auto* x = sub_object(j, ctx, "mamba")) {
     const std::string xctx = ctx + " (mamba)";

@@ -130,6 +130,11 @@ struct TransformerSpec {
   int sliding_window = 0;
   /// Gated attention (Qwen3-Next): the query projection also produces a sigmoid gate on the attention output.
   bool attention_gate = false;
+  /// Parallel transformer block (GPT-J, PaLM section 2, GPT-NeoX's use_parallel_residual, MegaScale NSDI'24 section
+  /// 3.1): y = x + Attention(LN(x)) + MLP(LN(x)). One norm per layer; attention and MLP read the same normalised
+  /// input, so with tensor parallelism their partial outputs are summed before one all-reduce (one all-gather before
+  /// and one reduce-scatter after, sequence parallel) instead of two. Dense full-attention layers only.
+  bool parallel_block = false;
   /// Multi-token prediction depth D (DeepSeek-V3: 1; Megatron-Core's mtp_num_layers): each depth embeds the tokens one
   /// further ahead (the shared embedding), normalises them and the previous depth's hidden state, projects the pair
   /// (2h -> h), runs one layer of mtp_kind() and the shared output head with its loss, on the last pipeline stage.

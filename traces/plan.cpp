@@ -946,6 +946,7 @@ void ParallelPlan::validate_cuts(const TransformerSpec& model) const {
   std::string obstacle;
   if (model.moe.enabled()) obstacle = "mixture-of-experts layers";
   else if (model.mla.enabled()) obstacle = "multi-head latent attention";
+  else if (model.parallel_block) obstacle = "parallel transformer blocks";
   else if (virtual_stages != 1) obstacle = "several model chunks per stage";
   else if (cp > 1) obstacle = "context parallelism";
   else if (precision != Precision::BF16) obstacle = "precision " + to_string(precision);
@@ -1176,10 +1177,10 @@ void ParallelPlan::validate_moe_cp(const TransformerSpec& model) const {
   const std::string ctx = "plan";
   if (tp_layout != TpLayout::D1 && tp > 1 &&
       (model.moe.enabled() || model.mla.enabled() || model.head_dim_override > 0 ||
-       model.attention == AttentionKind::FLASH))
+       model.attention == AttentionKind::FLASH || model.parallel_block))
     throw ConfigError(ctx + ": the " + to_string(tp_layout) +
                       " tensor-parallel layout models GPT layers with unfused attention only ('" + model.name +
-                      "' has MoE, MLA, an explicit head_dim or flash attention)");
+                      "' has MoE, MLA, an explicit head_dim, flash attention or parallel blocks)");
   if (cp > 1) {
     if (model.attention != AttentionKind::FLASH)
       throw ConfigError(ctx +
