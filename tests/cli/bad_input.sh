@@ -25,6 +25,11 @@ cat >"$TMP/model_typo.json" <<'EOF'
 {"schema_version": 1, "name": "tiny", "num_layers": 2, "hiden": 1024, "hidden": 1024, "heads": 16,
  "seq_len": 1024, "vocab": 32000}
 EOF
+# A parallel transformer block on a model with experts (dense full-attention layers only).
+cat >"$TMP/model_parallel_moe.json" <<'EOF'
+{"num_layers": 2, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000, "parallel_block": true,
+ "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 2048}}
+EOF
 # Truncated in the middle of an object.
 printf '{"schema_version": 1, "name": "tiny", "num_layers": 2, "hidden": 10' >"$TMP/model_truncated.json"
 cat >"$TMP/model_bad_dtype.json" <<'EOF'
@@ -394,6 +399,7 @@ expect_error "compare: truncated measured trace" "run_trunc/trace.json' is not v
 expect_error "model file missing field"      "missing field 'hidden'" simulate --model "$TMP/model_missing_hidden.json" "${C[@]}" "${P[@]}"
 expect_error "model file typo'd field"       "unknown field 'hiden'" simulate --model "$TMP/model_typo.json" "${C[@]}" "${P[@]}"
 expect_error "model file truncated JSON"     "not valid JSON"      simulate --model "$TMP/model_truncated.json" "${C[@]}" "${P[@]}"
+expect_error "model file parallel block + MoE" "'parallel_block' models dense full-attention layers only" simulate --model "$TMP/model_parallel_moe.json" "${C[@]}" "${P[@]}"
 expect_error "model file nonexistent"        "no_such_model.json"  simulate --model "$TMP/no_such_model.json" "${C[@]}" "${P[@]}"
 expect_error "model file unknown dtype"      "'fp8'"               simulate --model "$TMP/model_bad_dtype.json" "${C[@]}" "${P[@]}"
 expect_error "model file wrong field type"   "'num_layers'"        simulate --model "$TMP/model_wrong_type.json" "${C[@]}" "${P[@]}"
