@@ -840,6 +840,16 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
     cpa.backward(out, std::move(before), after);
   };
 
+  // The backward's own kernels (the GEMMs' are gemm_bwd's).
+  std::vector<Op> mlp_b;
+  append(mlp_b, gemm_bwd(fc2));
+  mlp_b.push_back(tagged(mem(act.name + "-bwd", 1.5 * act.bytes), 3));
+  append(mlp_b, gemm_bwd(fc1));
+  Op dropres2_b = tagged(mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1)), 4);
+  Op ln2_b = tagged(mem("ln2-bwd", 1.5 * ln2.bytes), 3);
+  Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1)), 2);
+  Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
+
   LayerPasses p;
   if (m.parallel_block) {
     // Parallel transformer block (TransformerSpec::parallel_block; PaLM section 2, MegaScale section 3.1): one norm,
@@ -848,14 +858,11 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
     // [all-gather] attention, MLP [reduce-scatter | all-reduce] [residual]; the backward mirrors it, the input
     // gradients of QKV and FC1 summed the same way before the one reduction. QKV and FC1 stay two GEMMs (PaLM fuses
     // them into one; the FLOPs are the same).
-    const Op dropres = tagged(mem("dropout-residual", d.Tsp * d.h * (3 * d.e + 1)), 4);
-    std::vector<Op> mlp_f = {fc1, act, fc2};
-    std::vector<Op> mlp_bwd;
-    append(mlp_bwd, gemm_bwd(fc2));
-    mlp_bwd.push_back(tagged(mem(act.name + "-bwd", 1.5 * act.bytes), 3));
-    append(mlp_bwd, gemm_bwd(fc1));
-    const Op dropres_b = tagged(mem("dropout-residual-bwd", d.Tsp * d.h * (3 * d.e + 1)), 4);
-    const Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
+    // Its one bias-dropout-add: the standard block's second, by the name it has here.
+    Op dropres = dropres2, dropres_b = dropres2_b;
+    dropres.name = "dropout-residual";
+    dropres_b.name = "dropout-residual-bwd";
+    std::vector<Op> mlp_f = {fc1, act, fc2}, mlp_bwd = mlp_b;
     if (tp && sp) {
       p.forward.push_back(compute("ln1", {ln1}));
       p.forward.push_back(tagged(coll("block-ag", CollectiveKind::ALL_GATHER, act_bytes), 0));
@@ -887,74 +894,65 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
         p.backward.push_back(compute("ln1-bwd", {ln1_b}));
       }
     }
-  } else if (sp || moe) {
-    // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
-    // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
-    DTSIM_ASSERT(sp || !tp, "a MoE layer with tp > 1 needs sequence parallelism");
-    if (tp) {
-      p.forward.push_back(compute("ln1", {ln1}));
-      p.forward.push_back(tagged(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes), 0));
-      attention_fwd(p.forward, {});
-      p.forward.push_back(tagged(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 2));
+  } else {
+    if (sp || moe) {
+      // Forward. Without SP: attention block, all-reduce, MLP block, all-reduce (Megatron's g operator).
+      // With SP: the all-reduces become reduce-scatter + all-gather around the replicated kernels.
+      DTSIM_ASSERT(sp || !tp, "a MoE layer with tp > 1 needs sequence parallelism");
+      if (tp) {
+        p.forward.push_back(compute("ln1", {ln1}));
+        p.forward.push_back(tagged(coll("attn-ag", CollectiveKind::ALL_GATHER, act_bytes), 0));
+        attention_fwd(p.forward, {});
+        p.forward.push_back(tagged(coll("attn-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 2));
+      } else {
+        attention_fwd(p.forward, {ln1});
+      }
+      if (moe) {
+        p.forward.push_back(compute("ln2", {dropres1, ln2}));
+        append_steps(p.forward, moe_block(m, sh, d).forward);
+        p.forward.push_back(compute("residual", {dropres2}));
+      } else {
+        p.forward.push_back(compute("ln2", {dropres1, ln2}));
+        p.forward.push_back(tagged(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes), 3));
+        p.forward.push_back(compute("mlp", {fc1, act, fc2}));
+        p.forward.push_back(tagged(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 4));
+        p.forward.push_back(compute("residual", {dropres2}));
+      }
     } else {
       attention_fwd(p.forward, {ln1});
+      if (tp) p.forward.push_back(tagged(coll("attn-ar", CollectiveKind::ALL_REDUCE, act_bytes), 2));
+      p.forward.push_back(compute("mlp", {dropres1, ln2, fc1, act, fc2, dropres2}));
+      if (tp) p.forward.push_back(tagged(coll("mlp-ar", CollectiveKind::ALL_REDUCE, act_bytes), 4));
     }
-    if (moe) {
-      p.forward.push_back(compute("ln2", {dropres1, ln2}));
-      append_steps(p.forward, moe_block(m, sh, d).forward);
-      p.forward.push_back(compute("residual", {dropres2}));
-    } else {
-      p.forward.push_back(compute("ln2", {dropres1, ln2}));
-      p.forward.push_back(tagged(coll("mlp-ag", CollectiveKind::ALL_GATHER, act_bytes), 3));
-      p.forward.push_back(compute("mlp", {fc1, act, fc2}));
-      p.forward.push_back(tagged(coll("mlp-rs", CollectiveKind::REDUCE_SCATTER, act_bytes), 4));
-      p.forward.push_back(compute("residual", {dropres2}));
-    }
-  } else {
-    attention_fwd(p.forward, {ln1});
-    if (tp) p.forward.push_back(tagged(coll("attn-ar", CollectiveKind::ALL_REDUCE, act_bytes), 2));
-    p.forward.push_back(compute("mlp", {dropres1, ln2, fc1, act, fc2, dropres2}));
-    if (tp) p.forward.push_back(tagged(coll("mlp-ar", CollectiveKind::ALL_REDUCE, act_bytes), 4));
-  }
 
-  // Backward: the conjugate collectives (all-reduce of input gradients; AG <-> RS with SP).
-  std::vector<Op> mlp_b;
-  append(mlp_b, gemm_bwd(fc2));
-  mlp_b.push_back(tagged(mem(act.name + "-bwd", 1.5 * act.bytes), 3));
-  append(mlp_b, gemm_bwd(fc1));
-  Op dropres2_b = tagged(mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1)), 4);
-  Op ln2_b = tagged(mem("ln2-bwd", 1.5 * ln2.bytes), 3);
-  Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1)), 2);
-  Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
-  if (m.parallel_block) {
-    // built with its forward above
-  } else if (sp || moe) {
-    p.backward.push_back(compute("residual-bwd", {dropres2_b}));
-    if (moe) {
-      append_steps(p.backward, moe_block(m, sh, d).backward);
+    // Backward: the conjugate collectives (all-reduce of input gradients; AG <-> RS with SP).
+    if (sp || moe) {
+      p.backward.push_back(compute("residual-bwd", {dropres2_b}));
+      if (moe) {
+        append_steps(p.backward, moe_block(m, sh, d).backward);
+      } else {
+        p.backward.push_back(tagged(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 4));
+        p.backward.push_back(compute("mlp-bwd", mlp_b));
+        p.backward.push_back(tagged(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 3));
+      }
+      if (tp) {
+        p.backward.push_back(compute("ln2-bwd", {ln2_b, dropres1_b}));
+        p.backward.push_back(tagged(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 2));
+        attention_bwd(p.backward, {}, {});
+        p.backward.push_back(tagged(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 0));
+        p.backward.push_back(compute("ln1-bwd", {ln1_b}));
+      } else {
+        attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
+      }
     } else {
-      p.backward.push_back(tagged(coll("mlp-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 4));
-      p.backward.push_back(compute("mlp-bwd", mlp_b));
-      p.backward.push_back(tagged(coll("mlp-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 3));
-    }
-    if (tp) {
-      p.backward.push_back(compute("ln2-bwd", {ln2_b, dropres1_b}));
-      p.backward.push_back(tagged(coll("attn-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes), 2));
-      attention_bwd(p.backward, {}, {});
-      p.backward.push_back(tagged(coll("attn-rs-bwd", CollectiveKind::REDUCE_SCATTER, act_bytes), 0));
-      p.backward.push_back(compute("ln1-bwd", {ln1_b}));
-    } else {
+      std::vector<Op> mb = {dropres2_b};
+      append(mb, mlp_b);
+      p.backward.push_back(compute("mlp-bwd", mb));
+      if (tp) p.backward.push_back(tagged(coll("mlp-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 3));
       attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
+      if (tp) p.backward.push_back(tagged(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 0));
     }
-  } else {
-    std::vector<Op> mb = {dropres2_b};
-    append(mb, mlp_b);
-    p.backward.push_back(compute("mlp-bwd", mb));
-    if (tp) p.backward.push_back(tagged(coll("mlp-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 3));
-    attention_bwd(p.backward, {ln2_b, dropres1_b}, {ln1_b});
-    if (tp) p.backward.push_back(tagged(coll("attn-ar-bwd", CollectiveKind::ALL_REDUCE, act_bytes), 0));
   }
-
   apply_precision(p, m, sh);
   finish_backward(p, sh);
   if (sh.recompute == Recompute::FULL) {

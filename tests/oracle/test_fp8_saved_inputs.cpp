@@ -6,23 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "strategies/transformer_costs.hpp"
+#include "tests/support/cost_shape.hpp"
 #include "traces/model.hpp"
 #include "traces/plan.hpp"
 
 using namespace dtsim;
 
-namespace {
-
-cost::Shape shape(Precision p, int tp, bool sp) {
-  cost::Shape sh;
-  sh.micro_batch = 1;
-  sh.tp = tp;
-  sh.sequence_parallel = sp;
-  sh.precision = p;
-  return sh;
-}
-
-}  // namespace
+using dtsim::testing::layer_shape;
 
 // A dense Llama layer: (e - q) per element of the QKV and FC1 inputs (replicated, or 1/t with SP) and of the FC2
 // input (1/t), q per element of the projection's copy of the core output (1/t).
@@ -33,17 +23,17 @@ TEST(Fp8SavedInputs, DenseLayerClosedForm) {
       if (sp && tp == 1) continue;
       const double T = static_cast<double>(m.seq_len), h = m.hidden, f = m.ffn_hidden, e = 2;
       const double rep = sp ? 1.0 / tp : 1.0;
-      const double bf16 = cost::layer_activation_bytes(m, shape(Precision::BF16, tp, sp)).stored;
+      const double bf16 = cost::layer_activation_bytes(m, layer_shape(tp, sp, Precision::BF16)).stored;
       for (Precision p : {Precision::FP8_DELAYED, Precision::MXFP8, Precision::NVFP4}) {
         const double q = cost::precision_bytes(p, e);
         const double expected = bf16 - 2 * T * h * (e - q) * rep - T * f * (e - q) / tp + T * h * q / tp;
-        const double got = cost::layer_activation_bytes(m, shape(p, tp, sp)).stored;
+        const double got = cost::layer_activation_bytes(m, layer_shape(tp, sp, p)).stored;
         EXPECT_NEAR(got, expected, 1e-9 * bf16) << to_string(p) << " tp " << tp << " sp " << sp;
         EXPECT_LT(got, bf16);
       }
       // torchao's casts keep the bf16 inputs.
       for (Precision p : {Precision::FP8_CURRENT, Precision::FP8_ROWWISE})
-        EXPECT_DOUBLE_EQ(cost::layer_activation_bytes(m, shape(p, tp, sp)).stored, bf16) << to_string(p);
+        EXPECT_DOUBLE_EQ(cost::layer_activation_bytes(m, layer_shape(tp, sp, p)).stored, bf16) << to_string(p);
     }
 }
 
@@ -51,7 +41,7 @@ TEST(Fp8SavedInputs, DenseLayerClosedForm) {
 TEST(Fp8SavedInputs, AtomsSumToTheLayer) {
   const TransformerSpec m = model_preset("llama3-8b");
   for (Precision p : {Precision::BF16, Precision::FP8_DELAYED, Precision::NVFP4}) {
-    const cost::Shape sh = shape(p, 2, true);
+    const cost::Shape sh = layer_shape(2, true, p);
     EXPECT_NEAR(cost::layer_activation_bytes_atoms(m, sh, 0, kLayerAtoms).stored,
                 cost::layer_activation_bytes(m, sh).stored, 1e-9 * cost::layer_activation_bytes(m, sh).stored)
         << to_string(p);
@@ -62,7 +52,7 @@ TEST(Fp8SavedInputs, AtomsSumToTheLayer) {
 // quantized; the router's (the block's normalised input), the unpermute's and the activation's own inputs stay bf16.
 TEST(Fp8SavedInputs, MoeExpertInputs) {
   const TransformerSpec m = model_preset("mixtral-8x7b");
-  cost::Shape sh = shape(Precision::BF16, 1, false);
+  cost::Shape sh = layer_shape(1, false, Precision::BF16);
   const double bf16 = cost::layer_activation_bytes(m, sh, true).stored;
   sh.precision = Precision::FP8_DELAYED;
   const double fp8 = cost::layer_activation_bytes(m, sh, true).stored;

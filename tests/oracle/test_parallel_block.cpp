@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "strategies/transformer_costs.hpp"
+#include "tests/support/cost_shape.hpp"
 #include "traces/error.hpp"
 #include "traces/model.hpp"
 #include "traces/plan.hpp"
@@ -12,15 +13,6 @@
 using namespace dtsim;
 
 namespace {
-
-cost::Shape shape(int tp, bool sp) {
-  cost::Shape sh;
-  sh.micro_batch = 1;
-  sh.tp = tp;
-  sh.sequence_parallel = sp;
-  sh.precision = Precision::BF16;
-  return sh;
-}
 
 struct Totals {
   double gemm_flops = 0, attention_flops = 0, memory_bytes = 0, collective_bytes = 0;
@@ -54,7 +46,7 @@ TEST(ParallelBlock, OneReductionPerPassAndOneNormFewer) {
   for (int tp : {1, 2, 8})
     for (bool sp : {false, true}) {
       if (sp && tp == 1) continue;
-      const cost::Shape sh = shape(tp, sp);
+      const cost::Shape sh = dtsim::testing::layer_shape(tp, sp);
       const auto a = cost::layer_passes(standard, sh), b = cost::layer_passes(parallel, sh);
       for (int pass = 0; pass < 2; ++pass) {
         const Totals x = totals(pass == 0 ? a.forward : a.backward), y = totals(pass == 0 ? b.forward : b.backward);
@@ -86,7 +78,7 @@ TEST(ParallelBlock, RefusedWhereItIsNotModelled) {
   TransformerSpec gpt = model_preset("gpt3-175b");
   gpt.parallel_block = true;
   EXPECT_NO_THROW(gpt.validate());
-  cost::Shape grid = shape(4, false);
+  cost::Shape grid = dtsim::testing::layer_shape(4, false);
   grid.layout = TpLayout::D2;
   EXPECT_THROW(cost::layer_passes(gpt, grid), ConfigError);
   // The model JSON keeps the field.
