@@ -22,7 +22,8 @@ const std::vector<AccuracyBand>& shipped_bands() {
     const std::string ctx = "built-in traces/accuracy/bands.json";
     for (const auto& b : json_util::get<nlohmann::json>(j, ctx, "bands"))
       out.push_back({json_util::get<std::string>(b, ctx, "key"), json_util::get<int>(b, ctx, "rows"),
-                     json_util::get<double>(b, ctx, "q05"), json_util::get<double>(b, ctx, "q95")});
+                     json_util::get<double>(b, ctx, "q05"), json_util::get<double>(b, ctx, "q95"),
+                     json_util::get_or<int>(b, ctx, "sources", 0)});
     return out;
   }();
   return bands;

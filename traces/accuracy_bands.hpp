@@ -13,6 +13,7 @@ struct AccuracyBand {
   std::string key;          ///< the class: "gpu|stack|scale", "gpu|stack", "gpu", "stack|scale", "stack" or "all"
   int rows = 0;             ///< cross-validated rows behind it
   double q05 = 0, q95 = 0;  ///< 5th and 95th percentiles of ln(measured / predicted)
+  int sources = 0;          ///< sources (files, or publications within one) behind it; 0: not stated
 };
 
 /// The classes a run falls into, most specific first (scale: "1-node" or "multi-node").

@@ -52,6 +52,7 @@ nlohmann::json interval_json(const Inputs& in, double t) {
           {"coverage", 0.9},
           {"class", b.key},
           {"rows", b.rows},
+          {"sources", rb->own ? nlohmann::json(nullptr) : nlohmann::json(b.sources)},
           {"source", rb->own ? "the calibration's fit to measured runs: " + in.calibration->accuracy_method
                              : "leave-one-source-out errors of the development sources (traces/accuracy/bands.json)"}};
 }
@@ -542,8 +543,8 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
       << format_number("%.3f", rep.iteration_time_s * std::exp(rb->band.q95)) << " s from the "
       << (rb->own ? "leave-one-out errors of the calibration's fit to " + std::to_string(rb->band.rows) + " measured " +
                         rb->band.key + " runs"
-                  : "cross-validated errors of " + std::to_string(rb->band.rows) + " published runs of class " +
-                        rb->band.key)
+                  : "cross-validated errors of " + std::to_string(rb->band.rows) + " published runs (" +
+                        std::to_string(rb->band.sources) + " sources) of class " + rb->band.key)
       << ")";
   o << "\n";
   o << "throughput          " << format_number("%.0f", rep.tokens_per_s) << " tokens/s, "

@@ -2,6 +2,7 @@
 // vTrain single-node set.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -1056,12 +1057,13 @@ TEST(SharedMeasurements, SimumaxMemoryWithinThreePercent) {
 TEST(CrossValidate, BandsArePercentilesOfTheLogRatio) {
   // 21 rows of one class with ln(measured / predicted) = -0.10, -0.09, ..., +0.10: the 5th percentile is -0.09 and
   // the 95th +0.09 (linear interpolation between order statistics).
+  // One unit: no spread between sources is known, the band is its rows' percentiles.
   std::vector<PublishedRow> rows(21);
-  std::vector<std::pair<const PublishedRow*, double>> samples;
+  std::vector<BandSample> samples;
   for (int i = 0; i < 21; ++i) {
     rows[i].gpu = "h100-sxm5-80gb";
     rows[i].plan.stack = "torchtitan";
-    samples.emplace_back(&rows[i], -0.10 + 0.01 * i);
+    samples.push_back({&rows[i], -0.10 + 0.01 * i, "one-source.json"});
   }
   const auto bands = error_bands(samples, 10);
   ASSERT_FALSE(bands.empty());
@@ -1076,6 +1078,53 @@ TEST(CrossValidate, BandsArePercentilesOfTheLogRatio) {
   EXPECT_EQ(band_keys("h100-sxm5-80gb", "", "1-node")[4], kDefaultStack);
   EXPECT_EQ(bands.size(), 6u);
   EXPECT_TRUE(error_bands(samples, 22).empty());
+}
+
+TEST(CrossValidate, BandsAreRandomEffectsIntervalsOverSources) {
+  // Closed form: three sources of one class whose rows all sit on their source's bias (-0.1, 0, +0.2; no residual
+  // scatter). mu = 1/30, the biases' variance s^2 = ((-0.1-mu)^2 + (0-mu)^2 + (0.2-mu)^2) / 2 = 7/300, which is also
+  // the variance over every unit, so the pooled tau^2 = s^2; the band is mu -/+ z_0.95 tau (z = 1.6448536).
+  std::vector<PublishedRow> rows(30);
+  std::vector<BandSample> samples;
+  const double bias[3] = {-0.1, 0.0, 0.2};
+  const int count[3] = {20, 5, 5};  // a large source weighs what a small one does
+  int n = 0;
+  for (int u = 0; u < 3; ++u)
+    for (int i = 0; i < count[u]; ++i, ++n) {
+      rows[n].gpu = "h100-sxm5-80gb";
+      rows[n].plan.stack = "torchtitan";
+      samples.push_back({&rows[n], bias[u], "source" + std::to_string(u)});
+    }
+  const double mu = 0.1 / 3, tau = std::sqrt(7.0 / 300), z = 1.6448536269514722;
+  const auto bands = error_bands(samples, 10);
+  ASSERT_EQ(bands.size(), 6u);
+  for (const auto& b : bands) {
+    EXPECT_EQ(b.rows, 30);
+    EXPECT_NEAR(b.q05, mu - z * tau, 1e-9) << b.key;
+    EXPECT_NEAR(b.q95, mu + z * tau, 1e-9) << b.key;
+  }
+  // A class of one source (the A100 rows below) borrows the spread between the others: its band is centred on its
+  // own bias, as wide as the pooled variance says (here all of it: one unit has no variance of its own).
+  std::vector<PublishedRow> more(12);
+  for (int i = 0; i < 12; ++i) {
+    more[i].gpu = "a100-sxm4-80gb";
+    more[i].plan.stack = "torchtitan";
+    samples.push_back({&more[i], 0.3 + (i % 2 == 0 ? 0.05 : -0.05), "a100-source"});
+  }
+  const double m4 = (-0.1 + 0.0 + 0.2 + 0.3) / 4;
+  const double var4 = ((-0.1 - m4) * (-0.1 - m4) + m4 * m4 + (0.2 - m4) * (0.2 - m4) + (0.3 - m4) * (0.3 - m4)) / 3;
+  const auto bands4 = error_bands(samples, 10);
+  const auto a100 =
+      std::find_if(bands4.begin(), bands4.end(), [](const ErrorBand& b) { return b.key == "a100-sxm4-80gb"; });
+  ASSERT_NE(a100, bands4.end());
+  // Residuals +-0.05 with equal weight: F(q) = (Phi((q - 0.35)/tau) + Phi((q - 0.25)/tau)) / 2, symmetric about 0.3.
+  const double t4 = std::sqrt(var4);
+  const auto F = [&](double q) {
+    return 0.25 * (std::erfc(-(q - 0.35) / (t4 * std::sqrt(2.0))) + std::erfc(-(q - 0.25) / (t4 * std::sqrt(2.0))));
+  };
+  EXPECT_NEAR(F(a100->q05), 0.05, 1e-9);
+  EXPECT_NEAR(F(a100->q95), 0.95, 1e-9);
+  EXPECT_NEAR(a100->q05 + a100->q95, 0.6, 1e-9);
 }
 
 TEST(CrossValidate, RefitsWhatSawTheHeldOutSourceAndScoresEverySource) {
@@ -1119,8 +1168,20 @@ TEST(CrossValidate, RefitsWhatSawTheHeldOutSourceAndScoresEverySource) {
   EXPECT_EQ(other.banded, 0);
   EXPECT_GT(rep.pooled_mape, 0);
   EXPECT_GT(rep.mean_source_mape, 0);
+  // Every timed row is listed with the band it was scored against; the mean coverage is over sources with a band.
+  ASSERT_EQ(readme.rows.size(), 4u);
+  int covered = 0;
+  for (const auto& r : readme.rows) {
+    EXPECT_FALSE(r.band_key.empty());
+    EXPECT_EQ(r.covered, r.log_ratio >= r.q05 && r.log_ratio <= r.q95);
+    EXPECT_NEAR(r.log_ratio, std::log(r.measured_s / r.predicted_s), 1e-12);
+    covered += r.covered ? 1 : 0;
+  }
+  EXPECT_EQ(covered, readme.covered);
+  EXPECT_DOUBLE_EQ(rep.mean_source_coverage, readme.covered / 4.0);
   const auto j = cv_json(rep);
   EXPECT_EQ(j.at("sources").size(), 2u);
+  EXPECT_EQ(j.at("sources")[0].at("row_results").size(), 4u);
   EXPECT_NE(cv_text(rep).find("leave one source out"), std::string::npos);
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "traces/cluster.hpp"
+#include "traces/error.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/text.hpp"
 
@@ -68,14 +69,79 @@ std::string scale_class(const PublishedRow& row) {
   return row.plan.world_size() > c.gpus_per_node ? "multi-node" : "1-node";
 }
 
-std::vector<ErrorBand> error_bands(const std::vector<std::pair<const PublishedRow*, double>>& samples, int min_rows) {
-  std::map<std::string, std::vector<double>> by_key;
-  for (const auto& [row, r] : samples)
-    for (const auto& k : band_keys(row->gpu, row->plan.stack, scale_class(*row))) by_key[k].push_back(r);
+std::vector<ErrorBand> error_bands(const std::vector<BandSample>& samples, int min_rows) {
+  // Unit biases over every sample: the pooled between-unit variance every class's estimate is shrunk towards.
+  std::map<std::string, std::pair<double, int>> all_units;  // unit -> (sum of r, rows)
+  for (const auto& s : samples) {
+    auto& [sum, n] = all_units[s.unit];
+    sum += s.log_ratio;
+    ++n;
+  }
+  const auto variance_of = [](const std::vector<double>& b) {
+    if (b.size() < 2) return 0.0;
+    double mean = 0, ss = 0;
+    for (double x : b) mean += x;
+    mean /= static_cast<double>(b.size());
+    for (double x : b) ss += (x - mean) * (x - mean);
+    return ss / static_cast<double>(b.size() - 1);
+  };
+  std::vector<double> all_biases;
+  all_biases.reserve(all_units.size());
+  for (const auto& [u, sn] : all_units) all_biases.push_back(sn.first / sn.second);
+  const double var_all = variance_of(all_biases);
+  const double dof_all = std::max(0.0, static_cast<double>(all_biases.size()) - 1);
+
+  std::map<std::string, std::map<std::string, std::vector<double>>> by_key;  // class -> unit -> r
+  for (const auto& s : samples)
+    for (const auto& k : band_keys(s.row->gpu, s.row->plan.stack, scale_class(*s.row)))
+      by_key[k][s.unit].push_back(s.log_ratio);
   std::vector<ErrorBand> out;
-  for (const auto& [k, v] : by_key)
-    if (static_cast<int>(v.size()) >= min_rows)
-      out.push_back({k, static_cast<int>(v.size()), quantile(v, 0.05), quantile(v, 0.95)});
+  for (const auto& [k, units] : by_key) {
+    int rows = 0;
+    for (const auto& [u, v] : units) rows += static_cast<int>(v.size());
+    if (rows < min_rows) continue;
+    if (all_units.size() < 2) {  // no spread between units known: the rows' own percentiles
+      std::vector<double> v;
+      for (const auto& [u, r] : units) v.insert(v.end(), r.begin(), r.end());
+      out.push_back({k, rows, quantile(v, 0.05), quantile(v, 0.95), static_cast<int>(units.size())});
+      continue;
+    }
+    std::vector<double> biases;
+    std::vector<std::pair<double, double>> residuals;  // (r - b_u, weight)
+    for (const auto& [u, v] : units) {
+      double b = 0;
+      for (double x : v) b += x;
+      b /= static_cast<double>(v.size());
+      biases.push_back(b);
+      const double w = 1.0 / (static_cast<double>(units.size()) * static_cast<double>(v.size()));
+      for (double x : v) residuals.emplace_back(x - b, w);
+    }
+    double mu = 0;
+    for (double b : biases) mu += b;
+    mu /= static_cast<double>(biases.size());
+    // Pooled with the variance over every unit: kBandPriorDof degrees of freedom of it (all of it when the class
+    // has one unit); never more degrees of freedom than that variance has.
+    const double prior_dof = std::min(kBandPriorDof, dof_all);
+    const double dof = static_cast<double>(biases.size()) - 1;
+    const double tau2 =
+        dof + prior_dof > 0 ? (variance_of(biases) * dof + var_all * prior_dof) / (dof + prior_dof) : var_all;
+    const double tau = std::sqrt(tau2);
+    DTSIM_ASSERT(tau > 0, "random-effects band of class " + k + ": no spread between units");
+    // Solve F(q) = p, F increasing: bisection between bounds 10 tau beyond the extreme residuals.
+    double lo0 = residuals.front().first, hi0 = lo0;
+    for (const auto& [e, w] : residuals) lo0 = std::min(lo0, e), hi0 = std::max(hi0, e);
+    const auto solve = [&](double p) {
+      double lo = mu + lo0 - 10 * tau, hi = mu + hi0 + 10 * tau;
+      for (int it = 0; it < 200 && hi - lo > 1e-12; ++it) {
+        const double x = 0.5 * (lo + hi);
+        double f = 0;
+        for (const auto& [e, w] : residuals) f += w * 0.5 * std::erfc(-(x - mu - e) / (tau * std::sqrt(2.0)));
+        (f < p ? lo : hi) = x;
+      }
+      return 0.5 * (lo + hi);
+    };
+    out.push_back({k, rows, solve(0.05), solve(0.95), static_cast<int>(units.size())});
+  }
   return out;
 }
 
@@ -84,7 +150,7 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
   CvReport rep;
   std::map<std::string, const CvSource*> by_name;
   for (const auto& s : sources) by_name[s.name] = &s;
-  std::vector<std::vector<std::pair<const PublishedRow*, double>>> samples(sources.size());
+  std::vector<std::vector<BandSample>> samples(sources.size());
   for (std::size_t i = 0; i < sources.size(); ++i) {
     const CvSource& src = sources[i];
     CvSourceResult out;
@@ -157,9 +223,11 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
   for (std::size_t i = 0; i < rep.sources.size(); ++i) {
     samples[i].clear();
     for (const auto& r : rep.sources[i].results)
-      if (r.timed()) samples[i].emplace_back(&r.row, std::log(r.row.measured_s / r.predicted_s));
+      if (r.timed())
+        samples[i].push_back({&r.row, std::log(r.row.measured_s / r.predicted_s),
+                              rep.sources[i].source + (r.row.series.empty() ? "" : "/" + r.row.series)});
   }
-  std::vector<std::pair<const PublishedRow*, double>> all;
+  std::vector<BandSample> all;
   double abs_sum = 0;
   for (std::size_t i = 0; i < rep.sources.size(); ++i) {
     for (const auto& s : samples[i]) all.push_back(s);
@@ -173,24 +241,37 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
   if (with_rows > 0) rep.mean_source_mape /= with_rows;
   rep.bands = error_bands(all, kMinBandRows);
   // Coverage: each source's rows against bands built from the other sources' rows.
+  int banded_sources = 0;
   for (std::size_t i = 0; i < rep.sources.size(); ++i) {
-    std::vector<std::pair<const PublishedRow*, double>> others;
+    std::vector<BandSample> others;
     for (std::size_t j = 0; j < rep.sources.size(); ++j)
       if (j != i) others.insert(others.end(), samples[j].begin(), samples[j].end());
     const auto bands = error_bands(others, kMinBandRows);
     std::set<std::string> keys;
     auto& src = rep.sources[i];
-    for (const auto& [row, r] : samples[i]) {
-      const ErrorBand* b = band_for(bands, *row);
-      if (!b) continue;
-      keys.insert(b->key);
-      ++src.banded;
-      if (r >= b->q05 && r <= b->q95) ++src.covered;
+    for (const auto& s : samples[i]) {
+      CvRow out{s.row->id,           s.unit,
+                s.row->gpu,          s.row->plan.stack.empty() ? kDefaultStack : s.row->plan.stack,
+                scale_class(*s.row), s.row->plan.world_size(),
+                s.row->measured_s,   s.row->measured_s / std::exp(s.log_ratio),
+                s.log_ratio};
+      if (const ErrorBand* b = band_for(bands, *s.row)) {
+        keys.insert(b->key);
+        ++src.banded;
+        out.band_key = b->key;
+        out.q05 = b->q05;
+        out.q95 = b->q95;
+        out.covered = s.log_ratio >= b->q05 && s.log_ratio <= b->q95;
+        if (out.covered) ++src.covered;
+      }
+      src.rows.push_back(std::move(out));
     }
     for (const auto& k : keys) src.band_keys += (src.band_keys.empty() ? "" : ", ") + k;
     rep.covered += src.covered;
     rep.banded += src.banded;
+    if (src.banded > 0) rep.mean_source_coverage += static_cast<double>(src.covered) / src.banded, ++banded_sources;
   }
+  if (banded_sources > 0) rep.mean_source_coverage /= banded_sources;
   return rep;
 }
 
@@ -211,9 +292,9 @@ std::string cv_text(const CvReport& r) {
   }
   std::snprintf(line, sizeof line,
                 "pooled: %d rows, MAPE %.2f%% (mean of the sources' MAPEs %.2f%%); 90%% intervals cover %d of %d rows "
-                "(%.1f%%)\n",
+                "(%.1f%%; mean of the sources' coverage %.1f%%)\n",
                 r.rows, 100 * r.pooled_mape, 100 * r.mean_source_mape, r.covered, r.banded,
-                r.banded > 0 ? 100.0 * r.covered / r.banded : 0.0);
+                r.banded > 0 ? 100.0 * r.covered / r.banded : 0.0, 100 * r.mean_source_coverage);
   t += line;
   bool trends = false;
   for (const auto& s : r.sources) trends = trends || !s.score.scale_trends.empty();
@@ -230,14 +311,40 @@ std::string cv_text(const CvReport& r) {
   }
   t += "\nvalues each source was predicted with:\n";
   for (const auto& s : r.sources) t += "  " + s.source + ": " + s.values_from + "\n";
-  t += "\n90% bands of ln(measured / predicted) (interval = prediction x [e^q05, e^q95]), classes with >= 10 rows:\n";
+  t += "\n90% random-effects bands of ln(measured / predicted) over sources (interval = prediction x [e^q05, e^q95]), "
+       "classes with >= 10 rows:\n";
   for (const auto& b : r.bands) {
-    std::snprintf(line, sizeof line, "  %-48s %5d rows  [%+.3f, %+.3f]  x[%.3f, %.3f]\n", b.key.c_str(), b.rows, b.q05,
-                  b.q95, std::exp(b.q05), std::exp(b.q95));
+    std::snprintf(line, sizeof line, "  %-48s %5d rows %2d sources  [%+.3f, %+.3f]  x[%.3f, %.3f]\n", b.key.c_str(),
+                  b.rows, b.sources, b.q05, b.q95, std::exp(b.q05), std::exp(b.q95));
     t += line;
   }
   return t;
 }
+
+namespace {
+nlohmann::json rows_json(const std::vector<CvRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json j = {{"id", r.id},
+                        {"unit", r.unit},
+                        {"gpu", r.gpu},
+                        {"stack", r.stack},
+                        {"scale", r.scale},
+                        {"gpus", r.gpus},
+                        {"measured_s", r.measured_s},
+                        {"predicted_s", r.predicted_s},
+                        {"log_ratio", r.log_ratio}};
+    if (!r.band_key.empty()) {
+      j["band"] = r.band_key;
+      j["q05"] = r.q05;
+      j["q95"] = r.q95;
+      j["covered"] = r.covered;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+}  // namespace
 
 nlohmann::json cv_json(const CvReport& r) {
   nlohmann::json srcs = nlohmann::json::array();
@@ -257,9 +364,11 @@ nlohmann::json cv_json(const CvReport& r) {
                     {"covered", s.covered},
                     {"banded", s.banded},
                     {"band_keys", s.band_keys},
-                    {"scale_trends", scale_trends_json(s.score.scale_trends)}});
+                    {"scale_trends", scale_trends_json(s.score.scale_trends)},
+                    {"row_results", rows_json(s.rows)}});
   nlohmann::json bands = nlohmann::json::array();
-  for (const auto& b : r.bands) bands.push_back({{"key", b.key}, {"rows", b.rows}, {"q05", b.q05}, {"q95", b.q95}});
+  for (const auto& b : r.bands)
+    bands.push_back({{"key", b.key}, {"rows", b.rows}, {"sources", b.sources}, {"q05", b.q05}, {"q95", b.q95}});
   return {{"schema", "dtsim.cross_validation"},
           {"schema_version", 1},
           {"sources", srcs},
@@ -268,6 +377,7 @@ nlohmann::json cv_json(const CvReport& r) {
           {"mean_source_mape", r.mean_source_mape},
           {"covered", r.covered},
           {"banded", r.banded},
+          {"mean_source_coverage", r.mean_source_coverage},
           {"bands", bands}};
 }
 
