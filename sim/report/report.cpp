@@ -544,7 +544,8 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
       << (rb->own ? "leave-one-out errors of the calibration's fit to " + std::to_string(rb->band.rows) + " measured " +
                         rb->band.key + " runs"
                   : "cross-validated errors of " + std::to_string(rb->band.rows) + " published runs (" +
-                        std::to_string(rb->band.sources) + " sources) of class " + rb->band.key)
+                        std::to_string(rb->band.sources) +
+                        (rb->band.sources == 1 ? " source) of class " : " sources) of class ") + rb->band.key)
       << ")";
   o << "\n";
   o << "throughput          " << format_number("%.0f", rep.tokens_per_s) << " tokens/s, "

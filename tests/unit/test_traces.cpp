@@ -1100,6 +1100,7 @@ TEST(AccuracyBands, ShippedBandsAreOrderedAndFallBackToBroaderClasses) {
   for (const auto& b : bands) {
     SCOPED_TRACE(b.key);
     EXPECT_GE(b.rows, 10);
+    EXPECT_GE(b.sources, 1);
     EXPECT_LE(b.q05, b.q95);
   }
   // A GPU no development source ran on falls back to its stack's or the pooled band.

@@ -314,8 +314,8 @@ std::string cv_text(const CvReport& r) {
   t += "\n90% random-effects bands of ln(measured / predicted) over sources (interval = prediction x [e^q05, e^q95]), "
        "classes with >= 10 rows:\n";
   for (const auto& b : r.bands) {
-    std::snprintf(line, sizeof line, "  %-48s %5d rows %2d sources  [%+.3f, %+.3f]  x[%.3f, %.3f]\n", b.key.c_str(),
-                  b.rows, b.sources, b.q05, b.q95, std::exp(b.q05), std::exp(b.q95));
+    std::snprintf(line, sizeof line, "  %-48s %5d rows %2d source%s  [%+.3f, %+.3f]  x[%.3f, %.3f]\n", b.key.c_str(),
+                  b.rows, b.sources, b.sources == 1 ? " " : "s", b.q05, b.q95, std::exp(b.q05), std::exp(b.q95));
     t += line;
   }
   return t;
