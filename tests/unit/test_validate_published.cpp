@@ -1125,6 +1125,21 @@ TEST(CrossValidate, BandsAreRandomEffectsIntervalsOverSources) {
   EXPECT_NEAR(F(a100->q05), 0.05, 1e-9);
   EXPECT_NEAR(F(a100->q95), 0.95, 1e-9);
   EXPECT_NEAR(a100->q05 + a100->q95, 0.6, 1e-9);
+  // Two sources with the same bias (here: both predicted exactly) know no spread between sources: the band is their
+  // residuals' weighted percentiles, not an error.
+  std::vector<PublishedRow> exact(20);
+  std::vector<BandSample> same;
+  for (int i = 0; i < 20; ++i) {
+    exact[i].gpu = "h100-sxm5-80gb";
+    same.push_back({&exact[i], 0.0, i < 10 ? "a" : "b"});
+  }
+  const auto flat = error_bands(same, 10);
+  ASSERT_FALSE(flat.empty());
+  for (const auto& b : flat) {
+    EXPECT_EQ(b.q05, 0.0) << b.key;
+    EXPECT_EQ(b.q95, 0.0) << b.key;
+    EXPECT_EQ(b.sources, 2) << b.key;
+  }
 }
 
 TEST(CrossValidate, RefitsWhatSawTheHeldOutSourceAndScoresEverySource) {

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "traces/cluster.hpp"
-#include "traces/error.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/text.hpp"
 
@@ -126,7 +125,17 @@ std::vector<ErrorBand> error_bands(const std::vector<BandSample>& samples, int m
     const double tau2 =
         dof + prior_dof > 0 ? (variance_of(biases) * dof + var_all * prior_dof) / (dof + prior_dof) : var_all;
     const double tau = std::sqrt(tau2);
-    DTSIM_ASSERT(tau > 0, "random-effects band of class " + k + ": no spread between units");
+    if (!(tau > 0)) {  // every unit's bias the same: no spread between them, the weighted residuals' percentiles
+      std::sort(residuals.begin(), residuals.end());
+      const auto weighted = [&](double p) {
+        double cum = 0;
+        for (const auto& [e, w] : residuals)
+          if ((cum += w) >= p - 1e-12) return mu + e;
+        return mu + residuals.back().first;
+      };
+      out.push_back({k, rows, weighted(0.05), weighted(0.95), static_cast<int>(units.size())});
+      continue;
+    }
     // Solve F(q) = p, F increasing: bisection between bounds 10 tau beyond the extreme residuals.
     double lo0 = residuals.front().first, hi0 = lo0;
     for (const auto& [e, w] : residuals) lo0 = std::min(lo0, e), hi0 = std::max(hi0, e);
