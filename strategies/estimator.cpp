@@ -593,26 +593,47 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const int n = plan.dp * plan.cp * plan.replicas(s), tp_s = plan.stage_tp(s);
     // Stage layout (replicas or per-stage TP degrees): the stage's replicas are tp_s apart, its copies further.
     const Link dp_link = plan.uses_stage_layout() ? hop(c, cal, n, tp_s) : dp_link_ordered;
-    // Dense gradients over dp x cp; the experts' over their (smaller) expert-data-parallel group, which runs after
-    // (approximated as part of the same ring volume scaled by its group's share).
-    const double grads = (sm.params - sm.expert_params + sm.expert_params * (plan.expert_dp() > 1 ? 1.0 : 0.0)) *
-                         (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype));
-    const int per_node =
-        std::max(1, std::min(n, c.gpus_per_node / std::max(1, std::min(stride_grad, c.gpus_per_node))));
-    const bool two_level = !c.has_graph() && n > per_node && per_node > 1 && n % per_node == 0;
-    auto dp_ring = [&](bool all_reduce) {
-      if (!two_level)
-        return ring_time_s(all_reduce, n, grads, dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s, nc,
-                           dp_link.across);
-      return spread_ring_time_s(all_reduce, per_node, n / per_node, grads, intra.alpha, intra.bw, dp_link.alpha,
-                                dp_link.bw, cal.collective_step_overhead_s, nc);
+    // Dense gradients over dp x cp; the routed experts' over their expert-data-parallel group (etp x ep slots apart
+    // in the tp x cp x dp block, as sim/model/groups.cpp), one collective after the other on the DP stream (the
+    // lowering's close_bucket: the dense bucket, then the experts'). Each group's ring crosses nodes through every
+    // member's NIC where several members share a node (NCCL's channels; the simulator's Lowerer::spread_ring), other
+    // rings are limited by their slowest hop.
+    const double grad_bytes = plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype);
+    const double dense_grads = (sm.params - sm.expert_params) * grad_bytes;
+    const double expert_grads = plan.expert_dp() > 1 ? sm.expert_params * grad_bytes : 0.0;
+    const int n_e = plan.expert_dp(), stride_e = plan.expert_tp() * plan.ep * stride_tp;
+    struct Group {
+      int n, per_node;
+      Link link;
+      bool two_level;
+    };
+    auto group_of = [&](int members, int member_stride, const Link& link) {
+      const int per =
+          std::max(1, std::min(members, c.gpus_per_node / std::max(1, std::min(member_stride, c.gpus_per_node))));
+      return Group{members, per, link, !c.has_graph() && members > per && per > 1 && members % per == 0};
+    };
+    const Group dense_group = group_of(n, stride_grad, dp_link);
+    const Group expert_group = group_of(n_e, stride_e, plan.uses_stage_layout() ? dp_link : hop(c, cal, n_e, stride_e));
+    auto group_ring = [&](const Group& g, bool all_reduce, double bytes) {
+      if (bytes <= 0 || g.n <= 1) return 0.0;
+      if (!g.two_level)
+        return ring_time_s(all_reduce, g.n, bytes, g.link.alpha, g.link.bw, cal.collective_step_overhead_s, nc,
+                           g.link.across);
+      return spread_ring_time_s(all_reduce, g.per_node, g.n / g.per_node, bytes, intra.alpha, intra.bw, g.link.alpha,
+                                g.link.bw, cal.collective_step_overhead_s, nc);
     };
     // All-reduce: the faster of the spread ring and the two-level form, as the simulator's automatic choice.
+    auto group_all_reduce = [&](const Group& g, double bytes) {
+      if (!g.two_level) return group_ring(g, true, bytes);
+      return std::min(group_ring(g, true, bytes),
+                      hierarchical_all_reduce_time_s(g.per_node, g.n / g.per_node, bytes, intra.alpha, intra.bw,
+                                                     g.link.alpha, g.link.bw, cal.collective_step_overhead_s, nc));
+    };
+    auto dp_ring = [&](bool all_reduce) {
+      return group_ring(dense_group, all_reduce, dense_grads) + group_ring(expert_group, all_reduce, expert_grads);
+    };
     auto all_reduce = [&] {
-      if (!two_level) return dp_ring(true);
-      return std::min(dp_ring(true),
-                      hierarchical_all_reduce_time_s(per_node, n / per_node, grads, intra.alpha, intra.bw,
-                                                     dp_link.alpha, dp_link.bw, cal.collective_step_overhead_s, nc));
+      return group_all_reduce(dense_group, dense_grads) + group_all_reduce(expert_group, expert_grads);
     };
     const double ring = dp_ring(false);
     double hidden_part = 0, exposed_part = 0;
