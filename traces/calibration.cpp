@@ -314,7 +314,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
       const std::string bc = ac + ".bands[" + std::to_string(i) + "]";
       json_util::reject_unknown(bj[i], bc, {"scale", "rows", "q05", "q95"});
       AccuracyBand b{get<std::string>(bj[i], bc, "scale"), get<int>(bj[i], bc, "rows"), get<double>(bj[i], bc, "q05"),
-                     get<double>(bj[i], bc, "q95")};
+                     get<double>(bj[i], bc, "q95"), 0};
       if (b.key != "1-node" && b.key != "multi-node")
         throw ConfigError(bc + ": scale '" + b.key + "' is not known (known: 1-node, multi-node)");
       if (!(b.rows > 0) || !std::isfinite(b.q05) || !std::isfinite(b.q95) || b.q05 > b.q95 || std::abs(b.q05) > 5 ||

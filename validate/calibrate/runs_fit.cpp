@@ -410,7 +410,7 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
       for (double v : e) ss += (v - mean) * (v - mean);
       const double s_scale = std::sqrt(ss / (m - 1) / (1 - share));
       const double half = t * s_scale * std::sqrt(1 + share);
-      fit.bands.push_back({scale, static_cast<int>(e.size()), mean - half, mean + half});
+      fit.bands.push_back({scale, static_cast<int>(e.size()), mean - half, mean + half, 0});
     }
 
   // The results: the effective calibration and the stack profile.

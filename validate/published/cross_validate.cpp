@@ -259,11 +259,16 @@ CvReport cross_validate(const std::vector<CvSource>& sources, int max_evaluation
     std::set<std::string> keys;
     auto& src = rep.sources[i];
     for (const auto& s : samples[i]) {
-      CvRow out{s.row->id,           s.unit,
-                s.row->gpu,          s.row->plan.stack.empty() ? kDefaultStack : s.row->plan.stack,
-                scale_class(*s.row), s.row->plan.world_size(),
-                s.row->measured_s,   s.row->measured_s / std::exp(s.log_ratio),
-                s.log_ratio};
+      CvRow out;
+      out.id = s.row->id;
+      out.unit = s.unit;
+      out.gpu = s.row->gpu;
+      out.stack = s.row->plan.stack.empty() ? kDefaultStack : s.row->plan.stack;
+      out.scale = scale_class(*s.row);
+      out.gpus = s.row->plan.world_size();
+      out.measured_s = s.row->measured_s;
+      out.predicted_s = s.row->measured_s / std::exp(s.log_ratio);
+      out.log_ratio = s.log_ratio;
       if (const ErrorBand* b = band_for(bands, *s.row)) {
         keys.insert(b->key);
         ++src.banded;
