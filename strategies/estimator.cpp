@@ -657,8 +657,8 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     if (plan.bidirectional()) {
       // DualPipe: the gradient shard summed with the mirror stage's copy (pp - 1 - s), after the DP reductions.
       const Link mirror = hop(c, cal, 2, std::max(1, std::abs(p - 1 - 2 * s)) * stride);
-      exposed_part += ring_time_s(true, 2, sm.step_params * (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype)),
-                                  mirror.alpha, mirror.bw, cal.collective_step_overhead_s, nc, mirror.across);
+      exposed_part += ring_time_s(true, 2, sm.step_params * grad_bytes, mirror.alpha, mirror.bw,
+                                  cal.collective_step_overhead_s, nc, mirror.across);
     }
     dp_time = std::max(dp_time, std::max(stretch, hidden - overlap) + exposed_part);
     const double shard = sm.step_params;
@@ -666,8 +666,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
                                            c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
     if (cal.grad_clip) {
       // Gradient clipping: a pass over the gradient shard, then the norm's all-reduce over TP and DP (as lowered).
-      step +=
-          shard * (plan.fp32_grads ? 4.0 : dtype_bytes(m.dtype)) / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
+      step += shard * grad_bytes / (c.gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
       if (tp_s > 1)
         step += ring_time_s(true, tp_s, 4, intra.alpha, intra.bw, cal.collective_step_overhead_s, nc, intra.across);
       if (n > 1)

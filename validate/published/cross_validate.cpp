@@ -52,6 +52,43 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+double sample_variance(const std::vector<double>& v) {
+  if (v.size() < 2) return 0.0;
+  const double mean = mean_of(v);
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return ss / static_cast<double>(v.size() - 1);
+}
+
+/// The p-quantile of mu + tau Z + e, Z standard normal and e one of the (residual, weight) pairs (weights summing to
+/// 1): the root of sum_j w_j Phi((q - mu - e_j) / tau) = p by bisection, between bounds 10 tau beyond the extreme
+/// residuals. With tau = 0 the weighted residuals' own quantile (the smallest whose cumulative weight reaches p).
+double mixture_quantile(const std::vector<std::pair<double, double>>& residuals, double mu, double tau, double p) {
+  if (!(tau > 0)) {
+    auto sorted = residuals;
+    std::sort(sorted.begin(), sorted.end());
+    double cum = 0;
+    for (const auto& [e, w] : sorted)
+      if ((cum += w) >= p - 1e-12) return mu + e;
+    return mu + sorted.back().first;
+  }
+  const auto [lo_e, hi_e] = std::minmax_element(residuals.begin(), residuals.end());
+  double lo = mu + lo_e->first - 10 * tau, hi = mu + hi_e->first + 10 * tau;
+  for (int it = 0; it < 200 && hi - lo > 1e-12; ++it) {
+    const double x = 0.5 * (lo + hi);
+    double f = 0;
+    for (const auto& [e, w] : residuals) f += w * 0.5 * std::erfc(-(x - mu - e) / (tau * std::sqrt(2.0)));
+    (f < p ? lo : hi) = x;
+  }
+  return 0.5 * (lo + hi);
+}
+
 /// The band for a run: the most specific class with a band.
 const ErrorBand* band_for(const std::vector<ErrorBand>& bands, const PublishedRow& row) {
   for (const auto& k : band_keys(row.gpu, row.plan.stack, scale_class(row)))
@@ -69,87 +106,45 @@ std::string scale_class(const PublishedRow& row) {
 }
 
 std::vector<ErrorBand> error_bands(const std::vector<BandSample>& samples, int min_rows) {
-  // Unit biases over every sample: the pooled between-unit variance every class's estimate is shrunk towards.
-  std::map<std::string, std::pair<double, int>> all_units;  // unit -> (sum of r, rows)
-  for (const auto& s : samples) {
-    auto& [sum, n] = all_units[s.unit];
-    sum += s.log_ratio;
-    ++n;
-  }
-  const auto variance_of = [](const std::vector<double>& b) {
-    if (b.size() < 2) return 0.0;
-    double mean = 0, ss = 0;
-    for (double x : b) mean += x;
-    mean /= static_cast<double>(b.size());
-    for (double x : b) ss += (x - mean) * (x - mean);
-    return ss / static_cast<double>(b.size() - 1);
-  };
-  std::vector<double> all_biases;
-  all_biases.reserve(all_units.size());
-  for (const auto& [u, sn] : all_units) all_biases.push_back(sn.first / sn.second);
-  const double var_all = variance_of(all_biases);
-  const double dof_all = std::max(0.0, static_cast<double>(all_biases.size()) - 1);
-
   std::map<std::string, std::map<std::string, std::vector<double>>> by_key;  // class -> unit -> r
   for (const auto& s : samples)
     for (const auto& k : band_keys(s.row->gpu, s.row->plan.stack, scale_class(*s.row)))
       by_key[k][s.unit].push_back(s.log_ratio);
+  // Every sample is in class "all": its unit biases give the pooled between-unit variance the classes borrow.
+  std::vector<double> all_biases;
+  if (const auto it = by_key.find("all"); it != by_key.end())
+    for (const auto& [u, v] : it->second) all_biases.push_back(mean_of(v));
+  const double var_all = sample_variance(all_biases);
+  const double dof_all = std::max(0.0, static_cast<double>(all_biases.size()) - 1);
   std::vector<ErrorBand> out;
   for (const auto& [k, units] : by_key) {
     int rows = 0;
     for (const auto& [u, v] : units) rows += static_cast<int>(v.size());
     if (rows < min_rows) continue;
-    if (all_units.size() < 2) {  // no spread between units known: the rows' own percentiles
+    const int n_units = static_cast<int>(units.size());
+    if (all_biases.size() < 2) {  // no spread between units known: the rows' own percentiles
       std::vector<double> v;
       for (const auto& [u, r] : units) v.insert(v.end(), r.begin(), r.end());
-      out.push_back({k, rows, quantile(v, 0.05), quantile(v, 0.95), static_cast<int>(units.size())});
+      out.push_back({k, rows, quantile(v, 0.05), quantile(v, 0.95), n_units});
       continue;
     }
     std::vector<double> biases;
-    std::vector<std::pair<double, double>> residuals;  // (r - b_u, weight)
+    std::vector<std::pair<double, double>> residuals;  // (r - b_u, weight): every unit weighs the same
     for (const auto& [u, v] : units) {
-      double b = 0;
-      for (double x : v) b += x;
-      b /= static_cast<double>(v.size());
-      biases.push_back(b);
-      const double w = 1.0 / (static_cast<double>(units.size()) * static_cast<double>(v.size()));
-      for (double x : v) residuals.emplace_back(x - b, w);
+      biases.push_back(mean_of(v));
+      const double w = 1.0 / (static_cast<double>(n_units) * static_cast<double>(v.size()));
+      for (double x : v) residuals.emplace_back(x - biases.back(), w);
     }
-    double mu = 0;
-    for (double b : biases) mu += b;
-    mu /= static_cast<double>(biases.size());
+    const double mu = mean_of(biases);
     // Pooled with the variance over every unit: kBandPriorDof degrees of freedom of it (all of it when the class
-    // has one unit); never more degrees of freedom than that variance has.
+    // has one unit); never more degrees of freedom than that variance has. tau = 0 (every bias the same): the
+    // weighted residuals' percentiles.
     const double prior_dof = std::min(kBandPriorDof, dof_all);
-    const double dof = static_cast<double>(biases.size()) - 1;
-    const double tau2 =
-        dof + prior_dof > 0 ? (variance_of(biases) * dof + var_all * prior_dof) / (dof + prior_dof) : var_all;
-    const double tau = std::sqrt(tau2);
-    if (!(tau > 0)) {  // every unit's bias the same: no spread between them, the weighted residuals' percentiles
-      std::sort(residuals.begin(), residuals.end());
-      const auto weighted = [&](double p) {
-        double cum = 0;
-        for (const auto& [e, w] : residuals)
-          if ((cum += w) >= p - 1e-12) return mu + e;
-        return mu + residuals.back().first;
-      };
-      out.push_back({k, rows, weighted(0.05), weighted(0.95), static_cast<int>(units.size())});
-      continue;
-    }
-    // Solve F(q) = p, F increasing: bisection between bounds 10 tau beyond the extreme residuals.
-    double lo0 = residuals.front().first, hi0 = lo0;
-    for (const auto& [e, w] : residuals) lo0 = std::min(lo0, e), hi0 = std::max(hi0, e);
-    const auto solve = [&](double p) {
-      double lo = mu + lo0 - 10 * tau, hi = mu + hi0 + 10 * tau;
-      for (int it = 0; it < 200 && hi - lo > 1e-12; ++it) {
-        const double x = 0.5 * (lo + hi);
-        double f = 0;
-        for (const auto& [e, w] : residuals) f += w * 0.5 * std::erfc(-(x - mu - e) / (tau * std::sqrt(2.0)));
-        (f < p ? lo : hi) = x;
-      }
-      return 0.5 * (lo + hi);
-    };
-    out.push_back({k, rows, solve(0.05), solve(0.95), static_cast<int>(units.size())});
+    const double dof = static_cast<double>(n_units) - 1;
+    const double tau = std::sqrt(
+        dof + prior_dof > 0 ? (sample_variance(biases) * dof + var_all * prior_dof) / (dof + prior_dof) : var_all);
+    out.push_back(
+        {k, rows, mixture_quantile(residuals, mu, tau, 0.05), mixture_quantile(residuals, mu, tau, 0.95), n_units});
   }
   return out;
 }
