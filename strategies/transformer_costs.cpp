@@ -1877,7 +1877,9 @@ int gemm_index(const std::vector<Op>& ops, bool first) {
 Op gemm_piece(Op op, int k) {
   op.flops /= k;
   op.bytes /= k;
+  op.accumulate_bytes /= k;  // a weight gradient's fp32 accumulation: each piece adds into its own rows
   op.m /= k;
+  op.pieces *= k;
   return op;
 }
 
@@ -1969,10 +1971,10 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
     // tests/data/h200/gemm_sweep_2026-11-26.csv) this fits torch._scaled_mm's 105 transformer shapes to a median
     // 6.1% (tensorwise) and 6.6% (rowwise) against 18% for the unshifted curve.
     const double bf16_peak = gpu.peak_flops(DType::BF16);
-    const double f_equiv = (bf16_peak > 0 ? op.flops * bf16_peak / peak : op.flops) / groups;
+    const double f_equiv = (bf16_peak > 0 ? op.flops * bf16_peak / peak : op.flops) * op.pieces / groups;
     t_flop = op.flops / (peak * gemm_efficiency(f_equiv, cal) * scale * fill);
   } else if (op.gemm)
-    t_flop = op.flops / (gemm_peak_flops(gpu, dtype, cal) * gemm_efficiency(op.flops / groups, cal) *
+    t_flop = op.flops / (gemm_peak_flops(gpu, dtype, cal) * gemm_efficiency(op.flops * op.pieces / groups, cal) *
                          gemm_alignment_factor(op, dtype, cal) * fill);
   // Sustained load: the tensor cores at the power-capped clock, not the burst clock the efficiencies were measured at
   // (Calibration::sustained_tensor_ratio; profiler/bench/sustained.py). Memory-bound time keeps HBM speed.

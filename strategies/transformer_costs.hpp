@@ -49,6 +49,14 @@ struct Op {
   /// dense GEMM's memory roofline (Calibration::gemm_accumulate_epilogue). 0 = the output is written once (counted
   /// in `bytes`).
   double accumulate_bytes = 0;
+  /// One of `pieces` equal row-pieces of a GEMM pipelined with its tensor-parallel all-gather or reduce-scatter
+  /// (gemm_piece; ParallelPlan::tp_comm_overlap). Transformer Engine issues the pieces round-robin on up to three
+  /// compute streams (transformer_engine/common/comm_gemm_overlap/comm_gemm_overlap.cpp, split_overlap_ag /
+  /// split_overlap_rs: `_stream_compute[i % _stream_compute.size()]`; pytorch/cpp_extensions/gemm.py
+  /// _NUM_MAX_UB_STREAMS = 3), so one piece's launch and wave tail overlap the next piece's main loop and the pieces
+  /// together keep the SMs as full as the whole GEMM: a piece runs at the efficiency of the whole GEMM's size
+  /// (flops x pieces), not at that of a GEMM of its own size. 1 = a whole GEMM.
+  int pieces = 1;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
@@ -248,7 +256,7 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh);
 
 /// TP communication overlap (ParallelPlan::tp_comm_overlap), shared by the lowering and the estimator: whether `st`
 /// is a whole-TP-group collective of `kind` that can be pipelined with a GEMM; the index of the first (or last) GEMM
-/// of `ops` (-1: none); one of k pieces of a GEMM (split along its rows).
+/// of `ops` (-1: none); one of k pieces of a GEMM (split along its rows, at the whole GEMM's efficiency: Op::pieces).
 bool tp_overlappable(const Step& st, CollectiveKind kind);
 int gemm_index(const std::vector<Op>& ops, bool first);
 Op gemm_piece(Op op, int k);

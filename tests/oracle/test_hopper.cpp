@@ -221,6 +221,42 @@ TEST(TpCommOverlap, ChunkedReduceScatterClosedForm) {
   }
 }
 
+// The pieces of an overlapped GEMM run at the whole GEMM's efficiency (Transformer Engine issues them on up to three
+// streams, Op::pieces): n pieces take the whole GEMM's time plus n - 1 more launches, on the A100's fitted curve (whose
+// efficiency at 1/8 of the size is far lower) and for a weight gradient accumulated into fp32 (each piece adds into
+// its own rows: 1/n of the epilogue's bytes).
+TEST(TpCommOverlap, PiecesTakeTheWholeGemmsTime) {
+  const GpuSpec gpu = gpu_preset("a100-sxm4-80gb");
+  const Calibration cal = default_calibration("a100-sxm4-80gb");
+  ASSERT_TRUE(cal.gemm_accumulate_epilogue);
+  const cost::Op fwd{
+      "qkv", true, 2.0 * 2048 * 12288 * 4608, 2.0 * (2048 * 12288 + 12288 * 4608 + 2048 * 4608), false, 2048, 12288,
+      4608,  1};
+  cost::Op wgrad{"qkv-wgrad",
+                 true,
+                 2.0 * 12288 * 2048 * 4608,
+                 2.0 * (12288 * 2048 + 2048 * 4608 + 12288 * 4608),
+                 true,
+                 12288,
+                 2048,
+                 4608,
+                 1};
+  wgrad.accumulate_bytes = 8.0 * 12288 * 4608;
+  for (const cost::Op& whole : {fwd, wgrad})
+    for (int n : {2, 8}) {
+      const cost::Op piece = cost::gemm_piece(whole, n);
+      EXPECT_EQ(piece.pieces, n);
+      EXPECT_NEAR(piece.accumulate_bytes, whole.accumulate_bytes / n, 1e-6);
+      const double t_whole = cost::op_time_s(whole, gpu, DType::BF16, cal);
+      const double t_pieces = n * cost::op_time_s(piece, gpu, DType::BF16, cal);
+      EXPECT_NEAR(t_pieces, t_whole + (n - 1) * cal.kernel_launch_s, 1e-12 * t_whole) << whole.name << " n " << n;
+      // A GEMM of the piece's own size is slower: what the pieces would cost one at a time on one stream.
+      cost::Op alone = piece;
+      alone.pieces = 1;
+      EXPECT_GT(cost::op_time_s(alone, gpu, DType::BF16, cal), cost::op_time_s(piece, gpu, DType::BF16, cal));
+    }
+}
+
 // Overlap needs sequence parallelism (Megatron-Core and async TP overlap its all-gathers and reduce-scatters).
 TEST(TpCommOverlap, NeedsSequenceParallelism) {
   TransformerSpec m = model_preset("llama3-8b");
