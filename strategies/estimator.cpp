@@ -31,11 +31,12 @@ nccl::Choice nccl_choice(const NcclContext& nc, bool all_reduce, int n, int node
 }
 
 namespace {
-// What NCCL's model adds to a ring whose own latency is `simulated_s` (the lowering's floor).
+// What NCCL's model changes in a ring whose own latency is `simulated_s`, as the lowering does (its floor, or the
+// latency of the tree / PAT the ring stands in for: nccl::latency_adjust_s).
 double nccl_extra_s(const NcclContext& nc, bool all_reduce, int n, int nodes, double bytes, double bus_Bps,
                     double simulated_s) {
   if (nc.setting == nccl::Setting::OFF || n <= 1) return 0;
-  return nccl::floor_extra_s(nccl_choice(nc, all_reduce, n, nodes, bytes, bus_Bps), simulated_s);
+  return nccl::latency_adjust_s(nccl_choice(nc, all_reduce, n, nodes, bytes, bus_Bps), simulated_s);
 }
 }  // namespace
 

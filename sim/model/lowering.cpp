@@ -1173,8 +1173,12 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     const double extra = segment_extra_s(next_hop, member_global, slow_to, hop_alpha(slow_to), chunk);
     double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
     // NCCL's estimate of the ring's time as a floor on dtsim's (strategies/nccl_model.hpp): what it exceeds it by,
-    // spread evenly over the steps.
-    const double floor_s = nccl::floor_extra_s(proto, latency_s + hop_alpha(slow_to) + steps * per_step);
+    // spread evenly over the steps. Where NCCL would run a tree or PAT that it times faster, the ring stands in for
+    // it: its latency (one delay task: the flow mode) becomes that algorithm's (nccl::latency_adjust_s < 0). The
+    // steps mode keeps a ring's own per-step latencies (its flows' route latencies cannot be shortened).
+    const double adjust_s = nccl::latency_adjust_s(proto, latency_s + hop_alpha(slow_to) + steps * per_step);
+    const double floor_s = std::max(adjust_s, 0.0);
+    const double stand_in_s = std::min(adjust_s, 0.0);
     per_step += floor_s / steps;
     if (floor_s > 0 && static_cast<std::size_t>(member_si) < out_.nccl_floor_s.size())
       out_.nccl_floor_s[static_cast<std::size_t>(member_si)][name_id] += floor_s;
@@ -1218,7 +1222,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     };
     if (opt_.collective_mode == CollectiveMode::FLOW) {
       t.kind = TaskKind::DELAY;
-      t.duration_s = std::max(0.0, latency_s + steps * per_step);
+      t.duration_s = std::max(0.0, latency_s + steps * per_step + stand_in_s);
       t.bytes = bytes;
       auto delay = add_free(t);
       auto flow = payload(steps * chunk, delay);

@@ -174,3 +174,38 @@ TEST(NcclModel, TheFloorIsTalliedPerRankForTheBreakdown) {
   const auto none = sim::lower_collective(model, c, plan, off, opt, cost::CollectiveKind::ALL_GATHER, S);
   for (const auto& per_name : none.nccl_floor_s) EXPECT_TRUE(per_name.empty());
 }
+
+// Where NCCL would run its tree (an all-reduce across nodes) and times it below dtsim's ring, the ring stands in for
+// the tree: its latency becomes what NCCL's tree estimate leaves after the ring's payload. A 96-byte all-reduce (FP8
+// amaxes) over the 64 GPUs of 8 DGX H100 nodes: NCCL's LL tree, (base + 2 ((8 - 1) NVLink-tree + log2(8) net-tree
+// hops)), instead of the ring's 126 steps; with the ring forced (NCCL_ALGO=Ring) the ring's own latency stays. The
+// estimator charges the same.
+TEST(NcclModel, ARingStandsInForTheTreeNcclWouldRun) {
+  // The adjustment itself: a tree timed at 40 us against a ring of 600 us of latency and 1 us of payload.
+  nccl::Choice tree{nccl::Algorithm::TREE, nccl::Protocol::LL, 39e-6, 0.5, 40e-6, 1e-6};
+  EXPECT_NEAR(nccl::latency_adjust_s(tree, 600e-6), (40e-6 - 1e-6) - 600e-6, 1e-15);
+  EXPECT_EQ(nccl::latency_adjust_s(tree, 30e-6), nccl::floor_extra_s(tree, 30e-6));  // NCCL's larger: the floor
+  nccl::Choice ring_choice = tree;
+  ring_choice.algorithm = nccl::Algorithm::RING;
+  EXPECT_EQ(nccl::latency_adjust_s(ring_choice, 600e-6), 0.0);  // dtsim's ring is what NCCL runs: unchanged
+
+  const ClusterSpec c = load_cluster("dgx-h100:64");
+  Calibration cal = default_calibration(c.gpu.name);
+  cal.network_segments.clear();
+  cal.collective_algorithms.clear();
+  sim::SimOptions opt;
+  opt.network = sim::NetworkMode::ANALYTIC;
+  const double S = 96;
+  const double t_auto = sim::run_collective(c, cal, opt, 64, cost::CollectiveKind::ALL_REDUCE, S).time_s;
+  opt.collective_algorithm = sim::CollectiveAlgorithm::RING;
+  const double t_ring = sim::run_collective(c, cal, opt, 64, cost::CollectiveKind::ALL_REDUCE, S).time_s;
+  const double base_tree_ll_us = 6.8, nvlink_tree_ll_us = 0.6, net_tree_ll_us = 5.0;  // tuning.cc, LL
+  const auto choice = nccl::ring_choice(nccl::Setting::AUTO, ring(true, 64, 8, S, 50e9));
+  ASSERT_EQ(choice.algorithm, nccl::Algorithm::TREE);
+  ASSERT_EQ(choice.protocol, nccl::Protocol::LL);
+  const double tree_latency_s = (base_tree_ll_us + 2 * (7 * nvlink_tree_ll_us + 3 * net_tree_ll_us)) * us;
+  EXPECT_NEAR(choice.latency_s, tree_latency_s, 1e-12);
+  EXPECT_NEAR(t_auto, tree_latency_s, 0.05 * us);
+  EXPECT_GT(t_ring, 126 * cal.collective_step_overhead_s);
+  EXPECT_GT(t_ring, 4 * t_auto);
+}
