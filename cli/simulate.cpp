@@ -282,7 +282,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "(= fp8-tensorwise) | fp8-rowwise | mxfp8 | nvfp4 (Blackwell)")
     ("tp-comm-overlap", "overlap TP all-gathers / reduce-scatters with their GEMMs in chunks (Megatron "
      "--tp-comm-overlap, async TP; needs --sequence-parallel)")
-    ("tp-overlap-chunks", po::value<int>(), "pieces per overlapped TP collective (default: tp)")
+    ("tp-overlap-chunks", po::value<int>(), "pieces per chunked TP collective (default: Transformer Engine's: tp for all-gathers, 4 for forward reduce-scatters; a backward reduce-scatter runs whole beside its weight gradient)")
     ("overlap-param-gather", "ZeRO-1/2: all-gather each layer's updated parameters during the next forward")
     ("pp-comm-overlap", "pipeline sends and receives run beside the compute even where the stack blocks them (its "
      "p2p_sync: Megatron's 1F1B, Megatron-LM before 2023-06)")

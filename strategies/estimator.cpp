@@ -100,9 +100,10 @@ struct TpLinks {
   int group_size[3] = {1, 1, 1};
   /// Members of each group that share one node (1 when the members are a node or more apart).
   int group_per_node[3] = {1, 1, 1};
-  Link node;               ///< the in-node link (hop() of a group inside one node)
-  int overlap_chunks = 0;  ///< TP communication overlap: pieces per overlapped collective (0 = no overlap)
-  NcclContext nc;          ///< NCCL's protocol model of the rings (nccl_context)
+  Link node;                  ///< the in-node link (hop() of a group inside one node)
+  int overlap_chunks = 0;     ///< TP communication overlap: pieces per overlapped all-gather (0 = no overlap)
+  int overlap_rs_chunks = 0;  ///< and per chunked reduce-scatter (cost::tp_overlap_pieces)
+  NcclContext nc;             ///< NCCL's protocol model of the rings (nccl_context)
 };
 
 TpLinks tp_links(const ClusterSpec& c, const Calibration& cal, const NcclContext& nc, int tp, int stride_tp,
@@ -167,10 +168,13 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   double t = 0, host = 0, kernels = 0;
   const NcclContext& nc = tl.nc;
   // TP communication overlap (as Lowerer::overlapped_compute): an all-gather into the step's first GEMM and a
-  // reduce-scatter out of its last, each in k pieces pipelined with the GEMM's pieces: c + (k-1) max(c, g) + g.
+  // reduce-scatter out of its last, each in pieces pipelined with the GEMM's pieces (k for the all-gather, k_rs for
+  // the reduce-scatter: Transformer Engine's defaults, cost::tp_overlap_pieces): c + (k-1) max(c, g) + g; a
+  // reduce-scatter after a weight gradient whole beside it (TE's bulk overlap): max(c, g).
   const int k = tl.overlap_chunks;
+  const int k_rs = k > 0 ? tl.overlap_rs_chunks : 0;
   auto op_s = [&](const cost::Op& op) { return cost::op_time_s(op, c.gpu, dt, cal); };
-  auto piece_s = [&](const cost::Op& op) { return op_s(cost::gemm_piece(op, k)); };
+  auto piece_s = [&](const cost::Op& op, int pieces) { return op_s(cost::gemm_piece(op, pieces)); };
   auto coll_s = [&](double bytes) {
     // Transformer Engine's userbuffers, not NCCL: no protocol latency (as Lowerer::overlapped_compute).
     return ring_time_s(false, tl.size[0], bytes, tl.axis[0].alpha, tl.axis[0].bw, cal.collective_step_overhead_s);
@@ -184,14 +188,18 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
       if (static_cast<int>(i) != first && static_cast<int>(i) != last) sum += op_s(st.ops[i]);
     kernels += sum;
     if (first >= 0) {
-      const double g = piece_s(st.ops[static_cast<std::size_t>(first)]), cc = coll_s(ag->collective_bytes / k);
+      const double g = piece_s(st.ops[static_cast<std::size_t>(first)], k), cc = coll_s(ag->collective_bytes / k);
       sum += cc + (k - 1) * std::max(cc, g) + g;
       kernels += k * g;
     }
-    if (last >= 0) {
-      const double g = piece_s(st.ops[static_cast<std::size_t>(last)]), cc = coll_s(rs->collective_bytes / k);
-      sum += g + (k - 1) * std::max(cc, g) + cc;
-      kernels += k * g;
+    if (last >= 0 && cost::tp_overlap_bulk(st.ops[static_cast<std::size_t>(last)])) {
+      const double g = op_s(st.ops[static_cast<std::size_t>(last)]), cc = coll_s(rs->collective_bytes);
+      sum += std::max(cc, g);
+      kernels += g;
+    } else if (last >= 0) {
+      const double g = piece_s(st.ops[static_cast<std::size_t>(last)], k_rs), cc = coll_s(rs->collective_bytes / k_rs);
+      sum += g + (k_rs - 1) * std::max(cc, g) + cc;
+      kernels += k_rs * g;
     }
     host += static_cast<double>(st.ops.size()) * cal.host_issue_s;
     return std::pair{sum, last >= 0};
@@ -368,7 +376,10 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
     const StageStrategy st = plan.stage_strategy(s);
     const int tp = plan.stage_tp(s);
     TpLinks l = tp_links(c, cal, nc, tp, stride_tp, st.tp_layout, st.tp_depth);
-    if (plan.tp_comm_overlap) l.overlap_chunks = plan.tp_overlap_chunks > 0 ? plan.tp_overlap_chunks : tp;
+    if (plan.tp_comm_overlap) {
+      l.overlap_chunks = cost::tp_overlap_pieces(cost::CollectiveKind::ALL_GATHER, tp, plan.tp_overlap_chunks);
+      l.overlap_rs_chunks = cost::tp_overlap_pieces(cost::CollectiveKind::REDUCE_SCATTER, tp, plan.tp_overlap_chunks);
+    }
     // CP ranks sit next to the TP ranks; EP groups span etp-strided ranks of the tp x cp x dp block (dp beyond cp).
     l.group_size[0] = plan.cp;
     l.group[0] = hop(c, cal, plan.cp, plan.tp * stride_tp);

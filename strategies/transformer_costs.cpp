@@ -1874,6 +1874,13 @@ int gemm_index(const std::vector<Op>& ops, bool first) {
   return -1;
 }
 
+int tp_overlap_pieces(CollectiveKind kind, int tp, int chunks) {
+  if (chunks > 0) return chunks;
+  return kind == CollectiveKind::REDUCE_SCATTER ? kTePipelineSplits : tp;
+}
+
+bool tp_overlap_bulk(const Op& last_gemm) { return last_gemm.weight_grad; }
+
 Op gemm_piece(Op op, int k) {
   op.flops /= k;
   op.bytes /= k;

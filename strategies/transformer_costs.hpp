@@ -261,6 +261,19 @@ bool tp_overlappable(const Step& st, CollectiveKind kind);
 int gemm_index(const std::vector<Op>& ops, bool first);
 Op gemm_piece(Op op, int k);
 
+/// Transformer Engine's default comm-GEMM overlap methods (transformer_engine/pytorch/module/base.py, initialize_ub's
+/// get_default_config; Megatron-Core passes no ub_cfgs of its own by default): the all-gathers feeding qkv_fprop,
+/// fc1_fprop, proj_dgrad and fc2_dgrad by "ring_exchange" in tp pieces (num_splits = tp_size); the forward
+/// reduce-scatters after proj_fprop and fc2_fprop by "pipeline" in 4 pieces (num_splits = 4); the backward
+/// reduce-scatters of qkv_dgrad and fc1_dgrad by "bulk": the whole collective beside the weight-gradient GEMM
+/// (qkv_wgrad, fc1_wgrad), since what it reduces is the data gradient computed before it. `chunks` > 0
+/// (ParallelPlan::tp_overlap_chunks) sets the pieces of every chunked collective instead.
+constexpr int kTePipelineSplits = 4;
+int tp_overlap_pieces(CollectiveKind kind, int tp, int chunks);
+/// Whether a reduce-scatter after `last_gemm` runs whole beside it (TE's bulk overlap): `last_gemm` is a weight
+/// gradient.
+bool tp_overlap_bulk(const Op& last_gemm);
+
 /// Roofline time of one kernel with calibrated efficiencies, launch overhead included.
 /// The tensor-core peak a GEMM of the model's dtype runs at: FP32 GEMMs at the TF32 peak where the stack enables it.
 double gemm_peak_flops(const GpuSpec& gpu, DType dtype, const Calibration& cal);

@@ -253,7 +253,7 @@ struct ParallelPlan {
   /// split into tp_overlap_chunks pieces pipelined with the matching GEMM pieces, so only the first (all-gather) or
   /// last (reduce-scatter) piece and what the GEMM cannot hide stay exposed.
   bool tp_comm_overlap = false;
-  int tp_overlap_chunks = 0;  ///< pieces per overlapped collective; 0 = tp (one per ring step)
+  int tp_overlap_chunks = 0;  ///< pieces per chunked collective; 0 = TE's defaults (cost::tp_overlap_pieces)
   /// Distributed optimizer (ZeRO-1/2) parameter all-gather overlapped with the next forward (Megatron-Core
   /// --overlap-param-gather): each unit's updated parameters are gathered on the DP stream before its first forward
   /// instead of all at once after the optimizer step.

@@ -266,7 +266,8 @@ private:
 
   Count overlapped(const cost::Step& st, const cost::Step* ag, const cost::Step* rs, const Group& tp,
                    bool* issued) const {
-    const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : tp.n;
+    const int n = cost::tp_overlap_pieces(CollectiveKind::ALL_GATHER, tp.n, p_.tp_overlap_chunks);
+    const int n_rs = cost::tp_overlap_pieces(CollectiveKind::REDUCE_SCATTER, tp.n, p_.tp_overlap_chunks);
     const int first = ag ? cost::gemm_index(st.ops, true) : -1;
     int last = rs ? cost::gemm_index(st.ops, false) : -1;
     if (last == first) last = -1;
@@ -287,9 +288,14 @@ private:
     }
     if (last >= 0) {
       segment(next, last);
-      for (int j = 0; j < n; ++j) {
-        c += compute(j == 0 ? 1 : 0, issued);
-        c += collective(tp, rs->collective, rs->collective_bytes / n);
+      if (cost::tp_overlap_bulk(st.ops[static_cast<std::size_t>(last)])) {
+        c += collective(tp, rs->collective, rs->collective_bytes);
+        c += compute(1, issued);
+      } else {
+        for (int j = 0; j < n_rs; ++j) {
+          c += compute(j == 0 ? 1 : 0, issued);
+          c += collective(tp, rs->collective, rs->collective_bytes / n_rs);
+        }
       }
       segment(last + 1, ops);
       return c + Count{1, 2};

@@ -1358,12 +1358,16 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
   // reduce-scatter of its last GEMM's output are cut into n pieces, each pipelined with the matching GEMM piece
   // (piece j of the GEMM waits for piece j of the all-gather; piece j of the reduce-scatter starts after GEMM piece
   // j). Exposed: the first all-gather piece (the last reduce-scatter piece) plus what the GEMM pieces cannot hide.
-  const int n = p_.tp_overlap_chunks > 0 ? p_.tp_overlap_chunks : p_.stage_tp(out_.ranks[si].coord.pp);
+  // Pieces as Transformer Engine's default methods cut them (cost::tp_overlap_pieces): the all-gather in tp, a
+  // forward reduce-scatter in 4; a reduce-scatter after a weight gradient whole beside it (cost::tp_overlap_bulk).
+  const int tp = p_.stage_tp(out_.ranks[si].coord.pp);
+  const int n = cost::tp_overlap_pieces(CollectiveKind::ALL_GATHER, tp, p_.tp_overlap_chunks);
+  const int n_rs = cost::tp_overlap_pieces(CollectiveKind::REDUCE_SCATTER, tp, p_.tp_overlap_chunks);
   const auto& ops = st.ops;
   const int first = ag ? cost::gemm_index(ops, true) : -1;
   int last = rs ? cost::gemm_index(ops, false) : -1;
   if (last == first) last = -1;  // a single GEMM is pipelined with its all-gather only
-  auto piece = [&](const cost::Op& op) { return cost::gemm_piece(op, n); };
+  auto piece = [&](const cost::Op& op, int k) { return cost::gemm_piece(op, k); };
   auto segment = [&](int from, int to, std::int32_t after) {  // ops [from, to) as one task
     if (from >= to) return after;
     std::vector<cost::Op> seg(ops.begin() + from, ops.begin() + to);
@@ -1385,7 +1389,7 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
       const auto a = collective(si, GroupAxis::TP, Stream::TP, ag->collective, ag->collective_bytes / n, phase,
                                 prefix + ag->name, layer, mb, coll_pred);
       coll_pred = -1;  // later pieces follow on the TP stream
-      cur = compute_task(si, {piece(ops[static_cast<std::size_t>(first)])}, phase, prefix + st.name, layer, mb, cur,
+      cur = compute_task(si, {piece(ops[static_cast<std::size_t>(first)], n)}, phase, prefix + st.name, layer, mb, cur,
                          issued, j == 0 ? 1 : 0);
       g_.depend(a, cur);
     }
@@ -1394,11 +1398,19 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
   if (last >= 0) {
     cur = segment(next_op, last, cur);
     std::int32_t r = -1;
-    for (int j = 0; j < n; ++j) {
-      cur = compute_task(si, {piece(ops[static_cast<std::size_t>(last)])}, phase, prefix + st.name, layer, mb, cur,
-                         issued, j == 0 ? 1 : 0);
-      r = collective(si, GroupAxis::TP, Stream::TP, rs->collective, rs->collective_bytes / n, phase, prefix + rs->name,
+    if (cost::tp_overlap_bulk(ops[static_cast<std::size_t>(last)])) {
+      // Bulk: the whole reduce-scatter of the data gradient (computed before the weight gradient) beside the
+      // weight-gradient GEMM.
+      r = collective(si, GroupAxis::TP, Stream::TP, rs->collective, rs->collective_bytes, phase, prefix + rs->name,
                      layer, mb, cur);
+      cur = compute_task(si, {ops[static_cast<std::size_t>(last)]}, phase, prefix + st.name, layer, mb, cur, issued, 1);
+    } else {
+      for (int j = 0; j < n_rs; ++j) {
+        cur = compute_task(si, {piece(ops[static_cast<std::size_t>(last)], n_rs)}, phase, prefix + st.name, layer, mb,
+                           cur, issued, j == 0 ? 1 : 0);
+        r = collective(si, GroupAxis::TP, Stream::TP, rs->collective, rs->collective_bytes / n_rs, phase,
+                       prefix + rs->name, layer, mb, cur);
+      }
     }
     cur = segment(last + 1, static_cast<int>(ops.size()), cur);
     Task j;

@@ -221,6 +221,55 @@ TEST(TpCommOverlap, ChunkedReduceScatterClosedForm) {
   }
 }
 
+// Transformer Engine's default methods (cost::tp_overlap_pieces): at tp 8 a forward reduce-scatter is cut in 4
+// pieces ("pipeline", num_splits 4), not 8; a reduce-scatter after a weight gradient ("bulk": qkv_dgrad / fc1_dgrad
+// beside qkv_wgrad / fc1_wgrad) runs whole, starting when the data gradient before it ends: D + max(C, W).
+TEST(TpCommOverlap, TransformerEnginesPipelineAndBulkReduceScatters) {
+  const int n = 8;
+  const double B = 100e9, alpha = 2e-6, S = 64e6;
+  TransformerSpec model = tiny_model(1);
+  model.heads = n;
+  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
+  const double peak = cluster.gpu.peak_bf16_flops;
+  auto ring_s = [&](double bytes) { return (n - 1) * alpha + (n - 1.0) / n * bytes / B; };
+  auto run = [&](const std::vector<cost::Op>& ops) {
+    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+    plan.tp = n;
+    plan.sequence_parallel = true;
+    plan.tp_comm_overlap = true;
+    Calibration cal = ideal_calibration();
+    PassCosts pc;
+    cost::Step g;
+    g.kind = cost::Step::Kind::COMPUTE;
+    g.name = "mlp";
+    g.ops = ops;
+    cost::Step rs;
+    rs.kind = cost::Step::Kind::TP_COLLECTIVE;
+    rs.name = "mlp-rs";
+    rs.collective = cost::CollectiveKind::REDUCE_SCATTER;
+    rs.collective_bytes = S;
+    pc.layer.forward = {g, rs};
+    SimOptions opt;
+    opt.network = NetworkMode::ANALYTIC;
+    Lowered low = lower(model, cluster, plan, cal, opt, pc);
+    std::vector<int> gpus;
+    for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+    return end_time(run_analytic(low.graph, cluster, cal, gpus));
+  };
+  const double C = ring_s(S);
+  for (double G : {2 * C, 0.25 * C}) {
+    SCOPED_TRACE(G);
+    // Pipeline: 4 pieces of S / 4.
+    const double g4 = G / 4, c4 = ring_s(S / 4);
+    EXPECT_NEAR(run({{"fc2", true, G * peak, 0, false, 1024, 1024, 1024, 1}}), g4 + 3 * std::max(c4, g4) + c4, 1e-12);
+    // Bulk: the data gradient D, then the reduce-scatter whole beside the weight gradient W = G.
+    const double D = 0.5 * C;
+    EXPECT_NEAR(run({{"fc1-dgrad", true, D * peak, 0, false, 1024, 1024, 1024, 1},
+                     {"fc1-wgrad", true, G * peak, 0, true, 1024, 1024, 1024, 1}}),
+                D + std::max(C, G), 1e-12);
+  }
+}
+
 // The pieces of an overlapped GEMM run at the whole GEMM's efficiency (Transformer Engine issues them on up to three
 // streams, Op::pieces): n pieces take the whole GEMM's time plus n - 1 more launches, on the A100's fitted curve (whose
 // efficiency at 1/8 of the size is far lower) and for a weight gradient accumulated into fp32 (each piece adds into
