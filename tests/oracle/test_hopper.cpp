@@ -185,39 +185,48 @@ TEST(TpCommOverlap, ChunkedAllGatherClosedForm) {
   }
 }
 
+namespace {
+// One TP-n layer whose forward is [one compute step of `ops` (FLOPs in seconds at the peak: scaled here), a
+// reduce-scatter of S bytes], overlapped, on a uniform contention-free network; returns the iteration time.
+double gemm_rs_iteration(int n, double S, std::vector<cost::Op> ops, double B, double alpha) {
+  TransformerSpec model = tiny_model(1);
+  model.heads = n;
+  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
+  for (auto& op : ops) op.flops *= cluster.gpu.peak_bf16_flops;
+  ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
+  plan.tp = n;
+  plan.sequence_parallel = true;
+  plan.tp_comm_overlap = true;
+  Calibration cal = ideal_calibration();
+  PassCosts pc;
+  cost::Step g;
+  g.kind = cost::Step::Kind::COMPUTE;
+  g.name = "mlp";
+  g.ops = std::move(ops);
+  cost::Step rs;
+  rs.kind = cost::Step::Kind::TP_COLLECTIVE;
+  rs.name = "mlp-rs";
+  rs.collective = cost::CollectiveKind::REDUCE_SCATTER;
+  rs.collective_bytes = S;
+  pc.layer.forward = {g, rs};
+  SimOptions opt;
+  opt.network = NetworkMode::ANALYTIC;
+  Lowered low = lower(model, cluster, plan, cal, opt, pc);
+  std::vector<int> gpus;
+  for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
+  return end_time(run_analytic(low.graph, cluster, cal, gpus));
+}
+}  // namespace
+
 // The reduce-scatter after a GEMM: piece j starts after GEMM piece j; the last piece stays exposed.
 TEST(TpCommOverlap, ChunkedReduceScatterClosedForm) {
   const int n = 4;
   const double B = 100e9, alpha = 2e-6, S = 64e6;
-  TransformerSpec model = tiny_model(1);
-  model.heads = n;
-  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
-  const double peak = cluster.gpu.peak_bf16_flops;
   const double c = (n - 1) * alpha + (n - 1.0) / n * (S / n) / B;
   for (double G : {4 * c * n, 0.5 * c * n}) {
-    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
-    plan.tp = n;
-    plan.sequence_parallel = true;
-    plan.tp_comm_overlap = true;
-    Calibration cal = ideal_calibration();
-    PassCosts pc;
-    cost::Step g;
-    g.kind = cost::Step::Kind::COMPUTE;
-    g.name = "mlp";
-    g.ops.push_back({"fc2", true, G * peak, 0, false, 1024, 1024, 1024, 1});
-    cost::Step rs;
-    rs.kind = cost::Step::Kind::TP_COLLECTIVE;
-    rs.name = "mlp-rs";
-    rs.collective = cost::CollectiveKind::REDUCE_SCATTER;
-    rs.collective_bytes = S;
-    pc.layer.forward = {g, rs};
-    SimOptions opt;
-    opt.network = NetworkMode::ANALYTIC;
-    Lowered low = lower(model, cluster, plan, cal, opt, pc);
-    std::vector<int> gpus;
-    for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
     const double g1 = G / n;
-    EXPECT_NEAR(end_time(run_analytic(low.graph, cluster, cal, gpus)), g1 + (n - 1) * std::max(c, g1) + c, 1e-12);
+    EXPECT_NEAR(gemm_rs_iteration(n, S, {{"fc2", true, G, 0, false, 1024, 1024, 1024, 1}}, B, alpha),
+                g1 + (n - 1) * std::max(c, g1) + c, 1e-12);
   }
 }
 
@@ -227,45 +236,20 @@ TEST(TpCommOverlap, ChunkedReduceScatterClosedForm) {
 TEST(TpCommOverlap, TransformerEnginesPipelineAndBulkReduceScatters) {
   const int n = 8;
   const double B = 100e9, alpha = 2e-6, S = 64e6;
-  TransformerSpec model = tiny_model(1);
-  model.heads = n;
-  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
-  const double peak = cluster.gpu.peak_bf16_flops;
   auto ring_s = [&](double bytes) { return (n - 1) * alpha + (n - 1.0) / n * bytes / B; };
-  auto run = [&](const std::vector<cost::Op>& ops) {
-    ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
-    plan.tp = n;
-    plan.sequence_parallel = true;
-    plan.tp_comm_overlap = true;
-    Calibration cal = ideal_calibration();
-    PassCosts pc;
-    cost::Step g;
-    g.kind = cost::Step::Kind::COMPUTE;
-    g.name = "mlp";
-    g.ops = ops;
-    cost::Step rs;
-    rs.kind = cost::Step::Kind::TP_COLLECTIVE;
-    rs.name = "mlp-rs";
-    rs.collective = cost::CollectiveKind::REDUCE_SCATTER;
-    rs.collective_bytes = S;
-    pc.layer.forward = {g, rs};
-    SimOptions opt;
-    opt.network = NetworkMode::ANALYTIC;
-    Lowered low = lower(model, cluster, plan, cal, opt, pc);
-    std::vector<int> gpus;
-    for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
-    return end_time(run_analytic(low.graph, cluster, cal, gpus));
-  };
   const double C = ring_s(S);
   for (double G : {2 * C, 0.25 * C}) {
     SCOPED_TRACE(G);
     // Pipeline: 4 pieces of S / 4.
     const double g4 = G / 4, c4 = ring_s(S / 4);
-    EXPECT_NEAR(run({{"fc2", true, G * peak, 0, false, 1024, 1024, 1024, 1}}), g4 + 3 * std::max(c4, g4) + c4, 1e-12);
+    EXPECT_NEAR(gemm_rs_iteration(n, S, {{"fc2", true, G, 0, false, 1024, 1024, 1024, 1}}, B, alpha),
+                g4 + 3 * std::max(c4, g4) + c4, 1e-12);
     // Bulk: the data gradient D, then the reduce-scatter whole beside the weight gradient W = G.
     const double D = 0.5 * C;
-    EXPECT_NEAR(run({{"fc1-dgrad", true, D * peak, 0, false, 1024, 1024, 1024, 1},
-                     {"fc1-wgrad", true, G * peak, 0, true, 1024, 1024, 1024, 1}}),
+    EXPECT_NEAR(gemm_rs_iteration(n, S,
+                                  {{"fc1-dgrad", true, D, 0, false, 1024, 1024, 1024, 1},
+                                   {"fc1-wgrad", true, G, 0, true, 1024, 1024, 1024, 1}},
+                                  B, alpha),
                 D + std::max(C, G), 1e-12);
   }
 }
