@@ -171,8 +171,7 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   // reduce-scatter out of its last, each in pieces pipelined with the GEMM's pieces (k for the all-gather, k_rs for
   // the reduce-scatter: Transformer Engine's defaults, cost::tp_overlap_pieces): c + (k-1) max(c, g) + g; a
   // reduce-scatter after a weight gradient whole beside it (TE's bulk overlap): max(c, g).
-  const int k = tl.overlap_chunks;
-  const int k_rs = k > 0 ? tl.overlap_rs_chunks : 0;
+  const int k = tl.overlap_chunks, k_rs = tl.overlap_rs_chunks;
   auto op_s = [&](const cost::Op& op) { return cost::op_time_s(op, c.gpu, dt, cal); };
   auto piece_s = [&](const cost::Op& op, int pieces) { return op_s(cost::gemm_piece(op, pieces)); };
   auto coll_s = [&](double bytes) {

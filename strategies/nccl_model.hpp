@@ -98,10 +98,8 @@ inline double floor_extra_s(const Choice& c, double simulated_latency_s) {
 /// NCCL's estimate leaves after the payload (the tree's 2 log2(nodes) network hops: 0.04 ms), never below 0: the
 /// result (< 0) is that difference. 0 where dtsim's ring is what NCCL runs and NCCL's estimate is not larger.
 inline double latency_adjust_s(const Choice& c, double simulated_latency_s) {
-  const double floor = floor_extra_s(c, simulated_latency_s);
-  if (floor > 0 || c.algorithm == Algorithm::RING) return floor;
-  const double own = simulated_latency_s + c.simple_payload_s;
-  if (!(c.time_s < own)) return 0.0;
+  if (c.algorithm == Algorithm::RING || !(c.time_s < simulated_latency_s + c.simple_payload_s))
+    return floor_extra_s(c, simulated_latency_s);
   return std::max(c.time_s - c.simple_payload_s, 0.0) - simulated_latency_s;
 }
 

@@ -1366,8 +1366,7 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
   const auto& ops = st.ops;
   const int first = ag ? cost::gemm_index(ops, true) : -1;
   int last = rs ? cost::gemm_index(ops, false) : -1;
-  if (last == first) last = -1;  // a single GEMM is pipelined with its all-gather only
-  auto piece = [&](const cost::Op& op, int k) { return cost::gemm_piece(op, k); };
+  if (last == first) last = -1;                               // a single GEMM is pipelined with its all-gather only
   auto segment = [&](int from, int to, std::int32_t after) {  // ops [from, to) as one task
     if (from >= to) return after;
     std::vector<cost::Op> seg(ops.begin() + from, ops.begin() + to);
@@ -1389,8 +1388,8 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
       const auto a = collective(si, GroupAxis::TP, Stream::TP, ag->collective, ag->collective_bytes / n, phase,
                                 prefix + ag->name, layer, mb, coll_pred);
       coll_pred = -1;  // later pieces follow on the TP stream
-      cur = compute_task(si, {piece(ops[static_cast<std::size_t>(first)], n)}, phase, prefix + st.name, layer, mb, cur,
-                         issued, j == 0 ? 1 : 0);
+      cur = compute_task(si, {cost::gemm_piece(ops[static_cast<std::size_t>(first)], n)}, phase, prefix + st.name,
+                         layer, mb, cur, issued, j == 0 ? 1 : 0);
       g_.depend(a, cur);
     }
     next_op = first + 1;
@@ -1406,8 +1405,8 @@ std::int32_t Lowerer::overlapped_compute(int si, const cost::Step& st, const cos
       cur = compute_task(si, {ops[static_cast<std::size_t>(last)]}, phase, prefix + st.name, layer, mb, cur, issued, 1);
     } else {
       for (int j = 0; j < n_rs; ++j) {
-        cur = compute_task(si, {piece(ops[static_cast<std::size_t>(last)], n_rs)}, phase, prefix + st.name, layer, mb,
-                           cur, issued, j == 0 ? 1 : 0);
+        cur = compute_task(si, {cost::gemm_piece(ops[static_cast<std::size_t>(last)], n_rs)}, phase, prefix + st.name,
+                           layer, mb, cur, issued, j == 0 ? 1 : 0);
         r = collective(si, GroupAxis::TP, Stream::TP, rs->collective, rs->collective_bytes / n_rs, phase,
                        prefix + rs->name, layer, mb, cur);
       }

@@ -133,9 +133,9 @@ TEST(Fp8Layer, RefusedWithoutTensorCores) {
 }
 
 namespace {
-// One TP-n layer whose forward is [all-gather of S bytes, one GEMM of gemm_flops], no backward work, one
-// micro-batch, on a uniform contention-free network (analytic engine); returns the iteration time.
-double ag_gemm_iteration(int n, double S, double gemm_flops, bool overlap, double B, double alpha) {
+// One TP-n layer whose forward is `forward` (no backward work), one micro-batch, on a uniform contention-free network
+// (analytic engine), TP overlap on or off; returns the iteration time.
+double tp_layer_iteration(int n, std::vector<cost::Step> forward, bool overlap, double B, double alpha) {
   TransformerSpec model = tiny_model(1);
   model.heads = n;
   ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
@@ -145,22 +145,47 @@ double ag_gemm_iteration(int n, double S, double gemm_flops, bool overlap, doubl
   plan.tp_comm_overlap = overlap;
   Calibration cal = ideal_calibration();
   PassCosts pc;
-  cost::Step ag;
-  ag.kind = cost::Step::Kind::TP_COLLECTIVE;
-  ag.name = "mlp-ag";
-  ag.collective = cost::CollectiveKind::ALL_GATHER;
-  ag.collective_bytes = S;
-  cost::Step g;
-  g.kind = cost::Step::Kind::COMPUTE;
-  g.name = "mlp";
-  g.ops.push_back({"fc1", true, gemm_flops, 0, false, 1024, 1024, 1024, 1});
-  pc.layer.forward = {ag, g};
+  pc.layer.forward = std::move(forward);
   SimOptions opt;
   opt.network = NetworkMode::ANALYTIC;
   Lowered low = lower(model, cluster, plan, cal, opt, pc);
   std::vector<int> gpus;
   for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
   return end_time(run_analytic(low.graph, cluster, cal, gpus));
+}
+
+cost::Step tp_collective(const char* name, cost::CollectiveKind kind, double bytes) {
+  cost::Step st;
+  st.kind = cost::Step::Kind::TP_COLLECTIVE;
+  st.name = name;
+  st.collective = kind;
+  st.collective_bytes = bytes;
+  return st;
+}
+
+// A compute step of `ops`, their FLOPs given in seconds at the uniform cluster's peak.
+cost::Step mlp_step(std::vector<cost::Op> ops) {
+  const double peak = uniform_cluster(1, 1, 1e9, 0).gpu.peak_bf16_flops;
+  for (auto& op : ops) op.flops *= peak;
+  cost::Step g;
+  g.kind = cost::Step::Kind::COMPUTE;
+  g.name = "mlp";
+  g.ops = std::move(ops);
+  return g;
+}
+
+// [all-gather of S bytes, one GEMM of G seconds].
+double ag_gemm_iteration(int n, double S, double G, bool overlap, double B, double alpha) {
+  return tp_layer_iteration(n,
+                            {tp_collective("mlp-ag", cost::CollectiveKind::ALL_GATHER, S),
+                             mlp_step({{"fc1", true, G, 0, false, 1024, 1024, 1024, 1}})},
+                            overlap, B, alpha);
+}
+
+// [a compute step of `ops` (seconds), a reduce-scatter of S bytes], overlapped.
+double gemm_rs_iteration(int n, double S, std::vector<cost::Op> ops, double B, double alpha) {
+  return tp_layer_iteration(
+      n, {mlp_step(std::move(ops)), tp_collective("mlp-rs", cost::CollectiveKind::REDUCE_SCATTER, S)}, true, B, alpha);
 }
 }  // namespace
 
@@ -170,53 +195,19 @@ double ag_gemm_iteration(int n, double S, double gemm_flops, bool overlap, doubl
 TEST(TpCommOverlap, ChunkedAllGatherClosedForm) {
   const int n = 4;
   const double B = 100e9, alpha = 2e-6, S = 64e6;
-  const double peak = gpu_preset("a100-sxm4-80gb").peak_bf16_flops;
   // One all-gather of S / n over n ranks (ring): (n-1) alpha + (n-1)/n (S/n) / B.
   const double c = (n - 1) * alpha + (n - 1.0) / n * (S / n) / B;
   const double C = (n - 1) * alpha + (n - 1.0) / n * S / B;
   for (double G : {4 * c * n, 0.5 * c * n}) {  // GEMM hides the pieces / GEMM shorter than the pieces
     const double g = G / n;
-    const double off = ag_gemm_iteration(n, S, G * peak, false, B, alpha);
-    const double on = ag_gemm_iteration(n, S, G * peak, true, B, alpha);
+    const double off = ag_gemm_iteration(n, S, G, false, B, alpha);
+    const double on = ag_gemm_iteration(n, S, G, true, B, alpha);
     EXPECT_NEAR(off, C + G, 1e-12);
     EXPECT_NEAR(on, c + (n - 1) * std::max(c, g) + g, 1e-12);
     // Exposed communication: the first piece plus what the GEMM cannot hide.
     EXPECT_NEAR(on - G, c + (n - 1) * std::max(0.0, c - g), 1e-12);
   }
 }
-
-namespace {
-// One TP-n layer whose forward is [one compute step of `ops` (FLOPs in seconds at the peak: scaled here), a
-// reduce-scatter of S bytes], overlapped, on a uniform contention-free network; returns the iteration time.
-double gemm_rs_iteration(int n, double S, std::vector<cost::Op> ops, double B, double alpha) {
-  TransformerSpec model = tiny_model(1);
-  model.heads = n;
-  ClusterSpec cluster = uniform_cluster(1, n, B, alpha);
-  for (auto& op : ops) op.flops *= cluster.gpu.peak_bf16_flops;
-  ParallelPlan plan = pipeline_plan(Schedule::GPIPE, 1, 1);
-  plan.tp = n;
-  plan.sequence_parallel = true;
-  plan.tp_comm_overlap = true;
-  Calibration cal = ideal_calibration();
-  PassCosts pc;
-  cost::Step g;
-  g.kind = cost::Step::Kind::COMPUTE;
-  g.name = "mlp";
-  g.ops = std::move(ops);
-  cost::Step rs;
-  rs.kind = cost::Step::Kind::TP_COLLECTIVE;
-  rs.name = "mlp-rs";
-  rs.collective = cost::CollectiveKind::REDUCE_SCATTER;
-  rs.collective_bytes = S;
-  pc.layer.forward = {g, rs};
-  SimOptions opt;
-  opt.network = NetworkMode::ANALYTIC;
-  Lowered low = lower(model, cluster, plan, cal, opt, pc);
-  std::vector<int> gpus;
-  for (const auto& r : low.ranks) gpus.push_back(r.global_rank);
-  return end_time(run_analytic(low.graph, cluster, cal, gpus));
-}
-}  // namespace
 
 // The reduce-scatter after a GEMM: piece j starts after GEMM piece j; the last piece stays exposed.
 TEST(TpCommOverlap, ChunkedReduceScatterClosedForm) {
