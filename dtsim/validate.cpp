@@ -21,8 +21,10 @@
 #include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
 #include "traces/nccl_tests.hpp"
+#include "traces/text.hpp"
 #include "traces/units.hpp"
 #include "validate/calibrate/compute_fit.hpp"
+#include "validate/calibrate/host_issue.hpp"
 #include "validate/calibrate/nccl_fit.hpp"
 #include "validate/calibrate/runs_fit.hpp"
 #include "validate/compare/compare.hpp"
@@ -761,9 +763,33 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
   out.max_rel_error = fit.all_residuals.max;
   out.notes = fit.notes;
   out.text = sim::summary_text(fit);
+  std::vector<sim::HostIssueMeasurement> host;
+  for (const auto& [t, name] : imported) host.push_back(sim::measure_host_issue(t, name));
+  out.host_issue_s = sim::median_host_issue_s(host);
+  if (!host.empty()) {
+    out.text += sim::host_issue_text(host);
+    if (out.host_issue_s > 0)
+      out.text += format_number("host issue: median %.1f us per launch", out.host_issue_s * 1e6) +
+                  " (a stack value: set it as host_issue_s in your stack profile; not in calibration.json)\n";
+    nlohmann::json per = nlohmann::json::array();
+    for (const auto& m : host)
+      per.push_back({{"source", m.source},
+                     {"launches", m.launches},
+                     {"busy_s", m.busy_s},
+                     {"blocked_s", m.blocked_s},
+                     {"gpu_busy_fraction", m.gpu_busy_fraction},
+                     {"host_issue_s", m.usable ? nlohmann::json(m.host_issue_s) : nlohmann::json(nullptr)},
+                     {"not_measured", m.why_not}});
+    out.calibration.provenance["host_issue"] = {
+        {"method",
+         "validate/calibrate/host_issue.hpp: CPU-operator time of the issuing thread outside calls that "
+         "wait for the GPU, per launch; a stack value, not applied to this calibration"},
+        {"median_s", out.host_issue_s},
+        {"traces", per}};
+  }
   if (!req.out_dir.empty())
     out.text += "wrote " + req.out_dir + "/calibration.json and " + req.out_dir + "/points.csv\n";
-  out.files = {{"calibration.json", to_json(fit.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}};
+  out.files = {{"calibration.json", to_json(out.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}};
   return out;
 }
 

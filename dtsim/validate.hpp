@@ -234,7 +234,12 @@ struct CalibrateComputeResult {
   std::size_t samples = 0;  ///< GEMM and memory-bound operator samples
   double median_rel_error = 0, mean_rel_error = 0, max_rel_error = 0;  ///< |residual| over the samples
   std::vector<std::string> notes;                                      ///< caveats of the inputs and the fit
-  std::string text;  ///< fitted values, residuals overall and per class, skip reasons, notes
+  /// The median over the traces of the host's issue time per launch measured on their CPU side
+  /// (validate/calibrate/host_issue.hpp; 0 when no trace measures it; each trace's figure is in the text and the
+  /// calibration's provenance "host_issue"): a software-stack value (a stack profile's host_issue_s), so it is
+  /// reported, not set in the hardware calibration.
+  double host_issue_s = 0;
+  std::string text;  ///< fitted values, residuals overall and per class, skip reasons, notes, host issue
   Files files;       ///< calibration.json, points.csv
 };
 CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req);

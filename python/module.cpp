@@ -561,6 +561,7 @@ py::dict calibrate_compute_py(const py::object& traces, const py::object& gemm_c
   d["median_rel_error"] = r.median_rel_error;
   d["mean_rel_error"] = r.mean_rel_error;
   d["max_rel_error"] = r.max_rel_error;
+  d["host_issue_s"] = r.host_issue_s;
   d["notes"] = r.notes;
   d["text"] = r.text;
   d["files"] = files_dict(r.files);

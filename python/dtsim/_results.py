@@ -234,7 +234,8 @@ class ValidationResult(Result):
 
 class CalibrationResult(Result):
     """A compute calibration fitted to kernel traces (dtsim.calibrate_compute): calibration (a calibration dict,
-    accepted by dtsim.simulate), gpu, samples, residuals, notes; files calibration.json and points.csv."""
+    accepted by dtsim.simulate), gpu, samples, residuals, notes, host_issue_s (the traces' median host time per
+    launch, a stack value: 0 when no trace measures it); files calibration.json and points.csv."""
 
     def to_frame(self):
         """points.csv: one row per fitted sample (operator, class, measured and predicted time, ...)."""

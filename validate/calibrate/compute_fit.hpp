@@ -6,9 +6,10 @@
 // with L = kernel_launch_s, H the GPU's HBM bandwidth, P its peak for the operator's dtype; the flops term
 // exists for GEMMs only. op_time_s also floors an operator at host_issue_s (the host's issue rate): that floor
 // bounds how fast the CPU feeds kernels, not how long a kernel runs, so it is neither applied to the measured
-// kernel durations nor fitted here; the output keeps the base's host_issue_s. Since f / (P eff(f)) = (f + f_half) / (P
-// eff_max), the compute branch is linear in the unknowns: T = L + (u f + v) / P with u = 1/eff_max, v = f_half/eff_max;
-// the memory branch is T = L + w bytes/H with w = 1/eff_mem.
+// kernel durations nor fitted here; the output keeps the base's host_issue_s (the host's own time per launch is
+// measured from the traces' CPU side by validate/calibrate/host_issue.hpp and reported beside the fit). Since f / (P
+// eff(f)) = (f + f_half) / (P eff_max), the compute branch is linear in the unknowns: T = L + (u f + v) / P with u =
+// 1/eff_max, v = f_half/eff_max; the memory branch is T = L + w bytes/H with w = 1/eff_mem.
 //
 // Fit (deterministic; every residual is relative, (T_model - T) / T):
 //  1. memory-bound operators -> L (intercept) and eff_mem (slope), bounds L >= 0, eff_mem <= 1;

@@ -9,6 +9,7 @@
 #include "traces/cluster.hpp"
 #include "traces/stack_profile.hpp"
 #include "traces/text.hpp"
+#include "validate/calibrate/host_issue.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -26,7 +27,9 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
 }
 
 /// The estimates a fit starts from (the Calibration defaults of every fitted field, and host costs of tens of
-/// microseconds), so that a refit without a source does not start at the optimum that saw it.
+/// microseconds), so that a refit without a source does not start at the optimum that saw it. The host's issue time
+/// per kernel is eager PyTorch's as measured on the development traces (kEagerHostIssueS,
+/// validate/calibrate/host_issue.hpp), not fitted on any published run.
 Calibration neutral_start(Calibration c) {
   const Calibration d;
   c.gemm_efficiency_max = d.gemm_efficiency_max;
@@ -37,7 +40,7 @@ Calibration neutral_start(Calibration c) {
   c.kernel_launch_s = d.kernel_launch_s;
   c.intra_bandwidth_efficiency = d.intra_bandwidth_efficiency;
   c.collective_step_overhead_s = d.collective_step_overhead_s;
-  c.host_issue_s = 20e-6;
+  c.host_issue_s = kEagerHostIssueS;
   c.host_collective_issue_s = 10e-6;
   c.p2p_overhead_s = 5e-6;
   for (const char* f : {"host_issue_s", "host_collective_issue_s", "p2p_overhead_s"}) c.pin(f);
