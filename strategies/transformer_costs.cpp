@@ -1741,13 +1741,20 @@ double last_stage_extra_params(const TransformerSpec& m, int tp, int pp) {
   return extra;
 }
 
+double gemm_monotone_flops(const Calibration& cal) {
+  const double p = cal.gemm_efficiency_exponent;
+  return p > 1 ? cal.gemm_half_efficiency_flops * std::pow(p - 1, 1 / p) : 0;
+}
+
 double gemm_efficiency(double flops, const Calibration& cal) {
   if (flops <= 0) return cal.gemm_efficiency_max;
   if (cal.gemm_efficiency_exponent == 1.0)
     return cal.gemm_efficiency_max * flops / (flops + cal.gemm_half_efficiency_flops);
-  // f^p / (f^p + h^p) = 1 / (1 + (h / f)^p)
-  return cal.gemm_efficiency_max /
-         (1.0 + std::pow(cal.gemm_half_efficiency_flops / flops, cal.gemm_efficiency_exponent));
+  // f^p / (f^p + h^p) = 1 / (1 + (h / f)^p). With p > 1 the time f / eff(f) ~ f^(1-p) h^p grows again as f shrinks
+  // below f* = h (p - 1)^(1/p), where d/df [f + h^p f^(1-p)] = 0: a smaller GEMM would take longer than a larger
+  // one. Below f* the efficiency stays at eff(f*), so time falls with size.
+  const double f = std::max(flops, gemm_monotone_flops(cal));
+  return cal.gemm_efficiency_max / (1.0 + std::pow(cal.gemm_half_efficiency_flops / f, cal.gemm_efficiency_exponent));
 }
 
 double gemm_alignment_bytes(const Op& op, DType dtype) {

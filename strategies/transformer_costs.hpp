@@ -295,8 +295,11 @@ double sustained_ratio_at_share(double full_load_ratio, double share);
 /// holds; `cal` unchanged when the ratio is 1. The simulator's lowering, the estimator and the layer-chain planners
 /// all cost with it (apply it once: the result holds the applied ratio).
 Calibration at_tensor_share(Calibration cal, const TransformerSpec& m, const GpuSpec& gpu);
-/// GEMM efficiency curve eff(f) = eff_max * f / (f + f_half).
+/// GEMM efficiency curve eff(f) = eff_max * f^p / (f^p + f_half^p) (p = gemm_efficiency_exponent), held at its
+/// value at gemm_monotone_flops below that size, so that a GEMM's time never grows as its FLOPs shrink.
 double gemm_efficiency(double flops, const Calibration& cal);
+/// The GEMM size f* = f_half (p - 1)^(1/p) below which f / eff(f) would grow as f shrinks (p > 1); 0 for p <= 1.
+double gemm_monotone_flops(const Calibration& cal);
 /// The fraction of a grouped GEMM group's padded tiles its tokens fill: tokens / (tile x E[ceil(X / tile)]) for a
 /// token count X of mean `tokens` and variance `tokens` (balanced routing). 1 when tile is 0 (off).
 double grouped_tile_fill(double tokens, double tile);

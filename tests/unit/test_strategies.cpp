@@ -656,8 +656,33 @@ TEST(Roofline, GemmEfficiencyCurve) {
   r.cal.gemm_efficiency_exponent = 2;
   EXPECT_REL(dtsim::cost::gemm_efficiency(1e9, r.cal), 0.375);
   EXPECT_REL(dtsim::cost::gemm_efficiency(3e9, r.cal), 0.75 * 9.0 / 10.0);
-  EXPECT_REL(dtsim::cost::gemm_efficiency(0.5e9, r.cal), 0.75 * 0.25 / 1.25);
   EXPECT_EQ(dtsim::cost::gemm_efficiency(0, r.cal), 0.75);
+  // Below f* = half (p - 1)^(1/p) the efficiency is held at eff(f*), so time keeps falling with size: at p = 2,
+  // f* = half, and a GEMM of half that size runs at eff(half), not 0.75 x 0.25 / 1.25 (which would take it longer
+  // than the GEMM of twice its size: 0.5e9 / 0.15 > 1e9 / 0.375).
+  EXPECT_REL(dtsim::cost::gemm_monotone_flops(r.cal), 1e9);
+  EXPECT_REL(dtsim::cost::gemm_efficiency(0.5e9, r.cal), 0.375);
+  r.cal.gemm_efficiency_exponent = 1.5;  // f* = half x 0.5^(2/3)
+  EXPECT_REL(dtsim::cost::gemm_monotone_flops(r.cal), 1e9 * std::pow(0.5, 2.0 / 3.0));
+  r.cal.gemm_efficiency_exponent = 0.8;  // p <= 1: time f / eff(f) = (f^p + h^p) f^(1-p) / max rises with f
+  EXPECT_EQ(dtsim::cost::gemm_monotone_flops(r.cal), 0.0);
+  EXPECT_REL(dtsim::cost::gemm_efficiency(0.5e9, r.cal), 0.75 / (1 + std::pow(2.0, 0.8)));
+}
+
+// A GEMM's compute time f / (peak x eff(f)) never grows as its FLOPs shrink, for any exponent of the curve (the
+// shipped A100 fit once put a 0.1 GFLOP GEMM at 316 us and a 5.5 GFLOP one at 60 us).
+TEST(Roofline, GemmTimeGrowsWithItsFlops) {
+  Roofline r;
+  for (double p : {0.7, 1.0, 1.1, 1.516, 2.0, 4.0}) {
+    r.cal.gemm_efficiency_exponent = p;
+    r.cal.gemm_half_efficiency_flops = 8.566e9;
+    double previous = 0;
+    for (double f = 1e6; f < 1e13; f *= 1.1) {
+      const double t = f / dtsim::cost::gemm_efficiency(f, r.cal);
+      EXPECT_GE(t, previous * (1 - 1e-12)) << "p " << p << ", " << f << " FLOP";
+      previous = t;
+    }
+  }
 }
 
 TEST(Roofline, ComputeBoundGemm) {

@@ -60,29 +60,33 @@ TEST(PublishedData, VtrainCsvMapsToMegatronDeepSpeedRuns) {
 }
 
 // The shipped A100 preset was fitted on the even rows; the odd rows are held out. These bounds are the
-// figures recorded in docs/accuracy.md (MAPE 4.86%, max 19.6%, Spearman >= 0.989) with a small margin: a change of
-// the model that makes the held-out predictions worse fails here.
+// figures recorded in docs/accuracy.md (MAPE 5.55%, max 18.8%, Spearman >= 0.988, since the 2026-12-05 refit with the
+// GEMM curve held monotone; 4.86% before, on a curve that made small GEMMs slower than larger ones) with a small
+// margin: a change of the model that makes the held-out predictions worse fails here.
 TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
   if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
   const auto rows = select_split(load_published(kVtrain), "test");
   const auto results = predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC);
   const auto s = score(results);
   EXPECT_EQ(s.failed, 0);
-  EXPECT_LT(s.mape, 0.049);
-  EXPECT_LT(s.max_abs_error, 0.198);
+  EXPECT_LT(s.mape, 0.0565);
+  EXPECT_LT(s.max_abs_error, 0.19);
   EXPECT_GT(s.spearman_min, 0.985);
   EXPECT_LT(std::abs(s.mean_error), 0.02);
 }
 
 // The Accuracy issue's targets on the whole vTrain single-node set (1,440 rows, train and held-out together):
-// MAPE <= 5%, max |error| <= 20%, Spearman >= 0.95 in every model group (docs/accuracy.md: 4.91%, 19.6%, 0.992).
+// MAPE <= 5%, max |error| <= 20%, Spearman >= 0.95 in every model group (docs/accuracy.md: 4.91%, 19.6%, 0.992 until
+// 2026-12-05). The MAPE target is no longer met: 5.65% since the A100 was refitted with its GEMM curve held monotone
+// (the 4.88% fit had put small GEMMs at 60-316 us, slower than larger ones); the bound is the measured figure with a
+// small margin, so that a further loss fails here, and README says the target is unmet.
 TEST(PublishedData, FittedA100PresetMeetsTheTargetsOnAllVtrainRows) {
   if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
   const auto rows = load_published(kVtrain);
   ASSERT_EQ(rows.size(), 1440u);
   const auto s = score(predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC));
   EXPECT_EQ(s.failed, 0);
-  EXPECT_LE(s.mape, 0.05);
+  EXPECT_LE(s.mape, 0.0575);
   EXPECT_LE(s.max_abs_error, 0.20);
   EXPECT_GE(s.spearman_min, 0.95);
   ASSERT_EQ(s.groups.size(), 8u);
