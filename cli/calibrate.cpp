@@ -25,7 +25,8 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
       "dtsim calibrate compute: fit the compute calibration (kernel launch overhead, memory-bandwidth and GEMM\n"
       "efficiency) to the kernel times of PyTorch-profiler traces recorded with shapes and/or GEMM sweep CSVs\n"
       "example: dtsim calibrate compute --trace rank0.json.gz --gemm-csv gemm.csv --out cal/\n"
-      "         (writes cal/calibration.json and cal/points.csv)\n\noptions");
+      "         (writes cal/calibration.json, cal/points.csv and, with a trace's host issue time, "
+      "cal/stack.json)\n\noptions");
   // clang-format off
   desc.add_options()
     ("help,h", "this help")
@@ -33,7 +34,8 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
     ("gemm-csv", po::value<std::vector<std::string>>()->composing(), "GEMM sweep CSV (m,n,k,dtype,time_s,tflops); repeatable")
     ("gpu", po::value<std::string>(), "GPU preset or JSON file with its peaks (default: the traces' GPU)")
     ("base", po::value<std::string>(), "base calibration: JSON file or GPU preset name (default: the GPU's built-in one)")
-    ("out", po::value<std::string>(), "directory to write calibration.json and points.csv into");
+    ("stack", po::value<std::string>(), "stack profile (name or JSON file) that stack.json copies with the traces' measured host issue time (default: megatron-core)")
+    ("out", po::value<std::string>(), "directory to write calibration.json, points.csv and (when a trace measures the host issue time) stack.json into");
   // clang-format on
   const auto vm = parse_subcommand(desc, "calibrate compute", argc, argv);
   if (vm.count("help")) {
@@ -45,6 +47,7 @@ int cmd_calibrate_compute(int argc, char** argv, std::ostream& out) {
   if (vm.count("gemm-csv")) req.gemm_csvs = vm["gemm-csv"].as<std::vector<std::string>>();
   if (vm.count("gpu")) req.gpu = vm["gpu"].as<std::string>();
   if (vm.count("base")) req.base = vm["base"].as<std::string>();
+  if (vm.count("stack")) req.stack = vm["stack"].as<std::string>();
   // --out is required once there is something to fit (without inputs, calibrate_compute names those first).
   if (!vm.count("out") && !(req.traces.empty() && req.gemm_csvs.empty()))
     throw ConfigError("calibrate compute: --out DIR is required");

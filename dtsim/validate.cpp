@@ -710,6 +710,10 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
     throw ConfigError("calibrate compute: give at least one --trace FILE or --gemm-csv FILE");
   // Traces, one per rank for archives; sources are named by file name (no directory), so outputs do not depend
   // on where the inputs lie.
+  if (!req.stack.empty() && req.traces.empty())
+    throw ConfigError(
+        "calibrate compute: --stack needs a --trace (stack.json carries the host issue time a trace measures)");
+  const StackProfile base_stack = stack_profile(req.stack.empty() ? kDefaultStack : req.stack);
   std::vector<std::pair<ImportedTrace, std::string>> imported;
   for (const auto& path : req.traces) {
     const std::string name = fs::path(path).filename().string();
@@ -770,7 +774,7 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
     out.text += sim::host_issue_text(host);
     if (out.host_issue_s > 0)
       out.text += format_number("host issue: median %.1f us per launch", out.host_issue_s * 1e6) +
-                  " (a stack value: set it as host_issue_s in your stack profile; not in calibration.json)\n";
+                  " (a stack value: in stack.json, not in calibration.json)\n";
     nlohmann::json per = nlohmann::json::array();
     for (const auto& m : host)
       per.push_back({{"source", m.source},
@@ -787,9 +791,29 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
         {"median_s", out.host_issue_s},
         {"traces", per}};
   }
-  if (!req.out_dir.empty())
-    out.text += "wrote " + req.out_dir + "/calibration.json and " + req.out_dir + "/points.csv\n";
   out.files = {{"calibration.json", to_json(out.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}};
+  if (out.host_issue_s > 0) {
+    // The stack the user runs, with the host issue time their traces measure (a stack value, kept apart from the
+    // hardware calibration as calibrate runs keeps it).
+    StackProfile stack = base_stack;
+    const double before = stack.host_issue_s;
+    stack.host_issue_s = out.host_issue_s;
+    stack.fitted_on.clear();
+    for (const auto& m : host)
+      if (m.usable) stack.fitted_on.push_back(m.source);
+    stack.provenance["host_issue_s"] =
+        "measured by dtsim calibrate compute: the median over " + std::to_string(stack.fitted_on.size()) +
+        " traces of the issuing thread's CPU-operator time outside waits for the GPU, per launch "
+        "(validate/calibrate/host_issue.hpp); the profile's own value was " +
+        format_number("%.4g s", before);
+    out.files.emplace_back("stack.json", to_json(stack).dump(2) + "\n");
+  }
+  if (!req.out_dir.empty()) {
+    out.text += "wrote " + req.out_dir + "/calibration.json, " + req.out_dir + "/points.csv";
+    out.text += out.host_issue_s > 0
+                    ? " and " + req.out_dir + "/stack.json (the stack with the measured host issue time)\n"
+                    : "\n";
+  }
   return out;
 }
 

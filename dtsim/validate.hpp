@@ -226,7 +226,10 @@ struct CalibrateComputeRequest {
   std::vector<std::string> gemm_csvs;  ///< GEMM sweep CSVs (m,n,k,dtype,time_s,tflops)
   std::string gpu;                     ///< GPU preset or JSON file ("" = the traces' GPU; required with CSVs only)
   std::string base;                    ///< base calibration: JSON file or GPU preset ("" = the GPU's built-in one)
-  std::string out_dir;                 ///< where the caller writes `files`, named in `text` ("" = not named)
+  /// The stack profile (name or JSON file; "" = kDefaultStack) that stack.json copies with the traces' measured
+  /// host issue time in it (written only when a trace measures it).
+  std::string stack;
+  std::string out_dir;  ///< where the caller writes `files`, named in `text` ("" = not named)
 };
 struct CalibrateComputeResult {
   Calibration calibration;  ///< the base with the fitted compute fields; its provenance records the fit
@@ -240,7 +243,7 @@ struct CalibrateComputeResult {
   /// reported, not set in the hardware calibration.
   double host_issue_s = 0;
   std::string text;  ///< fitted values, residuals overall and per class, skip reasons, notes, host issue
-  Files files;       ///< calibration.json, points.csv
+  Files files;       ///< calibration.json, points.csv; stack.json when a trace measures the host issue time
 };
 CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req);
 

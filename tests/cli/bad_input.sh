@@ -344,6 +344,9 @@ expect_error "replay empty .et directory"    "holds no .et file" replay --trace 
 expect_error "calibrate unknown source"      "nccl-tests"          calibrate kineto x.json --cluster dgx-a100:8
 expect_error "calibrate malformed log"       "'12.x' is not a number" calibrate nccl-tests "$TMP/nccl_bad.log" --cluster dgx-a100:8 --op all-reduce --ranks 8
 expect_error "device model without board power" "gpu 'gh200' states no board_power_w" calibrate device-model --gpu gh200
+printf 'm,n,k,dtype,time_s,tflops\n1024,1024,1024,fp16,1e-05,214.7\n' >"$TMP/gemm_one.csv"
+expect_error "calibrate compute --stack without a trace" "--stack needs a --trace" calibrate compute --gemm-csv "$TMP/gemm_one.csv" --gpu h100-sxm5-80gb --stack torchtitan
+expect_error "calibrate compute unknown stack"  "unknown software stack 'nonesuch'" calibrate compute --trace "$TMP/no_trace.json.gz" --stack nonesuch
 cat >"$TMP/runs_two.json" <<'EOF'
 [{"id": "a", "model": "gpt3-1.3b", "cluster": "dgx-h100:8", "plan": {"tp": 1, "dp": 8, "micro_batch_size": 1, "global_batch_size": 64}, "measured_s": 1.0},
  {"id": "b", "model": "gpt3-1.3b", "cluster": "dgx-h100:8", "plan": {"tp": 2, "dp": 4, "micro_batch_size": 1, "global_batch_size": 64}, "measured_s": 1.1}]

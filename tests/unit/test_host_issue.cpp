@@ -5,14 +5,20 @@
 // value without setting it in the hardware calibration.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "dtsim/validate.hpp"
+#include "traces/error.hpp"
 #include "traces/kineto_import.hpp"
+#include "traces/stack_profile.hpp"
 #include "validate/calibrate/host_issue.hpp"
 
+#ifndef DTSIM_SOURCE_DIR
+#define DTSIM_SOURCE_DIR "."
+#endif
 #ifndef DTSIM_SHARED_DIR
 #define DTSIM_SHARED_DIR "../shared"
 #endif
@@ -126,4 +132,31 @@ TEST(HostIssue, CalibrateComputeReportsItAndLeavesTheCalibrationsHostValue) {
   EXPECT_NE(r.text.find("host issue: control.json.gz: 6126 launches"), std::string::npos) << r.text;
   ASSERT_TRUE(r.calibration.provenance.contains("host_issue"));
   EXPECT_DOUBLE_EQ(r.calibration.provenance["host_issue"]["median_s"].get<double>(), m.host_issue_s);
+  // stack.json: the default stack with the measured value, fitted on the trace; the rest of the profile as shipped.
+  const auto file = std::find_if(r.files.begin(), r.files.end(), [](const auto& f) { return f.first == "stack.json"; });
+  ASSERT_NE(file, r.files.end());
+  const StackProfile written = stack_profile_from_json(nlohmann::json::parse(file->second), "stack.json");
+  const StackProfile shipped = stack_profile(kDefaultStack);
+  EXPECT_EQ(written.name, shipped.name);
+  EXPECT_DOUBLE_EQ(written.host_issue_s, m.host_issue_s);
+  EXPECT_EQ(written.fitted_on, std::vector<std::string>{"control.json.gz"});
+  EXPECT_EQ(written.p2p_overhead_s, shipped.p2p_overhead_s);
+  EXPECT_EQ(written.host_collective_issue_s, shipped.host_collective_issue_s);
+  // Another stack when asked; none without a measurement (a GEMM sweep only), and --stack is then refused.
+  req.stack = "torchtitan";
+  const auto t = calibrate_compute(req);
+  const auto tf = std::find_if(t.files.begin(), t.files.end(), [](const auto& f) { return f.first == "stack.json"; });
+  ASSERT_NE(tf, t.files.end());
+  EXPECT_EQ(stack_profile_from_json(nlohmann::json::parse(tf->second), "stack.json").name, "torchtitan");
+}
+
+TEST(HostIssue, NoStackFileWithoutATraceAndStackNeedsOne) {
+  CalibrateComputeRequest req;
+  req.gemm_csvs = {std::string(DTSIM_SOURCE_DIR) + "/tests/data/h100/gemm_small.csv"};
+  req.gpu = "h100-sxm5-80gb";
+  const auto r = calibrate_compute(req);
+  EXPECT_EQ(r.host_issue_s, 0.0);
+  for (const auto& f : r.files) EXPECT_NE(f.first, "stack.json");
+  req.stack = "torchtitan";
+  EXPECT_THROW(calibrate_compute(req), ConfigError);
 }
