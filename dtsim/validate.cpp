@@ -775,21 +775,7 @@ CalibrateComputeResult calibrate_compute(const CalibrateComputeRequest& req) {
     if (out.host_issue_s > 0)
       out.text += format_number("host issue: median %.1f us per launch", out.host_issue_s * 1e6) +
                   " (a stack value: in stack.json, not in calibration.json)\n";
-    nlohmann::json per = nlohmann::json::array();
-    for (const auto& m : host)
-      per.push_back({{"source", m.source},
-                     {"launches", m.launches},
-                     {"busy_s", m.busy_s},
-                     {"blocked_s", m.blocked_s},
-                     {"gpu_busy_fraction", m.gpu_busy_fraction},
-                     {"host_issue_s", m.usable ? nlohmann::json(m.host_issue_s) : nlohmann::json(nullptr)},
-                     {"not_measured", m.why_not}});
-    out.calibration.provenance["host_issue"] = {
-        {"method",
-         "validate/calibrate/host_issue.hpp: CPU-operator time of the issuing thread outside calls that "
-         "wait for the GPU, per launch; a stack value, not applied to this calibration"},
-        {"median_s", out.host_issue_s},
-        {"traces", per}};
+    out.calibration.provenance["host_issue"] = sim::host_issue_json(host);
   }
   out.files = {{"calibration.json", to_json(out.calibration).dump(2) + "\n"}, {"points.csv", sim::points_csv(fit)}};
   if (out.host_issue_s > 0) {

@@ -113,6 +113,23 @@ double median_host_issue_s(const std::vector<HostIssueMeasurement>& measurements
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+nlohmann::json host_issue_json(const std::vector<HostIssueMeasurement>& measurements) {
+  nlohmann::json per = nlohmann::json::array();
+  for (const auto& m : measurements)
+    per.push_back({{"source", m.source},
+                   {"launches", m.launches},
+                   {"busy_s", m.busy_s},
+                   {"blocked_s", m.blocked_s},
+                   {"gpu_busy_fraction", m.gpu_busy_fraction},
+                   {"host_issue_s", m.usable ? nlohmann::json(m.host_issue_s) : nlohmann::json(nullptr)},
+                   {"not_measured", m.why_not}});
+  return {{"method",
+           "validate/calibrate/host_issue.hpp: CPU-operator time of the issuing thread outside calls that "
+           "wait for the GPU, per launch; a stack value, not applied to this calibration"},
+          {"median_s", median_host_issue_s(measurements)},
+          {"traces", per}};
+}
+
 std::string host_issue_text(const std::vector<HostIssueMeasurement>& measurements) {
   std::string out;
   for (const auto& m : measurements) {

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "traces/trace_events.hpp"
 
 namespace dtsim::sim {
@@ -57,6 +59,10 @@ HostIssueMeasurement measure_host_issue(const ImportedTrace& trace, const std::s
 
 /// The median host_issue_s of the usable measurements; 0 when none is usable.
 double median_host_issue_s(const std::vector<HostIssueMeasurement>& measurements);
+
+/// The measurements as a calibration's provenance records them: {"method", "median_s", "traces": [{source,
+/// launches, busy_s, blocked_s, gpu_busy_fraction, host_issue_s (null when not usable), not_measured}]}.
+nlohmann::json host_issue_json(const std::vector<HostIssueMeasurement>& measurements);
 
 /// One line per measurement ("host issue: SOURCE: N launches on thread P/T, busy B ms (blocked K ms), X us per
 /// launch, GPU busy G%" or the reason it is not usable).
