@@ -609,7 +609,17 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
     if (sh.sequential_experts) st.host_issues = static_cast<double>(st.ops.size()) * E_local;
     return st;
   };
+  // Permutation 2 (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher.dispatch_postprocess and
+  // combine_preprocess): with more than one local expert the received tokens arrive grouped by source rank and are
+  // copied into expert order before the experts (sort_chunks_by_idxs; with drop-and-pad a transpose().contiguous()
+  // of the capacity buffer), and back into source-rank order before the combine; autograd runs the inverse copy of
+  // each in the backward. Each reads and writes the N tokens this rank's experts process (the probabilities, N
+  // values, are left out). The all-gather and flex dispatchers permute once, into expert order (moe-permute).
+  const bool sort_chunks = E_local > 1 && sh.dispatcher == Dispatcher::ALL_TO_ALL;
+  const double sort_bytes = 2 * N * d.h * d.e;
+  if (sort_chunks) F.push_back(compute("moe-sort-chunks", {mem("moe-sort-chunks", sort_bytes)}));
   F.push_back(per_expert_issue(compute("moe-experts", {efc1, eact, efc2})));
+  if (sort_chunks) F.push_back(compute("moe-unsort-chunks", {mem("moe-unsort-chunks", sort_bytes)}));
   if (etp > 1) F.push_back(group_coll("moe-etp-rs", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
   if (dispatch) F.push_back(ep_step("moe-combine", true));
   F.push_back(compute("moe-unpermute", {unpermute}));
@@ -627,7 +637,9 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
   B.push_back(compute("moe-unpermute-bwd", {mem("moe-unpermute-bwd", 1.5 * unpermute.bytes)}));
   if (dispatch) B.push_back(ep_step("moe-combine-bwd", false));
   if (etp > 1) B.push_back(group_coll("moe-etp-ag-bwd", CollectiveKind::ALL_GATHER, etp * recv_bytes, CommGroup::ETP));
+  if (sort_chunks) B.push_back(compute("moe-unsort-chunks-bwd", {mem("moe-unsort-chunks-bwd", sort_bytes)}));
   B.push_back(per_expert_issue(compute("moe-experts-bwd", backward_of({efc1, eact, efc2}, {}))));
+  if (sort_chunks) B.push_back(compute("moe-sort-chunks-bwd", {mem("moe-sort-chunks-bwd", sort_bytes)}));
   if (etp > 1)
     B.push_back(group_coll("moe-etp-rs-bwd", CollectiveKind::REDUCE_SCATTER, etp * recv_bytes, CommGroup::ETP));
   if (dispatch) B.push_back(ep_step("moe-dispatch-bwd", true));
@@ -663,8 +675,9 @@ std::vector<Step> module_recompute(const std::vector<Step>& forward, unsigned mo
   };
   auto step_chosen = [&](const Step& st) {
     const std::string& n = st.name;
-    if (moe && named(n, {"moe-router", "moe-token-counts", "moe-dispatch", "moe-etp-ag", "moe-experts", "moe-etp-rs",
-                         "moe-combine", "moe-unpermute", "shared-ag", "moe-shared", "shared-rs"}))
+    if (moe && named(n, {"moe-router", "moe-token-counts", "moe-dispatch", "moe-etp-ag", "moe-sort-chunks",
+                         "moe-experts", "moe-unsort-chunks", "moe-etp-rs", "moe-combine", "moe-unpermute", "shared-ag",
+                         "moe-shared", "shared-rs"}))
       return true;
     if (shared && named(n, {"shared-ag", "moe-shared", "shared-rs"})) return true;
     if (mlp && st.kind != Step::Kind::COMPUTE && named(n, {"mlp-ag", "mlp-rs", "mlp-ar"})) return true;

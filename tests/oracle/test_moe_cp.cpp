@@ -164,6 +164,36 @@ TEST(MoeOracle, DispatchBytesBalanced) {
       EXPECT_NEAR(bytes, S / 4 * factor, 1e-9 * S) << g << " -> " << to;
 }
 
+// Permutation 2 of the all-to-all dispatcher (Megatron-Core MoEAlltoAllTokenDispatcher sort_chunks_by_idxs): with
+// more than one local expert, the received tokens are copied into expert order before the experts and back before
+// the combine, and each copy's inverse runs in the backward: four copies reading and writing the N routed tokens the
+// rank's experts process, 2 N h e bytes each. Exact routing, 2 x 1024 tokens, top-2, 1024 wide, bf16: N = 4096.
+TEST(MoeOracle, ReceivedTokensSortIntoExpertOrderWithSeveralLocalExperts) {
+  const TransformerSpec m = tiny_moe(2, 8, 2);
+  auto sorts = [&](int ep, Dispatcher dispatcher) {
+    ParallelPlan p = ep_plan(ep, ep, routing_from_string("exact", "test"));
+    p.dispatcher = dispatcher;
+    const auto pc = sim::default_pass_costs(m, p);
+    std::map<std::string, double> bytes;
+    for (const auto* steps : {&pc.moe_layer.at(0).forward, &pc.moe_layer.at(0).backward})
+      for (const auto& st : *steps)
+        if (st.name.find("sort-chunks") != std::string::npos) {
+          EXPECT_EQ(st.ops.size(), 1u) << st.name;
+          bytes[st.name] += st.ops.at(0).bytes;
+        }
+    return bytes;
+  };
+  const double copy = 2.0 * (2 * 1024 * 2) * 1024 * 2;
+  for (int ep : {1, 4}) {  // 8 and 2 local experts
+    const auto b = sorts(ep, Dispatcher::ALL_TO_ALL);
+    ASSERT_EQ(b.size(), 4u) << "ep " << ep;
+    for (const char* name : {"moe-sort-chunks", "moe-unsort-chunks", "moe-unsort-chunks-bwd", "moe-sort-chunks-bwd"})
+      EXPECT_DOUBLE_EQ(b.at(name), copy) << name << " ep " << ep;
+  }
+  EXPECT_TRUE(sorts(8, Dispatcher::ALL_TO_ALL).empty());  // one local expert: tokens arrive in its order
+  EXPECT_TRUE(sorts(4, Dispatcher::ALL_GATHER).empty());  // the all-gather dispatcher permutes once (moe-permute)
+}
+
 TEST(MoeOracle, DispatchBytesSkewed) {
   const TransformerSpec m = tiny_moe(2, 8, 2);
   const ClusterSpec c = uniform_cluster(1, 4, 100e9, 1e-6);
@@ -187,7 +217,8 @@ TEST(MoeOracle, DispatchBytesSkewed) {
 }
 
 TEST(MoeOracle, SkewSlowsTheRunAsTheHotRanksExpertsSay) {
-  // Free network: the run is the compute of the slowest EP rank; skew makes its expert GEMMs L_max x ep slower.
+  // Free network: the run is the compute of the slowest EP rank; skew makes its expert GEMMs, and the copies that sort
+  // their tokens into expert order and back, L_max x ep slower.
   const TransformerSpec m = tiny_moe(4, 8, 2);
   const ClusterSpec c = uniform_cluster(1, 4, 1e18, 0);
   Calibration cal = ideal_calibration();
@@ -200,7 +231,8 @@ TEST(MoeOracle, SkewSlowsTheRunAsTheHotRanksExpertsSay) {
   double t_exp = 0;
   for (const auto* steps : {&passes.forward, &passes.backward})
     for (const auto& st : *steps)
-      if (st.kind == cost::Step::Kind::COMPUTE && st.name.rfind("moe-experts", 0) == 0)
+      if (st.kind == cost::Step::Kind::COMPUTE &&
+          (st.name.rfind("moe-experts", 0) == 0 || st.name.find("sort-chunks") != std::string::npos))
         t_exp += cost::step_time_s(st, c.gpu, m.dtype, cal);
   const double f = 1.5;
   EXPECT_NEAR(t_skw - t_bal, 4 * (f - 1) * t_exp, 1e-6 * t_bal);
