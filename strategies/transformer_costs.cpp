@@ -613,8 +613,9 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
   // combine_preprocess): with more than one local expert the received tokens arrive grouped by source rank and are
   // copied into expert order before the experts (sort_chunks_by_idxs; with drop-and-pad a transpose().contiguous()
   // of the capacity buffer), and back into source-rank order before the combine; autograd runs the inverse copy of
-  // each in the backward. Each reads and writes the N tokens this rank's experts process (the probabilities, N
-  // values, are left out). The all-gather and flex dispatchers permute once, into expert order (moe-permute).
+  // each in the backward (torchtitan's expert parallelism does the same: expert_parallel.py _permute / _unpermute).
+  // Each reads and writes the N tokens this rank's experts process (the probabilities, N values, are left out). The
+  // all-gather and flex dispatchers permute once, into expert order (moe-permute).
   const bool sort_chunks = E_local > 1 && sh.dispatcher == Dispatcher::ALL_TO_ALL;
   const double sort_bytes = 2 * N * d.h * d.e;
   if (sort_chunks) F.push_back(compute("moe-sort-chunks", {mem("moe-sort-chunks", sort_bytes)}));

@@ -763,6 +763,31 @@ TEST(PublishedData, MegatronFsdpRowsAndItsRefusalBelowZero2) {
   }
 }
 
+// The overlap switches the rows may state (published_json.hpp): Megatron-Core's --tp-comm-overlap and
+// --overlap-param-gather map onto the plan; before they were read but refused as unknown fields.
+TEST(PublishedData, OverlapSwitchesMapOntoThePlan) {
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {"l8": {"preset": "llama3-8b"}},
+    "rows": [
+      {"id": "both", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 2, "pp": 1,
+       "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "sequence_parallel": true,
+       "distributed_optimizer": true, "tp_comm_overlap": true, "overlap_param_gather": true,
+       "measured": {"iteration_s": 1.0}},
+      {"id": "neither", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 2, "pp": 1,
+       "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "sequence_parallel": true,
+       "distributed_optimizer": true, "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "overlap.json");
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& both = row_by_id(rows, "both");
+  ASSERT_TRUE(both.failure.empty()) << both.failure;
+  EXPECT_TRUE(both.plan.tp_comm_overlap);
+  EXPECT_TRUE(both.plan.overlap_param_gather);
+  const auto& neither = row_by_id(rows, "neither");
+  ASSERT_TRUE(neither.failure.empty()) << neither.failure;
+  EXPECT_FALSE(neither.plan.tp_comm_overlap);
+  EXPECT_FALSE(neither.plan.overlap_param_gather);
+}
+
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   const std::string path = kMeasurements + "simumax_b200.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";

@@ -1132,6 +1132,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "nodes",
                                               "outcome",
                                               "overlap",
+                                              "overlap_param_gather",
                                               "per_stage_plan",
                                               "pipeline_layout",
                                               "pipeline_list_as_given",
@@ -1155,6 +1156,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "tokens_B_in_stage",
                                               "tokens_per_batch_printed",
                                               "tp",
+                                              "tp_comm_overlap",
                                               "vp",
                                               "zero_stage",
                                               "zone"};

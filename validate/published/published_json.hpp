@@ -13,7 +13,8 @@
 //   model   model_shapes[row.model] with the row's seq and its "layers_run" (depth-truncated proxies); MoE and MLA
 //           blocks -> MoeSpec / MlaSpec; dtype bf16 with an "fp8" row's linears in FP8 (torchtitan: torchao's
 //           tensorwise recipe unless the row says rowwise; Megatron-Core: TE delayed scaling); "fp32" rows run fp32;
-//           async_tp / tp_comm_overlap -> chunked TP overlap; compile noted (fusion not modelled);
+//           async_tp / tp_comm_overlap -> chunked TP overlap; overlap_param_gather (with the distributed optimizer)
+//           -> the parameter all-gather beside the next forward; compile noted (fusion not modelled);
 //   plan    degrees as given (ep carved from the tp x cp x dp ranks, etp 0 = tp), micro batch (a PP row without one:
 //           the local batch over torchtitan's default pp micro-batches), recompute none / selective / full,
 //           1F1B or interleaved (vp), ZeRO 1 for Megatron's distributed optimizer, 3 for FSDP, sequence
