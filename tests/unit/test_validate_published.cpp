@@ -788,6 +788,28 @@ TEST(PublishedData, OverlapSwitchesMapOntoThePlan) {
   EXPECT_FALSE(neither.plan.overlap_param_gather);
 }
 
+// A row's own software stack and FP8 recipe fields (stack_name, precision_of): read by the mapper, and so known keys.
+TEST(PublishedData, RowStackAndFp8RecipeFieldsAreRead) {
+  const nlohmann::json doc = nlohmann::json::parse(R"({
+    "model_shapes": {"l8": {"preset": "llama3-8b"}},
+    "rows": [
+      {"id": "stack", "gpu": "H100", "gpus": 8, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 1, "pp": 1,
+       "dp": 8, "mbs": 1, "gbs": 8, "framework": "megatron-core", "stack": "torchtitan",
+       "measured": {"iteration_s": 1.0}},
+      {"id": "fp8", "gpu": "H100", "gpus": 8, "model": "l8", "seq": 8192, "precision": "fp8", "tp": 1, "pp": 1,
+       "dp": 8, "mbs": 1, "gbs": 8, "framework": "megatron-core", "fp8_recipe": "rowwise",
+       "measured": {"iteration_s": 1.0}},
+      {"id": "float8", "gpu": "H100", "gpus": 8, "model": "l8", "seq": 8192, "precision": "fp8", "tp": 1, "pp": 1,
+       "dp": 8, "mbs": 1, "gbs": 8, "framework": "megatron-core", "float8_recipe": "tensorwise",
+       "measured": {"iteration_s": 1.0}}]})");
+  const auto rows = load_measurements_document(doc, "stack.json");
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& r : rows) ASSERT_TRUE(r.failure.empty()) << r.id << ": " << r.failure;
+  EXPECT_EQ(row_by_id(rows, "stack").plan.stack, "torchtitan");
+  EXPECT_EQ(row_by_id(rows, "fp8").plan.precision, Precision::FP8_ROWWISE);
+  EXPECT_EQ(row_by_id(rows, "float8").plan.precision, Precision::FP8_CURRENT);
+}
+
 TEST(SharedMeasurements, SimumaxRowsMapToMoeEpAndCp) {
   const std::string path = kMeasurements + "simumax_b200.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
