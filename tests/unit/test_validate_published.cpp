@@ -536,7 +536,10 @@ TEST(SharedMeasurements, AnUnstatedMemoryLeverIsTakenWhenTheMappedPlanDoesNotFit
   EXPECT_FALSE(r.oom);
   EXPECT_EQ(r.row.plan.zero_stage, 1);
   EXPECT_EQ(r.row.plan.recompute, Recompute::NONE);
-  EXPECT_TRUE(has(r.row.notes, "does not fit as mapped: distributed optimizer (ZeRO-1) assumed")) << r.row.notes;
+  EXPECT_TRUE(r.row.plan.overlap_param_gather);  // Megatron-Core, overlap unstated: the all-gather overlapped too
+  EXPECT_TRUE(has(r.row.notes,
+                  "does not fit as mapped: distributed optimizer (ZeRO-1, parameter all-gather overlapped) assumed"))
+      << r.row.notes;
 }
 
 TEST(SharedMeasurements, LlamaThreeRowsMapTheirShardingAndInterleaving) {
@@ -764,7 +767,10 @@ TEST(PublishedData, MegatronFsdpRowsAndItsRefusalBelowZero2) {
 }
 
 // The overlap switches the rows may state (published_json.hpp): Megatron-Core's --tp-comm-overlap and
-// --overlap-param-gather map onto the plan; before they were read but refused as unknown fields.
+// --overlap-param-gather map onto the plan; before they were read but refused as unknown fields. A Megatron-Core row
+// with the distributed optimizer that states no overlap takes the parameter all-gather as overlapped (with its
+// gradient reduction, the plan's default), as Megatron-LM's launch examples and NeMo's configurations set them; one
+// that describes its overlap keeps what it says.
 TEST(PublishedData, OverlapSwitchesMapOntoThePlan) {
   const nlohmann::json doc = nlohmann::json::parse(R"({
     "model_shapes": {"l8": {"preset": "llama3-8b"}},
@@ -773,19 +779,32 @@ TEST(PublishedData, OverlapSwitchesMapOntoThePlan) {
        "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "sequence_parallel": true,
        "distributed_optimizer": true, "tp_comm_overlap": true, "overlap_param_gather": true,
        "measured": {"iteration_s": 1.0}},
-      {"id": "neither", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 2, "pp": 1,
-       "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "sequence_parallel": true,
-       "distributed_optimizer": true, "measured": {"iteration_s": 1.0}}]})");
+      {"id": "unstated", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 2,
+       "pp": 1, "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "sequence_parallel": true,
+       "distributed_optimizer": true, "measured": {"iteration_s": 1.0}},
+      {"id": "grads-only", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 2,
+       "pp": 1, "dp": 8, "mbs": 1, "gbs": 64, "framework": "megatron-core", "sequence_parallel": true,
+       "distributed_optimizer": true, "overlap": "overlap-grad-reduce only", "measured": {"iteration_s": 1.0}},
+      {"id": "torchtitan", "gpu": "H100", "gpus": 16, "model": "l8", "seq": 8192, "precision": "bf16", "tp": 2,
+       "pp": 1, "dp": 8, "mbs": 1, "gbs": 64, "stack": "torchtitan", "sequence_parallel": true,
+       "zero_stage": 1, "measured": {"iteration_s": 1.0}}]})");
   const auto rows = load_measurements_document(doc, "overlap.json");
-  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows.size(), 4u);
   const auto& both = row_by_id(rows, "both");
   ASSERT_TRUE(both.failure.empty()) << both.failure;
   EXPECT_TRUE(both.plan.tp_comm_overlap);
   EXPECT_TRUE(both.plan.overlap_param_gather);
-  const auto& neither = row_by_id(rows, "neither");
-  ASSERT_TRUE(neither.failure.empty()) << neither.failure;
-  EXPECT_FALSE(neither.plan.tp_comm_overlap);
-  EXPECT_FALSE(neither.plan.overlap_param_gather);
+  const auto& unstated = row_by_id(rows, "unstated");
+  ASSERT_TRUE(unstated.failure.empty()) << unstated.failure;
+  EXPECT_FALSE(unstated.plan.tp_comm_overlap);
+  EXPECT_TRUE(unstated.plan.dp_overlap);
+  EXPECT_TRUE(unstated.plan.overlap_param_gather);
+  EXPECT_TRUE(has(unstated.notes, "--overlap-param-gather assumed")) << unstated.notes;
+  for (const char* id : {"grads-only", "torchtitan"}) {
+    const auto& r = row_by_id(rows, id);
+    ASSERT_TRUE(r.failure.empty()) << id << ": " << r.failure;
+    EXPECT_FALSE(r.plan.overlap_param_gather) << id;
+  }
 }
 
 // A row's own software stack and FP8 recipe fields (stack_name, precision_of): read by the mapper, and so known keys.

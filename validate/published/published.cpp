@@ -315,7 +315,9 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
     auto with = [&] { return levers.empty() ? std::string() : levers.back().second + " + "; };
     if (row.zero_unstated && p.zero_stage == 0 && p.dp > 1) {
       p.zero_stage = 1;
-      levers.emplace_back(p, "distributed optimizer (ZeRO-1)");
+      p.overlap_param_gather = param_gather_overlap_assumed(p, row.overlap_unstated);
+      levers.emplace_back(p, p.overlap_param_gather ? "distributed optimizer (ZeRO-1, parameter all-gather overlapped)"
+                                                    : "distributed optimizer (ZeRO-1)");
     }
     if (row.recompute_unstated && p.recompute == Recompute::NONE) {
       const std::string before = with();
@@ -352,6 +354,11 @@ RowResult predict_one(const PublishedRow& row, const Calibration& cal, NetworkMo
 }
 
 }  // namespace
+
+bool param_gather_overlap_assumed(const ParallelPlan& p, bool overlap_unstated) {
+  return overlap_unstated && p.stack == "megatron-core" && p.dp > 1 && p.dp_overlap && !p.megatron_fsdp &&
+         (p.zero_stage == 1 || p.zero_stage == 2);
+}
 
 double relative_error(double predicted, double measured) {
   return measured > 0 ? (predicted - measured) / measured : 0.0;

@@ -53,6 +53,8 @@ struct PublishedRow {
   /// that makes it fit (distributed optimizer, then selective, then full recomputation, then sequence parallelism)
   /// and says so in the notes.
   bool recompute_unstated = false, zero_unstated = false, sp_unstated = false;
+  /// The source states nothing about the run's data-parallel overlap (no "overlap" or "overlap_param_gather" field).
+  bool overlap_unstated = false;
   /// Caveats, "; "-separated: the source's flags and how the harness mapped the row (e.g. an FP8 run predicted in
   /// bf16, a GPU simulated as the nearest preset).
   std::string notes;
@@ -86,6 +88,10 @@ struct RowResult {
 std::string failure_reason(const std::string& failure);
 
 /// (predicted - measured) / measured; 0 when measured is not positive.
+/// A row that leaves its data-parallel overlap unstated, on Megatron-Core with the distributed optimizer (ZeRO-1/2,
+/// not Megatron-FSDP) and overlapped gradient reduction: its parameter all-gather is taken as overlapped with the next
+/// forward too (--overlap-param-gather), as Megatron-LM's launch examples and NeMo's configurations set the pair.
+bool param_gather_overlap_assumed(const ParallelPlan& p, bool overlap_unstated);
 double relative_error(double predicted, double measured);
 
 struct GroupScore {

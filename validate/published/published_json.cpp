@@ -1216,6 +1216,17 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     node_limited_routing(row, ctx, r.model, r.plan, notes);
     framework_conventions(row, ctx, r.plan, r.model.moe.enabled(), notes);
     megascale_system(megascale, r.model, r.plan, notes);
+    // Megatron-Core with the distributed optimizer, the overlap left unstated: the gradients' reduce-scatter overlaps
+    // the backward (the plan's dp_overlap default) and the parameters' all-gather the next forward, the pair Megatron-
+    // LM's own launch examples set together (examples/mixtral/train_mixtral_8x7b_distributed.sh and examples/llama/
+    // train_llama3_8b_h100_fp8.sh: --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather) and NeMo's
+    // configurations default to (distributed_fused_adam with overlap_grad_sync and overlap_param_sync, e.g.
+    // NeMo-Framework-Launcher conf/training/nemotron/nemotron_15b.yaml).
+    r.overlap_unstated = !present(row, "overlap") && !present(row, "overlap_param_gather");
+    if (param_gather_overlap_assumed(r.plan, r.overlap_unstated)) {
+      r.plan.overlap_param_gather = true;
+      notes.add("overlap not stated: Megatron-Core's --overlap-param-gather assumed with the distributed optimizer");
+    }
     r.sp_unstated = r.plan.tp > 1 && !r.plan.sequence_parallel && !present(row, "sequence_parallel");
     // Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by 128).
     if (stack == Stack::MEGATRON_CORE) {
