@@ -547,6 +547,7 @@ MoeBlock moe_block(const TransformerSpec& m, const Shape& sh, const Dims& d) {
     g->grouped = true;
   }
   Op unpermute = mem("moe-unpermute", 2 * slots_bytes + Tr * d.h * d.e);
+  unpermute.scatter_src_bytes = slots_bytes;
   const bool dispatch = ep > 1 || sh.dispatcher == Dispatcher::ALL_GATHER;
   const double recv_bytes = N / etp * d.h * d.e;  // tokens received from the EP group
   auto ep_step = [&](const std::string& name, bool combine_shaped) {
@@ -1973,6 +1974,13 @@ std::pair<double, double> lowp_peak_and_scale(const Op& op, const GpuSpec& gpu, 
 }  // namespace
 
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
+  if (op.scatter_src_bytes > 0 && !cal.moe_permute_fusion) {
+    // Eager unpermute (torchtitan's moe.py out.scatter_add; Megatron-Core's moe_utils.unpermute scatter_add_): two
+    // kernels, the probability multiply over the routed tokens and the atomic scatter-add into the tokens.
+    const double src = op.scatter_src_bytes, out = std::max(0.0, op.bytes - 2 * src);
+    return 2 * src / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency) +
+           (src + 2 * out) / (gpu.hbm_Bps * cal.scatter_add_bandwidth_efficiency) + 2 * cal.kernel_launch_s;
+  }
   double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
   // A grouped GEMM's groups run as separate GEMMs: each at the efficiency of its own size, its tokens (the rows; the

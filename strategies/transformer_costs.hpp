@@ -57,6 +57,11 @@ struct Op {
   /// together keep the SMs as full as the whole GEMM: a piece runs at the efficiency of the whole GEMM's size
   /// (flops x pieces), not at that of a GEMM of its own size. 1 = a whole GEMM.
   int pieces = 1;
+  /// The MoE unpermute: the routed tokens' bytes (T k h e) it reads. With the stack's fused kernel
+  /// (Calibration::moe_permute_fusion) the op is `bytes` at the memory efficiency; eager, it is a probability multiply
+  /// (these bytes read and written, streaming) and an atomic scatter-add of them into the output (these bytes plus the
+  /// output, bytes - 2 x these, read and written) at Calibration::scatter_add_bandwidth_efficiency. 0 = not one.
+  double scatter_src_bytes = 0;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are

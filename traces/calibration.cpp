@@ -28,6 +28,7 @@ void Calibration::validate(const std::string& ctx) const {
   in01(sustained_tensor_ratio, "compute.sustained_tensor_ratio");
   in01(gemm_misaligned_efficiency, "compute.gemm_misaligned_efficiency");
   in01(memory_bandwidth_efficiency, "compute.memory_bandwidth_efficiency");
+  in01(scatter_add_bandwidth_efficiency, "compute.scatter_add_bandwidth_efficiency");
   in01(flash_attention_efficiency, "compute.flash_attention_efficiency");
   in01(intra_bandwidth_efficiency, "network.intra_bandwidth_efficiency");
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
@@ -126,6 +127,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"gemm_tile_n", c.gemm_tile_n},
                         {"gemm_accumulate_epilogue", c.gemm_accumulate_epilogue},
                         {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
+                        {"scatter_add_bandwidth_efficiency", c.scatter_add_bandwidth_efficiency},
                         {"flash_attention_efficiency", c.flash_attention_efficiency},
                         {"fp8_gemm_efficiency_scale", c.fp8_gemm_efficiency_scale},
                         {"fp8_rowwise_gemm_efficiency_scale", c.fp8_rowwise_gemm_efficiency_scale},
@@ -139,6 +141,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"host_sync_each_pass", c.host_sync_each_pass},
                         {"moe_dispatch_sync", c.moe_dispatch_sync},
                         {"grouped_gemm_single_kernel", c.grouped_gemm_single_kernel},
+                        {"moe_permute_fusion", c.moe_permute_fusion},
                         {"bf16_optimizer", c.bf16_optimizer},
                         {"dp_bucket_min_params", c.dp_bucket_min_params},
                         {"dp_bucket_params_per_dp", c.dp_bucket_params_per_dp},
@@ -199,6 +202,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "gemm_tile_n",
                              "gemm_accumulate_epilogue",
                              "memory_bandwidth_efficiency",
+                             "scatter_add_bandwidth_efficiency",
                              "flash_attention_efficiency",
                              "fp8_gemm_efficiency_scale",
                              "fp8_rowwise_gemm_efficiency_scale",
@@ -214,6 +218,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "host_sync_each_pass",
                              "moe_dispatch_sync",
                              "grouped_gemm_single_kernel",
+                             "moe_permute_fusion",
                              "bf16_optimizer",
                              "dp_bucket_min_params",
                              "dp_bucket_params_per_dp",
@@ -235,6 +240,8 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.gemm_tile_n = get_or<double>(cj, cc, "gemm_tile_n", c.gemm_tile_n);
   c.gemm_accumulate_epilogue = get_or<bool>(cj, cc, "gemm_accumulate_epilogue", c.gemm_accumulate_epilogue);
   c.memory_bandwidth_efficiency = get<double>(cj, cc, "memory_bandwidth_efficiency");
+  c.scatter_add_bandwidth_efficiency =
+      get_or<double>(cj, cc, "scatter_add_bandwidth_efficiency", c.scatter_add_bandwidth_efficiency);
   c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
   c.fa2_attention_efficiency = get_or<double>(cj, cc, "fa2_attention_efficiency", 0.0);
   for (auto [f, v] : {std::pair{"fp8_gemm_efficiency_scale", &c.fp8_gemm_efficiency_scale},
@@ -256,6 +263,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "host_sync_each_pass", c.host_sync_each_pass);
   software(cj, cc, "moe_dispatch_sync", c.moe_dispatch_sync);
   software(cj, cc, "grouped_gemm_single_kernel", c.grouped_gemm_single_kernel);
+  software(cj, cc, "moe_permute_fusion", c.moe_permute_fusion);
   software(cj, cc, "bf16_optimizer", c.bf16_optimizer);
   software(cj, cc, "dp_bucket_min_params", c.dp_bucket_min_params);
   software(cj, cc, "dp_bucket_params_per_dp", c.dp_bucket_params_per_dp);

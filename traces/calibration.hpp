@@ -78,6 +78,13 @@ struct Calibration {
   /// overlaps it). false = hidden (free).
   bool gemm_accumulate_epilogue = true;
   double memory_bandwidth_efficiency = 0.8;  ///< fraction of HBM bandwidth reached by memory-bound kernels
+  /// Fraction of HBM bandwidth an atomic bf16 scatter-add reaches (torch scatter_add_ / index_add_ adding each routed
+  /// token's expert output into its token: the eager MoE unpermute, moe_permute_fusion false), over the bytes it reads
+  /// and writes (the routed tokens once, the output twice). Measured on one H200 (tests/data/h200/
+  /// moe_memory_2026-12-04.csv, profiler/bench/moe_sweep.py: weighted index_add_ over 4,096 and 16,384 tokens of five
+  /// MoE shapes, less the probability multiply's two streaming passes): 0.052-0.056 with top-8, 0.063 with top-4,
+  /// 0.082-0.083 with top-2; the median 0.0545 here, carried to other GPUs as the same fraction (an estimate).
+  double scatter_add_bandwidth_efficiency = 0.0545;
   /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
   double flash_attention_efficiency = 0.55;
   /// The same for FlashAttention-2 kernels (PyTorch SDPA's flash backend), used where the stack runs them
@@ -135,7 +142,12 @@ struct Calibration {
   bool fa2_attention = false;  ///< the stack's attention runs FlashAttention-2 kernels (fa2_attention_efficiency)
   double per_iteration_s = 0;  ///< host time per iteration outside the passes (data loader, logging, timers)
   bool tf32_matmul = false;    ///< FP32 GEMMs run on TF32 tensor cores (NVIDIA's PyTorch containers' default)
-  bool grad_clip = false;      ///< gradient clipping by global norm before the optimizer step
+  /// The MoE permute and unpermute run as Transformer Engine's fused kernels (Megatron-Core --moe-permute-fusion):
+  /// the unpermute gathers each token's expert outputs and sums them in one streaming pass. false = eager PyTorch
+  /// (torchtitan's moe.py; Megatron-Core without the flag, moe_utils.unpermute): a probability multiply, then an
+  /// atomic scatter-add at scatter_add_bandwidth_efficiency.
+  bool moe_permute_fusion = true;
+  bool grad_clip = false;  ///< gradient clipping by global norm before the optimizer step
   /// BF16 runs train with DeepSpeed's BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py, microsoft/DeepSpeed#1801,
   /// 2022-04): after every micro-batch's backward a separate pass adds the bf16 gradients into fp32 copies
   /// (update_hp_grads: a cast and an add per tensor), and under ZeRO-1 the gradients are all-reduced in full, not
@@ -209,6 +221,7 @@ inline const std::vector<std::string> kSoftwareFields = {"host_issue_s",
                                                          "tf32_matmul",
                                                          "moe_dispatch_sync",
                                                          "grouped_gemm_single_kernel",
+                                                         "moe_permute_fusion",
                                                          "bf16_optimizer",
                                                          "dp_bucket_min_params",
                                                          "dp_bucket_params_per_dp",

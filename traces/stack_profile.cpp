@@ -47,6 +47,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
   s.moe_dispatch_sync = get_or<bool>(j, ctx, "moe_dispatch_sync", false);
   s.grouped_gemm_single_kernel = get_or<bool>(j, ctx, "grouped_gemm_single_kernel", false);
+  s.moe_permute_fusion = get_or<bool>(j, ctx, "moe_permute_fusion", true);
   s.bf16_optimizer = get_or<bool>(j, ctx, "bf16_optimizer", false);
   s.dp_bucket_min_params = get_or<double>(j, ctx, "dp_bucket_min_params", 0.0);
   s.dp_bucket_params_per_dp = get_or<double>(j, ctx, "dp_bucket_params_per_dp", 0.0);
@@ -72,6 +73,7 @@ nlohmann::json to_json(const StackProfile& s) {
           {"tf32_matmul", s.tf32_matmul},
           {"moe_dispatch_sync", s.moe_dispatch_sync},
           {"grouped_gemm_single_kernel", s.grouped_gemm_single_kernel},
+          {"moe_permute_fusion", s.moe_permute_fusion},
           {"bf16_optimizer", s.bf16_optimizer},
           {"dp_bucket_min_params", s.dp_bucket_min_params},
           {"dp_bucket_params_per_dp", s.dp_bucket_params_per_dp},
@@ -112,6 +114,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);
   fill("moe_dispatch_sync", c.moe_dispatch_sync, s.moe_dispatch_sync);
   fill("grouped_gemm_single_kernel", c.grouped_gemm_single_kernel, s.grouped_gemm_single_kernel);
+  fill("moe_permute_fusion", c.moe_permute_fusion, s.moe_permute_fusion);
   fill("bf16_optimizer", c.bf16_optimizer, s.bf16_optimizer);
   fill("dp_bucket_min_params", c.dp_bucket_min_params, s.dp_bucket_min_params);
   fill("dp_bucket_params_per_dp", c.dp_bucket_params_per_dp, s.dp_bucket_params_per_dp);

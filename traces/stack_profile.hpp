@@ -28,6 +28,8 @@ struct StackProfile {
   /// Grouped expert GEMMs run as one persistent kernel over all groups (torch._grouped_mm), not one GEMM per group
   /// (Transformer Engine's GroupedLinear) (Calibration::grouped_gemm_single_kernel).
   bool grouped_gemm_single_kernel = false;
+  /// The MoE permute and unpermute run as Transformer Engine's fused kernels (Calibration::moe_permute_fusion).
+  bool moe_permute_fusion = true;
   /// BF16 runs use DeepSpeed's BF16_Optimizer (Calibration::bf16_optimizer).
   bool bf16_optimizer = false;
   /// The stack's gradient buckets where the plan gives no size (Calibration::dp_bucket_min_params,

@@ -1062,6 +1062,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   EXPECT_EQ(c.p2p_overhead_s, tt.p2p_overhead_s);
   EXPECT_TRUE(c.fa2_attention);
   EXPECT_TRUE(c.grouped_gemm_single_kernel);                 // torch._grouped_mm
+  EXPECT_FALSE(c.moe_permute_fusion);                        // eager scatter_add
   EXPECT_EQ(c.gemm_efficiency_max, hw.gemm_efficiency_max);  // hardware untouched
   // A calibration file that sets a software value pins it: the stack leaves it.
   auto j = dtsim::to_json(hw);
@@ -1072,6 +1073,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("grad_clip");
   j["compute"].erase("tf32_matmul");
   j["compute"].erase("grouped_gemm_single_kernel");
+  j["compute"].erase("moe_permute_fusion");
   j["compute"].erase("moe_dispatch_sync");
   j["compute"].erase("bf16_optimizer");
   j["compute"].erase("dp_bucket_min_params");
