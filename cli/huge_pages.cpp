@@ -7,7 +7,15 @@
 // executable (not of the library: embedding programs keep their own allocator) so that every allocation of at least
 // kHugeFrom bytes is marked with madvise(MADV_HUGEPAGE) before it is first touched. Memory still comes from malloc
 // and goes back through free; smaller allocations are untouched. Where THP is off, or madvise refuses, nothing
-// changes. DTSIM_HUGE_PAGES=0 in the environment turns it off (for measurements).
+// changes.
+//
+// Off unless DTSIM_HUGE_PAGES=1 is in the environment (since 2026-12-05). Whether huge pages pay depends on the
+// machine, not on dtsim, and their worst case is far worse than small pages': on this 2-core virtual machine on
+// 2026-12-05, touching 3 GiB of fresh memory took 1.15 s in 4 KiB pages and 30 s in madvised huge pages, and with
+// them the skewed DeepSeek-V3 case of bench/speed2026.sh took 63 s instead of 28 s and Llama 3 405B on NVL72 7.6-14.3
+// s instead of 3.7 s, while on 2026-11-26 they had cut an unfolded 1,024-GPU run by a fifth. A probe of a few huge
+// pages does not tell the cases apart (there 2 MiB and 64 MiB still faulted in three times faster as huge pages):
+// the slowness came with gigabytes. Small pages cost about 0.4 s per GiB touched at worst.
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -23,7 +31,7 @@ constexpr std::size_t kHugeFrom = std::size_t{8} << 20;  ///< at least four whol
 bool enabled() {
   static const bool on = [] {
     const char* v = std::getenv("DTSIM_HUGE_PAGES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v != nullptr && std::strcmp(v, "1") == 0;
   }();
   return on;
 }
