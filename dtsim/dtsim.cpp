@@ -194,7 +194,7 @@ void check_memory(const Inputs& in, const sim::SimOptions& opt, const SimulateOp
       fixes.push_back((options.export_chakra ? "drop --export-chakra, which simulates every rank (folded: "
                                              : "drop --fold none (") +
                       sim::bytes_text(a.bytes) + ")");
-  } else if (f.simulated_ranks > in.plan.pp && !f.fold_tp && !f.fold_dp) {
+  } else if (f.simulated_ranks > in.plan.pp && !f.fold_tp && !f.fold_dp && !f.fold_edp) {
     why = f.fold_reason;
   }
   if (opt.collective_mode == sim::CollectiveMode::STEPS) fixes.emplace_back("use --collectives flow");

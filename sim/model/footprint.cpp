@@ -134,8 +134,12 @@ private:
     const auto mem = group_members(p_, rank, ax);
     Group g;
     g.n = static_cast<int>(mem.size());
+    int sim = 0;
     for (int r : mem)
       if (!simulated(r)) g.folded = true;
+      else ++sim;
+    // The EDP fold's data-parallel rings: one instance over several simulated members (Lowerer::ring_collective).
+    if (probe_.fold_edp && sim > 1) g.folded = false;
     // Hierarchical split (Lowerer::split_hierarchical): members per node, if every node holds as many.
     std::vector<int> nodes;
     nodes.reserve(mem.size());
@@ -600,6 +604,7 @@ Footprint from_probe(const Lowered& probe, const ParallelPlan& plan) {
   f.simulated_ranks = static_cast<int>(probe.ranks.size());
   f.fold_tp = probe.fold_tp;
   f.fold_dp = probe.fold_dp;
+  f.fold_edp = probe.fold_edp;
   f.fold_reason = probe.fold_reason;
   return f;
 }

@@ -22,7 +22,7 @@ struct Footprint {
   double concurrent_flows = 0;  ///< flows in flight at once, where known (dtsim collective); 0 = not estimated
   int simulated_ranks = 0;
   int world = 0;  ///< ranks of the plan
-  bool fold_tp = false, fold_dp = false;
+  bool fold_tp = false, fold_dp = false, fold_edp = false;
   std::string fold_reason;  ///< the lowering's own folding decision (from the probe)
   std::string engine;       ///< the engine the run would use: simgrid-flow | dtsim-maxmin | analytic
   double bytes = 0;         ///< predicted peak resident memory of the process, bytes

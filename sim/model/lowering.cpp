@@ -51,6 +51,9 @@ using cost::CollectiveKind;
 
 struct FoldDecision {
   bool tp = false, dp = false;
+  /// Under skewed routing: the expert-data-parallel copies of each EP group folded onto the copy with the lowest
+  /// data-parallel coordinates (Lowerer::fold_rep); the EP groups' own ranks stay simulated.
+  bool edp = false;
   std::string reason;
   /// Folding with multiplicity: per global rank (filled for the representatives only), how many ranks of its fold
   /// class load its NIC's links and its leaf/pod uplinks alike. Empty when every shared link carries one flow per
@@ -121,8 +124,20 @@ private:
   }
   FoldDecision decide_folding() const;
   bool fold_shares(const std::vector<int>& rep, std::vector<std::array<int, 2>>* share) const;
-  /// Whether folding tp and/or dp is exact; with `share`, the multiplicities of shared links (FoldDecision::share).
-  bool fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) const;
+  /// Whether folding tp and/or dp (or the expert-data-parallel copies, `edp`) is exact; with `share`, the
+  /// multiplicities of shared links (FoldDecision::share).
+  bool fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, bool edp = false) const;
+  /// The rank that stands for `rank` when tp, dp or the expert-data-parallel copies (edp) are folded.
+  int fold_rep(int rank, bool tp, bool dp, bool edp) const;
+  /// Ranks per expert-data-parallel copy set: EP groups whose ranks differ in block index by a multiple of etp x ep
+  /// are copies of each other (the block index's dp part modulo edp_period()).
+  int edp_period() const { return p_.expert_tp() * p_.ep; }
+  /// With the EDP fold: every ring of `members` (their sorted ring, and the node-local and next-node successors of
+  /// the spread and hierarchical rings) commutes with fold_rep: a copy's successor is a copy of its representative's
+  /// successor, so a folded member's steps are its representative's.
+  bool edp_rings_periodic(const std::vector<int>& members) const;
+  /// A collective group with folded-away members and several simulated ones (the EDP fold's data-parallel rings).
+  bool partially_folded(const std::vector<int>& members) const;
 
   // --- task creation
   std::int32_t add_free(Task t) { return g_.add(t); }
@@ -385,18 +400,85 @@ private:
   std::vector<std::vector<PipeOp>> orders_;  // per stage
 };
 
-bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share) const {
+int Lowerer::fold_rep(int rank, bool tp, bool dp, bool edp) const {
+  RankCoord c = p_.coord_of(rank);
+  if (edp) {
+    // The copy of the rank's expert grid position with the lowest block index: the dp part of the block index
+    // modulo the EP grid's span (decide_folding keeps etp x ep a multiple of tp x cp, so tp and cp stay).
+    const int pp = c.pp;
+    c = sim::block_coord(p_, sim::block_index(p_, c) % edp_period(), pp);
+  }
+  if (tp) c.tp = 0;
+  if (dp) c.dp = c.rep = 0;
+  return p_.rank_of(c);
+}
+
+bool Lowerer::partially_folded(const std::vector<int>& members) const {
+  if (out_.sim_index_of.empty()) return false;
+  int simulated = 0;
+  bool folded = false;
+  for (int m : members) {
+    if (out_.ranks[out_.sim_index_of[m]].global_rank == m) ++simulated;
+    else folded = true;
+  }
+  return folded && simulated > 1;
+}
+
+bool Lowerer::edp_rings_periodic(const std::vector<int>& members) const {
+  // rep(succ(m)) == rep(succ(rep(m))) for every member and every successor relation its rings use: a copy's ring
+  // neighbours are copies of its representative's.
+  const std::size_t n = members.size();
+  std::map<int, std::size_t> at;
+  for (std::size_t i = 0; i < n; ++i) at[members[i]] = i;
+  auto rep_at = [&](std::size_t i) -> long {
+    const auto it = at.find(fold_rep(members[i], false, false, true));
+    return it == at.end() ? -1 : static_cast<long>(it->second);
+  };
+  std::vector<long> rep(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if ((rep[i] = rep_at(i)) < 0) return false;  // a representative outside the group
+  auto commutes = [&](const std::vector<std::size_t>& succ) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (rep[succ[i]] != rep[succ[static_cast<std::size_t>(rep[i])]]) return false;
+    return true;
+  };
+  std::vector<std::size_t> ring(n);
+  for (std::size_t i = 0; i < n; ++i) ring[i] = (i + 1) % n;
+  if (!commutes(ring)) return false;
+  std::vector<std::pair<int, int>> by_node;
+  const std::size_t g = node_blocks(members, &by_node);
+  if (g == 0 || g == n) return true;
+  std::vector<std::size_t> local(n), next(n);
+  const std::size_t nodes = n / g;
+  for (std::size_t nd = 0; nd < nodes; ++nd)
+    for (std::size_t j = 0; j < g; ++j) {
+      const auto m = static_cast<std::size_t>(by_node[nd * g + j].second);
+      local[m] = static_cast<std::size_t>(by_node[nd * g + (j + 1) % g].second);
+      next[m] = static_cast<std::size_t>(by_node[(nd + 1) % nodes * g + j].second);
+    }
+  return commutes(local) && commutes(next);
+}
+
+bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, bool edp) const {
   share->clear();  // filled only when the folding is exact and needs multiplicities
   const int world = p_.world_size();
-  if (dp && !uniform_replicas()) return false;  // uneven stage widths: pipeline traffic is not symmetric
+  if ((dp || edp) && !uniform_replicas()) return false;  // uneven stage widths: pipeline traffic is not symmetric
   // Each rank's representative and pipeline stage, computed once (a million ranks: coord_of is the hot spot).
   std::vector<int> rep(world), stage_of(world);
   for (int r = 0; r < world; ++r) {
-    RankCoord c = p_.coord_of(r);
-    stage_of[r] = c.pp;
-    if (tp) c.tp = 0;
-    if (dp) c.dp = c.rep = 0;
-    rep[r] = p_.rank_of(c);
+    stage_of[r] = p_.coord_of(r).pp;
+    rep[r] = fold_rep(r, tp, dp, edp);
+  }
+  if (edp) {
+    // The data-parallel rings hold several simulated members and their copies: each must be periodic under the
+    // fold (a folded member's predecessor is then a copy of its representative's predecessor).
+    std::vector<char> done(world);
+    for (int r = 0; r < world; ++r) {
+      if (done[r]) continue;
+      const auto members = group_members(r, GroupAxis::DP);
+      for (int m : members) done[m] = 1;
+      if (!edp_rings_periodic(members)) return false;
+    }
   }
   // A rank's signature: per group axis, the kind of path to every ring neighbour it sends to (the whole ring's
   // successor, and the successors in the node-local and cross-node rings of the hierarchical all-reduce where it
@@ -545,15 +627,41 @@ FoldDecision Lowerer::decide_folding() const {
   // Skewed routing gives the members of an EP group different work: the axes the EP group spans are simulated
   // unfolded (the EP group spans dp; it spans tp unless etp = tp).
   const bool skew = m_.moe.enabled() && p_.ep > 1 && !p_.routing.balanced();
-  std::string skew_note;
+  std::string skew_note, tp_note;
+  // Under skew the expert-data-parallel copies of an EP group still run alike (a rank's loads are its EP index's):
+  // they fold when the EP grid spans whole TP x CP blocks (a representative then differs from its copies in the dp
+  // coordinate only) and there is more than one copy.
+  bool want_edp = false;
   if (skew) {
+    const int block = p_.tp * p_.cp, span = edp_period();
+    bool nvls = opt_.collective_algorithm == CollectiveAlgorithm::NVLS;
+    for (const auto& rule : cal_.collective_algorithms) nvls = nvls || rule.algorithm == "nvls";
+    want_edp =
+        want_dp && span % block == 0 && block * p_.dp > span && uniform_replicas() && p_.replicas(0) == 1 && !nvls;
     if (want_dp) skew_note = "; dp not folded: skewed routing gives EP ranks different loads";
     want_dp = false;
     if (p_.expert_tp() != p_.tp && want_tp) {
       want_tp = false;
-      skew_note += "; tp not folded: the EP groups span tp ranks with different loads";
+      tp_note = "; tp not folded: the EP groups span tp ranks with different loads";
     }
   }
+  if (want_edp) {
+    for (bool tp : {want_tp, false}) {
+      if (!fold_ok(tp, false, &d.share, true)) continue;
+      d.tp = tp;
+      d.edp = true;
+      d.reason = std::string("folded ") + (tp ? "tp and " : "") + "the expert-data-parallel copies: symmetric ranks" +
+                 (d.share.empty() ? " on GPU-private links (exact)"
+                                  : "; each simulated flow stands for k identical flows on links that folded-away "
+                                    "ranks share, which run at capacity / k (multiplicity, exact)") +
+                 "; data-parallel rings run over the simulated ranks with each copy's steps taken as its "
+                 "representative's; the rest of dp not folded: skewed routing gives EP ranks different loads" +
+                 (want_tp && !tp ? "; tp not folded: its ring mixes hop kinds" : "") + tp_note;
+      return d;
+    }
+    skew_note += "; the expert-data-parallel copies not folded: their rings mix hop kinds or are not periodic";
+  }
+  skew_note += tp_note;
   for (auto [tp, dp] : {std::pair{want_tp, want_dp}, std::pair{want_tp, false}, std::pair{false, want_dp}}) {
     if (!tp && !dp) continue;
     if (fold_ok(tp, dp, &d.share)) {
@@ -1073,10 +1181,18 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   bool folded = false;
   for (int mbr : members)
     if (out_.ranks[out_.sim_index_of[mbr]].global_rank != mbr) folded = true;
+  // The EDP fold's data-parallel rings: several simulated members and their copies, lowered as one instance over the
+  // simulated members (ring_collective), numbered as unfolded groups are.
+  const bool partial = folded && out_.fold_edp && partially_folded(members);
   const int axis_code = static_cast<int>(ax);
-  const int seq = folded ? 0 : seq_[si][axis_code]++;
+  const int seq = folded && !partial ? 0 : seq_[si][axis_code]++;
   const std::int32_t name_id = g_.intern(name + " " + cost::to_string(kind));
   const CollectiveAlgorithm algo = algorithm_for(kind, bytes);
+  // decide_folding keeps the EDP fold off where NVLS or a tree may run; rings only over the partly folded groups.
+  DTSIM_ASSERT(!partial || ((algo != CollectiveAlgorithm::NVLS && algo != CollectiveAlgorithm::TREE) &&
+                            (kind == CollectiveKind::ALL_REDUCE || kind == CollectiveKind::ALL_GATHER ||
+                             kind == CollectiveKind::REDUCE_SCATTER)),
+               "a " << cost::to_string(kind) << " over a partly folded group");
   if (algo == CollectiveAlgorithm::NVLS) {
     for (int m : members)
       if (c_.has_graph() || c_.node_of(gpu(m)) != c_.node_of(gpu(grank)))
@@ -1098,19 +1214,26 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   std::vector<int> local, cross;
   split_hierarchical(grank, members, &local, &cross);
   const double g = static_cast<double>(local.size());
+  // Under the EDP fold each sub-ring is folded, partly folded or whole on its own.
+  auto sub_folded = [&](const std::vector<int>& sub) {
+    if (!partial) return folded;
+    for (int mbr : sub)
+      if (out_.ranks[out_.sim_index_of[mbr]].global_rank != mbr) return true;
+    return false;
+  };
   std::int32_t first = -1, cur = pred;
   if (local.size() > 1)
-    cur = ring_collective(si, local, folded, axis_code * 4 + 1, seq, stream, CollectiveKind::REDUCE_SCATTER, bytes,
-                          phase, name_id, layer, mb, cur, &first);
+    cur = ring_collective(si, local, sub_folded(local), axis_code * 4 + 1, seq, stream, CollectiveKind::REDUCE_SCATTER,
+                          bytes, phase, name_id, layer, mb, cur, &first);
   if (cross.size() > 1) {
     std::int32_t f = -1;
-    cur = ring_collective(si, cross, folded, axis_code * 4 + 2, seq, stream, CollectiveKind::ALL_REDUCE, bytes / g,
-                          phase, name_id, layer, mb, cur, &f);
+    cur = ring_collective(si, cross, sub_folded(cross), axis_code * 4 + 2, seq, stream, CollectiveKind::ALL_REDUCE,
+                          bytes / g, phase, name_id, layer, mb, cur, &f);
     if (first < 0) first = f;
   }
   if (local.size() > 1)
-    cur = ring_collective(si, local, folded, axis_code * 4 + 3, seq, stream, CollectiveKind::ALL_GATHER, bytes, phase,
-                          name_id, layer, mb, cur, nullptr);
+    cur = ring_collective(si, local, sub_folded(local), axis_code * 4 + 3, seq, stream, CollectiveKind::ALL_GATHER,
+                          bytes, phase, name_id, layer, mb, cur, nullptr);
   if (first_out) *first_out = first;
   return cur;
 }
@@ -1246,7 +1369,11 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     return {first, prev};
   };
 
-  if (folded) {
+  // The EDP fold's rings with several simulated members (partially_folded): one instance over those members;
+  // a copy's steps are its representative's (edp_rings_periodic: the copy's ring neighbours are copies of the
+  // representative's), so a member whose predecessor is a copy waits for the steps of that copy's representative.
+  const bool partial = folded && out_.fold_edp && partially_folded(members);
+  if (folded && !partial) {
     // One simulated member: flows to its mirror over the paths to its ring successors.
     find_spread();
     choose_protocol();
@@ -1270,18 +1397,31 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     std::vector<std::vector<std::int32_t>> flows(n);
     // Each member's predecessors: the ring's previous member, or (spread) the node-local and next-node ones.
     std::vector<std::array<int, 2>> preds(n, {-1, -1});
+    // Per member: the member whose tasks stand for it (itself, or under the EDP fold its representative), and its
+    // position among the instance's simulated members.
+    std::vector<int> stands(n), slot(n, -1);
+    std::map<int, int> at;
+    for (int i = 0; i < n; ++i) at[members[i]] = i;
     for (int i = 0; i < n; ++i) {
-      int msi = out_.sim_index_of[members[i]];
-      DTSIM_ASSERT(out_.ranks[msi].global_rank == members[i],
+      const int g = out_.ranks[out_.sim_index_of[members[i]]].global_rank;
+      DTSIM_ASSERT(g == members[i] || (partial && at.count(g)),
                    "member " << members[i] << " of a " << name << " collective is not simulated");
+      stands[i] = at.at(g);
+    }
+    for (int i = 0; i < n; ++i) {
       const int s = spread ? local_succ[i] : (i + 1) % n;
       const int nx = spread ? node_succ[i] : -1;
       preds[s][0] = i;
       if (nx >= 0) preds[nx][1] = i;
+      if (stands[i] != i) continue;  // a folded copy: its representative's tasks stand for it
+      const int msi = out_.sim_index_of[members[i]];
+      // A flow to a folded copy arrives at its representative's links (sim_index_of): by the ring's periodicity
+      // the representative's predecessor is a copy of this member, whose flow is this one.
       const int next_si = nx >= 0 ? out_.sim_index_of[members[nx]] : -1;
       auto [first, done] = member_tasks(msi, members[i], out_.sim_index_of[members[s]], members[s], next_si,
                                         nx >= 0 ? members[nx] : -1, &flows[i]);
       g_.depend(inst.join, first);
+      slot[i] = static_cast<int>(inst.members_si.size());
       inst.first.push_back(first);
       inst.done.push_back(done);
       inst.members_si.push_back(msi);
@@ -1289,19 +1429,20 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     // Data dependencies around the ring: step k of member i needs step k-1 of its predecessors (STEPS), and a
     // member is done when its own last flow and its predecessors' last flows have arrived.
     for (int i = 0; i < n; ++i) {
+      if (slot[i] < 0) continue;
       const auto& mine = flows[i];
       Task e = base;
       e.kind = TaskKind::JOIN;
-      e.rank = inst.members_si[i];
+      e.rank = inst.members_si[slot[i]];
       auto end = add_free(e);
-      g_.depend(inst.done[i], end);
+      g_.depend(inst.done[slot[i]], end);
       for (int p : preds[i]) {
         if (p < 0) continue;
-        const auto& pred_flows = flows[p];
+        const auto& pred_flows = flows[stands[p]];
         for (std::size_t k = 1; k < mine.size(); ++k) g_.depend(pred_flows[k - 1], mine[k]);
         g_.depend(pred_flows.back(), end);
       }
-      inst.done[i] = end;
+      inst.done[slot[i]] = end;
     }
     it = store_instance(key, std::move(inst), kind, bytes);
   }
@@ -2254,16 +2395,21 @@ void Lowerer::setup_ranks() {
   FoldDecision fd = decide_folding();
   out_.fold_tp = fd.tp;
   out_.fold_dp = fd.dp;
+  out_.fold_edp = fd.edp;
   out_.fold_reason = fd.reason;
   const int world = p_.world_size();
   out_.sim_index_of.assign(world, -1);
+  std::vector<int> rep(world);
+  for (int r = 0; r < world; ++r) rep[r] = fold_rep(r, fd.tp, fd.dp, fd.edp);
   for (int r = 0; r < world; ++r) {
-    RankCoord c = p_.coord_of(r);
-    if ((fd.tp && c.tp != 0) || (fd.dp && (c.dp != 0 || c.rep != 0))) continue;
+    if (rep[r] != r) continue;
+    const RankCoord c = p_.coord_of(r);
     SimRank sr;
     sr.global_rank = r;
     sr.coord = c;
-    sr.class_size = (fd.tp ? p_.stage_tp(c.pp) : 1) * (fd.dp ? p_.dp * p_.replicas(c.pp) : 1);
+    sr.class_size = (fd.tp ? p_.stage_tp(c.pp) : 1) * (fd.dp    ? p_.dp * p_.replicas(c.pp)
+                                                       : fd.edp ? p_.tp * p_.cp * p_.dp / edp_period()
+                                                                : 1);
     if (!fd.share.empty()) {
       sr.nic_multiplicity = fd.share[r][0];
       sr.fabric_multiplicity = fd.share[r][1];
@@ -2285,12 +2431,7 @@ void Lowerer::setup_ranks() {
     out_.sim_index_of[r] = static_cast<int>(out_.ranks.size());
     out_.ranks.push_back(sr);
   }
-  for (int r = 0; r < world; ++r) {
-    RankCoord c = p_.coord_of(r);
-    if (fd.tp) c.tp = 0;
-    if (fd.dp) c.dp = c.rep = 0;
-    out_.sim_index_of[r] = out_.sim_index_of[p_.rank_of(c)];
-  }
+  for (int r = 0; r < world; ++r) out_.sim_index_of[r] = out_.sim_index_of[rep[r]];
   {
     std::array<std::int32_t, kNumStreams> none;
     none.fill(-1);

@@ -26,6 +26,12 @@
 // the number of class members using it (SimRank::nic_multiplicity, fabric_multiplicity), and the link runs at
 // capacity / k, which max-min sharing makes exact when every flow on it stands for the same k (checked; tests in
 // tests/oracle/test_fold_multiplicity.cpp). Reports count every copy's bytes against the real capacity.
+// Folding under skewed routing: the EP group's ranks carry different expert loads and stay simulated, but its
+// expert-data-parallel copies (the same EP indices on other data-parallel ranks: the same loads) fold onto it
+// (Lowered::fold_edp). The data-parallel rings then hold several simulated members and their copies; they are lowered
+// as one rendezvous instance over the simulated members, a copy's steps taken as its representative's, which is exact
+// when every ring the group uses commutes with the fold (a copy's successor is a copy of its representative's
+// successor: checked) and a flow to a copy lands on its representative's links (tests/oracle/test_skew_folding.cpp).
 #pragma once
 #include <map>
 #include <memory>
@@ -146,6 +152,9 @@ struct Lowered {
   std::vector<SimRank> ranks;     ///< simulated ranks, ordered by global rank
   std::vector<int> sim_index_of;  ///< for every global rank: index of the simulated rank standing for it
   bool fold_tp = false, fold_dp = false;
+  /// Skewed routing: the expert-data-parallel copies of each EP group are folded (the EP groups' ranks simulated);
+  /// data-parallel rings then run over several simulated members, each copy's steps taken as its representative's.
+  bool fold_edp = false;
   std::string fold_reason;                    ///< why folding is (not) applied, for the summary
   double model_flops_per_iteration = 0;       ///< 3 x forward FLOPs of the global batch (no recompute)
   double hardware_flops_per_iteration = 0;    ///< FLOPs actually executed by all GPUs (recompute included)

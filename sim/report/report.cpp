@@ -451,6 +451,7 @@ nlohmann::json summary_json(const Inputs& in, const Lowered& low, const EngineRe
                       {"fold", to_string(in.options->fold)},
                       {"folded_tp", low.fold_tp},
                       {"folded_dp", low.fold_dp},
+                      {"folded_edp", low.fold_edp},
                       {"fold_reason", low.fold_reason},
                       {"simulated_ranks", low.ranks.size()},
                       {"network", to_string(in.options->network)},
@@ -626,7 +627,7 @@ std::string human_summary(const Inputs& in, const Lowered& low, const EngineResu
   const auto busiest = busiest_links(res, rep.iteration_time_s, 3);
   if (!busiest.empty()) {
     o << "busiest links";
-    if (low.fold_tp || low.fold_dp) o << " (of the simulated ranks; folded ranks load theirs alike)";
+    if (low.fold_tp || low.fold_dp || low.fold_edp) o << " (of the simulated ranks; folded ranks load theirs alike)";
     o << ":\n";
     for (const auto* l : busiest) {
       char line[200];
