@@ -196,3 +196,29 @@ TEST(CalibrateRuns, HardwareOnlyFitLeavesEachRunsStackItsOwn) {
   const auto r = predict_rows(rows, c, NetworkMode::ANALYTIC);
   for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_NEAR(r[i].predicted_s / rows[i].measured_s, 1.0, 0.02) << i;
 }
+
+// A value the runs' times do not depend on is "not identified", and the reason says what the runs show: that no run
+// has the feature it needs, or that some do but their times do not move with it (never "no run has pipeline
+// parallelism" of runs that have it).
+TEST(CalibrateRuns, ReasonsSayWhatTheRunsHave) {
+  const Calibration hw = default_calibration("h100-sxm5-80gb");
+  const StackProfile stack = stack_profile("megatron-core");
+  const auto rows = runs_measured_with(truth_of(hw, stack));
+  std::vector<PublishedRow> flat;
+  for (const auto& r : rows)
+    if (r.plan.pp == 1) flat.push_back(r);
+  RunsFitOptions opt;
+  opt.max_evaluations = 100;
+  const auto& p2p_flat = value(fit_runs(flat, hw, stack, opt), "stack.p2p_overhead_s");
+  EXPECT_FALSE(p2p_flat.fitted);
+  EXPECT_NE(p2p_flat.reason.find("no run has pipeline parallelism"), std::string::npos) << p2p_flat.reason;
+  // Two of the ten runs are pipelined; their 1F1B sends are far below their layers' time.
+  const RunsFit all = fit_runs(rows, hw, stack, opt);
+  const auto& p2p = value(all, "stack.p2p_overhead_s");
+  EXPECT_FALSE(p2p.fitted);
+  EXPECT_NE(p2p.reason.find("2 of the 10 runs have pipeline parallelism, but their times do not depend on it"),
+            std::string::npos)
+      << p2p.reason;
+  const auto& coll = value(all, "stack.host_collective_issue_s");
+  EXPECT_EQ(coll.reason.find("no run issues collectives"), std::string::npos) << coll.reason;
+}

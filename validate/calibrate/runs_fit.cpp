@@ -28,7 +28,14 @@ struct Candidate {
   double floor;                 ///< a base value below this is probed (and fitted) from here
   double step;                  ///< ln of the probe's and the simplex's step
   const char* unseen;           ///< why a set of runs may not depend on it at all
+  /// Where known: whether a run has what `unseen` says no run has (then the report says the runs have it but their
+  /// times do not depend on it, instead of `unseen`), and how that is named ("pipeline parallelism").
+  bool (*present)(const PublishedRow&) = nullptr;
+  const char* present_as = nullptr;
 };
+
+bool has_pipeline(const PublishedRow& r) { return r.plan.pp > 1; }
+bool has_layer_collectives(const PublishedRow& r) { return r.plan.tp > 1 || r.plan.cp > 1 || r.plan.ep > 1; }
 
 std::vector<Candidate> candidates(const Calibration& cal, double median_measured_s, bool hardware_only) {
   const double r12 = std::log(1.2), r2 = std::log(2.0), r3 = std::log(3.0);
@@ -65,9 +72,10 @@ std::vector<Candidate> candidates(const Calibration& cal, double median_measured
       {"stack.host_issue_s", "stack.json", &Calibration::host_issue_s, 1e-7, 1e-3, 1e-6, r2,
        "no run is bound by the host's kernel issue"},
       {"stack.host_collective_issue_s", "stack.json", &Calibration::host_collective_issue_s, 1e-7, 1e-2, 1e-6, r2,
-       "no run issues collectives inside its layers"},
+       "no run issues collectives inside its layers", has_layer_collectives,
+       "collectives inside their layers (TP, CP or EP)"},
       {"stack.p2p_overhead_s", "stack.json", &Calibration::p2p_overhead_s, 1e-8, 1e-2, 1e-7, r2,
-       "no run has pipeline parallelism"},
+       "no run has pipeline parallelism", has_pipeline, "pipeline parallelism"},
       {"stack.per_iteration_s", "stack.json", &Calibration::per_iteration_s, 1e-6, 1e3,
        std::max(1e-5, 0.02 * median_measured_s), r2, "no run's time depends on per-iteration host work"},
   };
@@ -277,8 +285,15 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
       if (std::abs(J[k][idx[j]]) >= 1e-3) v.determined_by.push_back(label_of(used[idx[j]]));
     if (!taken[k]) {
       if (v.sensitivity < 1e-3) {
-        v.reason = std::string("not identified: ") + cands[k].unseen + " (largest |d ln t / d ln v| " +
-                   format_number("%.4f", v.sensitivity) + ")";
+        // Say what the runs show: without the feature, that none has it; with it, that their times do not move.
+        const auto with = cands[k].present ? std::count_if(used.begin(), used.end(),
+                                                           [&](const auto& r) { return cands[k].present(r); })
+                                           : 0;
+        v.reason = "not identified: " +
+                   (with > 0 ? std::to_string(with) + " of the " + std::to_string(n) + " runs have " +
+                                   cands[k].present_as + ", but their times do not depend on it"
+                             : std::string(cands[k].unseen)) +
+                   " (largest |d ln t / d ln v| " + format_number("%.4f", v.sensitivity) + ")";
       } else if (lone_run[k]) {
         v.reason = "one run alone depends on it (" + (v.determined_by.empty() ? "" : v.determined_by.front()) +
                    "): a fit would match that run and nothing else";
