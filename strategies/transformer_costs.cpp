@@ -454,6 +454,7 @@ std::pair<Op, Op> flash_ops(const Dims& d, double heads, double sq, double skv, 
   const double io = d.b * heads * (sq * (qk_dim + v_dim) + skv * share * (qk_dim + v_dim)) * d.e + d.b * heads * sq * 4;
   Op f{"flash-attention", false, 2 * pairs * (qk_dim + v_dim), io, false, sq, qk_dim, skv, d.b * heads};
   f.flash = true;
+  f.attention_kv = pairs / (d.b * heads * sq);  // keys per query: causal halves them, a ring block has its own
   Op b{"flash-attention-bwd",
        false,
        2 * pairs * (3 * qk_dim + 2 * v_dim),
@@ -464,6 +465,7 @@ std::pair<Op, Op> flash_ops(const Dims& d, double heads, double sq, double skv, 
        skv,
        d.b * heads};
   b.flash = true;
+  b.attention_kv = f.attention_kv;
   return {f, b};
 }
 
@@ -1761,15 +1763,35 @@ double gemm_monotone_flops(const Calibration& cal) {
   return p > 1 ? cal.gemm_half_efficiency_flops * std::pow(p - 1, 1 / p) : 0;
 }
 
+namespace {
+/// max f^p / (f^p + half^p), held at f* = half (p - 1)^(1/p) below it where p > 1 (see gemm_efficiency).
+double saturating_efficiency(double flops, double max, double half, double p) {
+  if (flops <= 0 || half <= 0) return max;
+  if (p == 1.0) return max * flops / (flops + half);
+  const double f = std::max(flops, p > 1 ? half * std::pow(p - 1, 1 / p) : 0.0);
+  return max / (1.0 + std::pow(half / f, p));
+}
+}  // namespace
+
 double gemm_efficiency(double flops, const Calibration& cal) {
-  if (flops <= 0) return cal.gemm_efficiency_max;
-  if (cal.gemm_efficiency_exponent == 1.0)
-    return cal.gemm_efficiency_max * flops / (flops + cal.gemm_half_efficiency_flops);
   // f^p / (f^p + h^p) = 1 / (1 + (h / f)^p). With p > 1 the time f / eff(f) ~ f^(1-p) h^p grows again as f shrinks
   // below f* = h (p - 1)^(1/p), where d/df [f + h^p f^(1-p)] = 0: a smaller GEMM would take longer than a larger
-  // one. Below f* the efficiency stays at eff(f*), so time falls with size.
-  const double f = std::max(flops, gemm_monotone_flops(cal));
-  return cal.gemm_efficiency_max / (1.0 + std::pow(cal.gemm_half_efficiency_flops / f, cal.gemm_efficiency_exponent));
+  // one. Below f* the efficiency stays at eff(f*), so time falls with size (gemm_monotone_flops).
+  return saturating_efficiency(flops, cal.gemm_efficiency_max, cal.gemm_half_efficiency_flops,
+                               cal.gemm_efficiency_exponent);
+}
+
+double flash_attention_efficiency(const Op& op, const Calibration& cal) {
+  // FlashAttention-2 kernels (the stack's fa2_attention) keep their one measured fraction; the fused kernels
+  // (cuDNN's, FlashAttention-3) follow the curve of their direction where the calibration has one.
+  if (cal.fa2_attention && cal.fa2_attention_efficiency > 0) return cal.fa2_attention_efficiency;
+  if (op.attention_kv <= 0) return cal.flash_attention_efficiency;
+  const bool backward = op.name.size() > 4 && op.name.compare(op.name.size() - 4, 4, "-bwd") == 0;
+  if (!backward)
+    return saturating_efficiency(op.attention_kv, cal.flash_attention_efficiency, cal.flash_attention_half_kv,
+                                 cal.flash_attention_exponent);
+  return saturating_efficiency(op.attention_kv, cal.flash_attention_efficiency * cal.flash_attention_backward_ratio,
+                               cal.flash_attention_backward_half_kv, cal.flash_attention_backward_exponent);
 }
 
 double gemm_alignment_bytes(const Op& op, DType dtype) {
@@ -1990,10 +2012,7 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
   const double fill =
       op.grouped ? grouped_tile_fill(op.weight_grad ? op.k : op.m, op.weight_grad ? cal.gemm_tile_k : cal.gemm_tile_m)
                  : 1.0;
-  if (op.flash)
-    t_flop = op.flops / (gpu.peak_flops(dtype) * (cal.fa2_attention && cal.fa2_attention_efficiency > 0
-                                                      ? cal.fa2_attention_efficiency
-                                                      : cal.flash_attention_efficiency));
+  if (op.flash) t_flop = op.flops / (gpu.peak_flops(dtype) * flash_attention_efficiency(op, cal));
   else if (op.gemm && op.grouped && cal.grouped_gemm_single_kernel && gpu.sm_count > 0 && cal.gemm_tile_m > 0 &&
            cal.gemm_tile_k > 0 && cal.gemm_tile_n > 0) {
     const auto [peak, scale] = op.precision != Precision::BF16 ? lowp_peak_and_scale(op, gpu, cal)

@@ -34,6 +34,9 @@ struct Op {
   /// A fused attention kernel (FlashAttention forward or backward): runs at Calibration::flash_attention_efficiency
   /// of the tensor-core peak (not the GEMM curve); `bytes` still bounds it from below.
   bool flash = false;
+  /// A fused attention kernel's keys per query (causal: half the keys; a ring block's own), which sets its
+  /// efficiency on the calibration's curve (Calibration::flash_attention_half_kv); 0 = not attention.
+  double attention_kv = 0;
   /// A GEMM in a low-precision format (FP8 recipes, MXFP8: GpuSpec::peak_fp8_flops; NVFP4: peak_fp4_flops), at the
   /// format's efficiency scale of the calibration. BF16 = the model's dtype.
   Precision precision = Precision::BF16;
@@ -303,6 +306,11 @@ Calibration at_tensor_share(Calibration cal, const TransformerSpec& m, const Gpu
 /// GEMM efficiency curve eff(f) = eff_max * f^p / (f^p + f_half^p) (p = gemm_efficiency_exponent), held at its
 /// value at gemm_monotone_flops below that size, so that a GEMM's time never grows as its FLOPs shrink.
 double gemm_efficiency(double flops, const Calibration& cal);
+/// The fraction of the tensor-core peak `op` (op.flash) reaches: FlashAttention-2's fraction where the stack runs it,
+/// else the calibration's forward or backward curve over the call's keys per query (Op::attention_kv,
+/// Calibration::flash_attention_*); a kernel that borrows the attention efficiency (the SSD scan, the gated delta
+/// rule: attention_kv 0) its flash_attention_efficiency.
+double flash_attention_efficiency(const Op& op, const Calibration& cal);
 /// The GEMM size f* = f_half (p - 1)^(1/p) below which f / eff(f) would grow as f shrinks (p > 1); 0 for p <= 1.
 double gemm_monotone_flops(const Calibration& cal);
 /// The fraction of a grouped GEMM group's padded tiles its tokens fill: tokens / (tile x E[ceil(X / tile)]) for a

@@ -30,6 +30,16 @@ void Calibration::validate(const std::string& ctx) const {
   in01(memory_bandwidth_efficiency, "compute.memory_bandwidth_efficiency");
   in01(scatter_add_bandwidth_efficiency, "compute.scatter_add_bandwidth_efficiency");
   in01(flash_attention_efficiency, "compute.flash_attention_efficiency");
+  if (!(flash_attention_backward_ratio > 0 && flash_attention_backward_ratio * flash_attention_efficiency <= 1))
+    throw ConfigError(ctx + ": compute.flash_attention_backward_ratio must be > 0 and keep the backward's efficiency " +
+                      "at most 1, got " + limits::number(flash_attention_backward_ratio));
+  for (auto [v, f] : {std::pair{flash_attention_half_kv, "compute.flash_attention_half_kv"},
+                      std::pair{flash_attention_backward_half_kv, "compute.flash_attention_backward_half_kv"}})
+    if (!(v >= 0 && v <= 1e7))
+      throw ConfigError(ctx + ": " + f + " must be 0 (no curve) or a key count in (0, 1e7], got " + limits::number(v));
+  for (auto [v, f] : {std::pair{flash_attention_exponent, "compute.flash_attention_exponent"},
+                      std::pair{flash_attention_backward_exponent, "compute.flash_attention_backward_exponent"}})
+    if (!(v >= 0.25 && v <= 8)) throw ConfigError(ctx + ": " + f + " must be in [0.25, 8], got " + limits::number(v));
   in01(intra_bandwidth_efficiency, "network.intra_bandwidth_efficiency");
   in01(inter_bandwidth_efficiency, "network.inter_bandwidth_efficiency");
   in_range(gemm_half_efficiency_flops, "compute.gemm_half_efficiency_flops", limits::kFlopScale);
@@ -129,6 +139,11 @@ nlohmann::json to_json(const Calibration& c) {
                         {"memory_bandwidth_efficiency", c.memory_bandwidth_efficiency},
                         {"scatter_add_bandwidth_efficiency", c.scatter_add_bandwidth_efficiency},
                         {"flash_attention_efficiency", c.flash_attention_efficiency},
+                        {"flash_attention_half_kv", c.flash_attention_half_kv},
+                        {"flash_attention_exponent", c.flash_attention_exponent},
+                        {"flash_attention_backward_ratio", c.flash_attention_backward_ratio},
+                        {"flash_attention_backward_half_kv", c.flash_attention_backward_half_kv},
+                        {"flash_attention_backward_exponent", c.flash_attention_backward_exponent},
                         {"fp8_gemm_efficiency_scale", c.fp8_gemm_efficiency_scale},
                         {"fp8_rowwise_gemm_efficiency_scale", c.fp8_rowwise_gemm_efficiency_scale},
                         {"fp4_gemm_efficiency_scale", c.fp4_gemm_efficiency_scale},
@@ -204,6 +219,11 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "memory_bandwidth_efficiency",
                              "scatter_add_bandwidth_efficiency",
                              "flash_attention_efficiency",
+                             "flash_attention_half_kv",
+                             "flash_attention_exponent",
+                             "flash_attention_backward_ratio",
+                             "flash_attention_backward_half_kv",
+                             "flash_attention_backward_exponent",
                              "fp8_gemm_efficiency_scale",
                              "fp8_rowwise_gemm_efficiency_scale",
                              "fp4_gemm_efficiency_scale",
@@ -243,6 +263,12 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.scatter_add_bandwidth_efficiency =
       get_or<double>(cj, cc, "scatter_add_bandwidth_efficiency", c.scatter_add_bandwidth_efficiency);
   c.flash_attention_efficiency = get_or<double>(cj, cc, "flash_attention_efficiency", c.flash_attention_efficiency);
+  for (auto [f, v] : {std::pair{"flash_attention_half_kv", &c.flash_attention_half_kv},
+                      std::pair{"flash_attention_exponent", &c.flash_attention_exponent},
+                      std::pair{"flash_attention_backward_ratio", &c.flash_attention_backward_ratio},
+                      std::pair{"flash_attention_backward_half_kv", &c.flash_attention_backward_half_kv},
+                      std::pair{"flash_attention_backward_exponent", &c.flash_attention_backward_exponent}})
+    *v = get_or<double>(cj, cc, f, *v);
   c.fa2_attention_efficiency = get_or<double>(cj, cc, "fa2_attention_efficiency", 0.0);
   for (auto [f, v] : {std::pair{"fp8_gemm_efficiency_scale", &c.fp8_gemm_efficiency_scale},
                       std::pair{"fp8_rowwise_gemm_efficiency_scale", &c.fp8_rowwise_gemm_efficiency_scale},

@@ -85,8 +85,20 @@ struct Calibration {
   /// MoE shapes, less the probability multiply's two streaming passes): 0.052-0.056 with top-8, 0.063 with top-4,
   /// 0.082-0.083 with top-2; the median 0.0545 here, carried to other GPUs as the same fraction (an estimate).
   double scatter_add_bandwidth_efficiency = 0.0545;
-  /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward.
+  /// Fraction of the tensor-core peak reached by fused (Flash) attention kernels, forward and backward: with
+  /// flash_attention_half_kv > 0 the forward's asymptote of the curve eff(x) = max x^p / (x^p + half^p) over the keys
+  /// each query attends to in one call, x (half the sequence for causal attention; a ring-attention block's own
+  /// keys), held at its minimum-time length where p > 1 (as the GEMM curve). Each thread block loops over x keys for
+  /// its query tile, so its fixed costs (prologue, epilogue, the causal diagonal's masked tiles) weigh on short
+  /// sequences (FlashAttention-2, Dao 2023, Figures 4-7: throughput rises with sequence length at constant tokens).
+  /// Measured on one H200 (tests/data/h200/hw_sweep_2026-11-26.json, PyTorch SDPA's cuDNN kernels, causal, head dim
+  /// 128): forward 0.39 of peak at 2k tokens, 0.65 at 16k; backward 0.25 and 0.50.
   double flash_attention_efficiency = 0.55;
+  double flash_attention_half_kv = 0;            ///< the forward curve's half-efficiency key count; 0 = no curve
+  double flash_attention_exponent = 1;           ///< the forward curve's p
+  double flash_attention_backward_ratio = 1;     ///< the backward's asymptote over the forward's
+  double flash_attention_backward_half_kv = 0;   ///< the backward curve's half key count; 0 = no curve
+  double flash_attention_backward_exponent = 1;  ///< the backward curve's p
   /// The same for FlashAttention-2 kernels (PyTorch SDPA's flash backend), used where the stack runs them
   /// (fa2_attention): on Hopper they lack the architecture's asynchronous tensor-core instructions and reach about
   /// 0.6 of cuDNN's fused attention. 0 = as flash_attention_efficiency (Ampere, where FlashAttention-2 is the best).

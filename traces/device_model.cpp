@@ -39,6 +39,13 @@ Calibration device_model_calibration(const Calibration& reference, const GpuSpec
   c.gemm_half_efficiency_flops = reference.gemm_half_efficiency_flops * s.throughput_ratio;
   c.flash_attention_efficiency = reference.flash_attention_efficiency * s.tensor_factor;
   c.fa2_attention_efficiency = reference.fa2_attention_efficiency * s.tensor_factor;
+  // The attention curves' half key counts stand for a fixed time per thread block: they scale with the tensor
+  // throughput of one SM (the whole GPU's ratio over the SM counts' where both are known).
+  const double per_sm =
+      s.throughput_ratio *
+      (reference_gpu.sm_count > 0 && target.sm_count > 0 ? reference_gpu.sm_count / target.sm_count : 1.0);
+  c.flash_attention_half_kv = reference.flash_attention_half_kv * per_sm;
+  c.flash_attention_backward_half_kv = reference.flash_attention_backward_half_kv * per_sm;
   c.name = target.name + " (not measured: device model of " + reference_gpu.name + " by board power, " +
            std::to_string(static_cast<int>(target.board_power_w)) + " W vs " +
            std::to_string(static_cast<int>(reference_gpu.board_power_w)) + " W)";
@@ -69,7 +76,8 @@ Calibration device_model_calibration(const Calibration& reference, const GpuSpec
        "gemm_efficiency_max = min(reference, power_limited / (sustained_tensor_ratio x target peak)); "
        "flash_attention_efficiency and "
        "fa2_attention_efficiency x tensor_factor; gemm_half_efficiency_flops x throughput_ratio (a fixed time per "
-       "GEMM)"},
+       "GEMM); flash_attention_half_kv and flash_attention_backward_half_kv x throughput_ratio x reference SMs / "
+       "target SMs (a fixed time per thread block)"},
       {"copied",
        "sustained_tensor_ratio, memory_bandwidth_efficiency, kernel_launch_s, fp8/fp4 scales, interference, optimizer "
        "bytes, software-stack "

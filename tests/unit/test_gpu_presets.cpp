@@ -461,6 +461,10 @@ TEST(DeviceModel, ShippedUnmeasuredCalibrationsAreTheDeviceModelOfTheH100) {
     EXPECT_DOUBLE_EQ(shipped.gemm_half_efficiency_flops, derived.gemm_half_efficiency_flops);
     EXPECT_DOUBLE_EQ(shipped.flash_attention_efficiency, derived.flash_attention_efficiency);
     EXPECT_DOUBLE_EQ(shipped.fa2_attention_efficiency, derived.fa2_attention_efficiency);
+    EXPECT_DOUBLE_EQ(shipped.flash_attention_half_kv, derived.flash_attention_half_kv);
+    EXPECT_DOUBLE_EQ(shipped.flash_attention_backward_half_kv, derived.flash_attention_backward_half_kv);
+    EXPECT_DOUBLE_EQ(shipped.flash_attention_backward_ratio, derived.flash_attention_backward_ratio);
+    EXPECT_GT(shipped.flash_attention_half_kv, 0);
     EXPECT_EQ(shipped.name, derived.name);
     EXPECT_EQ(shipped.pinned_software, derived.pinned_software);
     EXPECT_LT(shipped.gemm_efficiency_max, h100.gemm_efficiency_max);  // every one of them is power-limited
