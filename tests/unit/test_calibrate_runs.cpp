@@ -209,7 +209,8 @@ TEST(CalibrateRuns, ReasonsSayWhatTheRunsHave) {
     if (r.plan.pp == 1) flat.push_back(r);
   RunsFitOptions opt;
   opt.max_evaluations = 100;
-  const auto& p2p_flat = value(fit_runs(flat, hw, stack, opt), "stack.p2p_overhead_s");
+  const RunsFit flat_fit = fit_runs(flat, hw, stack, opt);
+  const auto& p2p_flat = value(flat_fit, "stack.p2p_overhead_s");
   EXPECT_FALSE(p2p_flat.fitted);
   EXPECT_NE(p2p_flat.reason.find("no run has pipeline parallelism"), std::string::npos) << p2p_flat.reason;
   // Two of the ten runs are pipelined; their 1F1B sends are far below their layers' time.
