@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <tuple>
 #include <unordered_map>
 
@@ -128,7 +129,8 @@ private:
   /// multiplicities of shared links (FoldDecision::share).
   bool fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, bool edp = false) const;
   /// The rank that stands for `rank` when tp, dp or the expert-data-parallel copies (edp) are folded.
-  int fold_rep(int rank, bool tp, bool dp, bool edp) const;
+  int fold_rep(int rank, bool tp, bool dp, bool edp) const { return fold_rep(p_.coord_of(rank), tp, dp, edp); }
+  int fold_rep(RankCoord c, bool tp, bool dp, bool edp) const;
   /// Ranks per expert-data-parallel copy set: EP groups whose ranks differ in block index by a multiple of etp x ep
   /// are copies of each other (the block index's dp part modulo edp_period()).
   int edp_period() const { return p_.expert_tp() * p_.ep; }
@@ -136,6 +138,26 @@ private:
   /// the spread and hierarchical rings) commutes with fold_rep: a copy's successor is a copy of its representative's
   /// successor, so a folded member's steps are its representative's.
   bool edp_rings_periodic(const std::vector<int>& members) const;
+  /// Whether some member of `members` is folded away (simulated by another rank).
+  bool any_folded(const std::vector<int>& members) const {
+    for (int m : members)
+      if (out_.ranks[out_.sim_index_of[m]].global_rank != m) return true;
+    return false;
+  }
+  /// Per member index of a group laid out node by node (node_blocks: `by_node`, g members per node): its successor on
+  /// its node's ring and the member at its position on the next node (the spread and hierarchical rings).
+  static void node_ring_successors(const std::vector<std::pair<int, int>>& by_node, std::size_t g,
+                                   std::vector<int>* local, std::vector<int>* next) {
+    const std::size_t nodes = by_node.size() / g;
+    local->assign(by_node.size(), -1);
+    next->assign(by_node.size(), -1);
+    for (std::size_t nd = 0; nd < nodes; ++nd)
+      for (std::size_t j = 0; j < g; ++j) {
+        const auto m = static_cast<std::size_t>(by_node[nd * g + j].second);
+        (*local)[m] = by_node[nd * g + (j + 1) % g].second;
+        (*next)[m] = by_node[(nd + 1) % nodes * g + j].second;
+      }
+  }
   /// A collective group with folded-away members and several simulated ones (the EDP fold's data-parallel rings).
   bool partially_folded(const std::vector<int>& members) const;
 
@@ -400,8 +422,7 @@ private:
   std::vector<std::vector<PipeOp>> orders_;  // per stage
 };
 
-int Lowerer::fold_rep(int rank, bool tp, bool dp, bool edp) const {
-  RankCoord c = p_.coord_of(rank);
+int Lowerer::fold_rep(RankCoord c, bool tp, bool dp, bool edp) const {
   if (edp) {
     // The copy of the rank's expert grid position with the lowest block index: the dp part of the block index
     // modulo the EP grid's span (decide_folding keeps etp x ep a multiple of tp x cp, so tp and cp stay).
@@ -437,25 +458,21 @@ bool Lowerer::edp_rings_periodic(const std::vector<int>& members) const {
   std::vector<long> rep(n);
   for (std::size_t i = 0; i < n; ++i)
     if ((rep[i] = rep_at(i)) < 0) return false;  // a representative outside the group
-  auto commutes = [&](const std::vector<std::size_t>& succ) {
+  auto commutes = [&](const std::vector<int>& succ) {
     for (std::size_t i = 0; i < n; ++i)
-      if (rep[succ[i]] != rep[succ[static_cast<std::size_t>(rep[i])]]) return false;
+      if (rep[static_cast<std::size_t>(succ[i])] !=
+          rep[static_cast<std::size_t>(succ[static_cast<std::size_t>(rep[i])])])
+        return false;
     return true;
   };
-  std::vector<std::size_t> ring(n);
-  for (std::size_t i = 0; i < n; ++i) ring[i] = (i + 1) % n;
+  std::vector<int> ring(n);
+  for (std::size_t i = 0; i < n; ++i) ring[i] = static_cast<int>((i + 1) % n);
   if (!commutes(ring)) return false;
   std::vector<std::pair<int, int>> by_node;
   const std::size_t g = node_blocks(members, &by_node);
   if (g == 0 || g == n) return true;
-  std::vector<std::size_t> local(n), next(n);
-  const std::size_t nodes = n / g;
-  for (std::size_t nd = 0; nd < nodes; ++nd)
-    for (std::size_t j = 0; j < g; ++j) {
-      const auto m = static_cast<std::size_t>(by_node[nd * g + j].second);
-      local[m] = static_cast<std::size_t>(by_node[nd * g + (j + 1) % g].second);
-      next[m] = static_cast<std::size_t>(by_node[(nd + 1) % nodes * g + j].second);
-    }
+  std::vector<int> local, next;
+  node_ring_successors(by_node, g, &local, &next);
   return commutes(local) && commutes(next);
 }
 
@@ -466,8 +483,9 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, 
   // Each rank's representative and pipeline stage, computed once (a million ranks: coord_of is the hot spot).
   std::vector<int> rep(world), stage_of(world);
   for (int r = 0; r < world; ++r) {
-    stage_of[r] = p_.coord_of(r).pp;
-    rep[r] = fold_rep(r, tp, dp, edp);
+    const RankCoord c = p_.coord_of(r);
+    stage_of[r] = c.pp;
+    rep[r] = fold_rep(c, tp, dp, edp);
   }
   if (edp) {
     // The data-parallel rings hold several simulated members and their copies: each must be periodic under the
@@ -773,15 +791,7 @@ bool Lowerer::spread_ring(const std::vector<int>& members, std::vector<int>* loc
   std::vector<std::pair<int, int>> by_node;  // (node, member index)
   const std::size_t g = node_blocks(members, &by_node);
   if (!spreads(g, members.size())) return false;
-  const std::size_t nodes = by_node.size() / g;
-  local_succ->assign(members.size(), -1);
-  node_succ->assign(members.size(), -1);
-  for (std::size_t nd = 0; nd < nodes; ++nd)
-    for (std::size_t j = 0; j < g; ++j) {
-      const int m = by_node[nd * g + j].second;
-      (*local_succ)[m] = by_node[nd * g + (j + 1) % g].second;
-      (*node_succ)[m] = by_node[(nd + 1) % nodes * g + j].second;
-    }
+  node_ring_successors(by_node, g, local_succ, node_succ);
   *per_node = static_cast<int>(g);
   return true;
 }
@@ -1178,9 +1188,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   if (members.size() <= 1) return pred;
   // Folded when some member is represented by another simulated rank (a folded axis): by symmetry every member
   // then loads its own links as this one does, and the collective runs against this rank's mirror.
-  bool folded = false;
-  for (int mbr : members)
-    if (out_.ranks[out_.sim_index_of[mbr]].global_rank != mbr) folded = true;
+  const bool folded = any_folded(members);
   // The EDP fold's data-parallel rings: several simulated members and their copies, lowered as one instance over the
   // simulated members (ring_collective), numbered as unfolded groups are.
   const bool partial = folded && out_.fold_edp && partially_folded(members);
@@ -1215,12 +1223,7 @@ std::int32_t Lowerer::collective(int si, GroupAxis ax, Stream stream, Collective
   split_hierarchical(grank, members, &local, &cross);
   const double g = static_cast<double>(local.size());
   // Under the EDP fold each sub-ring is folded, partly folded or whole on its own.
-  auto sub_folded = [&](const std::vector<int>& sub) {
-    if (!partial) return folded;
-    for (int mbr : sub)
-      if (out_.ranks[out_.sim_index_of[mbr]].global_rank != mbr) return true;
-    return false;
-  };
+  auto sub_folded = [&](const std::vector<int>& sub) { return partial ? any_folded(sub) : folded; };
   std::int32_t first = -1, cur = pred;
   if (local.size() > 1)
     cur = ring_collective(si, local, sub_folded(local), axis_code * 4 + 1, seq, stream, CollectiveKind::REDUCE_SCATTER,
@@ -1400,14 +1403,19 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     // Per member: the member whose tasks stand for it (itself, or under the EDP fold its representative), and its
     // position among the instance's simulated members.
     std::vector<int> stands(n), slot(n, -1);
-    std::map<int, int> at;
-    for (int i = 0; i < n; ++i) at[members[i]] = i;
-    for (int i = 0; i < n; ++i) {
-      const int g = out_.ranks[out_.sim_index_of[members[i]]].global_rank;
-      DTSIM_ASSERT(g == members[i] || (partial && at.count(g)),
-                   "member " << members[i] << " of a " << name << " collective is not simulated");
-      stands[i] = at.at(g);
+    std::iota(stands.begin(), stands.end(), 0);
+    if (partial) {
+      std::map<int, int> at;
+      for (int i = 0; i < n; ++i) at[members[i]] = i;
+      for (int i = 0; i < n; ++i) {
+        const auto found = at.find(out_.ranks[out_.sim_index_of[members[i]]].global_rank);
+        DTSIM_ASSERT(found != at.end(), "member " << members[i] << " of a " << name << " collective stands outside it");
+        stands[i] = found->second;
+      }
     }
+    for (int i = 0; i < n; ++i)
+      DTSIM_ASSERT(out_.ranks[out_.sim_index_of[members[stands[i]]]].global_rank == members[stands[i]],
+                   "member " << members[i] << " of a " << name << " collective is not simulated");
     for (int i = 0; i < n; ++i) {
       const int s = spread ? local_succ[i] : (i + 1) % n;
       const int nx = spread ? node_succ[i] : -1;
