@@ -253,7 +253,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("recompute", po::value<std::string>(), "activation recompute: none | selective | full (default none)")
     ("recompute-modules", po::value<std::string>(),
      "selective recompute of these Megatron-Core modules (implies --recompute selective): comma-separated "
-     "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts")
+     "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts; or op_sac alone, torchtitan's op-level "
+     "selective AC of dense blocks")
     ("recompute-num-layers", po::value<int>(),
      "N: full recompute of only the first N layers of every model chunk, the rest keep their activations (implies "
      "--recompute full; Megatron --recompute-method block --recompute-num-layers)")

@@ -706,6 +706,66 @@ std::vector<Step> module_recompute(const std::vector<Step>& forward, unsigned mo
   return out;
 }
 
+// torchtitan's op-level selective activation checkpointing of a dense block (RECOMPUTE_OP_SAC; torchtitan
+// _apply_ac_to_transformer_block, selective_ac_option "op": torchtitan/parallelisms/parallelize_llama.py at e846b69,
+// 2024-12, and torchtitan/models/llama3/parallelize_llama.py at 820504e, 2025-06, the same policy). Inside each
+// block the outputs of aten.mm, of SDPA's flash and memory-efficient kernels, of reduce_scatter_tensor and of max
+// are saved (MUST_SAVE), except every second mm in call order, counted per block (wq 1, wk 2, wv 3, wo 4, w1 5,
+// w3 6, w2 7); everything else is PREFER_RECOMPUTE, re-run when the backward unpacks it. What the backward needs of
+// the unsaved, and so recomputes before the block's backward:
+//  - both norms' outputs (the projections' weight gradients; wk's recompute);
+//  - k (SDPA's backward): wk, a share k_w / (q_w + k_w + v_w) of the fused QKV GEMM (q and v from their saved
+//    outputs);
+//  - h = x + attention output (the second norm's input): the residual add, from wo's output without tensor
+//    parallelism (wo recomputed), from the saved reduce-scatter output with it (wo not needed);
+//  - the MLP's activation (silu(w1 x) * w3 x: w2's weight gradient) and w3, half of the fused SwiGLU FC1 (a GELU
+//    MLP's second mm is its output GEMM, not needed);
+//  - sequence-parallel TP: both all-gathered block inputs (all_gather_into_tensor is not in the save list), with a
+//    current-scaling format's amax reduction before them;
+//  - low precision (torchao Float8Linear): each recomputed projection's input cast, and its share of the weight's.
+std::vector<Step> op_sac_recompute(const std::vector<Step>& forward, const TransformerSpec& m, const Shape& sh,
+                                   const AttentionProj& ap) {
+  const bool tp = sh.tp > 1;
+  const double k_share = ap.k_w / (ap.q_w * (m.attention_gate ? 2 : 1) + ap.k_w + ap.v_w);
+  const double w3_share = m.mlp == MlpKind::SWIGLU ? 0.5 : 0.0;
+  auto part = [](Op o, double f) {
+    o.flops *= f;
+    o.bytes *= f;
+    o.n *= f;
+    return o;
+  };
+  auto cast_of = [](const std::string& n, const char* gemm_name, char operand) {
+    const std::string p = std::string(gemm_name) + "-" + operand;
+    return n.rfind(p, 0) == 0;
+  };
+  std::vector<Step> out;
+  for (const Step& st : forward) {
+    Step r = st;
+    r.name = "recompute-" + st.name;
+    if (st.kind != Step::Kind::COMPUTE) {
+      if (tp && st.kind == Step::Kind::TP_COLLECTIVE && st.group == CommGroup::TP &&
+          (st.name == "attn-ag" || st.name == "mlp-ag" || st.name == "attn-ag-amax" || st.name == "mlp-ag-amax"))
+        out.push_back(std::move(r));
+      continue;
+    }
+    r.ops.clear();
+    for (const Op& o : st.ops) {
+      const std::string& n = o.name;
+      if (n == "ln1" || n == "ln2" || n == "dropout-residual1" || n == "swiglu" || n == "gelu") r.ops.push_back(o);
+      else if (n == "qkv" || cast_of(n, "qkv", 'w')) r.ops.push_back(part(o, k_share));
+      else if (cast_of(n, "qkv", 'x')) r.ops.push_back(o);
+      else if (!tp && (n == "proj" || cast_of(n, "proj", 'x') || cast_of(n, "proj", 'w'))) r.ops.push_back(o);
+      else if (w3_share > 0 && (n == "fc1" || cast_of(n, "fc1", 'w'))) r.ops.push_back(part(o, w3_share));
+      else if (w3_share > 0 && cast_of(n, "fc1", 'x')) r.ops.push_back(o);
+    }
+    if (r.ops.empty()) continue;
+    if (st.host_issues > 0)
+      r.host_issues = st.host_issues * static_cast<double>(r.ops.size()) / static_cast<double>(st.ops.size());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, bool moe, double window);
 LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, LayerKind kind);
 }  // namespace
@@ -975,6 +1035,9 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   if (sh.recompute == Recompute::FULL) {
     p.recompute = p.forward;
     for (auto& s : p.recompute) s.name = "recompute-" + s.name;
+  } else if (sh.recompute == Recompute::SELECTIVE && sh.recompute_modules == RECOMPUTE_OP_SAC) {
+    DTSIM_ASSERT(!moe && !m.parallel_block && sh.cp == 1, "op_sac recompute of a dense block only (plan validation)");
+    p.recompute = op_sac_recompute(p.forward, m, sh, ap);
   } else if (sh.recompute == Recompute::SELECTIVE && sh.recompute_modules != 0) {
     p.recompute = module_recompute(p.forward, sh.recompute_modules);
   } else if (sh.recompute == Recompute::SELECTIVE && !flash) {
@@ -1489,6 +1552,21 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   switch (sh.recompute) {
     case Recompute::NONE: out.stored = full; break;
     case Recompute::SELECTIVE:
+      if (sh.recompute_modules == RECOMPUTE_OP_SAC && !moe && !gpt) {
+        // torchtitan's op-level policy (op_sac_recompute): not kept are both norms' outputs, h (the second norm's
+        // input), k and the MLP's inner tensors but for its first GEMM's output (w1's, or a GELU MLP's FC1);
+        // kept besides the layer's are w2's output (the 7th mm: T x h on every TP rank, before the reduce-scatter)
+        // and, with sequence-parallel TP, the two reduce-scatter outputs.
+        const double rep = sh.sequence_parallel ? 1 / t : 1;
+        const AttentionProj ap = attention_proj(m, d);
+        const double first_mlp_out = d.T * d.f / t * d.e;
+        const double drop =
+            sbh * (2 * q + d.e) * rep + d.T * ap.k_w * d.e + std::max(0.0, mlp_inner / t - first_mlp_out);
+        const double kept = (m.mlp == MlpKind::SWIGLU ? sbh * d.e : 0) + (t > 1 ? 2 * sbh * d.e * rep : 0);
+        out.stored = full - drop + kept;
+        out.transient = drop;
+        break;
+      }
       if (sh.recompute_modules != 0) {
         // The dense MLP's inner activations: its FC1 output and activation output (its input is the norm's output).
         const double drop = module_dropped_bytes(m, sh, d, scores, 2, moe ? 0 : mlp_inner / t, moe);

@@ -426,7 +426,7 @@ Recompute recompute_from_string(const std::string& s, const std::string& ctx) {
 
 namespace {
 constexpr const char* kRecomputeModuleNames[kRecomputeModules] = {
-    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "op_sac"};
 }  // namespace
 
 std::string recompute_modules_to_string(unsigned modules) {
@@ -1163,6 +1163,25 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
     }
     if (model.moe.shared_ffn_hidden <= 0)
       refuse(RECOMPUTE_SHARED_EXPERTS, "without shared experts ('" + model.name + "' has none)");
+    if (recompute_modules & RECOMPUTE_OP_SAC) {
+      // torchtitan's op-level policy is modelled on its dense Llama blocks (strategies/transformer_costs.cpp).
+      if (recompute_modules != RECOMPUTE_OP_SAC)
+        throw ConfigError(ctx +
+                          ": recompute module op_sac (torchtitan's op-level policy) cannot be combined with "
+                          "Megatron-Core's modules (" +
+                          recompute_modules_to_string(recompute_modules & ~RECOMPUTE_OP_SAC) + ")");
+      std::string why;
+      if (model.moe.enabled()) why = "MoE layers";
+      else if (model.mla.enabled()) why = "multi-head latent attention";
+      else if (model.hybrid()) why = "layers other than attention + MLP (layer_pattern)";
+      else if (model.parallel_block) why = "parallel blocks";
+      else if (model.attention != AttentionKind::FLASH) why = "unfused attention (op_sac keeps SDPA's output)";
+      else if (cp > 1) why = "context parallelism";
+      else if (tp > 1 && !sequence_parallel) why = "tensor parallelism without sequence parallelism";
+      if (!why.empty())
+        throw ConfigError(ctx + ": recompute module op_sac is modelled for dense attention + MLP blocks only ('" +
+                          model.name + "' with this plan has " + why + ")");
+    }
   }
   if (!model.moe.enabled()) {
     for (const char* key : {"etp", "dispatcher"})

@@ -45,8 +45,13 @@ enum RecomputeModule : unsigned {
   RECOMPUTE_MLP = 1U << 4,             ///< the dense MLP
   RECOMPUTE_MOE = 1U << 5,             ///< the whole MoE block (router, dispatch, experts, combine)
   RECOMPUTE_SHARED_EXPERTS = 1U << 6,  ///< the MoE block's shared experts
+  /// Not a Megatron module: torchtitan's op-level selective activation checkpointing (activation_checkpoint mode
+  /// "selective", selective_ac_option "op"), a policy over a whole dense block: the outputs of the matmuls (but
+  /// every second one), of SDPA and of the tensor-parallel reduce-scatters are kept, the rest recomputed where the
+  /// backward needs it (strategies/transformer_costs.cpp, op_sac_recompute). Not combined with the modules above.
+  RECOMPUTE_OP_SAC = 1U << 7,
 };
-constexpr int kRecomputeModules = 7;
+constexpr int kRecomputeModules = 8;
 /// "core_attn,moe_act" for a set of RecomputeModule bits ("" for none), in the order above.
 std::string recompute_modules_to_string(unsigned modules);
 /// Parses a comma-separated list of Megatron-Core module names; ConfigError naming the unknown one.

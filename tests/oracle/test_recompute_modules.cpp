@@ -55,7 +55,7 @@ TEST(RecomputeModules, NamesParseAndPrintInMegatronOrder) {
   EXPECT_EQ(recompute_modules_from_string("moe_act,core_attn", "t"), RECOMPUTE_CORE_ATTN | RECOMPUTE_MOE_ACT);
   EXPECT_EQ(recompute_modules_to_string(RECOMPUTE_MOE_ACT | RECOMPUTE_CORE_ATTN), "core_attn,moe_act");
   EXPECT_EQ(recompute_modules_to_string((1U << kRecomputeModules) - 1),
-            "core_attn,moe_act,layernorm,mla_up_proj,mlp,moe,shared_experts");
+            "core_attn,moe_act,layernorm,mla_up_proj,mlp,moe,shared_experts,op_sac");
   EXPECT_THROW(
       {
         try {

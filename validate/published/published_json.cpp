@@ -579,7 +579,13 @@ Recompute recompute_of(const json& row, const std::string& ctx, Stack stack, Not
     return Recompute::FULL;
   }
   if (starts_with(r, "selective")) {
-    if (stack == Stack::TORCHTITAN) notes.add("op-level selective AC predicted as Megatron selective recompute");
+    // torchtitan's op-level SAC ("selective op", "per-op SAC", "op-level"): its own policy (RECOMPUTE_OP_SAC).
+    if (stack == Stack::TORCHTITAN && r.find("op") != std::string::npos) {
+      modules = RECOMPUTE_OP_SAC;
+      notes.add("op-level selective AC: torchtitan's policy (recompute module op_sac)");
+    } else if (stack == Stack::TORCHTITAN) {
+      notes.add("selective AC without its option predicted as Megatron selective recompute");
+    }
     return Recompute::SELECTIVE;
   }
   // Modules named in words (DeepSeek-V3 section 3.2.3: "RMSNorm and MLA up-projections recomputed in backward"):
