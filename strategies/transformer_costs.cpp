@@ -751,12 +751,15 @@ std::vector<Step> op_sac_recompute(const std::vector<Step>& forward, const Trans
     r.ops.clear();
     for (const Op& o : st.ops) {
       const std::string& n = o.name;
-      if (n == "ln1" || n == "ln2" || n == "dropout-residual1" || n == "swiglu" || n == "gelu") r.ops.push_back(o);
-      else if (n == "qkv" || cast_of(n, "qkv", 'w')) r.ops.push_back(part(o, k_share));
-      else if (cast_of(n, "qkv", 'x')) r.ops.push_back(o);
-      else if (!tp && (n == "proj" || cast_of(n, "proj", 'x') || cast_of(n, "proj", 'w'))) r.ops.push_back(o);
-      else if (w3_share > 0 && (n == "fc1" || cast_of(n, "fc1", 'w'))) r.ops.push_back(part(o, w3_share));
-      else if (w3_share > 0 && cast_of(n, "fc1", 'x')) r.ops.push_back(o);
+      // The share of the op re-run: whole, wk's of QKV (and of its weight cast), w3's of FC1, or none (0).
+      double share = 0;
+      if (n == "ln1" || n == "ln2" || n == "dropout-residual1" || n == "swiglu" || n == "gelu" ||
+          cast_of(n, "qkv", 'x') || (!tp && (n == "proj" || cast_of(n, "proj", 'x') || cast_of(n, "proj", 'w'))) ||
+          (w3_share > 0 && cast_of(n, "fc1", 'x')))
+        share = 1;
+      else if (n == "qkv" || cast_of(n, "qkv", 'w')) share = k_share;
+      else if (n == "fc1" || cast_of(n, "fc1", 'w')) share = w3_share;
+      if (share > 0) r.ops.push_back(part(o, share));
     }
     if (r.ops.empty()) continue;
     if (st.host_issues > 0)
