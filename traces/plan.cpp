@@ -1110,6 +1110,19 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
   if (given("fsdp_prefetch") && zero_stage != 3)
     no_effect("fsdp_prefetch",
               "unless zero stage is 3 (ZeRO-3/FSDP; this plan has " + std::to_string(zero_stage) + ")");
+  if (fsdp_float8_all_gather && (zero_stage != 3 || megatron_fsdp))
+    no_effect("fsdp_float8_all_gather", "unless zero stage is 3 with FSDP2 (this plan has zero stage " +
+                                            std::to_string(zero_stage) + (megatron_fsdp ? ", megatron_fsdp" : "") +
+                                            ")");
+  if (fsdp_float8_all_gather && precision != Precision::FP8_CURRENT && precision != Precision::FP8_DELAYED)
+    no_effect("fsdp_float8_all_gather",
+              "without per-tensor FP8 linears (torchao's tensorwise scaling: --precision "
+              "fp8-current or fp8; this plan has " +
+                  to_string(precision) + ")");
+  if (fsdp_float8_all_gather && (model.moe.enabled() || model.hybrid() || model.mla.enabled()))
+    no_effect("fsdp_float8_all_gather", "on '" + model.name +
+                                            "': modelled for dense attention + MLP layers only (torchao converts "
+                                            "their nn.Linear weights)");
   if (given("cp_kind") && cp == 1) no_effect("cp_kind", "with cp 1 (no context parallelism)");
   if (offload_activation_layers > 0 && pp > 0 && virtual_stages > 0) {
     if (has_stage_cuts())
@@ -1370,6 +1383,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (p.overlap_moe_comm) j["overlap_moe_comm"] = true;
   if (!p.moe_grouped_gemm) j["moe_grouped_gemm"] = false;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
+  if (p.fsdp_float8_all_gather) j["fsdp_float8_all_gather"] = true;
   if (p.megatron_fsdp) j["megatron_fsdp"] = true;
   if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
@@ -1443,6 +1457,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "overlap_moe_comm",
                              "moe_grouped_gemm",
                              "fsdp_prefetch",
+                             "fsdp_float8_all_gather",
                              "megatron_fsdp",
                              "fsdp_double_buffer",
                              "cuda_graphs",
@@ -1489,6 +1504,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.overlap_moe_comm = get_or<bool>(j, ctx, "overlap_moe_comm", false);
   p.moe_grouped_gemm = get_or<bool>(j, ctx, "moe_grouped_gemm", true);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
+  p.fsdp_float8_all_gather = get_or<bool>(j, ctx, "fsdp_float8_all_gather", false);
   p.megatron_fsdp = get_or<bool>(j, ctx, "megatron_fsdp", false);
   p.fsdp_double_buffer = get_or<bool>(j, ctx, "fsdp_double_buffer", false);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);

@@ -274,6 +274,11 @@ struct ParallelPlan {
   /// ZeRO-3 / FSDP: units whose parameter all-gather may run ahead of the unit computing (FSDP2's forward/backward
   /// prefetch). 0 = gather each unit only when the previous one is done; 1 = one ahead (FSDP2's default).
   int fsdp_prefetch = 1;
+  /// ZeRO-3 / FSDP2 with torchao Float8 tensorwise training: the decoder layers' linear weights are cast to FP8 on
+  /// their shard before the parameter all-gather and gathered in FP8, 1 byte per parameter instead of the model's
+  /// dtype (torchao float8 enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp: one amax
+  /// pass after the optimizer step; torchtitan's [float8] options). Norms, embedding and output head stay in dtype.
+  bool fsdp_float8_all_gather = false;
   /// Megatron-FSDP (Megatron-Core --use-megatron-fsdp; megatron/core/distributed/fsdp/src/megatron_fsdp) running ZeRO
   /// stage 2 (its optim_grads) or 3 (optim_grads_params), instead of the distributed optimizer (2) or FSDP2 (3). Its
   /// units are the decoder layers (mcore_fsdp_adapter.py: TransformerLayer, MoETransformerLayer, MambaLayer). Stage 2

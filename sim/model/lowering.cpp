@@ -1816,7 +1816,9 @@ void Lowerer::lower_rank(int si) {
     double stored, transient;  // activation bytes per micro-batch
     double param_bytes;        // full parameters of the unit on this TP rank
     int layer;
-    double expert_bytes = 0;  // of param_bytes, the routed experts' (reduced over the expert-data-parallel group)
+    double expert_bytes = 0;   // of param_bytes, the routed experts' (reduced over the expert-data-parallel group)
+    double gather_bytes = -1;  // ZeRO-3 gathers (and holds) this many, FP8 linear weights counted (-1: param_bytes)
+    double gathered() const { return gather_bytes >= 0 ? gather_bytes : param_bytes; }
   };
   // MoE layers: this rank's EP index picks its passes under skewed routing.
   const std::size_t moe_idx = pc.moe_layer.size() > 1 ? static_cast<std::size_t>(ep_index(r.global_rank)) : 0;
@@ -1849,8 +1851,15 @@ void Lowerer::lower_rank(int si) {
         u.push_back({&lp, la.stored, lp.recompute.empty() ? 0 : la.transient,
                      (moe_params.dense + moe_params.expert) * e, l, moe_params.expert * e});
       } else {
-        u.push_back({&lc.layer, lc.layer_act.stored, lc.layer.recompute.empty() ? 0 : lc.layer_act.transient,
-                     cost::layer_params_per_rank(m_, tp_s, weight_replicas) * e, l});
+        const double params = cost::layer_params_per_rank(m_, tp_s, weight_replicas);
+        u.push_back(
+            {&lc.layer, lc.layer_act.stored, lc.layer.recompute.empty() ? 0 : lc.layer_act.transient, params * e, l});
+        if (p_.fsdp_float8_all_gather) {
+          // torchao's float8 all-gather: the TP-split linear weights in FP8 (1 byte), the norms (and a GELU MLP's
+          // row-parallel biases) in dtype (cost::layer_params_per_rank's replicated part).
+          const double replicated = 4.0 * m_.hidden + (m_.mlp == MlpKind::GELU ? 2.0 * m_.hidden : 0.0);
+          u.back().gather_bytes = (params - replicated) * 1.0 + replicated * e;
+        }
       }
     }
     if (!p_.has_next_chunk(k)) {
@@ -1950,15 +1959,15 @@ void Lowerer::lower_rank(int si) {
     const std::int32_t pred = unit_pass_ends.size() >= behind ? unit_pass_ends[unit_pass_ends.size() - behind] : -1;
     std::int32_t first = -1, done = pred;
     if (dense_dp)
-      done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.param_bytes - u.expert_bytes,
-                        phase, "param-gather", u.layer, mb, done, &first);
+      done = collective(si, GroupAxis::DP, Stream::DP, CollectiveKind::ALL_GATHER, u.gathered() - u.expert_bytes, phase,
+                        "param-gather", u.layer, mb, done, &first);
     if (expert_dp && u.expert_bytes > 0) {
       std::int32_t f = -1;
       done = collective(si, GroupAxis::EDP, Stream::DP, CollectiveKind::ALL_GATHER, u.expert_bytes, phase,
                         "expert-param-gather", u.layer, mb, done, &f);
       if (first < 0) first = f;
     }
-    if (!pooled(u)) g_.memory(first, false, MemCategory::GATHERED_PARAMS, u.param_bytes);
+    if (!pooled(u)) g_.memory(first, false, MemCategory::GATHERED_PARAMS, u.gathered());
     else if (!param_buffers_held) g_.memory(first, false, MemCategory::GATHERED_PARAMS, 2 * largest_unit_bytes);
     param_buffers_held = param_buffers_held || pooled(u);
     return done;
@@ -2185,7 +2194,7 @@ void Lowerer::lower_rank(int si) {
         if (ui >= 2 && to_host[ui - 2] >= 0 && f >= 0) g_.depend(to_host[ui - 2], f);
         if (first < 0) first = f;
         if (f >= 0) g_.memory(f, false, MemCategory::ACTIVATIONS, u.stored);
-        if (g >= 0 && !pooled(u)) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        if (g >= 0 && !pooled(u)) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.gathered());
         if (offloaded(u, k)) offload_done[{mb, k, u.layer}] = to_host[ui] = host_copy(true, u, mb, cur);
         unit_pass_ends.push_back(cur);
       }
@@ -2246,7 +2255,7 @@ void Lowerer::lower_rank(int si) {
         if (unit_first < 0) unit_first = f;
         if (reload[ui] >= 0 && unit_first >= 0) g_.depend(reload[ui], unit_first);
         if (first < 0) first = f;
-        if (gathered && !pooled(u)) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.param_bytes);
+        if (gathered && !pooled(u)) g_.memory(cur, true, MemCategory::GATHERED_PARAMS, -u.gathered());
         unit_pass_ends.push_back(cur);
         const bool releases_here = !split || u.passes->backward_weight.empty();
         if (releases_here) {

@@ -234,6 +234,10 @@ expect_error "unknown recompute module"      "unknown recompute module 'attn'" s
 expect_error "recompute modules, not selective" "needs recompute selective" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute full --recompute-modules mlp
 expect_error "recompute module without MLA"  "has no effect without multi-head latent attention" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules mla_up_proj
 expect_error "recompute module moe, dense"   "recompute module moe has no effect on a dense model" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules moe
+expect_error "op_sac with unfused attention" "recompute module op_sac is modelled for dense attention + MLP blocks only" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules op_sac
+expect_error "op_sac with megatron modules" "cannot be combined with Megatron-Core's modules (mlp)" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-modules mlp,op_sac
+expect_error "fsdp float8 all-gather, zero 1" "has no effect unless zero stage is 3" simulate "${M[@]}" "${C[@]}" "${P[@]}" --zero 1 --precision fp8 --fsdp-float8-all-gather
+expect_error "fsdp float8 all-gather, bf16"  "without per-tensor FP8 linears" simulate "${M[@]}" "${C[@]}" --dp 8 --zero 3 --gbs 16 --fsdp-float8-all-gather
 expect_error "recompute layers, not full"    "recompute num layers (Megatron's block method) needs recompute full" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute selective --recompute-num-layers 2
 expect_error "recompute layers, every layer" "recomputes every layer of every model chunk (the largest has 12)" simulate "${M[@]}" "${C[@]}" "${P[@]}" --recompute-num-layers 12
 expect_error "optimizer offload fraction"    "optimizer offload fraction must be between 0 and 1" simulate "${M[@]}" "${C[@]}" "${P[@]}" --optimizer-offload 1.5

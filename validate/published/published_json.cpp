@@ -1110,6 +1110,7 @@ void check_row_keys(const json& row, const std::string& ctx) {
                                               "flags",
                                               "framework",
                                               "fsdp",
+                                              "fsdp_float8_all_gather",
                                               "flop_convention",
                                               "float8_recipe",
                                               "fsdp_degree",
@@ -1219,6 +1220,17 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.recompute_unstated = !present(row, "recompute");
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.plan.stack = stack_name(row, ctx, stack);
+    // FSDP2's float8 all-gather: as a row states it, else as the run's torchtitan config sets it. Of torchtitan's
+    // Llama 3 train configs only llama3_405b.toml turns it on (enable_fsdp_float8_all_gather and
+    // precompute_float8_dynamic_scale_for_fsdp, at 9dec370 (the 2024-12 benchmarks), 3faaa1a0d (2024-08) and 820504e
+    // (2025-06)); the 8B and 70B configs leave float8 off and its all-gather at the default, off.
+    if (const auto f8ag = opt_bool(row, ctx, "fsdp_float8_all_gather")) {
+      r.plan.fsdp_float8_all_gather = *f8ag;
+    } else if (stack == Stack::TORCHTITAN && r.plan.zero_stage == 3 && r.plan.precision == Precision::FP8_CURRENT &&
+               contains(lower(model_name), "405b")) {
+      r.plan.fsdp_float8_all_gather = true;
+      notes.add("FSDP float8 all-gather on: torchtitan's llama3_405b.toml sets enable_fsdp_float8_all_gather");
+    }
     node_limited_routing(row, ctx, r.model, r.plan, notes);
     framework_conventions(row, ctx, r.plan, r.model.moe.enabled(), notes);
     megascale_system(megascale, r.model, r.plan, notes);
