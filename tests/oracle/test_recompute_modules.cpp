@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "strategies/memory_model.hpp"
 #include "strategies/transformer_costs.hpp"
@@ -217,4 +218,88 @@ TEST(RecomputeModules, PlanSimulatesAndChecksItsOptions) {
   ParallelPlan moe = plan;
   moe.recompute_modules = RECOMPUTE_MOE_ACT;
   refused(m, moe, "recompute module moe_act has no effect on a dense model");
+}
+
+// torchtitan's op-level selective activation checkpointing (recompute module op_sac; strategies/transformer_costs.cpp
+// op_sac_recompute): the policy keeps the outputs of every odd mm of a block (wq, wv, w1, w2), SDPA's and the
+// reduce-scatters', so a Llama block's backward re-runs wk, wo (without tensor parallelism), w3, both norms, the
+// residual add, the activation and, with sequence-parallel TP, both all-gathers -- checked against the closed forms
+// of that work and of what stays stored; the plan's checks of the option.
+// Llama 3 8B (GQA: 32 query heads, 8 KV heads of 128; SwiGLU), one sequence of T tokens. Without TP: 2 T h kv (wk)
+// + 2 T qd h (wo) + 2 T h f (w3) FLOPs; with TP 4 and sequence parallelism: 2 T h kv / t + 2 T h f / t (wo's output
+// feeds the saved reduce-scatter) and the two all-gathers. Both norms (2 T h e per rank's tokens, read and written),
+// the activation (3 T f e / t) and the residual add are re-run either way; the attention core never.
+TEST(OpSac, RecomputesTheUnsavedWorkOfALlamaBlock) {
+  const TransformerSpec m = model_preset("llama3-8b");
+  ASSERT_EQ(m.attention, AttentionKind::FLASH);
+  const double T = m.seq_len, h = m.hidden, f = m.ffn_hidden, e = 2;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim(), qd = static_cast<double>(m.heads) * m.head_dim();
+  for (int t : {1, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(t));
+    const auto p = cost::layer_passes(m, shape(t, 1, RECOMPUTE_OP_SAC), false);
+    const double want = 2 * T * h * kv / t + (t == 1 ? 2 * T * qd * h : 0) + 2 * T * h * f / t;
+    EXPECT_NEAR(recompute_flops(p), want, 1e-9 * want);
+    EXPECT_EQ(steps_of(p, cost::CollectiveKind::ALL_GATHER), t > 1 ? 2 : 0);
+    const double rows = t > 1 ? T / t : T;  // a replicated kernel's tokens (sequence parallel: the rank's shard)
+    EXPECT_NEAR(op_bytes(p, "ln1") + op_bytes(p, "ln2"), 2 * 2 * rows * h * e, 1e-6);
+    EXPECT_NEAR(op_bytes(p, "swiglu"), 3 * T * f / t * e, 1e-6);
+    EXPECT_GT(op_bytes(p, "dropout-residual1"), 0);
+    EXPECT_EQ(op_bytes(p, "flash-attention"), 0);
+    // Between Korthikanti's selective recompute (nothing under FlashAttention) and full recompute.
+    cost::Shape full_sh = shape(t, 1, 0);
+    full_sh.recompute = Recompute::FULL;
+    const auto full = cost::layer_passes(m, full_sh, false);
+    EXPECT_LT(recompute_flops(p), 0.5 * recompute_flops(full));
+  }
+}
+
+// Stored per layer: the block input x, q, v, SDPA's output and log-sum-exp, w1's and w2's outputs (T h on every TP
+// rank, before the reduce-scatter), with sequence-parallel TP both reduce-scatter outputs; two one-byte dropout
+// masks (the Megatron layer's, kept by dtsim's model). What the backward re-makes is held while it runs.
+TEST(OpSac, StoresTheSavedTensorsOfALlamaBlock) {
+  const TransformerSpec m = model_preset("llama3-8b");
+  const double T = m.seq_len, h = m.hidden, f = m.ffn_hidden, e = 2, H = m.heads;
+  const double kv = static_cast<double>(m.kv_heads) * m.head_dim(), qd = H * m.head_dim();
+  for (int t : {1, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(t));
+    const double rep = t > 1 ? 1.0 / t : 1.0;
+    const auto a = cost::layer_activation_bytes(m, shape(t, 1, RECOMPUTE_OP_SAC), false);
+    const double want = T * h * (e + 2) * rep + T * (qd + kv + qd) / t * e + (H / t) * T * 4 + T * f / t * e +
+                        T * h * e + (t > 1 ? 2 * T * h * e * rep : 0);
+    EXPECT_NEAR(a.stored, want, 1e-6 * want);
+    cost::Shape none_sh = shape(t, 1, 0);
+    none_sh.recompute = Recompute::NONE;
+    const auto none = cost::layer_activation_bytes(m, none_sh, false);
+    EXPECT_NEAR(a.transient, none.stored + (T * h * e + (t > 1 ? 2 * T * h * e * rep : 0)) - a.stored,
+                1e-6 * none.stored);
+  }
+}
+
+TEST(OpSac, PlanChecksTheOption) {
+  const ClusterSpec c = load_cluster("dgx-h100:8");
+  ParallelPlan plan;
+  plan.tp = 8;
+  plan.global_batch_size = 8;
+  plan.recompute = Recompute::SELECTIVE;
+  plan.sequence_parallel = true;
+  plan.recompute_modules = RECOMPUTE_OP_SAC;
+  EXPECT_NO_THROW(plan.validate(model_preset("llama3-8b"), c));
+  const ParallelPlan back = plan_from_json(to_json(plan, 32), "t");
+  EXPECT_EQ(back.recompute_modules, RECOMPUTE_OP_SAC);
+  auto refused = [&](const TransformerSpec& model, const ParallelPlan& p, const std::string& what) {
+    try {
+      p.validate(model, c);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  ParallelPlan both = plan;
+  both.recompute_modules |= RECOMPUTE_MLP;
+  refused(model_preset("llama3-8b"), both, "cannot be combined with Megatron-Core's modules (mlp)");
+  ParallelPlan moe = plan;
+  moe.tp = 1;
+  moe.sequence_parallel = false;
+  moe.ep = 8;
+  refused(model_preset("qwen3-30b-a3b"), moe, "modelled for dense attention + MLP blocks only");
 }
