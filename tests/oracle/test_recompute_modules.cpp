@@ -50,6 +50,16 @@ std::pair<double, double> freed(const TransformerSpec& m, cost::Shape sh, bool m
   sh.recompute_modules = 0;
   return {cost::layer_activation_bytes(m, sh, moe).stored - with.stored, with.transient};
 }
+// The plan's validation refuses `p` with a message containing `what`.
+void expect_refused(const TransformerSpec& model, const ClusterSpec& c, const ParallelPlan& p,
+                    const std::string& what) {
+  try {
+    p.validate(model, c);
+    ADD_FAILURE() << "accepted: " << what;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
 }  // namespace
 
 TEST(RecomputeModules, NamesParseAndPrintInMegatronOrder) {
@@ -202,12 +212,7 @@ TEST(RecomputeModules, PlanSimulatesAndChecksItsOptions) {
   EXPECT_FALSE(to_json(plan, m.num_layers).contains("recompute_modules"));
 
   auto refused = [&](const TransformerSpec& model, const ParallelPlan& p, const std::string& what) {
-    try {
-      p.validate(model, c);
-      ADD_FAILURE() << "accepted: " << what;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
+    expect_refused(model, c, p, what);
   };
   ParallelPlan full_mods = full;
   full_mods.recompute_modules = RECOMPUTE_MLP;
@@ -287,12 +292,7 @@ TEST(OpSac, PlanChecksTheOption) {
   const ParallelPlan back = plan_from_json(to_json(plan, 32), "t");
   EXPECT_EQ(back.recompute_modules, RECOMPUTE_OP_SAC);
   auto refused = [&](const TransformerSpec& model, const ParallelPlan& p, const std::string& what) {
-    try {
-      p.validate(model, c);
-      ADD_FAILURE() << "accepted: " << what;
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
+    expect_refused(model, c, p, what);
   };
   ParallelPlan both = plan;
   both.recompute_modules |= RECOMPUTE_MLP;
