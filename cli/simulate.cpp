@@ -108,6 +108,7 @@ ParallelPlan plan_from_flags(const po::variables_map& vm, const ClusterSpec& clu
   if (vm.count("fsdp-prefetch")) plan.fsdp_prefetch = vm["fsdp-prefetch"].as<int>();
   plan.megatron_fsdp = vm.count("megatron-fsdp") > 0;
   plan.fsdp_float8_all_gather = vm.count("fsdp-float8-all-gather") > 0;
+  plan.torch_compile = vm.count("torch-compile") > 0;
   plan.fsdp_double_buffer = vm.count("fsdp-double-buffer") > 0;
   plan.cuda_graphs = vm.count("cuda-graphs") > 0;
   // Flags that act only with others: validate() refuses each that would have no effect.
@@ -159,6 +160,7 @@ const char* const kPlanFlags[] = {"tp",
                                   "sequential-experts",
                                   "fsdp-prefetch",
                                   "fsdp-float8-all-gather",
+                                  "torch-compile",
                                   "megatron-fsdp",
                                   "fsdp-double-buffer",
                                   "cuda-graphs"};
@@ -296,6 +298,8 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
     ("fsdp-prefetch", po::value<int>(), "ZeRO-3/FSDP: layers whose parameter all-gather may run ahead (default 1)")
     ("fsdp-float8-all-gather", "ZeRO-3/FSDP2 with FP8 tensorwise linears: gather the layers' linear weights in FP8 "
      "(torchao enable_fsdp_float8_all_gather)")
+    ("torch-compile", "the model runs under torch.compile: the stack's eager composite norms (torchtitan's RMSNorm) "
+     "fuse into one kernel")
     ("megatron-fsdp", "ZeRO 2/3 as Megatron-FSDP runs them (Megatron-Core --use-megatron-fsdp): every micro-batch's "
      "gradients reduce-scattered per layer at 2 and 3; at 3 each layer's gather prefetches the next 500 M parameters")
     ("fsdp-double-buffer", "Megatron-FSDP: gathered parameters and gradients in two persistent buffers of the largest "

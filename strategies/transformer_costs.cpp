@@ -88,6 +88,7 @@ Shape shape_of(const ParallelPlan& plan, int micro_batch) {
   sh.sequential_experts = !plan.moe_grouped_gemm;
   sh.precision = plan.precision;
   sh.fp32_grad_accumulation = plan.fp32_grads;
+  sh.torch_compile = plan.torch_compile;
   // Transformer Engine's recipes quantize a weight on the first micro-batch and reuse it (is_first_microbatch);
   // torchao's tensorwise and rowwise Float8 linears cast it in every forward.
   sh.weight_cast_share = caches_lowp_weights(plan.precision) ? 1.0 / std::max(1, plan.num_microbatches()) : 1.0;
@@ -929,6 +930,16 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   Op ln2_b = tagged(mem("ln2-bwd", 1.5 * ln2.bytes), 3);
   Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1)), 2);
   Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
+  if (!sh.torch_compile) {
+    // Eager PyTorch's composite RMSNorm over N = tokens x hidden elements (torchtitan/models/norms.py RMSNorm):
+    // forward x.float() (e + 4 bytes per element), pow (4 + 4), mean (4), x * r (4 + 4), type_as (4 + e), * weight
+    // (e + e) = 4e + 28; backward (autograd of the same): the weight's multiply and its gradient's product and sum
+    // (6e), the casts back and forth (e + 4, 4 + e), x * r's two gradients and the sum (24), mean's expansion (4),
+    // pow's (12) and the sum of the two input-gradient paths (12) = 8e + 60. Used where the stack runs it so.
+    const double n = d.Tsp * d.h;
+    for (Op* o : {&ln1, &ln2}) o->eager_norm_bytes = n * (4 * d.e + 28);
+    for (Op* o : {&ln1_b, &ln2_b}) o->eager_norm_bytes = n * (8 * d.e + 60);
+  }
 
   LayerPasses p;
   if (m.parallel_block) {
@@ -2084,7 +2095,8 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
     return 2 * src / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency) +
            (src + 2 * out) / (gpu.hbm_Bps * cal.scatter_add_bandwidth_efficiency) + 2 * cal.kernel_launch_s;
   }
-  double t_mem = op.bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
+  const double bytes = cal.eager_rmsnorm && op.eager_norm_bytes > 0 ? op.eager_norm_bytes : op.bytes;
+  double t_mem = bytes / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency);
   double t_flop = 0;
   // A grouped GEMM's groups run as separate GEMMs: each at the efficiency of its own size, its tokens (the rows; the
   // reduction of a weight gradient) padded to whole tiles. Checked against SimuMax's measured B200 grouped GEMMs
@@ -2147,7 +2159,10 @@ double tensor_time_share(const TransformerSpec& m, const GpuSpec& gpu, const Cal
           if (op.gemm || op.flash) tensor += t;
         }
   };
-  const Shape sh;  // one sequence, no TP / CP / EP split, no recompute
+  // One sequence, no TP / CP / EP split, no recompute; norms as one fused kernel (a stack's eager composite norms,
+  // Calibration::eager_rmsnorm, would lower the share with memory-bound time that runs at the same clock).
+  Shape sh;
+  sh.torch_compile = true;
   const int moe = m.moe.enabled() ? m.num_moe_layers() : 0;
   if (m.num_layers > moe) add(layer_passes(m, sh), m.num_layers - moe);
   if (moe > 0) add(layer_passes(m, sh, true), moe);

@@ -65,6 +65,10 @@ struct Op {
   /// (these bytes read and written, streaming) and an atomic scatter-add of them into the output (these bytes plus the
   /// output, bytes - 2 x these, read and written) at Calibration::scatter_add_bandwidth_efficiency. 0 = not one.
   double scatter_src_bytes = 0;
+  /// An RMSNorm (or its backward) run as PyTorch's composite ops in eager mode: the bytes those kernels move, used
+  /// instead of `bytes` where the stack's norm is that composite (Calibration::eager_rmsnorm). 0 = not one, or
+  /// compiled (Shape::torch_compile: Inductor fuses it into one kernel).
+  double eager_norm_bytes = 0;
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are
@@ -149,6 +153,8 @@ struct Shape {
   /// Weight gradients accumulate into fp32 buffers inside their GEMM (ParallelPlan::fp32_grads: Megatron's main_grad
   /// with gradient_accumulation_fusion, its default): each weight-gradient GEMM carries Op::accumulate_bytes.
   bool fp32_grad_accumulation = false;
+  /// The model runs under torch.compile (ParallelPlan::torch_compile): no eager composite norms.
+  bool torch_compile = false;
   /// Load of this shape's EP rank relative to the balanced share (1 = balanced).
   double ep_load_factor() const;
 };

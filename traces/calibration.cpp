@@ -164,6 +164,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"host_collective_issue_s", c.host_collective_issue_s},
                         {"fa2_attention_efficiency", c.fa2_attention_efficiency},
                         {"fa2_attention", c.fa2_attention},
+                        {"eager_rmsnorm", c.eager_rmsnorm},
                         {"per_iteration_s", c.per_iteration_s},
                         {"grad_clip", c.grad_clip},
                         {"tf32_matmul", c.tf32_matmul},
@@ -246,6 +247,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "host_collective_issue_s",
                              "fa2_attention_efficiency",
                              "fa2_attention",
+                             "eager_rmsnorm",
                              "per_iteration_s",
                              "grad_clip",
                              "tf32_matmul",
@@ -296,6 +298,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "dp_buckets_first_chunk_only", c.dp_buckets_first_chunk_only);
   software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
   software(cj, cc, "fa2_attention", c.fa2_attention);
+  software(cj, cc, "eager_rmsnorm", c.eager_rmsnorm);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);
   software(cj, cc, "grad_clip", c.grad_clip);
   software(cj, cc, "tf32_matmul", c.tf32_matmul);

@@ -103,6 +103,10 @@ struct Calibration {
   /// (fa2_attention): on Hopper they lack the architecture's asynchronous tensor-core instructions and reach about
   /// 0.6 of cuDNN's fused attention. 0 = as flash_attention_efficiency (Ampere, where FlashAttention-2 is the best).
   double fa2_attention_efficiency = 0;
+  /// Software (the stack's): its RMSNorm runs, unless the model is compiled, as PyTorch's composite of element-wise
+  /// kernels in fp32 (torchtitan's RMSNorm, torchtitan/models/norms.py: x.float(), pow, mean, rsqrt, two multiplies,
+  /// type_as): the norms move Op::eager_norm_bytes instead of one fused kernel's bytes.
+  bool eager_rmsnorm = false;
   /// Low-precision GEMMs: the fraction of the format's own tensor-core peak a GEMM reaches, relative to what the same
   /// GEMM reaches in BF16 (the efficiency curve above times this factor). FP8 GEMMs sit further from their peak than
   /// BF16 ones (scaling epilogues, the same memory traffic per FLOP doubled); rowwise scaling costs more again.
@@ -228,6 +232,7 @@ inline const std::vector<std::string> kSoftwareFields = {"host_issue_s",
                                                          "p2p_overhead_s",
                                                          "p2p_sync",
                                                          "fa2_attention",
+                                                         "eager_rmsnorm",
                                                          "per_iteration_s",
                                                          "grad_clip",
                                                          "tf32_matmul",

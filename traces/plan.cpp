@@ -1384,6 +1384,7 @@ nlohmann::json to_json(const ParallelPlan& p, int num_layers) {
   if (!p.moe_grouped_gemm) j["moe_grouped_gemm"] = false;
   if (p.fsdp_prefetch != 1) j["fsdp_prefetch"] = p.fsdp_prefetch;
   if (p.fsdp_float8_all_gather) j["fsdp_float8_all_gather"] = true;
+  if (p.torch_compile) j["torch_compile"] = true;
   if (p.megatron_fsdp) j["megatron_fsdp"] = true;
   if (p.fsdp_double_buffer) j["fsdp_double_buffer"] = true;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
@@ -1458,6 +1459,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
                              "moe_grouped_gemm",
                              "fsdp_prefetch",
                              "fsdp_float8_all_gather",
+                             "torch_compile",
                              "megatron_fsdp",
                              "fsdp_double_buffer",
                              "cuda_graphs",
@@ -1505,6 +1507,7 @@ ParallelPlan plan_from_json(const nlohmann::json& j, const std::string& ctx) {
   p.moe_grouped_gemm = get_or<bool>(j, ctx, "moe_grouped_gemm", true);
   p.fsdp_prefetch = get_or<int>(j, ctx, "fsdp_prefetch", 1);
   p.fsdp_float8_all_gather = get_or<bool>(j, ctx, "fsdp_float8_all_gather", false);
+  p.torch_compile = get_or<bool>(j, ctx, "torch_compile", false);
   p.megatron_fsdp = get_or<bool>(j, ctx, "megatron_fsdp", false);
   p.fsdp_double_buffer = get_or<bool>(j, ctx, "fsdp_double_buffer", false);
   p.cuda_graphs = get_or<bool>(j, ctx, "cuda_graphs", false);

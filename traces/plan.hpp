@@ -279,6 +279,10 @@ struct ParallelPlan {
   /// dtype (torchao float8 enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp: one amax
   /// pass after the optimizer step; torchtitan's [float8] options). Norms, embedding and output head stay in dtype.
   bool fsdp_float8_all_gather = false;
+  /// The model runs under torch.compile: Inductor fuses element-wise chains that eager PyTorch runs as separate
+  /// kernels. Modelled where the stack's norm is eager PyTorch's composite (StackProfile::eager_rmsnorm: torchtitan's
+  /// RMSNorm becomes one fused kernel); other fusion is not modelled.
+  bool torch_compile = false;
   /// Megatron-FSDP (Megatron-Core --use-megatron-fsdp; megatron/core/distributed/fsdp/src/megatron_fsdp) running ZeRO
   /// stage 2 (its optim_grads) or 3 (optim_grads_params), instead of the distributed optimizer (2) or FSDP2 (3). Its
   /// units are the decoder layers (mcore_fsdp_adapter.py: TransformerLayer, MoETransformerLayer, MambaLayer). Stage 2

@@ -42,6 +42,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.p2p_overhead_s = get<double>(j, ctx, "p2p_overhead_s");
   s.p2p_sync = get_or<std::string>(j, ctx, "p2p_sync", "none");
   s.fa2_attention = get_or<bool>(j, ctx, "fa2_attention", false);
+  s.eager_rmsnorm = get_or<bool>(j, ctx, "eager_rmsnorm", false);
   s.per_iteration_s = get_or<double>(j, ctx, "per_iteration_s", 0.0);
   s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
   s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
@@ -68,6 +69,7 @@ nlohmann::json to_json(const StackProfile& s) {
           {"p2p_overhead_s", s.p2p_overhead_s},
           {"p2p_sync", s.p2p_sync},
           {"fa2_attention", s.fa2_attention},
+          {"eager_rmsnorm", s.eager_rmsnorm},
           {"per_iteration_s", s.per_iteration_s},
           {"grad_clip", s.grad_clip},
           {"tf32_matmul", s.tf32_matmul},
@@ -109,6 +111,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("p2p_overhead_s", c.p2p_overhead_s, s.p2p_overhead_s);
   fill("p2p_sync", c.p2p_sync, s.p2p_sync);
   fill("fa2_attention", c.fa2_attention, s.fa2_attention);
+  fill("eager_rmsnorm", c.eager_rmsnorm, s.eager_rmsnorm);
   fill("per_iteration_s", c.per_iteration_s, s.per_iteration_s);
   fill("grad_clip", c.grad_clip, s.grad_clip);
   fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);

@@ -46,6 +46,8 @@ struct StackProfile {
   /// The stack's fused attention is FlashAttention-2 (PyTorch SDPA's flash backend), which on Hopper and later reaches
   /// far less than cuDNN's or FlashAttention-3's kernels (Calibration::fa2_attention_efficiency); false = the best.
   bool fa2_attention = false;
+  /// The stack's RMSNorm runs as PyTorch's composite ops when the model is not compiled (Calibration::eager_rmsnorm).
+  bool eager_rmsnorm = false;
   /// Host time per iteration outside the passes: data loader, logging, timers, learning-rate schedule (seconds).
   double per_iteration_s = 0;
   /// Gradient clipping by global norm: a pass over the rank's gradients, then an all-reduce of the norm over the

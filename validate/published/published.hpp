@@ -47,7 +47,7 @@ struct PublishedRow {
   bool memory_from_allocator = false;
   bool measured_oom = false;  ///< the source reports only that the run ran out of memory (no time: not scored)
   std::string precision;      ///< the run's precision as the source states it ("bf16", "fp8", ...; "" not stated)
-  bool compiled = false;      ///< the source ran it under torch.compile (its kernel fusion is not modelled)
+  bool compiled = false;      ///< the source ran it under torch.compile (the plan's torch_compile: fused eager norms)
   /// The source does not state the run's activation recomputation / optimizer sharding. The run was measured, so it
   /// fitted: where the plan as mapped does not, the prediction takes the first of Megatron's standard memory levers
   /// that makes it fit (distributed optimizer, then selective, then full recomputation, then sequence parallelism)

@@ -1216,7 +1216,15 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.model.dtype = dtype_of(row, ctx, stack, r.precision, notes);
     r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
     r.plan.precision = precision_of(row, ctx, r.precision, stack, notes);
-    r.compiled = opt_bool(row, ctx, "compile").value_or(false);
+    // torch.compile: as the row states it; unstated on torchtitan, the run's train config's (llama3_405b.toml sets
+    // compile = true at 3faaa1a0d and 9dec370; the 8B and 70B configs false).
+    const auto compiled = opt_bool(row, ctx, "compile");
+    r.compiled = compiled.value_or(false);
+    if (!compiled && stack == Stack::TORCHTITAN && contains(lower(model_name), "405b")) {
+      r.compiled = true;
+      notes.add("torch.compile not stated: torchtitan's llama3_405b.toml sets compile = true");
+    }
+    r.plan.torch_compile = r.compiled;
     r.recompute_unstated = !present(row, "recompute");
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.plan.stack = stack_name(row, ctx, stack);
