@@ -920,7 +920,8 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
   }
   if (opt_bool(row, ctx, "overlap_param_gather").value_or(false) && (p.zero_stage == 1 || p.zero_stage == 2))
     p.overlap_param_gather = true;
-  if (opt_bool(row, ctx, "compile").value_or(false)) notes.add("torch.compile's kernel fusion not modelled");
+  if (opt_bool(row, ctx, "compile").value_or(false))
+    notes.add("torch.compile: its fusion of the stack's eager RMSNorm modelled, the rest of its fusion not");
   if (p.recompute_num_layers > 0 && p.pp > 0 && p.virtual_stages > 0) {
     // Block recompute of at least every chunk's layers is full recompute of every layer (Megatron's loop stops there).
     const auto chunks = p.chunk_layers(model.num_layers);
