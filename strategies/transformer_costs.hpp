@@ -238,6 +238,8 @@ double layer_params_per_rank_atoms(const TransformerSpec& m, int tp, int lo, int
 /// stream): the QKV output (a = 1), the attention core's output (a = 2), the activation's output (a = 4); 0 otherwise.
 double cut_extra_bytes(const TransformerSpec& m, const Shape& sh, int a);
 
+/// Parameters of a dense layer every TP rank holds whole: the norms (and a GELU MLP's row-parallel biases).
+double layer_replicated_params(const TransformerSpec& m);
 /// Parameters held by one TP rank: one layer, and the extra parameters of the first and last stages.
 /// `weight_replicas`: copies of each weight inside the TP group (2.5-D: the depth d; else 1).
 double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas = 1);
@@ -312,6 +314,13 @@ Calibration at_tensor_share(Calibration cal, const TransformerSpec& m, const Gpu
 /// GEMM efficiency curve eff(f) = eff_max * f^p / (f^p + f_half^p) (p = gemm_efficiency_exponent), held at its
 /// value at gemm_monotone_flops below that size, so that a GEMM's time never grows as its FLOPs shrink.
 double gemm_efficiency(double flops, const Calibration& cal);
+/// The size at which a GEMM of `flops` at `peak_flops` reads the efficiency curve (fitted on FP16/BF16 GEMMs): that of
+/// the BF16 GEMM of the same duration, flops x peak_bf16 / peak_flops (the FP16 peak on GPUs without BF16). A GEMM's
+/// fixed costs (launch, tile quantisation, epilogue) are the same in time whatever its format runs at, so a slower
+/// format (FP32 on the CUDA cores: 1/14.8 of the BF16 rate on Hopper) saturates at a smaller size and a faster one
+/// (FP8, FP4) at a larger. Measured on one H200 (tests/data/h200/gemm_sweep_2026-11-26.csv,
+/// tests/oracle/test_gemm_formats_h200.cpp): 102 FP32 shapes and 105 FP8 ones.
+double gemm_curve_flops(double flops, double peak_flops, const GpuSpec& gpu);
 /// The fraction of the tensor-core peak `op` (op.flash) reaches: FlashAttention-2's fraction where the stack runs it,
 /// else the calibration's forward or backward curve over the call's keys per query (Op::attention_kv,
 /// Calibration::flash_attention_*); a kernel that borrows the attention efficiency (the SSD scan, the gated delta

@@ -385,6 +385,15 @@ TpLayout tp_layout_from_string(const std::string& s, const std::string& ctx) {
 }
 
 namespace {
+/// Why `model`'s layers are not the dense attention + MLP blocks that torchtitan's Llama applies its op-level
+/// checkpointing and torchao's float8 all-gather to; empty where they are.
+std::string not_dense_blocks(const TransformerSpec& model) {
+  if (model.moe.enabled()) return "MoE layers";
+  if (model.mla.enabled()) return "multi-head latent attention";
+  if (model.hybrid()) return "layers other than attention + MLP (layer_pattern)";
+  return "";
+}
+
 /// Exact integer k-th root of n, or 0 when n is not a perfect k-th power.
 int exact_root(int n, int k) {
   if (n < 1) return 0;
@@ -1119,10 +1128,9 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
               "without per-tensor FP8 linears (torchao's tensorwise scaling: --precision "
               "fp8-current or fp8; this plan has " +
                   to_string(precision) + ")");
-  if (fsdp_float8_all_gather && (model.moe.enabled() || model.hybrid() || model.mla.enabled()))
-    no_effect("fsdp_float8_all_gather", "on '" + model.name +
-                                            "': modelled for dense attention + MLP layers only (torchao converts "
-                                            "their nn.Linear weights)");
+  if (const std::string why = not_dense_blocks(model); fsdp_float8_all_gather && !why.empty())
+    no_effect("fsdp_float8_all_gather", "on '" + model.name + "': modelled for dense attention + MLP layers only " +
+                                            "(torchao converts their nn.Linear weights; this model has " + why + ")");
   if (given("cp_kind") && cp == 1) no_effect("cp_kind", "with cp 1 (no context parallelism)");
   if (offload_activation_layers > 0 && pp > 0 && virtual_stages > 0) {
     if (has_stage_cuts())
@@ -1183,14 +1191,14 @@ void ParallelPlan::validate_options_used(const TransformerSpec& model) const {
                           ": recompute module op_sac (torchtitan's op-level policy) cannot be combined with "
                           "Megatron-Core's modules (" +
                           recompute_modules_to_string(recompute_modules & ~RECOMPUTE_OP_SAC) + ")");
-      std::string why;
-      if (model.moe.enabled()) why = "MoE layers";
-      else if (model.mla.enabled()) why = "multi-head latent attention";
-      else if (model.hybrid()) why = "layers other than attention + MLP (layer_pattern)";
-      else if (model.parallel_block) why = "parallel blocks";
-      else if (model.attention != AttentionKind::FLASH) why = "unfused attention (op_sac keeps SDPA's output)";
-      else if (cp > 1) why = "context parallelism";
-      else if (tp > 1 && !sequence_parallel) why = "tensor parallelism without sequence parallelism";
+      const std::string why = [&]() -> std::string {
+        if (std::string w = not_dense_blocks(model); !w.empty()) return w;
+        if (model.parallel_block) return "parallel blocks";
+        if (model.attention != AttentionKind::FLASH) return "unfused attention (op_sac keeps SDPA's output)";
+        if (cp > 1) return "context parallelism";
+        if (tp > 1 && !sequence_parallel) return "tensor parallelism without sequence parallelism";
+        return "";
+      }();
       if (!why.empty())
         throw ConfigError(ctx + ": recompute module op_sac is modelled for dense attention + MLP blocks only ('" +
                           model.name + "' with this plan has " + why + ")");

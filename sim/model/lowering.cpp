@@ -1856,8 +1856,8 @@ void Lowerer::lower_rank(int si) {
             {&lc.layer, lc.layer_act.stored, lc.layer.recompute.empty() ? 0 : lc.layer_act.transient, params * e, l});
         if (p_.fsdp_float8_all_gather) {
           // torchao's float8 all-gather: the TP-split linear weights in FP8 (1 byte), the norms (and a GELU MLP's
-          // row-parallel biases) in dtype (cost::layer_params_per_rank's replicated part).
-          const double replicated = 4.0 * m_.hidden + (m_.mlp == MlpKind::GELU ? 2.0 * m_.hidden : 0.0);
+          // row-parallel biases) in dtype.
+          const double replicated = cost::layer_replicated_params(m_);
           u.back().gather_bytes = (params - replicated) * 1.0 + replicated * e;
         }
       }

@@ -51,6 +51,7 @@ TEST(FsdpFloat8, GathersTheLinearWeightsInOneByte) {
   off.plan.validate(off.m, off.c);
   const Lowered a = lower(on.m, on.c, on.plan, on.cal, on.opt), b = lower(off.m, off.c, off.plan, off.cal, off.opt);
   const double params = cost::layer_params_per_rank(on.m, 1, 1), norms = 4.0 * on.m.hidden;
+  EXPECT_DOUBLE_EQ(cost::layer_replicated_params(on.m), norms);
   const double want = ((params - norms) * 1 + norms * 2) / (params * 2);
   ASSERT_GT(gather_bytes(b, true), 0);
   EXPECT_NEAR(gather_bytes(a, true) / gather_bytes(b, true), want, 1e-12);

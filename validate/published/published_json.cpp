@@ -367,6 +367,21 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   return m;
 }
 
+// What the torchtitan train config a row ran sets where the row leaves it unstated. Of torchtitan's Llama 3 train
+// configs only llama3_405b.toml turns on torch.compile (compile = true) and FSDP2's float8 all-gather
+// (enable_fsdp_float8_all_gather with precompute_float8_dynamic_scale_for_fsdp), at 3faaa1a0d (2024-08), 9dec370 (the
+// 2024-12 benchmarks) and 820504e (2025-06); the 8B and 70B configs leave both off.
+struct TorchtitanConfig {
+  bool compile = false;
+  bool fsdp_float8_all_gather = false;
+  std::string file;
+};
+
+TorchtitanConfig torchtitan_config(Stack stack, const std::string& model_name) {
+  if (stack != Stack::TORCHTITAN || !contains(lower(model_name), "405b")) return {};
+  return {true, true, "llama3_405b.toml"};
+}
+
 // Node-limited routing as a shape states it (moe.node_limited_routing_max_nodes: router_group_topk, no groups yet):
 // the router's groups are the nodes the row's EP group spans (DeepSeek-V3: 256 experts over EP 64 on 8 nodes, 8
 // groups, at most 4 per token, as its config's n_group 8 / topk_group 4). A limit no smaller than the nodes is none.
@@ -1217,28 +1232,22 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     r.model.dtype = dtype_of(row, ctx, stack, r.precision, notes);
     r.plan = plan_of(row, ctx, stack, r.model, gpus, notes);
     r.plan.precision = precision_of(row, ctx, r.precision, stack, notes);
-    // torch.compile: as the row states it; unstated on torchtitan, the run's train config's (llama3_405b.toml sets
-    // compile = true at 3faaa1a0d and 9dec370; the 8B and 70B configs false).
+    // torch.compile and FSDP2's float8 all-gather: as the row states them, else as the run's torchtitan config sets
+    // them (torchtitan_config).
+    const TorchtitanConfig tt = torchtitan_config(stack, model_name);
     const auto compiled = opt_bool(row, ctx, "compile");
-    r.compiled = compiled.value_or(false);
-    if (!compiled && stack == Stack::TORCHTITAN && contains(lower(model_name), "405b")) {
-      r.compiled = true;
-      notes.add("torch.compile not stated: torchtitan's llama3_405b.toml sets compile = true");
-    }
+    r.compiled = compiled.value_or(tt.compile);
+    if (!compiled && tt.compile)
+      notes.add("torch.compile not stated: torchtitan's " + tt.file + " sets compile = true");
     r.plan.torch_compile = r.compiled;
     r.recompute_unstated = !present(row, "recompute");
     r.zero_unstated = !present(row, "fsdp") && !present(row, "distributed_optimizer") && !present(row, "zero_stage");
     r.plan.stack = stack_name(row, ctx, stack);
-    // FSDP2's float8 all-gather: as a row states it, else as the run's torchtitan config sets it. Of torchtitan's
-    // Llama 3 train configs only llama3_405b.toml turns it on (enable_fsdp_float8_all_gather and
-    // precompute_float8_dynamic_scale_for_fsdp, at 9dec370 (the 2024-12 benchmarks), 3faaa1a0d (2024-08) and 820504e
-    // (2025-06)); the 8B and 70B configs leave float8 off and its all-gather at the default, off.
     if (const auto f8ag = opt_bool(row, ctx, "fsdp_float8_all_gather")) {
       r.plan.fsdp_float8_all_gather = *f8ag;
-    } else if (stack == Stack::TORCHTITAN && r.plan.zero_stage == 3 && r.plan.precision == Precision::FP8_CURRENT &&
-               contains(lower(model_name), "405b")) {
+    } else if (tt.fsdp_float8_all_gather && r.plan.zero_stage == 3 && r.plan.precision == Precision::FP8_CURRENT) {
       r.plan.fsdp_float8_all_gather = true;
-      notes.add("FSDP float8 all-gather on: torchtitan's llama3_405b.toml sets enable_fsdp_float8_all_gather");
+      notes.add("FSDP float8 all-gather on: torchtitan's " + tt.file + " sets enable_fsdp_float8_all_gather");
     }
     node_limited_routing(row, ctx, r.model, r.plan, notes);
     framework_conventions(row, ctx, r.plan, r.model.moe.enabled(), notes);
