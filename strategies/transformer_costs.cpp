@@ -1817,9 +1817,13 @@ ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh)
   return {d.Tsp * d.h * d.e + d.T * d.v / d.t * (d.e == 4 ? 4 : d.e + 4), 0};
 }
 
-double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas) {
+double layer_replicated_params(const TransformerSpec& m) {
   const double h = m.hidden;
-  double replicated = 4 * h + (m.mlp == MlpKind::GELU ? 2 * h : 0);  // norms; row-parallel biases
+  return 4 * h + (m.mlp == MlpKind::GELU ? 2 * h : 0);  // norms; row-parallel biases
+}
+
+double layer_params_per_rank(const TransformerSpec& m, int tp, int weight_replicas) {
+  const double replicated = layer_replicated_params(m);
   return (static_cast<double>(m.layer_params()) - replicated) * weight_replicas / tp + replicated;
 }
 
@@ -1871,6 +1875,11 @@ double gemm_efficiency(double flops, const Calibration& cal) {
   // one. Below f* the efficiency stays at eff(f*), so time falls with size (gemm_monotone_flops).
   return saturating_efficiency(flops, cal.gemm_efficiency_max, cal.gemm_half_efficiency_flops,
                                cal.gemm_efficiency_exponent);
+}
+
+double gemm_curve_flops(double flops, double peak_flops, const GpuSpec& gpu) {
+  const double ref = gpu.peak_bf16_flops > 0 ? gpu.peak_bf16_flops : gpu.peak_fp16_flops;
+  return ref > 0 && peak_flops > 0 ? flops * ref / peak_flops : flops;
 }
 
 double flash_attention_efficiency(const Op& op, const Calibration& cal) {
@@ -2118,12 +2127,15 @@ double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibratio
     // while its FLOPs go twice (four times) as fast, so it saturates at a larger size. On one H200 (2026-11-26,
     // tests/data/h200/gemm_sweep_2026-11-26.csv) this fits torch._scaled_mm's 105 transformer shapes to a median
     // 6.1% (tensorwise) and 6.6% (rowwise) against 18% for the unshifted curve.
-    const double bf16_peak = gpu.peak_flops(DType::BF16);
-    const double f_equiv = (bf16_peak > 0 ? op.flops * bf16_peak / peak : op.flops) * op.pieces / groups;
+    const double f_equiv = gemm_curve_flops(op.flops, peak, gpu) * op.pieces / groups;
     t_flop = op.flops / (peak * gemm_efficiency(f_equiv, cal) * scale * fill);
-  } else if (op.gemm)
-    t_flop = op.flops / (gemm_peak_flops(gpu, dtype, cal) * gemm_efficiency(op.flops * op.pieces / groups, cal) *
+  } else if (op.gemm) {
+    // FP16 and BF16 read the curve at their own size; FP32 (on the CUDA cores, or TF32's half rate) at that of the
+    // BF16 GEMM of the same duration (gemm_curve_flops).
+    const double peak = gemm_peak_flops(gpu, dtype, cal);
+    t_flop = op.flops / (peak * gemm_efficiency(gemm_curve_flops(op.flops, peak, gpu) * op.pieces / groups, cal) *
                          gemm_alignment_factor(op, dtype, cal) * fill);
+  }
   // Sustained load: the tensor cores at the power-capped clock, not the burst clock the efficiencies were measured at
   // (Calibration::sustained_tensor_ratio; profiler/bench/sustained.py). Memory-bound time keeps HBM speed.
   if (op.gemm || op.flash) t_flop /= cal.sustained_tensor_ratio;

@@ -51,8 +51,9 @@ void ComputeSamples::append(ComputeSamples other) {
 double model_time_s(const ComputeSample& s, double hbm_Bps, const Calibration& cal) {
   // strategies/transformer_costs.cpp op_time_s with the sample's own peak, without its host floor (host_issue_s).
   const double t_mem = s.bytes / (hbm_Bps * cal.memory_bandwidth_efficiency);
-  const double t_flop =
-      s.category == ComputeCategory::GEMM ? s.flops / (s.peak_flops * cost::gemm_efficiency(s.flops, cal)) : 0;
+  const double t_flop = s.category == ComputeCategory::GEMM
+                            ? s.flops / (s.peak_flops * cost::gemm_efficiency(s.flops * s.curve_scale, cal))
+                            : 0;
   return std::max(t_mem, t_flop) + cal.kernel_launch_s;
 }
 
@@ -528,6 +529,7 @@ ComputeSamples samples_from_trace(const ImportedTrace& trace, const GpuSpec& gpu
         skip(kSkipNoPeak, n, seconds);
         continue;
       }
+      s.curve_scale = cost::gemm_curve_flops(1, s.peak_flops, gpu);
       s.flops = 2 * g->batch * g->m * g->n * g->k;
       s.bytes = g->batch * (g->m * g->k + g->k * g->n + g->m * g->n) * t->bytes;
     } else {
@@ -647,6 +649,7 @@ ComputeSamples samples_from_gemm_csv(const std::string& text, const GpuSpec& gpu
       continue;
     }
     s.flops = 2 * m * n * k;
+    s.curve_scale = cost::gemm_curve_flops(1, s.peak_flops, gpu);
     s.bytes = (m * k + k * n + m * n) * elem;
     s.measured_s = time_s;
     out.samples.push_back(std::move(s));
@@ -841,8 +844,10 @@ LineFit fit_gemm(const std::vector<ComputeSample>& pts, const std::vector<std::s
     for (std::size_t i : idx) {
       const ComputeSample& s = pts[i];
       const double t = s.measured_s, P = s.peak_flops;
-      if (!first && (x[0] * s.flops + x[1]) / P < s.bytes / (hbm_Bps * eff_mem)) continue;  // memory branch
-      rows.push_back({s.flops / (P * t), 1 / (P * t), 1 - launch_s / t, i});
+      // t - L = (u f + v / c) / P for a GEMM read on the curve at c f (ComputeSample::curve_scale).
+      const double c = s.curve_scale;
+      if (!first && (x[0] * s.flops + x[1] / c) / P < s.bytes / (hbm_Bps * eff_mem)) continue;  // memory branch
+      rows.push_back({s.flops / (P * t), 1 / (P * c * t), 1 - launch_s / t, i});
     }
     return rows;
   };
@@ -979,7 +984,7 @@ ComputeFit fit_compute(ComputeSamples in, const GpuSpec& gpu, const Calibration&
     s.weight = weights[i];
     if (s.category == ComputeCategory::GEMM)
       s.memory_branch = s.bytes / (H * cal.memory_bandwidth_efficiency) >
-                        s.flops / (s.peak_flops * cost::gemm_efficiency(s.flops, cal));
+                        s.flops / (s.peak_flops * cost::gemm_efficiency(s.flops * s.curve_scale, cal));
     rel[i] = std::abs(s.predicted_s - s.measured_s) / s.measured_s;
     (s.category == ComputeCategory::MEMORY ? r_mem : r_gemm).push_back(rel[i]);
     r_all.push_back(rel[i]);

@@ -76,6 +76,9 @@ struct ComputeSample {
   ComputeCategory category = ComputeCategory::OTHER;
   std::string dtype;      ///< "fp16", "bf16", "tf32", "fp32", "fp64", "int64", ... (first tensor argument)
   double peak_flops = 0;  ///< FLOP/s the GPU offers this GEMM's dtype (GEMMs only)
+  /// GEMMs: the efficiency curve reads this GEMM at flops x curve_scale (cost::gemm_curve_flops: 1 for FP16 and BF16,
+  /// 2 for TF32, ~15 for FP32 on Hopper's CUDA cores).
+  double curve_scale = 1;
   double flops = 0;       ///< GEMMs: 2 M N K x batch
   double bytes = 0;       ///< HBM traffic estimate (see the header comment)
   double measured_s = 0;  ///< summed duration of the operator's kernels
