@@ -212,11 +212,17 @@ bool fused_softmax(const TransformerSpec& m, const Shape& sh) {
   return megatron_fused_softmax(sh.micro_batch * (m.heads / sh.tp), m.seq_len, dtype_bytes(m.dtype));
 }
 
+// Bytes per score element an unfused attention keeps for its backward: the softmax output (e; fp32 without a fused
+// softmax) and, with dropout on it (TransformerSpec::attention_dropout), the dropout's mask (1) and output (e).
+double kept_score_bytes(const TransformerSpec& m, const Shape& sh, const Dims& d) {
+  return (fused_softmax(m, sh) ? d.e : 4) + (m.attention_dropout ? 1 + d.e : 0);
+}
+
 // Attention core (QK^T, scale-mask-softmax, dropout, AV) per TP rank, as in Megatron-LM (no flash attention).
 // The softmax is one fused kernel, or (fused = false) PyTorch's fallback: cast to fp32, scale, masked_fill,
 // softmax, cast back — five kernels over the fp32 scores (read e write 4, read 4 write 4, read 4 + mask 1
 // write 4, read 4 write 4, read 4 write e).
-std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim, bool fused) {
+std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_dim, bool fused, bool dropout) {
   double bh = d.b * heads_per_rank;
   double scores = bh * d.sq * d.skv;  // elements of the score matrix
   // QK^T and AV multiply two activations: their backward has no weight gradient.
@@ -233,7 +239,7 @@ std::vector<Op> attention_core(const Dims& d, int heads_per_rank, double head_di
     ops.push_back(mem("softmax", scores * 8));
     if (cast) ops.push_back(mem("softmax-to-half", scores * (4 + d.e)));
   }
-  ops.push_back(mem("attn-dropout", scores * (2 * d.e + 1)));
+  if (dropout) ops.push_back(mem("attn-dropout", scores * (2 * d.e + 1)));
   ops.push_back({"av", true, 2 * bh * d.sq * d.skv * head_dim, (scores + bh * (d.sq + d.skv) * head_dim) * d.e, false,
                  d.sq, d.skv, head_dim, bh});
   return ops;
@@ -336,12 +342,13 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   GridLinear fc2 = grid_linear(sh, "fc2", T, d.f, d.h, e, cube);
   Dims dl = d;
   dl.b = d.b / (t / q);  // the tokens of this rank's row block
-  const std::vector<Op> core = attention_core(dl, m.heads / q, m.head_dim(), true);
+  const std::vector<Op> core = attention_core(dl, m.heads / q, m.head_dim(), true, m.attention_dropout);
   Op ln1 = mem("ln1", 2 * T * d.h * e / t);
-  Op dropres1 = mem("dropout-residual1", T * d.h * (3 * e + 1) / t);
+  const double mask = m.hidden_dropout ? 1 : 0;  // the dropout's 1-byte mask (TransformerSpec::hidden_dropout)
+  Op dropres1 = mem("dropout-residual1", T * d.h * (3 * e + mask) / t);
   Op ln2 = mem("ln2", 2 * T * d.h * e / t);
   Op act = mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * T * d.f / t * e);
-  Op dropres2 = mem("dropout-residual2", T * d.h * (3 * e + 1) / t);
+  Op dropres2 = mem("dropout-residual2", T * d.h * (3 * e + mask) / t);
   auto add = [](std::vector<Step>& dst, const std::vector<Step>& src) {
     dst.insert(dst.end(), src.begin(), src.end());
   };
@@ -895,7 +902,7 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
     core = {tagged(f, 1)};
     core_b = {tagged(b, 1)};
   } else {
-    core = attention_core(d, heads_rank, m.head_dim(), fused_softmax(m, sh));
+    core = attention_core(d, heads_rank, m.head_dim(), fused_softmax(m, sh), m.attention_dropout);
     for (Op& o : core) o.atom = 1;
     core_b = backward_of(core, {"qk", "av"});
   }
@@ -907,13 +914,15 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
     core_b.insert(core_b.begin(), tagged(mem("attention-gate-bwd", 5 * d.T * ap.o_w * d.e), 1));
   }
   Op proj = ap.out;
-  Op dropres1 = tagged(mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + 1)), 2);
+  // Megatron's fused bias-dropout-add: read the output and the residual, write the sum, and with dropout its mask.
+  const double mask = m.hidden_dropout ? 1 : 0;
+  Op dropres1 = tagged(mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + mask)), 2);
   Op ln2 = tagged(mem("ln2", 2 * d.Tsp * d.h * d.e), 3);
   Op fc1 = tagged(gemm("fc1", d.T, d.h, ffn_rank, d.e), 3);
   Op act = tagged(
       mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e), 3);
   Op fc2 = tagged(gemm("fc2", d.T, d.f / d.t, d.h, d.e), 4);
-  Op dropres2 = tagged(mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + 1)), 4);
+  Op dropres2 = tagged(mem("dropout-residual2", d.Tsp * d.h * (3 * d.e + mask)), 4);
 
   const CpAttention cpa{sh, d, ap, core, core_b, proj, ring_flash_ops(m, d, heads_rank, ap)};
   auto attention_fwd = [&](std::vector<Step>& out, std::vector<Op> before) { cpa.forward(out, std::move(before)); };
@@ -926,9 +935,9 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   append(mlp_b, gemm_bwd(fc2));
   mlp_b.push_back(tagged(mem(act.name + "-bwd", 1.5 * act.bytes), 3));
   append(mlp_b, gemm_bwd(fc1));
-  Op dropres2_b = tagged(mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + 1)), 4);
+  Op dropres2_b = tagged(mem("dropout-residual2-bwd", d.Tsp * d.h * (3 * d.e + mask)), 4);
   Op ln2_b = tagged(mem("ln2-bwd", 1.5 * ln2.bytes), 3);
-  Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + 1)), 2);
+  Op dropres1_b = tagged(mem("dropout-residual1-bwd", d.Tsp * d.h * (3 * d.e + mask)), 2);
   Op ln1_b = tagged(mem("ln1-bwd", 1.5 * ln1.bytes), 0);
   if (!sh.torch_compile) {
     // Eager PyTorch's composite RMSNorm over N = tokens x hidden elements (torchtitan/models/norms.py RMSNorm):
@@ -1240,7 +1249,7 @@ LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, Layer
       core = {cf};
       core_b = {cb};
     } else {
-      core = attention_core(d, static_cast<int>(heads_rank), m.head_dim(), fused_softmax(m, sh));
+      core = attention_core(d, static_cast<int>(heads_rank), m.head_dim(), fused_softmax(m, sh), m.attention_dropout);
       core_b = backward_of(core, {"qk", "av"});
       selective = core;
     }
@@ -1310,9 +1319,14 @@ LayerPasses embedding_passes(const TransformerSpec& m, const Shape& sh) {
     p.forward.push_back(coll(sh.sequence_parallel ? "embedding-rs" : "embedding-ar",
                              sh.sequence_parallel ? CollectiveKind::REDUCE_SCATTER : CollectiveKind::ALL_REDUCE,
                              act_bytes));
-  p.forward.push_back(compute("embedding-dropout", {mem("embedding-dropout", d.Tsp * d.h * (2 * d.e + 1))}));
-  p.backward.push_back(compute("embedding-bwd", {mem("embedding-dropout-bwd", d.Tsp * d.h * (2 * d.e + 1)),
-                                                 mem("embedding-scatter-add", 3 * d.T * d.h * d.e)}));
+  // Without dropout (TransformerSpec::hidden_dropout) PyTorch's dropout returns its input: no kernel either way.
+  if (m.hidden_dropout) {
+    p.forward.push_back(compute("embedding-dropout", {mem("embedding-dropout", d.Tsp * d.h * (2 * d.e + 1))}));
+    p.backward.push_back(compute("embedding-bwd", {mem("embedding-dropout-bwd", d.Tsp * d.h * (2 * d.e + 1)),
+                                                   mem("embedding-scatter-add", 3 * d.T * d.h * d.e)}));
+  } else {
+    p.backward.push_back(compute("embedding-bwd", {mem("embedding-scatter-add", 3 * d.T * d.h * d.e)}));
+  }
   if (sh.tp > 1 && sh.sequence_parallel)
     p.backward.insert(p.backward.begin() + 1, coll("embedding-ag-bwd", CollectiveKind::ALL_GATHER, act_bytes));
   split_backward(p);
@@ -1531,10 +1545,11 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10 sbh" with e = 2):
   // two LayerNorm inputs (e), QKV input, FC1 input (q bytes each; a MoE block's is the router's and the dispatch's
   // input: e) and two dropout masks (1 byte each).
-  double replicated = sbh * (2 * d.e + q + (moe ? d.e : q) + 2);
+  const double masks = m.hidden_dropout ? 2 : 0;  // the two hidden dropouts' masks
+  double replicated = sbh * (2 * d.e + q + (moe ? d.e : q) + masks);
   // A parallel block (TransformerSpec::parallel_block) has one norm: one norm input, and QKV and FC1 read the same
   // normalised input (stored once); the two dropout masks stay.
-  if (m.parallel_block) replicated = sbh * (d.e + q + 2);
+  if (m.parallel_block) replicated = sbh * (d.e + q + masks);
   // Sharded by TP: Q, K, V (e), attention-projection input (e), MLP activation input (e) and FC2 input (q).
   double mlp_inner = d.T * d.f * mlp_inner_bytes_per_ffn(m, d.e, q);
   double sharded = 0;
@@ -1557,7 +1572,7 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   } else {
     // Attention scores: softmax output (e), dropout mask (1), dropout output (e) = 5 a s^2 b with e = 2. Without
     // a fused softmax (see attention_core) the softmax output is kept in fp32 (4 bytes).
-    scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
+    scores = d.a * d.sq * d.skv * d.b * kept_score_bytes(m, sh, d) / t;
   }
   const double moe_bytes = moe ? moe_activation_bytes(m, sh, d) : 0.0;
   if (sh.sequence_parallel) replicated /= t;
@@ -1631,7 +1646,7 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
     ++norms;
     full += d.T * (ap.q_w + ap.k_w + ap.v_w + ap.o_w) * d.e + d.T * ap.o_w * quantized_copy_bytes(sh, d.e);
     if (m.attention == AttentionKind::FLASH) full += d.b * (m.heads / d.t) * d.sq * 4;
-    else scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / d.t;
+    else scores = d.a * d.sq * d.skv * d.b * kept_score_bytes(m, sh, d) / d.t;
   }
   if (kind.ffn == FfnKind::DENSE) {
     block_inputs();
@@ -1738,11 +1753,12 @@ AtomActivations atom_activations(const TransformerSpec& m, const Shape& sh) {
   const double q = saved_input_bytes(sh, d.e);  // QKV, FC1 and FC2 inputs; the projection's copy of its input
   a.kept[0] = sbh * (d.e + q) * rep;
   a.kept[1] = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
-  a.kept[2] = sbh * 1 * rep + d.T * ap.o_w * (d.e + quantized_copy_bytes(sh, d.e));
+  const double mask = m.hidden_dropout ? 1 : 0;  // a hidden dropout's mask
+  a.kept[2] = sbh * mask * rep + d.T * ap.o_w * (d.e + quantized_copy_bytes(sh, d.e));
   a.kept[3] = sbh * (d.e + q) * rep + d.T * d.f * d.e * glu / t;
-  a.kept[4] = sbh * 1 * rep + d.T * d.f * q / t;
+  a.kept[4] = sbh * mask * rep + d.T * d.f * q / t;
   if (m.attention == AttentionKind::FLASH) a.kept[1] += d.b * (m.heads / t) * d.sq * 4;
-  else a.scores = d.a * d.sq * d.skv * d.b * ((fused_softmax(m, sh) ? d.e : 4) + 1 + d.e) / t;
+  else a.scores = d.a * d.sq * d.skv * d.b * kept_score_bytes(m, sh, d) / t;
   return a;
 }
 }  // namespace
@@ -1807,7 +1823,7 @@ double layer_params_per_rank_atoms(const TransformerSpec& m, int tp, int lo, int
 
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh) {
   const Dims d = dims(m, sh);
-  return {d.Tsp * d.h, 0};  // dropout mask of the embedding output
+  return {m.hidden_dropout ? d.Tsp * d.h : 0, 0};  // dropout mask of the embedding output
 }
 
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh) {

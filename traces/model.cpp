@@ -667,6 +667,8 @@ nlohmann::json to_json(const TransformerSpec& m) {
   if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (m.attention_gate) j["attention_gate"] = true;
   if (m.parallel_block) j["parallel_block"] = true;
+  if (!m.attention_dropout) j["attention_dropout"] = false;
+  if (!m.hidden_dropout) j["hidden_dropout"] = false;
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.mamba.enabled())
     j["mamba"] = {{"heads", m.mamba.heads}, {"head_dim", m.mamba.head_dim},       {"groups", m.mamba.groups},
@@ -720,6 +722,8 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
                              "sliding_window",
                              "attention_gate",
                              "parallel_block",
+                             "attention_dropout",
+                             "hidden_dropout",
                              "mtp_layers",
                              "mamba",
                              "linear_attention",
@@ -769,6 +773,8 @@ TransformerSpec model_from_json(const nlohmann::json& j, const std::string& ctx)
   m.sliding_window = get_or<int>(j, ctx, "sliding_window", 0);
   m.attention_gate = get_or<bool>(j, ctx, "attention_gate", false);
   m.parallel_block = get_or<bool>(j, ctx, "parallel_block", false);
+  m.attention_dropout = get_or<bool>(j, ctx, "attention_dropout", true);
+  m.hidden_dropout = get_or<bool>(j, ctx, "hidden_dropout", true);
   m.mtp_layers = get_or<int>(j, ctx, "mtp_layers", 0);
   if (const auto* x = sub_object(j, ctx, "mamba")) {
     const std::string xctx = ctx + " (mamba)";

@@ -135,6 +135,13 @@ struct TransformerSpec {
   /// input, so with tensor parallelism their partial outputs are summed before one all-reduce (one all-gather before
   /// and one reduce-scatter after, sequence parallel) instead of two. Dense full-attention layers only.
   bool parallel_block = false;
+  /// Dropout as Megatron's GPT applies it (--attention-dropout, --hidden-dropout): on the attention probabilities
+  /// (unfused attention keeps its 1-byte mask and its output per score), and on the attention's and the MLP's outputs
+  /// and the embedding's (a 1-byte mask per element each). false: trained without (dropout 0: PyTorch's dropout returns
+  /// its input, no kernel and no mask). torchtitan's Llama has no dropout module; SAILOR's OPT applies none, its
+  /// GPT-Neo the hidden ones only.
+  bool attention_dropout = true;
+  bool hidden_dropout = true;
   /// Multi-token prediction depth D (DeepSeek-V3: 1; Megatron-Core's mtp_num_layers): each depth embeds the tokens one
   /// further ahead (the shared embedding), normalises them and the previous depth's hidden state, projects the pair
   /// (2h -> h), runs one layer of mtp_kind() and the shared output head with its loss, on the last pipeline stage.

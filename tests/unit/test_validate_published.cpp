@@ -320,6 +320,7 @@ TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
     if (name == "torchtitan_h200.json") {
       for (const auto& r : rows) {
         EXPECT_TRUE(r.failure.empty()) << r.failure;
+        EXPECT_FALSE(r.model.attention_dropout || r.model.hidden_dropout) << r.id;  // torchtitan's Llama has none
         EXPECT_EQ(r.cluster.rfind("dgx-h200:", 0), 0u) << r.cluster;
         EXPECT_EQ(r.plan.precision, Precision::FP8_CURRENT) << r.id;  // torchao's default recipe
       }
@@ -340,6 +341,10 @@ TEST(SharedMeasurements, EachFileLoadsWithItsRowCount) {
         EXPECT_FALSE(r.memory_from_allocator) << r.id;  // nvidia-smi used memory
         EXPECT_EQ(r.plan.schedule, Schedule::ONE_F_ONE_B) << r.id;
         EXPECT_EQ(r.plan.layers_per_stage.size(), r.plan.pp > 1 ? static_cast<std::size_t>(r.plan.pp) : 0u) << r.id;
+        // SAILOR's fork: its OPT applies no dropout, its GPT-Neo the hidden ones only (opt_model.py, gpt_neo_model.py).
+        const bool opt = has(r.model.name, "OPT");
+        EXPECT_FALSE(r.model.attention_dropout) << r.id;
+        EXPECT_EQ(r.model.hidden_dropout, !opt) << r.id;
       }
       EXPECT_EQ(clariden, 26);
       EXPECT_EQ(partition, 1);

@@ -347,6 +347,28 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   m.sliding_window = opt_int(s, sctx, "sliding_window").value_or(0);
   m.attention_gate = opt_bool(s, sctx, "attention_gate").value_or(false);
   m.parallel_block = opt_bool(s, sctx, "parallel_block").value_or(false);
+  // Dropout (TransformerSpec::attention_dropout, hidden_dropout): as the shape states it, else as the framework's
+  // model source applies it. SAILOR's Megatron-DeepSpeed fork (eth-easl/sailor@cf2c8e3, third_party/Megatron-DeepSpeed/
+  // megatron/model/opt_model.py) applies none in its OPT (the attention probabilities go straight into the AV product,
+  // the hidden dropouts are commented out) and in its GPT-Neo (gpt_neo_model.py) the hidden ones only (attn_dropout
+  // is built and never called); torchtitan's Llama (torchtitan/models/llama3/model.py) has no dropout module.
+  const std::string lname = lower(name);
+  bool attn_drop = true, hid_drop = true;
+  std::string why;
+  if (stack == Stack::MEGATRON_DEEPSPEED && contains(lname, "opt")) {
+    attn_drop = hid_drop = false;
+    why = "SAILOR's opt_model.py applies none";
+  } else if (stack == Stack::MEGATRON_DEEPSPEED && contains(lname, "gpt-neo")) {
+    attn_drop = false;
+    why = "SAILOR's gpt_neo_model.py never calls its attention dropout";
+  } else if (stack == Stack::TORCHTITAN) {
+    attn_drop = hid_drop = false;
+    why = "torchtitan's Llama has no dropout module";
+  }
+  const auto attn_stated = opt_bool(s, sctx, "attention_dropout"), hid_stated = opt_bool(s, sctx, "hidden_dropout");
+  m.attention_dropout = attn_stated.value_or(attn_drop);
+  m.hidden_dropout = hid_stated.value_or(hid_drop);
+  if (!why.empty() && (!attn_stated || !hid_stated)) notes.add("dropout not stated: " + why);
   m.mtp_layers = opt_int(s, sctx, present(s, "mtp_depth") ? "mtp_depth" : "mtp_layers").value_or(0);
   if (present(s, "mamba")) {
     const json& x = s.at("mamba");
