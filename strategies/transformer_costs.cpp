@@ -218,6 +218,10 @@ double kept_score_bytes(const TransformerSpec& m, const Shape& sh, const Dims& d
   return (fused_softmax(m, sh) ? d.e : 4) + (m.attention_dropout ? 1 + d.e : 0);
 }
 
+// Bytes per hidden element of a hidden dropout's kept mask: 1 (a bool per element), 0 without hidden dropout
+// (TransformerSpec::hidden_dropout).
+double hidden_mask_bytes(const TransformerSpec& m) { return m.hidden_dropout ? 1 : 0; }
+
 // Attention core (QK^T, scale-mask-softmax, dropout, AV) per TP rank, as in Megatron-LM (no flash attention).
 // The softmax is one fused kernel, or (fused = false) PyTorch's fallback: cast to fp32, scale, masked_fill,
 // softmax, cast back — five kernels over the fp32 scores (read e write 4, read 4 write 4, read 4 + mask 1
@@ -344,7 +348,7 @@ LayerPasses grid_layer_passes(const TransformerSpec& m, const Shape& sh) {
   dl.b = d.b / (t / q);  // the tokens of this rank's row block
   const std::vector<Op> core = attention_core(dl, m.heads / q, m.head_dim(), true, m.attention_dropout);
   Op ln1 = mem("ln1", 2 * T * d.h * e / t);
-  const double mask = m.hidden_dropout ? 1 : 0;  // the dropout's 1-byte mask (TransformerSpec::hidden_dropout)
+  const double mask = hidden_mask_bytes(m);  // the dropout's 1-byte mask
   Op dropres1 = mem("dropout-residual1", T * d.h * (3 * e + mask) / t);
   Op ln2 = mem("ln2", 2 * T * d.h * e / t);
   Op act = mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * T * d.f / t * e);
@@ -915,7 +919,7 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   }
   Op proj = ap.out;
   // Megatron's fused bias-dropout-add: read the output and the residual, write the sum, and with dropout its mask.
-  const double mask = m.hidden_dropout ? 1 : 0;
+  const double mask = hidden_mask_bytes(m);
   Op dropres1 = tagged(mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + mask)), 2);
   Op ln2 = tagged(mem("ln2", 2 * d.Tsp * d.h * d.e), 3);
   Op fc1 = tagged(gemm("fc1", d.T, d.h, ffn_rank, d.e), 3);
@@ -1545,7 +1549,7 @@ ActivationBytes layer_activation_bytes(const TransformerSpec& m, const Shape& sh
   // Replicated across TP ranks unless sequence parallel (Korthikanti's "10 sbh" with e = 2):
   // two LayerNorm inputs (e), QKV input, FC1 input (q bytes each; a MoE block's is the router's and the dispatch's
   // input: e) and two dropout masks (1 byte each).
-  const double masks = m.hidden_dropout ? 2 : 0;  // the two hidden dropouts' masks
+  const double masks = 2 * hidden_mask_bytes(m);  // the two hidden dropouts' masks
   double replicated = sbh * (2 * d.e + q + (moe ? d.e : q) + masks);
   // A parallel block (TransformerSpec::parallel_block) has one norm: one norm input, and QKV and FC1 read the same
   // normalised input (stored once); the two dropout masks stay.
@@ -1753,7 +1757,7 @@ AtomActivations atom_activations(const TransformerSpec& m, const Shape& sh) {
   const double q = saved_input_bytes(sh, d.e);  // QKV, FC1 and FC2 inputs; the projection's copy of its input
   a.kept[0] = sbh * (d.e + q) * rep;
   a.kept[1] = d.T * (ap.q_w + ap.k_w + ap.v_w) * d.e;
-  const double mask = m.hidden_dropout ? 1 : 0;  // a hidden dropout's mask
+  const double mask = hidden_mask_bytes(m);  // a hidden dropout's mask
   a.kept[2] = sbh * mask * rep + d.T * ap.o_w * (d.e + quantized_copy_bytes(sh, d.e));
   a.kept[3] = sbh * (d.e + q) * rep + d.T * d.f * d.e * glu / t;
   a.kept[4] = sbh * mask * rep + d.T * d.f * q / t;
@@ -1823,7 +1827,7 @@ double layer_params_per_rank_atoms(const TransformerSpec& m, int tp, int lo, int
 
 ActivationBytes embedding_activation_bytes(const TransformerSpec& m, const Shape& sh) {
   const Dims d = dims(m, sh);
-  return {m.hidden_dropout ? d.Tsp * d.h : 0, 0};  // dropout mask of the embedding output
+  return {hidden_mask_bytes(m) * d.Tsp * d.h, 0};  // dropout mask of the embedding output
 }
 
 ActivationBytes head_activation_bytes(const TransformerSpec& m, const Shape& sh) {
