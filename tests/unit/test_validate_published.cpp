@@ -1445,3 +1445,45 @@ TEST(PublishedData, StatedNicsReplaceThePresets) {
   EXPECT_EQ(f.inter.nics_per_node, 2);
   EXPECT_EQ(load_cluster("dgx-h100:4:nics:2:800").inter.nics_per_node, 1);  // half a node: half its NICs
 }
+
+// MoE Parallel Folding's rows leave the interleaving and the dropout unstated: its authors' benchmark harness of the
+// same month (yanring/Megatron-MoE-ModelZoo @ 78fd4d6) runs Qwen2-57B-A14B at TP 2 PP 4 with 7 model chunks per rank
+// and both models without dropout. Only that source, only those models, the interleaving only at the config's TP and
+// PP, and a row or shape that states either keeps it.
+TEST(PublishedData, ParallelFoldingRowsTakeTheAuthorsBenchmarkConfig) {
+  const nlohmann::json doc = nlohmann::json::parse(R"json({
+    "model_shapes": {
+      "Qwen2-57B-A14B": {"layers": 28, "hidden": 3584, "ffn_hidden": 2560, "heads": 28, "kv_heads": 4, "vocab": 151936,
+                         "mlp": "swiglu", "moe": {"experts": 64, "top_k": 8, "expert_ffn_hidden": 2560}},
+      "Mixtral-8x22B": {"layers": 28, "hidden": 3584, "ffn_hidden": 2560, "heads": 28, "kv_heads": 4, "vocab": 151936,
+                 "mlp": "swiglu", "hidden_dropout": true}},
+    "rows": [
+      {"id": "zoo", "source": "moe_parallel_folding", "gpu": "H100-SXM5-80GB", "gpus": 64, "model": "Qwen2-57B-A14B",
+       "seq": 4096, "tp": 2, "pp": 4, "dp": 8, "ep": 4, "gbs": 256, "measured": {"iteration_s": 1.0}},
+      {"id": "other-pp", "source": "moe_parallel_folding", "gpu": "H100-SXM5-80GB", "gpus": 64,
+       "model": "Qwen2-57B-A14B", "seq": 4096, "tp": 2, "pp": 2, "dp": 16, "ep": 4, "gbs": 256,
+       "measured": {"iteration_s": 1.0}},
+      {"id": "stated-vp", "source": "moe_parallel_folding", "gpu": "H100-SXM5-80GB", "gpus": 64,
+       "model": "Qwen2-57B-A14B", "seq": 4096, "tp": 2, "pp": 4, "dp": 8, "ep": 4, "vp": 1, "gbs": 256,
+       "measured": {"iteration_s": 1.0}},
+      {"id": "other-source", "source": "elsewhere", "gpu": "H100-SXM5-80GB", "gpus": 64, "model": "Qwen2-57B-A14B",
+       "seq": 4096, "tp": 2, "pp": 4, "dp": 8, "ep": 4, "gbs": 256, "measured": {"iteration_s": 1.0}},
+      {"id": "stated-dropout", "source": "moe_parallel_folding", "gpu": "H100-SXM5-80GB", "gpus": 64,
+       "model": "Mixtral-8x22B", "seq": 4096, "tp": 2, "pp": 4, "dp": 8, "gbs": 256, "measured": {"iteration_s": 1.0}}]})json");
+  const auto rows = load_measurements_document(doc, "pfold.json");
+  ASSERT_EQ(rows.size(), 5u);
+  for (const auto& r : rows) ASSERT_TRUE(r.failure.empty()) << r.id << ": " << r.failure;
+  const auto& zoo = row_by_id(rows, "zoo");
+  EXPECT_EQ(zoo.plan.virtual_stages, 7);
+  EXPECT_EQ(zoo.plan.schedule, Schedule::INTERLEAVED);
+  EXPECT_FALSE(zoo.model.attention_dropout || zoo.model.hidden_dropout);
+  EXPECT_TRUE(has(zoo.notes, "Megatron-MoE-ModelZoo")) << zoo.notes;
+  EXPECT_EQ(row_by_id(rows, "other-pp").plan.virtual_stages, 1);   // not the config's pipeline
+  EXPECT_FALSE(row_by_id(rows, "other-pp").model.hidden_dropout);  // still the config's model
+  EXPECT_EQ(row_by_id(rows, "stated-vp").plan.virtual_stages, 1);
+  EXPECT_EQ(row_by_id(rows, "stated-vp").plan.schedule, Schedule::ONE_F_ONE_B);
+  EXPECT_EQ(row_by_id(rows, "other-source").plan.virtual_stages, 1);
+  EXPECT_TRUE(row_by_id(rows, "other-source").model.attention_dropout);  // Megatron's default dropout
+  EXPECT_TRUE(row_by_id(rows, "stated-dropout").model.hidden_dropout);
+  EXPECT_TRUE(row_by_id(rows, "stated-dropout").model.attention_dropout);  // the shape states dropout: the rest too
+}

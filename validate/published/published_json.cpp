@@ -404,6 +404,25 @@ TorchtitanConfig torchtitan_config(Stack stack, const std::string& model_name) {
   return {true, true, "llama3_405b.toml"};
 }
 
+// What the MoE Parallel Folding paper's rows (source moe_parallel_folding) leave unstated, from its authors' benchmark
+// harness of the same month: yanring/Megatron-MoE-ModelZoo @ 78fd4d6 (2025-04-03, "add Megatron MoE testing
+// framework"; Z. Yan is the paper's second author; the data's model shapes come from the same repository),
+// runtime_configs/benchmarking/runtime.conf (TP PP EP CP VPP MBS GBS per model: Mixtral-8x22B 2 8 8 1 1 1,
+// Qwen2-57B-A14B 2 4 4 1 7 1) and model_configs/benchmarking/{Mixtral-8x22B,Qwen2-57B-A14B}.yaml (--attention-dropout
+// 0.0, --hidden-dropout 0.0). The interleaving depth is taken only where the row's TP and PP are the config's (its
+// ETP and EP may differ: the pipeline is the same); Mixtral-8x22B's config has none (VPP 1, 1F1B as assumed).
+struct ModelZooConfig {
+  bool known = false;
+  int tp = 0, pp = 0, vpp = 1;
+};
+
+ModelZooConfig modelzoo_config(const std::string& source, const std::string& model_name) {
+  if (source != "moe_parallel_folding") return {};
+  if (model_name == "Mixtral-8x22B") return {true, 2, 8, 1};
+  if (model_name == "Qwen2-57B-A14B") return {true, 2, 4, 7};
+  return {};
+}
+
 // Node-limited routing as a shape states it (moe.node_limited_routing_max_nodes: router_group_topk, no groups yet):
 // the router's groups are the nodes the row's EP group spans (DeepSeek-V3: 256 experts over EP 64 on 8 nodes, 8
 // groups, at most 4 per token, as its config's n_group 8 / topk_group 4). A limit no smaller than the nodes is none.
@@ -776,7 +795,16 @@ ParallelPlan plan_of(const json& row, const std::string& ctx, Stack stack, const
     throw ConfigError(ctx + ": tp*pp*dp*cp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) + "*" +
                       std::to_string(p.dp) + "*" + std::to_string(p.cp) + " is not the row's " + std::to_string(gpus) +
                       " GPUs");
-  const std::optional<int> vp_stated = opt_int(row, ctx, "vp");
+  std::optional<int> vp_stated = opt_int(row, ctx, "vp");
+  if (!vp_stated) {
+    const ModelZooConfig zoo = modelzoo_config(opt_str(row, ctx, "source"), opt_str(row, ctx, "model"));
+    if (zoo.known && zoo.vpp > 1 && zoo.tp == p.tp && zoo.pp == p.pp) {
+      vp_stated = zoo.vpp;
+      notes.add("interleaving not stated: " + std::to_string(zoo.vpp) +
+                " model chunks per rank, as the authors' Megatron-MoE-ModelZoo benchmark config runs TP " +
+                std::to_string(zoo.tp) + " PP " + std::to_string(zoo.pp));
+    }
+  }
   int vp = vp_stated.value_or(1);
   if (const auto mbs = opt_int(row, ctx, "mbs")) {
     p.micro_batch_size = *mbs;
@@ -1247,6 +1275,12 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     const Hardware hw = hardware_of(row, ctx, gpus, notes);
     const std::string model_name = json_util::get<std::string>(row, ctx, "model");
     r.model = shape_model(shapes, model_name, ctx, stack, notes);
+    const ModelZooConfig zoo = modelzoo_config(r.series, model_name);
+    if (zoo.known && !present(shapes.at(model_name), "attention_dropout") &&
+        !present(shapes.at(model_name), "hidden_dropout")) {
+      r.model.attention_dropout = r.model.hidden_dropout = false;
+      notes.add("dropout not stated: none, as the authors' Megatron-MoE-ModelZoo benchmark config sets it");
+    }
     if (const auto layers = opt_int(row, ctx, "layers_run")) r.model.num_layers = *layers;
     if (r.model.moe.enabled() && r.model.moe.dense_layers >= r.model.num_layers)
       throw ConfigError(ctx + ": " + std::to_string(r.model.num_layers) + " layers run, all of them dense");
