@@ -231,8 +231,27 @@ int known_vocab(const std::string& model) {
   return 0;
 }
 
+// What the MoE Parallel Folding paper's rows (source moe_parallel_folding) leave unstated, from its authors' benchmark
+// harness of the same month: yanring/Megatron-MoE-ModelZoo @ 78fd4d6 (2025-04-03, "add Megatron MoE testing
+// framework"; Z. Yan is the paper's second author; the data's model shapes come from the same repository),
+// runtime_configs/benchmarking/runtime.conf (TP PP EP CP VPP MBS GBS per model: Mixtral-8x22B 2 8 8 1 1 1,
+// Qwen2-57B-A14B 2 4 4 1 7 1) and model_configs/benchmarking/{Mixtral-8x22B,Qwen2-57B-A14B}.yaml (--attention-dropout
+// 0.0, --hidden-dropout 0.0). The interleaving depth is taken only where the row's TP and PP are the config's (its
+// ETP and EP may differ: the pipeline is the same); Mixtral-8x22B's config has none (VPP 1, 1F1B as assumed).
+struct ModelZooConfig {
+  bool known = false;
+  int tp = 0, pp = 0, vpp = 1;
+};
+
+ModelZooConfig modelzoo_config(const std::string& source, const std::string& model_name) {
+  if (source != "moe_parallel_folding") return {};
+  if (model_name == "Mixtral-8x22B") return {true, 2, 8, 1};
+  if (model_name == "Qwen2-57B-A14B") return {true, 2, 4, 7};
+  return {};
+}
+
 TransformerSpec shape_model(const json& shapes, const std::string& name, const std::string& ctx, Stack stack,
-                            Notes& notes) {
+                            const std::string& source, Notes& notes) {
   if (!shapes.contains(name)) throw ConfigError(ctx + ": model '" + name + "' is not in the file's model_shapes");
   const json& s = shapes.at(name);
   const std::string sctx = ctx + ": model_shapes['" + name + "']";
@@ -351,7 +370,8 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   // model source applies it. SAILOR's Megatron-DeepSpeed fork (eth-easl/sailor@cf2c8e3, third_party/Megatron-DeepSpeed/
   // megatron/model/opt_model.py) applies none in its OPT (the attention probabilities go straight into the AV product,
   // the hidden dropouts are commented out) and in its GPT-Neo (gpt_neo_model.py) the hidden ones only (attn_dropout
-  // is built and never called); torchtitan's Llama (torchtitan/models/llama3/model.py) has no dropout module.
+  // is built and never called); torchtitan's Llama (torchtitan/models/llama3/model.py) has no dropout module; the
+  // MoE Parallel Folding rows' two models run without it in their authors' benchmark config (modelzoo_config).
   const std::string lname = lower(name);
   bool attn_drop = true, hid_drop = true;
   std::string why;
@@ -364,6 +384,9 @@ TransformerSpec shape_model(const json& shapes, const std::string& name, const s
   } else if (stack == Stack::TORCHTITAN) {
     attn_drop = hid_drop = false;
     why = "torchtitan's Llama has no dropout module";
+  } else if (modelzoo_config(source, name).known && !present(s, "attention_dropout") && !present(s, "hidden_dropout")) {
+    attn_drop = hid_drop = false;  // a shape that states either keeps Megatron's default for the other
+    why = "none, as the authors' Megatron-MoE-ModelZoo benchmark config sets it";
   }
   const auto attn_stated = opt_bool(s, sctx, "attention_dropout"), hid_stated = opt_bool(s, sctx, "hidden_dropout");
   m.attention_dropout = attn_stated.value_or(attn_drop);
@@ -402,25 +425,6 @@ struct TorchtitanConfig {
 TorchtitanConfig torchtitan_config(Stack stack, const std::string& model_name) {
   if (stack != Stack::TORCHTITAN || !contains(lower(model_name), "405b")) return {};
   return {true, true, "llama3_405b.toml"};
-}
-
-// What the MoE Parallel Folding paper's rows (source moe_parallel_folding) leave unstated, from its authors' benchmark
-// harness of the same month: yanring/Megatron-MoE-ModelZoo @ 78fd4d6 (2025-04-03, "add Megatron MoE testing
-// framework"; Z. Yan is the paper's second author; the data's model shapes come from the same repository),
-// runtime_configs/benchmarking/runtime.conf (TP PP EP CP VPP MBS GBS per model: Mixtral-8x22B 2 8 8 1 1 1,
-// Qwen2-57B-A14B 2 4 4 1 7 1) and model_configs/benchmarking/{Mixtral-8x22B,Qwen2-57B-A14B}.yaml (--attention-dropout
-// 0.0, --hidden-dropout 0.0). The interleaving depth is taken only where the row's TP and PP are the config's (its
-// ETP and EP may differ: the pipeline is the same); Mixtral-8x22B's config has none (VPP 1, 1F1B as assumed).
-struct ModelZooConfig {
-  bool known = false;
-  int tp = 0, pp = 0, vpp = 1;
-};
-
-ModelZooConfig modelzoo_config(const std::string& source, const std::string& model_name) {
-  if (source != "moe_parallel_folding") return {};
-  if (model_name == "Mixtral-8x22B") return {true, 2, 8, 1};
-  if (model_name == "Qwen2-57B-A14B") return {true, 2, 4, 7};
-  return {};
 }
 
 // Node-limited routing as a shape states it (moe.node_limited_routing_max_nodes: router_group_topk, no groups yet):
@@ -1274,13 +1278,7 @@ PublishedRow row_of(const json& row, int index, const std::string& path, std::op
     if (gpus <= 0) throw ConfigError(ctx + ": gpus must be positive");
     const Hardware hw = hardware_of(row, ctx, gpus, notes);
     const std::string model_name = json_util::get<std::string>(row, ctx, "model");
-    r.model = shape_model(shapes, model_name, ctx, stack, notes);
-    const ModelZooConfig zoo = modelzoo_config(r.series, model_name);
-    if (zoo.known && !present(shapes.at(model_name), "attention_dropout") &&
-        !present(shapes.at(model_name), "hidden_dropout")) {
-      r.model.attention_dropout = r.model.hidden_dropout = false;
-      notes.add("dropout not stated: none, as the authors' Megatron-MoE-ModelZoo benchmark config sets it");
-    }
+    r.model = shape_model(shapes, model_name, ctx, stack, r.series, notes);
     if (const auto layers = opt_int(row, ctx, "layers_run")) r.model.num_layers = *layers;
     if (r.model.moe.enabled() && r.model.moe.dense_layers >= r.model.num_layers)
       throw ConfigError(ctx + ": " + std::to_string(r.model.num_layers) + " layers run, all of them dense");
