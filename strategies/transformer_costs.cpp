@@ -1977,7 +1977,20 @@ bool needs_amax_reduction(Precision p) { return p == Precision::FP8_CURRENT || p
 void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) {
   if (sh.precision == Precision::BF16) return;
   const double e = dtype_bytes(m.dtype), q = precision_bytes(sh.precision, e);
-  const bool sp_gather = sh.tp > 1 && sh.sequence_parallel && sh.layout == TpLayout::D1;
+  // The column-parallel GEMMs' sequence-parallel all-gather carries the low-precision copy (quantized on each rank's
+  // shard) except under torchao's rowwise recipe: its tensor parallelism is plain DTensor TP, so the all-gather moves
+  // the high-precision activation and each rank quantizes the whole gathered tensor (torchtitan
+  // models/llama3/infra/parallelize.py @ f4048f8e1, 2025-06: "float8 all-gather with TP is only supported for
+  // tensorwise float8 scaling recipes. For rowwise recipes, we use regular TP and all-gather happens in high
+  // precision").
+  const bool sp_gather =
+      sh.tp > 1 && sh.sequence_parallel && sh.layout == TpLayout::D1 && sh.precision != Precision::FP8_ROWWISE;
+  // torchao's rowwise backward GEMMs (no fast accumulation) run the tensorwise cuBLAS kernel with unit scales and
+  // rescale the output by the two operands' row scales in a kernel of their own (torchao float8/float8_ops.py
+  // addmm_float8_unwrapped: "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the
+  // tensorwise cuBLAS-based kernel and do the scaling manually afterwards"; pytorch/ao issue 2184, 2025-05: under
+  // torch.compile one extra Triton kernel per GEMM). The forward GEMM (fast accumulation) stays rowwise.
+  const bool rowwise_rescale = sh.precision == Precision::FP8_ROWWISE;
   auto convert = [&](std::vector<Step>& steps, bool forward) {
     std::vector<Step> out;
     for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -2004,7 +2017,11 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
           }
           op.precision = sh.precision;
           op.bytes *= (2 * q + e) / (3 * e);  // both operands in the low-precision format, the output in dtype
+          const bool rescale = rowwise_rescale && (dgrad || wgrad) && !op.grouped;
+          if (rescale) op.precision = Precision::FP8_CURRENT;
+          const double out_elems = op.batch * op.m * op.n;
           ops.push_back(op);
+          if (rescale) ops.push_back(mem(op.name + "-rescale", 2 * out_elems * e));
         }
         st.ops = std::move(ops);
       } else if (forward && sp_gather && st.kind == Step::Kind::TP_COLLECTIVE &&
@@ -2016,6 +2033,9 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
         // all-reduced first so that every shard uses the same scale.
         if (needs_amax_reduction(sh.precision)) out.push_back(coll(st.name + "-amax", CollectiveKind::ALL_REDUCE, 4));
         st.collective_bytes *= q / e;
+      } else if (rowwise_rescale && st.kind == Step::Kind::TP_COLLECTIVE && st.group == CommGroup::TP &&
+                 st.collective == CollectiveKind::ALL_GATHER) {
+        st.gather_unfused = true;
       }
       out.push_back(std::move(st));
     }
@@ -2027,7 +2047,7 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
 
 bool tp_overlappable(const Step& st, CollectiveKind kind) {
   return st.kind == Step::Kind::TP_COLLECTIVE && st.group == CommGroup::TP && st.axis == TpAxis::ALL &&
-         st.group_size == 0 && st.collective == kind;
+         st.group_size == 0 && st.collective == kind && !(kind == CollectiveKind::ALL_GATHER && st.gather_unfused);
 }
 
 int gemm_index(const std::vector<Op>& ops, bool first) {

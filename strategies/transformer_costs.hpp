@@ -117,6 +117,11 @@ struct Step {
   /// Kernels the host issues for a COMPUTE step (0 = one per op): a SequentialMLP's expert step issues its ops once
   /// per local expert.
   double host_issues = 0;
+  /// A TP all-gather whose output is quantized before its GEMM (torchao's rowwise recipe gathers in high precision):
+  /// PyTorch's async-TP pass does not fuse it into an all-gather-matmul (pytorch/pytorch issue 149990, 2025-03: "the
+  /// all-gather-matmul patterns were NOT being fused" with rowwise scales; the matmul-reduce-scatters were), so
+  /// ParallelPlan::tp_comm_overlap leaves it whole before the GEMM.
+  bool gather_unfused = false;
   double flops() const;
 };
 

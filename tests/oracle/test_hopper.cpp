@@ -118,6 +118,64 @@ TEST(Fp8Layer, RecipesConvertTheLinearsOnly) {
   EXPECT_EQ(base.lowp_weight_bytes, 0);
 }
 
+// torchao's rowwise recipe under tensor parallelism, as torchtitan ran it in 2025 (models/llama3/infra/
+// parallelize.py: plain TP for rowwise): the sequence-parallel all-gather moves bf16 and every rank quantizes the
+// whole gathered input (two directions: 2 n e amax, 2 n (e + q) cast); the backward GEMMs run the tensorwise kernel
+// and rescale their output in a kernel of their own (2 e per output element: torchao float8_ops.py); async TP does
+// not fuse those all-gathers (pytorch/pytorch issue 149990). Closed form against tensorwise (current scaling).
+TEST(Fp8Layer, RowwiseGathersInHighPrecisionAndRescalesTheBackward) {
+  TransformerSpec m = model_preset("llama3-8b");
+  m.attention = AttentionKind::FLASH;
+  ParallelPlan plan;
+  plan.tp = 4;
+  plan.sequence_parallel = true;
+  plan.global_batch_size = 1;
+  const auto bf16 = cost::layer_passes(m, cost::shape_of(plan, 1));
+  plan.precision = Precision::FP8_CURRENT;
+  const auto cur = cost::layer_passes(m, cost::shape_of(plan, 1));
+  plan.precision = Precision::FP8_ROWWISE;
+  const auto row = cost::layer_passes(m, cost::shape_of(plan, 1));
+  const double e = 2, q = 1, t = plan.tp;
+  for (const std::string name : {"qkv", "fc1"}) {
+    const cost::Op* g = find_op(row.forward, name);
+    ASSERT_NE(g, nullptr) << name;
+    const double n = g->m * g->k * g->batch;  // the gathered input, every row of the sequence
+    EXPECT_NEAR(find_op(row.forward, name + "-x-amax")->bytes, 2 * n * e, 1e-6 * n) << name;
+    EXPECT_NEAR(find_op(row.forward, name + "-x-cast")->bytes, 2 * n * (e + q), 1e-6 * n) << name;
+    EXPECT_NEAR(find_op(cur.forward, name + "-x-amax")->bytes, n * e / t, 1e-6 * n) << name;  // the local shard
+  }
+  for (const std::string name : {"qkv", "proj", "fc1", "fc2"}) {
+    EXPECT_EQ(find_op(row.forward, name)->precision, Precision::FP8_ROWWISE) << name;
+    for (const char* pass : {"-dgrad", "-wgrad"}) {
+      const cost::Op* g = find_op(row.backward, name + pass);
+      ASSERT_NE(g, nullptr) << name << pass;
+      EXPECT_EQ(g->precision, Precision::FP8_CURRENT) << name << pass;
+      const cost::Op* r = find_op(row.backward, name + pass + "-rescale");
+      ASSERT_NE(r, nullptr) << name << pass;
+      EXPECT_NEAR(r->bytes, 2 * g->batch * g->m * g->n * e, 1e-6 * r->bytes) << name << pass;
+      EXPECT_EQ(find_op(cur.backward, name + pass + "-rescale"), nullptr) << name << pass;
+    }
+  }
+  for (const auto* passes : {&row.forward, &row.backward})
+    for (const auto& s : *passes)
+      if (s.kind == cost::Step::Kind::TP_COLLECTIVE && s.collective == cost::CollectiveKind::ALL_GATHER) {
+        EXPECT_FALSE(cost::tp_overlappable(s, cost::CollectiveKind::ALL_GATHER)) << s.name;
+        if (s.name == "mlp-ag") {
+          for (const auto& b : bf16.forward) {
+            if (b.name == "mlp-ag") {
+              EXPECT_DOUBLE_EQ(s.collective_bytes, b.collective_bytes);
+            }
+          }
+        }
+      }
+  for (const auto& s : cur.forward) {
+    if (s.name == "mlp-ag") {
+      EXPECT_TRUE(cost::tp_overlappable(s, cost::CollectiveKind::ALL_GATHER));
+    }
+  }
+  EXPECT_FALSE(has_step(row.forward, "mlp-ag-amax"));
+}
+
 // A precision the GPU has no tensor cores for is refused up front.
 TEST(Fp8Layer, RefusedWithoutTensorCores) {
   TransformerSpec m = model_preset("llama3-8b");
