@@ -35,6 +35,18 @@ bool has_step(const std::vector<cost::Step>& steps, const std::string& name) {
   return std::any_of(steps.begin(), steps.end(), [&](const cost::Step& s) { return s.name == name; });
 }
 
+// One Llama 3 8B layer (flash attention) at TP 4 with sequence parallelism, under the given precision.
+cost::LayerPasses sp_layer(Precision precision) {
+  TransformerSpec m = model_preset("llama3-8b");
+  m.attention = AttentionKind::FLASH;
+  ParallelPlan plan;
+  plan.tp = 4;
+  plan.sequence_parallel = true;
+  plan.global_batch_size = 1;
+  plan.precision = precision;
+  return cost::layer_passes(m, cost::shape_of(plan, 1));
+}
+
 }  // namespace
 
 // ---- Precision: a GEMM in FP8 runs at the FP8 tensor-core peak times the BF16 efficiency curve and the format's
@@ -74,15 +86,8 @@ TEST(Fp8Gemm, RunsAtTheFp8Peak) {
 TEST(Fp8Layer, RecipesConvertTheLinearsOnly) {
   TransformerSpec m = model_preset("llama3-8b");
   m.attention = AttentionKind::FLASH;
-  ParallelPlan plan;
-  plan.tp = 4;
-  plan.sequence_parallel = true;
-  plan.global_batch_size = 1;
-  const auto bf16 = cost::layer_passes(m, cost::shape_of(plan, 1));
-  plan.precision = Precision::FP8_CURRENT;
-  const auto cur = cost::layer_passes(m, cost::shape_of(plan, 1));
-  plan.precision = Precision::FP8_DELAYED;
-  const auto del = cost::layer_passes(m, cost::shape_of(plan, 1));
+  const auto bf16 = sp_layer(Precision::BF16), cur = sp_layer(Precision::FP8_CURRENT),
+             del = sp_layer(Precision::FP8_DELAYED);
   for (const char* name : {"qkv", "proj", "fc1", "fc2"}) {
     ASSERT_NE(find_op(cur.forward, name), nullptr) << name;
     EXPECT_EQ(find_op(cur.forward, name)->precision, Precision::FP8_CURRENT) << name;
@@ -124,18 +129,9 @@ TEST(Fp8Layer, RecipesConvertTheLinearsOnly) {
 // and rescale their output in a kernel of their own (2 e per output element: torchao float8_ops.py); async TP does
 // not fuse those all-gathers (pytorch/pytorch issue 149990). Closed form against tensorwise (current scaling).
 TEST(Fp8Layer, RowwiseGathersInHighPrecisionAndRescalesTheBackward) {
-  TransformerSpec m = model_preset("llama3-8b");
-  m.attention = AttentionKind::FLASH;
-  ParallelPlan plan;
-  plan.tp = 4;
-  plan.sequence_parallel = true;
-  plan.global_batch_size = 1;
-  const auto bf16 = cost::layer_passes(m, cost::shape_of(plan, 1));
-  plan.precision = Precision::FP8_CURRENT;
-  const auto cur = cost::layer_passes(m, cost::shape_of(plan, 1));
-  plan.precision = Precision::FP8_ROWWISE;
-  const auto row = cost::layer_passes(m, cost::shape_of(plan, 1));
-  const double e = 2, q = 1, t = plan.tp;
+  const auto bf16 = sp_layer(Precision::BF16), cur = sp_layer(Precision::FP8_CURRENT),
+             row = sp_layer(Precision::FP8_ROWWISE);
+  const double e = 2, q = 1, t = 4;
   for (const std::string name : {"qkv", "fc1"}) {
     const cost::Op* g = find_op(row.forward, name);
     ASSERT_NE(g, nullptr) << name;
