@@ -1990,7 +1990,7 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
   // addmm_float8_unwrapped: "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the
   // tensorwise cuBLAS-based kernel and do the scaling manually afterwards"; pytorch/ao issue 2184, 2025-05: under
   // torch.compile one extra Triton kernel per GEMM). The forward GEMM (fast accumulation) stays rowwise.
-  const bool rowwise_rescale = sh.precision == Precision::FP8_ROWWISE;
+  const bool rowwise = sh.precision == Precision::FP8_ROWWISE;
   auto convert = [&](std::vector<Step>& steps, bool forward) {
     std::vector<Step> out;
     for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -2015,13 +2015,12 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
           } else if (dgrad) {  // the output gradient dY (m x k of the dgrad GEMM); wgrad reuses its transpose
             for (auto& k : quantize_ops(base + "-dy", sh.precision, op.m * op.k * op.batch, e)) ops.push_back(k);
           }
-          op.precision = sh.precision;
+          const bool rescale = rowwise && (dgrad || wgrad) && !op.grouped;  // the tensorwise kernel, then a rescale
+          op.precision = rescale ? Precision::FP8_CURRENT : sh.precision;
           op.bytes *= (2 * q + e) / (3 * e);  // both operands in the low-precision format, the output in dtype
-          const bool rescale = rowwise_rescale && (dgrad || wgrad) && !op.grouped;
-          if (rescale) op.precision = Precision::FP8_CURRENT;
-          const double out_elems = op.batch * op.m * op.n;
           ops.push_back(op);
-          if (rescale) ops.push_back(mem(op.name + "-rescale", 2 * out_elems * e));
+          if (rescale)
+            ops.push_back(mem(op.name + "-rescale", 2 * op.batch * op.m * op.n * e));  // output read, written
         }
         st.ops = std::move(ops);
       } else if (forward && sp_gather && st.kind == Step::Kind::TP_COLLECTIVE &&
@@ -2033,7 +2032,7 @@ void apply_precision(LayerPasses& p, const TransformerSpec& m, const Shape& sh) 
         // all-reduced first so that every shard uses the same scale.
         if (needs_amax_reduction(sh.precision)) out.push_back(coll(st.name + "-amax", CollectiveKind::ALL_REDUCE, 4));
         st.collective_bytes *= q / e;
-      } else if (rowwise_rescale && st.kind == Step::Kind::TP_COLLECTIVE && st.group == CommGroup::TP &&
+      } else if (rowwise && st.kind == Step::Kind::TP_COLLECTIVE && st.group == CommGroup::TP &&
                  st.collective == CollectiveKind::ALL_GATHER) {
         st.gather_unfused = true;
       }
