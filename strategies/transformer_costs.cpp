@@ -176,7 +176,9 @@ std::vector<Op> gemm_bwd(const Op& fwd) {
   for (Op& o : out) {
     o.atom = fwd.atom;
     o.grouped = fwd.grouped;
+    o.separate = fwd.separate;
   }
+  out[0].separate_on_k = !fwd.separate.empty();
   return out;
 }
 
@@ -440,6 +442,9 @@ AttentionProj attention_proj(const TransformerSpec& m, const Dims& d) {
   } else {
     // Gated attention: the query projection also makes the gate (heads x head_dim more outputs).
     a.in.push_back(gemm("qkv", d.T, d.h, (d.qd * (m.attention_gate ? 2 : 1) + 2 * d.kv) / d.t, d.e));
+    // Unfused, the query (with its gate), key and value projections (torchtitan: wq, wk, wv).
+    const double q_out = d.qd * (m.attention_gate ? 2 : 1), qkv_out = q_out + 2 * d.kv;
+    a.in.back().separate = {q_out / qkv_out, d.kv / qkv_out, d.kv / qkv_out};
     a.q_w = d.qd / d.t;
     a.k_w = a.v_w = d.kv / d.t;
     a.o_w = d.qd / d.t;
@@ -744,6 +749,7 @@ std::vector<Step> op_sac_recompute(const std::vector<Step>& forward, const Trans
     o.flops *= f;
     o.bytes *= f;
     o.n *= f;
+    o.separate.clear();  // one module's share (wk of QKV, w3 of FC1)
     return o;
   };
   auto cast_of = [](const std::string& n, const char* gemm_name, char operand) {
@@ -923,6 +929,7 @@ LayerPasses standard_layer_passes(const TransformerSpec& m, const Shape& sh, boo
   Op dropres1 = tagged(mem("dropout-residual1", d.Tsp * d.h * (3 * d.e + mask)), 2);
   Op ln2 = tagged(mem("ln2", 2 * d.Tsp * d.h * d.e), 3);
   Op fc1 = tagged(gemm("fc1", d.T, d.h, ffn_rank, d.e), 3);
+  if (m.mlp == MlpKind::SWIGLU) fc1.separate = {0.5, 0.5};  // unfused: the gate and up projections (w1, w3)
   Op act = tagged(
       mem(m.mlp == MlpKind::SWIGLU ? "swiglu" : "gelu", (m.mlp == MlpKind::SWIGLU ? 3 : 2) * d.T * d.f / d.t * d.e), 3);
   Op fc2 = tagged(gemm("fc2", d.T, d.f / d.t, d.h, d.e), 4);
@@ -1274,7 +1281,8 @@ LayerPasses hybrid_layer_passes(const TransformerSpec& m, const Shape& sh, Layer
   }
   if (kind.ffn == FfnKind::DENSE) {
     const double ffn_rank = d.f / d.t * (m.mlp == MlpKind::SWIGLU ? 2 : 1);
-    const Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
+    Op fc1 = gemm("fc1", d.T, d.h, ffn_rank, d.e);
+    if (m.mlp == MlpKind::SWIGLU) fc1.separate = {0.5, 0.5};  // unfused: w1, w3
     const Op act = mem(m.mlp == MlpKind::SWIGLU  ? "swiglu"
                        : m.mlp == MlpKind::RELU2 ? "squared-relu"
                                                  : "gelu",
@@ -2136,6 +2144,29 @@ std::pair<double, double> lowp_peak_and_scale(const Op& op, const GpuSpec& gpu, 
 }  // namespace
 
 double op_time_s(const Op& op, const GpuSpec& gpu, DType dtype, const Calibration& cal) {
+  if (!cal.fused_projections && op.gemm && op.separate.size() > 1) {
+    // Separate linear modules (Op::separate; torchtitan/models/llama/model.py at e846b6946: wq, wk, wv and w1, w3,
+    // each an nn.Linear): one GEMM per module at the efficiency of its own size, each reading the whole input (the
+    // bytes scale with the module's footprint); their activation gradients are summed by autograd, one add of the
+    // input-sized gradient (read two, write one) per module after the first.
+    const auto footprint = [](const Op& o) { return o.m * o.k + o.k * o.n + o.m * o.n; };
+    double t = 0;
+    for (double share : op.separate) {
+      Op part = op;
+      part.separate.clear();
+      (op.separate_on_k ? part.k : part.n) *= share;
+      part.flops *= share;
+      part.accumulate_bytes *= share;  // a weight gradient's fp32 accumulation: its own columns
+      part.bytes = footprint(op) > 0 ? op.bytes * footprint(part) / footprint(op) : op.bytes * share;
+      t += op_time_s(part, gpu, dtype, cal);
+    }
+    if (op.separate_on_k) {
+      const double sums = static_cast<double>(op.separate.size() - 1);
+      t += sums * (3 * op.m * op.n * op.batch * dtype_bytes(dtype) / (gpu.hbm_Bps * cal.memory_bandwidth_efficiency) +
+                   cal.kernel_launch_s);
+    }
+    return t;
+  }
   if (op.scatter_src_bytes > 0 && !cal.moe_permute_fusion) {
     // Eager unpermute (torchtitan's moe.py out.scatter_add; Megatron-Core's moe_utils.unpermute scatter_add_): two
     // kernels, the probability multiply over the routed tokens and the atomic scatter-add into the tokens.

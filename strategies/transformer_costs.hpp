@@ -69,6 +69,12 @@ struct Op {
   /// instead of `bytes` where the stack's norm is that composite (Calibration::eager_rmsnorm). 0 = not one, or
   /// compiled (Shape::torch_compile: Inductor fuses it into one kernel).
   double eager_norm_bytes = 0;
+  /// A GEMM the stack runs as separate linear modules where others fuse one (Calibration::fused_projections false:
+  /// torchtitan's wq, wk, wv for the QKV projection and w1, w3 for SwiGLU's FC1): the share of the fused GEMM's output
+  /// features each module computes (empty = one GEMM). The split dimension is the forward's and the weight gradient's
+  /// n, the activation gradient's k (its reduction: autograd then sums the modules' input gradients).
+  std::vector<double> separate{};
+  bool separate_on_k = false;  ///< the activation gradient of such a GEMM (split along k)
 };
 
 /// Which ranks of a tensor-parallel group a collective runs over. ALL: the whole group (1-D). The others are

@@ -165,6 +165,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"fa2_attention_efficiency", c.fa2_attention_efficiency},
                         {"fa2_attention", c.fa2_attention},
                         {"eager_rmsnorm", c.eager_rmsnorm},
+                        {"fused_projections", c.fused_projections},
                         {"per_iteration_s", c.per_iteration_s},
                         {"grad_clip", c.grad_clip},
                         {"tf32_matmul", c.tf32_matmul},
@@ -248,6 +249,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
                              "fa2_attention_efficiency",
                              "fa2_attention",
                              "eager_rmsnorm",
+                             "fused_projections",
                              "per_iteration_s",
                              "grad_clip",
                              "tf32_matmul",
@@ -299,6 +301,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   software(cj, cc, "host_collective_issue_s", c.host_collective_issue_s);
   software(cj, cc, "fa2_attention", c.fa2_attention);
   software(cj, cc, "eager_rmsnorm", c.eager_rmsnorm);
+  software(cj, cc, "fused_projections", c.fused_projections);
   software(cj, cc, "per_iteration_s", c.per_iteration_s);
   software(cj, cc, "grad_clip", c.grad_clip);
   software(cj, cc, "tf32_matmul", c.tf32_matmul);

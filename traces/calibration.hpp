@@ -107,6 +107,10 @@ struct Calibration {
   /// kernels in fp32 (torchtitan's RMSNorm, torchtitan/models/norms.py: x.float(), pow, mean, rsqrt, two multiplies,
   /// type_as): the norms move Op::eager_norm_bytes instead of one fused kernel's bytes.
   bool eager_rmsnorm = false;
+  /// Software (the stack's): the attention's query, key and value projections run as one GEMM, and SwiGLU's gate and
+  /// up projections as one (Megatron's linear_qkv and linear_fc1, DeepSpeed's query_key_value). false: one GEMM per
+  /// projection (torchtitan's wq, wk, wv and w1, w3: Op::separate), each at the efficiency of its own size.
+  bool fused_projections = true;
   /// Low-precision GEMMs: the fraction of the format's own tensor-core peak a GEMM reaches, relative to what the same
   /// GEMM reaches in BF16 (the efficiency curve above times this factor). FP8 GEMMs sit further from their peak than
   /// BF16 ones (scaling epilogues, the same memory traffic per FLOP doubled); rowwise scaling costs more again.
@@ -233,6 +237,7 @@ inline const std::vector<std::string> kSoftwareFields = {"host_issue_s",
                                                          "p2p_sync",
                                                          "fa2_attention",
                                                          "eager_rmsnorm",
+                                                         "fused_projections",
                                                          "per_iteration_s",
                                                          "grad_clip",
                                                          "tf32_matmul",

@@ -43,6 +43,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string&
   s.p2p_sync = get_or<std::string>(j, ctx, "p2p_sync", "none");
   s.fa2_attention = get_or<bool>(j, ctx, "fa2_attention", false);
   s.eager_rmsnorm = get_or<bool>(j, ctx, "eager_rmsnorm", false);
+  s.fused_projections = get_or<bool>(j, ctx, "fused_projections", true);
   s.per_iteration_s = get_or<double>(j, ctx, "per_iteration_s", 0.0);
   s.grad_clip = get_or<bool>(j, ctx, "grad_clip", true);
   s.tf32_matmul = get_or<bool>(j, ctx, "tf32_matmul", false);
@@ -70,6 +71,7 @@ nlohmann::json to_json(const StackProfile& s) {
           {"p2p_sync", s.p2p_sync},
           {"fa2_attention", s.fa2_attention},
           {"eager_rmsnorm", s.eager_rmsnorm},
+          {"fused_projections", s.fused_projections},
           {"per_iteration_s", s.per_iteration_s},
           {"grad_clip", s.grad_clip},
           {"tf32_matmul", s.tf32_matmul},
@@ -112,6 +114,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("p2p_sync", c.p2p_sync, s.p2p_sync);
   fill("fa2_attention", c.fa2_attention, s.fa2_attention);
   fill("eager_rmsnorm", c.eager_rmsnorm, s.eager_rmsnorm);
+  fill("fused_projections", c.fused_projections, s.fused_projections);
   fill("per_iteration_s", c.per_iteration_s, s.per_iteration_s);
   fill("grad_clip", c.grad_clip, s.grad_clip);
   fill("tf32_matmul", c.tf32_matmul, s.tf32_matmul);

@@ -48,6 +48,8 @@ struct StackProfile {
   bool fa2_attention = false;
   /// The stack's RMSNorm runs as PyTorch's composite ops when the model is not compiled (Calibration::eager_rmsnorm).
   bool eager_rmsnorm = false;
+  /// The stack fuses the QKV and SwiGLU gate/up projections into one GEMM each (Calibration::fused_projections).
+  bool fused_projections = true;
   /// Host time per iteration outside the passes: data loader, logging, timers, learning-rate schedule (seconds).
   double per_iteration_s = 0;
   /// Gradient clipping by global norm: a pass over the rank's gradients, then an all-reduce of the norm over the

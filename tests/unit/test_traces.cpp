@@ -1063,6 +1063,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   EXPECT_TRUE(c.fa2_attention);
   EXPECT_TRUE(c.grouped_gemm_single_kernel);                 // torch._grouped_mm
   EXPECT_FALSE(c.moe_permute_fusion);                        // eager scatter_add
+  EXPECT_FALSE(c.fused_projections);                         // wq, wk, wv; w1, w3
   EXPECT_EQ(c.gemm_efficiency_max, hw.gemm_efficiency_max);  // hardware untouched
   // A calibration file that sets a software value pins it: the stack leaves it.
   auto j = dtsim::to_json(hw);
@@ -1070,6 +1071,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("host_collective_issue_s");
   j["compute"].erase("fa2_attention");
   j["compute"].erase("eager_rmsnorm");
+  j["compute"].erase("fused_projections");
   j["compute"].erase("per_iteration_s");
   j["compute"].erase("grad_clip");
   j["compute"].erase("tf32_matmul");
