@@ -9,6 +9,7 @@
 #include <string>
 
 #include "strategies/transformer_costs.hpp"
+#include "tests/support/cost_shape.hpp"
 #include "tests/support/sim_fixture.hpp"
 #include "traces/stack_profile.hpp"
 
@@ -43,11 +44,7 @@ TEST(SeparateProjections, ModulesTimedAsTheirOwnGemms) {
   // Llama 3 8B at TP 8 with sequence parallelism: per rank wq 4096 -> 512, wk and wv 4096 -> 128, w1 and w3
   // 4096 -> 1792, on the 8,192 gathered tokens of one sequence.
   const TransformerSpec m = model_preset("llama3-8b");
-  cost::Shape sh;
-  sh.micro_batch = 1;
-  sh.tp = 8;
-  sh.sequence_parallel = true;
-  const auto lp = cost::layer_passes(m, sh, false);
+  const auto lp = cost::layer_passes(m, layer_shape(8, true), false);
   const double T = m.seq_len, h = m.hidden, q = 4096.0 / 8, kv = 1024.0 / 8, f = 14336.0 / 8;
   const cost::Op& qkv = find_op(lp.forward, "qkv");
   ASSERT_EQ(qkv.separate.size(), 3u);
@@ -92,8 +89,7 @@ TEST(SeparateProjections, OneModuleOfARecomputeIsOneGemm) {
   // torchtitan's op-level checkpointing re-runs every second matmul: wk of the QKV projection, w3 of FC1 (their
   // shares), each one module: no further split.
   const TransformerSpec m = model_preset("llama3-8b");
-  cost::Shape sh;
-  sh.micro_batch = 1;
+  cost::Shape sh = layer_shape(1, false);
   sh.recompute = Recompute::SELECTIVE;
   sh.recompute_modules = RECOMPUTE_OP_SAC;
   const auto lp = cost::layer_passes(m, sh, false);
