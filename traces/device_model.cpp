@@ -29,6 +29,22 @@ DeviceModelScaling device_model_scaling(const Calibration& reference, const GpuS
   return s;
 }
 
+double fa2_attention_efficiency(const Calibration& reference, const GpuSpec& reference_gpu, const GpuSpec& target,
+                                const DeviceModelScaling& s) {
+  const double power_scaled = reference.fa2_attention_efficiency * s.tensor_factor;
+  if (reference_gpu.sm_count <= 0 || target.sm_count <= 0) return power_scaled;
+  // FlashAttention-2 (PyTorch SDPA's flash backend) is built from Ampere's warp-level MMA (mma.sync), not the newer
+  // tensor-core instructions (Hopper's wgmma, Blackwell's tcgen05) that the BF16 peak counts: its throughput is an
+  // SM-bound rate, the reference's per SM on every SM of the target (same clocks), whichever of that and the
+  // power-limited rate is lower. Checks, not fits (the H200's 297 TFLOP/s x 148 / 132 SMs = 333 on a B200):
+  // FlashAttention-2 measured on B200s at 333-346 TFLOP/s forward + backward (head dim 64, sequence 8,192-16,384;
+  // Dao-AILab/flash-attention issue 1589, 2025-04) and 352-362 forward (head dim 128, sequence 2,048-8,192;
+  // meta-pytorch/tritonbench pull request 171, 2025-03), where scaling by board power gives 424.
+  const double sm_bound = reference.fa2_attention_efficiency * reference_gpu.peak_bf16_flops / reference_gpu.sm_count *
+                          target.sm_count / target.peak_bf16_flops;
+  return std::min(power_scaled, sm_bound);
+}
+
 Calibration device_model_calibration(const Calibration& reference, const GpuSpec& reference_gpu, const GpuSpec& target,
                                      const std::string& reference_source) {
   const DeviceModelScaling s = device_model_scaling(reference, reference_gpu, target);
@@ -38,7 +54,7 @@ Calibration device_model_calibration(const Calibration& reference, const GpuSpec
   c.gemm_efficiency_max = s.gemm_efficiency_max;
   c.gemm_half_efficiency_flops = reference.gemm_half_efficiency_flops * s.throughput_ratio;
   c.flash_attention_efficiency = reference.flash_attention_efficiency * s.tensor_factor;
-  c.fa2_attention_efficiency = reference.fa2_attention_efficiency * s.tensor_factor;
+  c.fa2_attention_efficiency = fa2_attention_efficiency(reference, reference_gpu, target, s);
   // The attention curves' half key counts stand for a fixed time per thread block: they scale with the tensor
   // throughput of one SM (the whole GPU's ratio over the SM counts' where both are known).
   const double per_sm =
@@ -74,8 +90,9 @@ Calibration device_model_calibration(const Calibration& reference, const GpuSpec
       {"throughput_ratio", s.throughput_ratio},
       {"scaled",
        "gemm_efficiency_max = min(reference, power_limited / (sustained_tensor_ratio x target peak)); "
-       "flash_attention_efficiency and "
-       "fa2_attention_efficiency x tensor_factor; gemm_half_efficiency_flops x throughput_ratio (a fixed time per "
+       "flash_attention_efficiency x tensor_factor; fa2_attention_efficiency (FlashAttention-2's warp-level MMA) the "
+       "lower of x tensor_factor and the reference's rate per SM on the target's SMs; gemm_half_efficiency_flops x "
+       "throughput_ratio (a fixed time per "
        "GEMM); flash_attention_half_kv and flash_attention_backward_half_kv x throughput_ratio x reference SMs / "
        "target SMs (a fixed time per thread block)"},
       {"copied",

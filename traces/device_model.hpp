@@ -13,10 +13,12 @@
 // A part that has more power per unit of tensor hardware than the reference is capped at the reference's
 // efficiency (its clock cannot exceed the boost clock). The same factor applies to every tensor-core kernel (fused
 // attention: flash_attention_efficiency, fa2_attention_efficiency); FP8/FP4 keep their scale relative to BF16 (their
-// peaks are the same multiples of BF16 on Hopper and Blackwell). The GEMM curve's half-efficiency size stands for a
-// fixed time per GEMM (launch, prologue, wave tail): held in seconds, it scales with the sustained throughput.
-// Memory-bound kernels (HBM bandwidth efficiency), host and launch costs, network and memory values are copied: the
-// board power does not limit them in this model.
+// peaks are the same multiples of BF16 on Hopper and Blackwell). FlashAttention-2 is also capped at the reference's
+// rate per SM on the target's SMs: its warp-level MMA (mma.sync) is not the instruction the newer peaks count
+// (fa2_attention_efficiency below; on a B200 333 TFLOP/s, where FlashAttention-2 was measured at 333-362). The GEMM
+// curve's half-efficiency size stands for a fixed time per GEMM (launch, prologue, wave tail): held in seconds, it
+// scales with the sustained throughput. Memory-bound kernels (HBM bandwidth efficiency), host and launch costs, network
+// and memory values are copied: the board power does not limit them in this model.
 //
 // Sources: board powers in the GPU presets (traces/cluster.cpp, datasheets); process generations from NVIDIA's
 // architecture papers (Hopper GH100: TSMC 4N; Blackwell B200/B300: TSMC 4NP, a refinement of 4N). Checks, not
@@ -47,6 +49,12 @@ struct DeviceModelScaling {
 /// has no board power or no BF16 peak.
 DeviceModelScaling device_model_scaling(const Calibration& reference, const GpuSpec& reference_gpu,
                                         const GpuSpec& target);
+
+/// FlashAttention-2's efficiency on the target (Calibration::fa2_attention_efficiency): the reference's scaled by the
+/// tensor factor, capped at the reference's throughput per SM on the target's SMs (its warp-level MMA does not use
+/// the newer tensor-core instructions the target's peak counts). The power-scaled value where either SM count is 0.
+double fa2_attention_efficiency(const Calibration& reference, const GpuSpec& reference_gpu, const GpuSpec& target,
+                                const DeviceModelScaling& s);
 
 /// The calibration of `target` derived from `reference` (the calibration of `reference_gpu`, from the file
 /// `reference_source`, named in the provenance) by device_model_scaling. Every value the model does not scale is

@@ -414,7 +414,9 @@ TEST(DeviceModel, ScalesTheReferenceSustainedThroughputByBoardPower) {
   EXPECT_EQ(c.gpu, "b200-sxm-180gb");
   EXPECT_NEAR(c.gemm_efficiency_max, eff, 1e-12);
   EXPECT_NEAR(c.flash_attention_efficiency, h100.flash_attention_efficiency * eff / h100.gemm_efficiency_max, 1e-12);
-  EXPECT_NEAR(c.fa2_attention_efficiency, h100.fa2_attention_efficiency * eff / h100.gemm_efficiency_max, 1e-12);
+  // FlashAttention-2 at the H100's rate per SM on the B200's 148 SMs (below the power-scaled rate).
+  EXPECT_NEAR(c.fa2_attention_efficiency, h100.fa2_attention_efficiency * 989e12 / 132 * 148 / 2250e12, 1e-12);
+  EXPECT_LT(c.fa2_attention_efficiency, h100.fa2_attention_efficiency * eff / h100.gemm_efficiency_max);
   EXPECT_NEAR(c.gemm_half_efficiency_flops, h100.gemm_half_efficiency_flops * 1000.0 / 700.0, 1e-3);
   EXPECT_EQ(c.memory_bandwidth_efficiency, h100.memory_bandwidth_efficiency);
   EXPECT_EQ(c.fp8_gemm_efficiency_scale, h100.fp8_gemm_efficiency_scale);
@@ -424,6 +426,36 @@ TEST(DeviceModel, ScalesTheReferenceSustainedThroughputByBoardPower) {
   // A 500 W H100: the same die at 5/7 of the power.
   const auto capped = dtsim::device_model_scaling(h100, ref, dtsim::gpu_preset("h100-96gb-500w"));
   EXPECT_NEAR(capped.gemm_efficiency_max, h100.gemm_efficiency_max * 500.0 / 700.0, 1e-12);
+}
+
+// FlashAttention-2 (warp-level MMA) runs at the reference's rate per SM on the target's SMs, or at the power-limited
+// rate where that is lower. Checked, not fitted, against FlashAttention-2 measured on B200s: 333-346 TFLOP/s forward
+// + backward at head dim 64 and sequence 8,192-16,384 (Dao-AILab/flash-attention issue 1589) and 352-362 forward at
+// head dim 128, sequence 2,048-8,192 (meta-pytorch/tritonbench pull request 171). The 500 W H100 keeps its
+// power-scaled rate (same SMs, less power); a GPU without an SM count keeps the power-scaled rate.
+TEST(DeviceModel, FlashAttention2ScalesWithStreamingMultiprocessors) {
+  const auto h100 = dtsim::default_calibration("h100-sxm5-80gb");
+  const GpuSpec ref = dtsim::gpu_preset("h100-sxm5-80gb");
+  const double per_sm = h100.fa2_attention_efficiency * ref.peak_bf16_flops / ref.sm_count;
+  for (const char* gpu : {"b200-sxm-180gb", "gb200", "b300", "gb300"}) {
+    SCOPED_TRACE(gpu);
+    const GpuSpec g = dtsim::gpu_preset(gpu);
+    const auto c = dtsim::device_model_calibration(h100, ref, g, "x");
+    EXPECT_NEAR(c.fa2_attention_efficiency * g.peak_bf16_flops, per_sm * g.sm_count, 1e3);
+  }
+  const GpuSpec b200 = dtsim::gpu_preset("b200");
+  const double b200_flops = dtsim::device_model_calibration(h100, ref, b200, "x").fa2_attention_efficiency * 2250e12;
+  EXPECT_GT(b200_flops, 333e12 * 0.95);
+  EXPECT_LT(b200_flops, 362e12 * 1.05);
+  const auto s500 = dtsim::device_model_scaling(h100, ref, dtsim::gpu_preset("h100-96gb-500w"));
+  EXPECT_DOUBLE_EQ(
+      dtsim::device_model_calibration(h100, ref, dtsim::gpu_preset("h100-96gb-500w"), "x").fa2_attention_efficiency,
+      h100.fa2_attention_efficiency * s500.tensor_factor);
+  GpuSpec no_sms = b200;
+  no_sms.sm_count = 0;
+  const auto s = dtsim::device_model_scaling(h100, ref, no_sms);
+  EXPECT_DOUBLE_EQ(dtsim::device_model_calibration(h100, ref, no_sms, "x").fa2_attention_efficiency,
+                   h100.fa2_attention_efficiency * s.tensor_factor);
 }
 
 // More power per unit of tensor hardware than the reference cannot raise the clock past the reference's: the
