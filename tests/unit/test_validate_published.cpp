@@ -1487,3 +1487,54 @@ TEST(PublishedData, ParallelFoldingRowsTakeTheAuthorsBenchmarkConfig) {
   EXPECT_TRUE(row_by_id(rows, "stated-dropout").model.hidden_dropout);
   EXPECT_TRUE(row_by_id(rows, "stated-dropout").model.attention_dropout);  // the shape states dropout: the rest too
 }
+
+// The curated torchao tables (tests/data/published/torchao_*.json): every row maps (no failed row), to the GPU
+// preset, recipe and FSDP all-gather its table names, and is timed with the shipped calibration of its GPU.
+TEST(CuratedPublished, TorchaoTablesMapEveryRowToItsRecipe) {
+  const std::string dir = std::string(DTSIM_SOURCE_DIR) + "/tests/data/published/";
+  struct Expect {
+    std::string id;
+    Precision precision;
+    bool f8_all_gather;
+  };
+  const std::vector<std::pair<std::string, std::vector<Expect>>> files = {
+      {"torchao_float8_h100.json",
+       {{"torchao-h100-8b-bf16", Precision::BF16, false},
+        {"torchao-h100-8b-tensorwise", Precision::FP8_CURRENT, true},
+        {"torchao-h100-8b-rowwise", Precision::FP8_ROWWISE, false}}},
+      {"torchao_mx_b200.json",
+       {{"torchao-b200-8b-bf16", Precision::BF16, false},
+        {"torchao-b200-8b-tensorwise", Precision::FP8_CURRENT, true},
+        {"torchao-b200-8b-mxfp8-cublas", Precision::MXFP8, false},
+        {"torchao-b200-8b-mxfp8-cublas-rceil", Precision::MXFP8, false},
+        {"torchao-b200-8b-rowwise", Precision::FP8_ROWWISE, false}}}};
+  for (const auto& [file, expect] : files) {
+    const auto rows = load_published(dir + file);
+    ASSERT_EQ(rows.size(), expect.size()) << file;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      EXPECT_TRUE(r.failure.empty()) << r.id << ": " << r.failure;
+      EXPECT_EQ(r.id, expect[i].id);
+      EXPECT_EQ(r.plan.precision, expect[i].precision) << r.id;
+      EXPECT_EQ(r.plan.fsdp_float8_all_gather, expect[i].f8_all_gather) << r.id;
+      EXPECT_EQ(r.plan.zero_stage, 3) << r.id;  // FSDP2 over the 8 GPUs
+      EXPECT_EQ(r.plan.stack, "torchtitan") << r.id;
+      EXPECT_TRUE(r.compiled) << r.id;
+      // iteration_s = 8 sequences x 8192 tokens / (tokens/s per GPU x 8 GPUs)
+      EXPECT_GT(r.measured_s, 0.5) << r.id;
+      EXPECT_LT(r.measured_s, 1.5) << r.id;
+    }
+    EXPECT_EQ(rows.front().gpu, file == "torchao_mx_b200.json" ? "b200-sxm-180gb" : "h100-sxm5-80gb");
+    std::map<std::string, Calibration> cals;
+    const auto res = predict_rows(
+        rows,
+        [&](const PublishedRow& r) -> const Calibration& {
+          return cals.try_emplace(r.gpu, default_calibration(r.gpu)).first->second;
+        },
+        NetworkMode::ANALYTIC);
+    for (const auto& x : res) {
+      EXPECT_TRUE(x.failure.empty()) << x.row.id << ": " << x.failure;
+      EXPECT_GT(x.predicted_s, 0) << x.row.id;
+    }
+  }
+}
