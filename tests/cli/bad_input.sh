@@ -276,7 +276,7 @@ expect_error "dp bucket size zero"           "bucket"              simulate "${M
 expect_error "unknown precision"             "precision 'fp9' is not known" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision fp9
 expect_error "fp8 without FP8 tensor cores"  "needs FP8 tensor cores, and gpu 'a100-sxm4-80gb' has none" simulate "${M[@]}" "${C[@]}" --gbs 8 --precision fp8
 expect_error "nvfp4 without FP4 tensor cores" "needs FP4 tensor cores, and gpu 'h100-sxm5-80gb' has none" simulate "${M[@]}" --cluster dgx-h100:8 --gbs 8 --precision nvfp4
-expect_error "unknown software stack"        "unknown software stack 'nemo' (known: megatron-core, megatron-deepspeed, megatron-lm, torchtitan, or a .json profile file)" simulate "${M[@]}" "${C[@]}" --gbs 8 --stack nemo
+expect_error "unknown software stack"        "unknown software stack 'nemo' (known: megatron-core, megatron-deepspeed, megatron-lm, torchtitan, torchtitan-cudnn, or a .json profile file)" simulate "${M[@]}" "${C[@]}" --gbs 8 --stack nemo
 expect_error "cross-validate one source"     "give at least two --data sources" validate published --cross-validate --data "$TMP/rows_h100.json"
 expect_error "fit-max-gpus not positive"     "--fit-max-gpus must be positive" validate published --data "$TMP/rows_h100.json" --fit-max-gpus 0
 expect_error "fit-max-gpus with cross-validate" "--fit-max-gpus applies to validate published alone" validate published --cross-validate --data "$TMP/rows_h100.json" --data "$TMP/rows_h100.json" --fit-max-gpus 8

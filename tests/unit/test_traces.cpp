@@ -1012,7 +1012,8 @@ TEST(Units, Constants) {
 
 TEST(StackProfile, ShippedProfilesLoadWithProvenance) {
   const auto names = dtsim::stack_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"megatron-core", "megatron-deepspeed", "megatron-lm", "torchtitan"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"megatron-core", "megatron-deepspeed", "megatron-lm", "torchtitan",
+                                             "torchtitan-cudnn"}));
   for (const auto& n : names) {
     SCOPED_TRACE(n);
     const auto s = dtsim::stack_profile(n);
@@ -1029,12 +1030,20 @@ TEST(StackProfile, ShippedProfilesLoadWithProvenance) {
   EXPECT_GT(dtsim::stack_profile("megatron-deepspeed").p2p_overhead_s,
             50 * dtsim::stack_profile("megatron-lm").p2p_overhead_s);
   EXPECT_TRUE(dtsim::stack_profile("torchtitan").fa2_attention);
+  // torchtitan-cudnn is torchtitan with SDPA's cuDNN attention first (its attention.py from 2025-05 on B200, from
+  // 2025-10 everywhere): only which attention kernel runs differs.
+  auto tt = dtsim::to_json(dtsim::stack_profile("torchtitan"));
+  auto cu = dtsim::to_json(dtsim::stack_profile("torchtitan-cudnn"));
+  EXPECT_FALSE(cu.at("fa2_attention").get<bool>());
+  for (auto* j : {&tt, &cu})
+    for (const char* k : {"name", "framework", "provenance", "fa2_attention"}) j->erase(k);
+  EXPECT_EQ(tt, cu);
 }
 
 TEST(StackProfile, UnknownNamesAndBadFilesAreOneLineErrors) {
   const std::string msg = error_of<dtsim::ConfigError>([] { dtsim::stack_profile("deepspeed-zero"); });
   EXPECT_TRUE(contains(msg, "unknown software stack 'deepspeed-zero'")) << msg;
-  EXPECT_TRUE(contains(msg, "megatron-core, megatron-deepspeed, megatron-lm, torchtitan")) << msg;
+  EXPECT_TRUE(contains(msg, "megatron-core, megatron-deepspeed, megatron-lm, torchtitan, torchtitan-cudnn")) << msg;
   auto j = dtsim::to_json(dtsim::stack_profile("torchtitan"));
   j["p2p_overhead_s"] = -1.0;
   EXPECT_TRUE(contains(error_of<dtsim::ConfigError>([&] { dtsim::stack_profile_from_json(j, "s"); }),
