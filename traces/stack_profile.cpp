@@ -25,11 +25,56 @@ void StackProfile::validate(const std::string& ctx) const {
   if (name.empty()) throw ConfigError(ctx + ": 'name' must not be empty");
 }
 
-StackProfile stack_profile_from_json(const nlohmann::json& j, const std::string& ctx) {
-  json_util::check_schema_version(j, ctx, 1);
-  // A profile holds its metadata and the calibration's software fields, nothing else.
-  std::set<std::string> allowed = {"schema_version", "name", "framework", "provenance", "fitted_on"};
+namespace {
+/// The JSON text of a profile named by `base`: a shipped profile's name or a .json file.
+nlohmann::json base_profile_json(const std::string& base, const std::string& ctx) {
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0) return json_util::read_file(base);
+  for (const auto& [name, text] : detail::builtin_stacks())
+    if (name == base) return nlohmann::json::parse(text);
+  std::string known;
+  for (const auto& n : stack_names()) known += (known.empty() ? "" : ", ") + n;
+  throw ConfigError(ctx + ": 'base' names an unknown software stack '" + base + "' (known: " + known +
+                    ", or a .json profile file)");
+}
+
+/// `j` with its "base" resolved: the base profile's fields (its own base resolved first), then `j`'s on top; a
+/// provenance object is merged key by key (the derived profile's entries win), every other field replaced whole.
+/// `depth` counts the bases followed: a chain longer than kMaxBaseDepth is a cycle or a mistake (reported under
+/// `top_ctx`, the profile first read; `ctx` names the profile at this depth).
+nlohmann::json resolve_base(const nlohmann::json& j, const std::string& top_ctx, const std::string& ctx, int depth) {
+  constexpr int kMaxBaseDepth = 8;
+  if (!j.is_object() || !j.contains("base")) return j;
+  if (!j.at("base").is_string() || j.at("base").get<std::string>().empty())
+    throw ConfigError(ctx + ": 'base' must be the name of a software stack or a .json profile file");
+  if (depth >= kMaxBaseDepth)
+    throw ConfigError(top_ctx + ": 'base' chain longer than " + std::to_string(kMaxBaseDepth) +
+                      " profiles (a profile that is its own base?)");
+  const std::string base = j.at("base").get<std::string>();
+  const std::string base_ctx = ctx + ": base '" + base + "'";
+  nlohmann::json merged = resolve_base(base_profile_json(base, ctx), top_ctx, base_ctx, depth + 1);
+  if (!merged.is_object()) throw ConfigError(base_ctx + ": not a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "base") continue;
+    if (key == "provenance" && value.is_object() && merged.contains("provenance") &&
+        merged.at("provenance").is_object()) {
+      for (const auto& [pk, pv] : value.items()) merged["provenance"][pk] = pv;
+    } else {
+      merged[key] = value;
+    }
+  }
+  merged["provenance"]["base"] = base;
+  return merged;
+}
+}  // namespace
+
+StackProfile stack_profile_from_json(const nlohmann::json& raw, const std::string& ctx) {
+  json_util::check_schema_version(raw, ctx, 1);
+  // A profile holds its metadata and the calibration's software fields, nothing else; "base" names a profile whose
+  // values it starts from (only its differences are written).
+  std::set<std::string> allowed = {"schema_version", "name", "framework", "provenance", "fitted_on", "base"};
   allowed.insert(kSoftwareFields.begin(), kSoftwareFields.end());
+  json_util::reject_unknown(raw, ctx, allowed);
+  const nlohmann::json j = resolve_base(raw, ctx, ctx, 0);
   json_util::reject_unknown(j, ctx, allowed);
   StackProfile s;
   s.name = get<std::string>(j, ctx, "name");

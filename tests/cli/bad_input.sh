@@ -445,6 +445,8 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 sed '0,/"host_issue_s"/s/"host_issue_s": [0-9.e-]*/"host_issue_s": 1e308/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_1e308.json"
 sed '0,/"p2p_overhead_s"/s/"p2p_overhead_s": [0-9.e-]*/"p2p_overhead_s": -1e-6/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_negative.json"
 sed '0,/"p2p_sync"/s/"p2p_sync": "[a-z_]*"/"p2p_sync": "sometimes"/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_p2p_sync.json"
+printf '{"schema_version": 1, "name": "ours", "base": "nemo-25.09", "host_issue_s": 2e-05}\n' >"$TMP/stack_bad_base.json"
+printf '{"schema_version": 1, "name": "loop", "base": "%s"}\n' "$TMP/stack_loop.json" >"$TMP/stack_loop.json"
 sed '0,/"kernel_launch_s"/s/"kernel_launch_s": [0-9.e-]*/"kernel_launch_s": 1e308/' "$REPO/traces/calibration/h100-sxm5-80gb.json" >"$TMP/calib_launch_1e308.json"
 cat >"$TMP/cluster_bw_1e308.json" <<'JSON'
 {"schema_version": 1, "gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 8,
@@ -467,6 +469,8 @@ H8=(--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --mbs 1)
 expect_error "stack host_issue_s 1e308"       "host_issue_s = 1e+308 is outside its range [0, 1] s" simulate "${H8[@]}" --stack "$TMP/stack_1e308.json"
 expect_error "stack p2p_sync unknown"         "p2p_sync 'sometimes' is not known (known: none, non_interleaved, all)" simulate "${H8[@]}" --stack "$TMP/stack_p2p_sync.json"
 expect_error "stack p2p overhead negative"    "p2p_overhead_s = -1e-06 is outside its range" simulate "${H8[@]}" --stack "$TMP/stack_negative.json"
+expect_error "stack base unknown"             "'base' names an unknown software stack 'nemo-25.09'" simulate "${H8[@]}" --stack "$TMP/stack_bad_base.json"
+expect_error "stack base chain endless"       "'base' chain longer than 8 profiles" simulate "${H8[@]}" --stack "$TMP/stack_loop.json"
 expect_error "calibration kernel launch 1e308" "compute.kernel_launch_s = 1e+308 is outside its range" simulate "${H8[@]}" --calibration "$TMP/calib_launch_1e308.json"
 expect_error "cluster bandwidth 1e308"        "intra_node.bandwidth_Bps = 1e+308 is outside its range" simulate --model gpt3-1.3b --cluster "$TMP/cluster_bw_1e308.json" --gbs 16 --mbs 1
 expect_error "cluster latency 1e9 s"          "intra_node.latency_s = 1e+09 is outside its range [0, 1] s" simulate --model gpt3-1.3b --cluster "$TMP/cluster_latency_1e9.json" --gbs 16 --mbs 1

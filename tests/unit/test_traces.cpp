@@ -1040,6 +1040,57 @@ TEST(StackProfile, ShippedProfilesLoadWithProvenance) {
   EXPECT_EQ(tt, cu);
 }
 
+TEST(StackProfile, BaseProfileTakesTheBasesValuesAndReplacesOnlyWhatItWrites) {
+  // A user's stack written as its differences from a shipped one.
+  const auto mc = dtsim::stack_profile("megatron-core");
+  const json user = {{"schema_version", 1},
+                     {"name", "ours"},
+                     {"base", "megatron-core"},
+                     {"host_issue_s", 2e-5},
+                     {"provenance", {{"host_issue_s", "measured on our cluster"}}}};
+  const auto s = dtsim::stack_profile_from_json(user, "ours");
+  EXPECT_EQ(s.name, "ours");
+  EXPECT_EQ(s.host_issue_s, 2e-5);
+  EXPECT_NE(mc.host_issue_s, 2e-5);
+  EXPECT_EQ(s.framework, mc.framework);
+  EXPECT_EQ(s.fitted_on, mc.fitted_on);
+  EXPECT_EQ(s.provenance.at("base"), "megatron-core");
+  EXPECT_EQ(s.provenance.at("host_issue_s"), "measured on our cluster");
+  EXPECT_EQ(s.provenance.at("status"), mc.provenance.at("status"));  // entries not written are the base's
+  auto a = dtsim::to_json(s), b = dtsim::to_json(mc);
+  for (auto* j : {&a, &b})
+    for (const char* k : {"name", "provenance", "host_issue_s"}) j->erase(k);
+  EXPECT_EQ(a, b);
+  // A file base, itself on a shipped base; and a chain that never ends.
+  TempDir d("stack-base");
+  fs::create_directories(d.path);
+  const std::string mid = (d.path / "mid.json").string(), loop = (d.path / "loop.json").string();
+  {
+    std::ofstream(mid) << json{
+        {"schema_version", 1}, {"name", "mid"}, {"base", "torchtitan"}, {"per_iteration_s", 0.01}};
+  }
+  const auto top = dtsim::stack_profile_from_json(
+      json{{"schema_version", 1}, {"name", "top"}, {"base", mid}, {"grad_clip", false}}, "top");
+  EXPECT_EQ(top.per_iteration_s, 0.01);
+  EXPECT_FALSE(top.grad_clip);
+  EXPECT_TRUE(top.fa2_attention);  // torchtitan's, through mid
+  EXPECT_EQ(top.provenance.at("base"), mid);
+  { std::ofstream(loop) << json{{"schema_version", 1}, {"name", "loop"}, {"base", loop}}; }
+  EXPECT_TRUE(
+      contains(error_of<dtsim::ConfigError>([&] { dtsim::stack_profile(loop); }), "'base' chain longer than 8"));
+  EXPECT_TRUE(
+      contains(error_of<dtsim::ConfigError>([&] {
+                 dtsim::stack_profile_from_json(json{{"schema_version", 1}, {"name", "x"}, {"base", "nemo"}}, "x");
+               }),
+               "x: 'base' names an unknown software stack 'nemo'"));
+  EXPECT_THROW(dtsim::stack_profile_from_json(json{{"schema_version", 1}, {"name", "x"}, {"base", 3}}, "x"),
+               dtsim::ConfigError);
+  // The base's fields are checked like the profile's own.
+  EXPECT_THROW(dtsim::stack_profile_from_json(
+                   json{{"schema_version", 1}, {"name", "x"}, {"base", "torchtitan"}, {"p2p_overhead_s", -1.0}}, "x"),
+               dtsim::ConfigError);
+}
+
 TEST(StackProfile, UnknownNamesAndBadFilesAreOneLineErrors) {
   const std::string msg = error_of<dtsim::ConfigError>([] { dtsim::stack_profile("deepspeed-zero"); });
   EXPECT_TRUE(contains(msg, "unknown software stack 'deepspeed-zero'")) << msg;
