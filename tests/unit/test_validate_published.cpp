@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "tests/support/error_of.hpp"
 #include "traces/stack_profile.hpp"
 #include "validate/published/cross_validate.hpp"
 #include "validate/published/flop_conventions.hpp"
@@ -73,6 +74,44 @@ TEST(PublishedData, FittedA100PresetOnHeldOutVtrainRows) {
   EXPECT_LT(s.max_abs_error, 0.19);
   EXPECT_GT(s.spearman_min, 0.985);
   EXPECT_LT(std::abs(s.mean_error), 0.02);
+}
+
+// Rows predicted on several threads give what one thread gives, bit for bit and in row order, failed rows included
+// (predict_rows writes each result to its row's slot); DTSIM_THREADS must be a whole number.
+TEST(PublishedData, PredictionsAreTheSameOnAnyNumberOfThreads) {
+  if (!std::filesystem::exists(kVtrain)) GTEST_SKIP() << kVtrain << " not present";
+  auto rows = load_published(kVtrain);
+  rows.resize(60);
+  rows[7].failure = "not expressible (test)";
+  rows[31].plan.tp = 3;  // not a divisor of the heads: the simulation refuses it, the row fails
+  auto predict_on = [&](const char* threads) {
+    ::setenv("DTSIM_THREADS", threads, 1);
+    auto r = predict_rows(rows, default_calibration("a100-sxm4-80gb"), NetworkMode::ANALYTIC);
+    ::unsetenv("DTSIM_THREADS");
+    return r;
+  };
+  const auto one = predict_on("1"), three = predict_on("3");
+  ASSERT_EQ(one.size(), rows.size());
+  ASSERT_EQ(three.size(), rows.size());
+  int failed = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(one[i].row.index, rows[i].index);
+    EXPECT_EQ(three[i].row.index, rows[i].index);
+    EXPECT_EQ(one[i].failure, three[i].failure);
+    EXPECT_EQ(one[i].predicted_s, three[i].predicted_s);  // exact: the same simulation
+    EXPECT_EQ(one[i].compute_s, three[i].compute_s);
+    EXPECT_EQ(one[i].exposed_comm_s, three[i].exposed_comm_s);
+    failed += one[i].failure.empty() ? 0 : 1;
+  }
+  EXPECT_EQ(failed, 2);
+  EXPECT_EQ(one[7].failure, "not expressible (test)");
+  EXPECT_FALSE(one[31].failure.empty());
+  ::setenv("DTSIM_THREADS", "two", 1);
+  EXPECT_TRUE(dtsim::testing::contains(dtsim::testing::error_of<ConfigError>([] { prediction_threads(); }),
+                                       "DTSIM_THREADS='two' is not a whole number of threads in [1, 1024]"));
+  ::unsetenv("DTSIM_THREADS");
+  EXPECT_GE(prediction_threads(), 1);
 }
 
 // The Accuracy issue's targets on the whole vTrain single-node set (1,440 rows, train and held-out together):
