@@ -13,6 +13,7 @@
 
 #include "strategies/planners/registry.hpp"
 #include "traces/error.hpp"
+#include "traces/parallel.hpp"
 
 namespace dtsim::planning {
 
@@ -54,46 +55,53 @@ public:
     std::vector<int> pp_depths;
     for (int pp : divisors(n))
       if (pp <= m.num_layers) pp_depths.push_back(pp);
-    // Counts a candidate and ranks it if it is valid and fits.
-    auto consider = [&](const ParallelPlan& v) {
-      ++r.considered;
+    // Every candidate in the order the loops below generate it; judged afterwards on worker_threads() threads
+    // (traces/parallel.hpp), each into its own slot, and merged in that order, so the ranking is the same on any
+    // thread count (the estimator reads the model, cluster and calibration, never writes them).
+    std::vector<ParallelPlan> candidates;
+    auto consider = [&](const ParallelPlan& v) { candidates.push_back(v); };
+    // A candidate's verdict: invalid, over the memory limit, or ranked -- and, for full recompute that fits where
+    // keeping every activation does not, also the fewest recomputed layers per chunk that fit (Megatron's
+    // --recompute-method block --recompute-num-layers N, by bisection: the peak falls as N grows), counted as one
+    // more plan considered.
+    struct Verdict {
+      bool invalid = false, over_memory = false;
+      std::vector<Candidate> ranked;
+    };
+    auto judge = [&](const ParallelPlan& v) {
+      Verdict out;
       try {
         v.validate(m, c);
       } catch (const ConfigError&) {
-        ++r.invalid;
-        return;
+        out.invalid = true;
+        return out;
       }
       auto e = estimate::estimate(m, c, in.calibration, v);
       if (e.peak_bytes > limit) {
-        ++r.over_memory;
-        return;
+        out.over_memory = true;
+        return out;
       }
-      r.ranked.push_back({v, e});
-      // Full recompute that fits where keeping every activation does not: also the fewest recomputed layers per
-      // chunk that fit (Megatron's --recompute-method block --recompute-num-layers N), by bisection (the peak falls
-      // as N grows).
-      if (v.recompute != Recompute::FULL || v.recompute_num_layers > 0) return;
+      out.ranked.push_back({v, e});
+      if (v.recompute != Recompute::FULL || v.recompute_num_layers > 0) return out;
       ParallelPlan keep = v;
       keep.recompute = Recompute::NONE;
-      if (estimate::estimate(m, c, in.calibration, keep).peak_bytes <= limit) return;  // ranked without recompute
+      if (estimate::estimate(m, c, in.calibration, keep).peak_bytes <= limit) return out;  // ranked without recompute
       const auto chunks = v.chunk_layers(m.num_layers);
       int lo = 1, hi = *std::max_element(chunks.begin(), chunks.end()) - 1;  // N = hi + 1 is v itself
-      std::optional<std::pair<ParallelPlan, estimate::Estimate>> best;
+      std::optional<Candidate> best;
       while (lo <= hi) {
         ParallelPlan part = v;
         part.recompute_num_layers = (lo + hi) / 2;
         const auto pe = estimate::estimate(m, c, in.calibration, part);
         if (pe.peak_bytes <= limit) {
           hi = part.recompute_num_layers - 1;
-          best.emplace(part, pe);
+          best = Candidate{part, pe};
         } else {
           lo = part.recompute_num_layers + 1;
         }
       }
-      if (best) {
-        ++r.considered;
-        r.ranked.push_back({best->first, best->second});
-      }
+      if (best) out.ranked.push_back(*best);
+      return out;
     };
     struct LayoutOption {
       TpLayout layout;
@@ -176,6 +184,14 @@ public:
                       }
                     }
           }
+    }
+    std::vector<Verdict> verdicts(candidates.size());
+    parallel_for(candidates.size(), worker_threads(), [&](std::size_t i) { verdicts[i] = judge(candidates[i]); });
+    for (auto& v : verdicts) {
+      r.considered += v.ranked.size() > 1 ? 2 : 1;
+      r.invalid += v.invalid ? 1 : 0;
+      r.over_memory += v.over_memory ? 1 : 0;
+      for (auto& cand : v.ranked) r.ranked.push_back(std::move(cand));
     }
     finish(r, t0);
     return r;

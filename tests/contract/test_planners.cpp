@@ -182,6 +182,35 @@ TEST(PlannerContract, GridOffersTheFewestRecomputedLayersThatFit) {
   expect_estimate_follows_simulation(in, *best_partial, sim::NetworkMode::ANALYTIC);
 }
 
+// The grid planner judges its candidates on worker_threads() threads: the same ranking, estimates and counts on one
+// thread and on three (each candidate's verdict in its own slot, merged in generation order; partial recompute
+// included, whose extra candidate counts as one more plan considered).
+TEST(PlannerContract, GridRanksTheSameOnAnyNumberOfThreads) {
+  planning::PlannerInput in = grid_input("llama3-70b", 80, "dgx-h100:32");
+  in.memory_limit_bytes = 60e9;
+  auto plan_on = [&](const char* threads) {
+    ::setenv("DTSIM_THREADS", threads, 1);
+    auto r = planning::make_planner("grid")->plan(in);
+    ::unsetenv("DTSIM_THREADS");
+    return r;
+  };
+  const auto one = plan_on("1"), three = plan_on("3");
+  EXPECT_EQ(one.considered, three.considered);
+  EXPECT_EQ(one.invalid, three.invalid);
+  EXPECT_EQ(one.over_memory, three.over_memory);
+  EXPECT_EQ(one.considered, one.invalid + one.over_memory + one.pruned + one.ranked.size());
+  ASSERT_EQ(one.ranked.size(), three.ranked.size());
+  ASSERT_GT(one.ranked.size(), 10u);
+  bool partial = false;
+  for (std::size_t i = 0; i < one.ranked.size(); ++i) {
+    EXPECT_EQ(planning::describe(one.ranked[i].plan), planning::describe(three.ranked[i].plan)) << i;
+    EXPECT_EQ(one.ranked[i].estimate.iteration_s, three.ranked[i].estimate.iteration_s) << i;  // exact
+    EXPECT_EQ(one.ranked[i].estimate.peak_bytes, three.ranked[i].estimate.peak_bytes) << i;
+    partial = partial || one.ranked[i].plan.recompute_num_layers > 0;
+  }
+  EXPECT_TRUE(partial);
+}
+
 // An expert-parallel group wider than a node (Qwen3-30B-A3B's 128 experts, EP 16 and 32 over 8-GPU nodes): the grid
 // planner offers DeepEP's dispatch beside the all-to-all (without expert tensor parallelism, as dtsim models it),
 // never inside one node, and the estimator follows the simulator on the best such plan. It offers Megatron-Core's

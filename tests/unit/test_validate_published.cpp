@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tests/support/error_of.hpp"
+#include "traces/parallel.hpp"
 #include "traces/stack_profile.hpp"
 #include "validate/published/cross_validate.hpp"
 #include "validate/published/flop_conventions.hpp"
@@ -108,10 +109,10 @@ TEST(PublishedData, PredictionsAreTheSameOnAnyNumberOfThreads) {
   EXPECT_EQ(one[7].failure, "not expressible (test)");
   EXPECT_FALSE(one[31].failure.empty());
   ::setenv("DTSIM_THREADS", "two", 1);
-  EXPECT_TRUE(dtsim::testing::contains(dtsim::testing::error_of<ConfigError>([] { prediction_threads(); }),
+  EXPECT_TRUE(dtsim::testing::contains(dtsim::testing::error_of<ConfigError>([] { worker_threads(); }),
                                        "DTSIM_THREADS='two' is not a whole number of threads in [1, 1024]"));
   ::unsetenv("DTSIM_THREADS");
-  EXPECT_GE(prediction_threads(), 1);
+  EXPECT_GE(worker_threads(), 1);
 }
 
 // The Accuracy issue's targets on the whole vTrain single-node set (1,440 rows, train and held-out together):

@@ -2,16 +2,11 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <exception>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "sim/engine/isolate.hpp"
 #include "strategies/estimator.hpp"
@@ -19,6 +14,7 @@
 #include "traces/error.hpp"
 #include "traces/json_util.hpp"
 #include "traces/limits.hpp"
+#include "traces/parallel.hpp"
 #include "traces/stack_profile.hpp"
 #include "validate/calibrate/nelder_mead.hpp"
 #include "validate/published/published_json.hpp"
@@ -425,18 +421,6 @@ std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const
       rows, [&](const PublishedRow&) -> const Calibration& { return cal; }, network);
 }
 
-int prediction_threads() {
-  if (const char* v = std::getenv("DTSIM_THREADS"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (end == v || *end != '\0' || n < 1 || n > 1024)
-      throw ConfigError(std::string("DTSIM_THREADS='") + v + "' is not a whole number of threads in [1, 1024]");
-    return static_cast<int>(n);
-  }
-  // Several rows of a large-scale source each take up to ~2 GB while simulated: the default stops at 8.
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1U, 8U));
-}
-
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
                                     const std::function<const Calibration&(const PublishedRow&)>& calibration_of,
                                     NetworkMode network) {
@@ -456,35 +440,11 @@ std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
       out[i].failure = e.what();
     }
   };
-  // Rows are independent simulations: on the analytic network they run on prediction_threads() threads, each result
-  // written to its row's slot, so the output is the same whatever the thread count (the flow network's rows are
-  // child processes already, run one at a time). Calibrations are read, never written, by the workers.
-  const std::size_t workers =
-      network == NetworkMode::ANALYTIC ? std::min(rows.size(), static_cast<std::size_t>(prediction_threads())) : 1;
-  if (workers <= 1) {
-    for (std::size_t i = 0; i < rows.size(); ++i) predict(i);
-    return out;
-  }
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr first_error;
-  std::mutex error_mu;
-  auto work = [&] {
-    for (std::size_t i = next++; i < rows.size(); i = next++) {
-      try {
-        predict(i);
-      } catch (...) {  // not a user error (those are the row's failure): rethrown once every worker has stopped
-        const std::lock_guard<std::mutex> lock(error_mu);
-        if (!first_error) first_error = std::current_exception();
-        next = rows.size();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (first_error) std::rethrow_exception(first_error);
+  // Rows are independent simulations: on the analytic network they run on worker_threads() threads
+  // (traces/parallel.hpp), each result written to its row's slot, so the output is the same whatever the thread count
+  // (the flow network's rows are child processes already, run one at a time). Calibrations are read, never written, by
+  // the workers.
+  parallel_for(rows.size(), network == NetworkMode::ANALYTIC ? worker_threads() : 1, predict);
   return out;
 }
 

@@ -152,13 +152,8 @@ struct ValidationScore {
 /// "all", "train" (even rows) or "test" (odd rows): the fixed split used for fitting and held-out scoring.
 std::vector<PublishedRow> select_split(const std::vector<PublishedRow>& rows, const std::string& split);
 
-/// Threads predict_rows uses on the analytic network: DTSIM_THREADS when set (ConfigError unless a whole number in
-/// [1, 1024]), else the machine's hardware threads, at most 8 (a simulated row of a large-scale source can take
-/// ~2 GB).
-int prediction_threads();
-
 /// Predicts every row with `cal` (ANALYTIC network: single-node rows have GPU-private NVSwitch ports, where the
-/// analytic engine equals the flow-level one; rows run on prediction_threads() threads, the result the same for
+/// analytic engine equals the flow-level one; rows run on worker_threads() threads (traces/parallel.hpp), the result the same for
 /// any count; FLOW runs each row in a child process, one at a time).
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal, NetworkMode network);
 /// Each row with its own calibration (e.g. the shipped one of the row's GPU).
