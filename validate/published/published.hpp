@@ -153,8 +153,8 @@ struct ValidationScore {
 std::vector<PublishedRow> select_split(const std::vector<PublishedRow>& rows, const std::string& split);
 
 /// Predicts every row with `cal` (ANALYTIC network: single-node rows have GPU-private NVSwitch ports, where the
-/// analytic engine equals the flow-level one; rows run on worker_threads() threads (traces/parallel.hpp), the result the same for
-/// any count; FLOW runs each row in a child process, one at a time).
+/// analytic engine equals the flow-level one; rows run on worker_threads() threads (traces/parallel.hpp), the result
+/// the same for any count; FLOW runs each row in a child process, one at a time).
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows, const Calibration& cal, NetworkMode network);
 /// Each row with its own calibration (e.g. the shipped one of the row's GPU).
 std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
