@@ -26,15 +26,16 @@ void StackProfile::validate(const std::string& ctx) const {
 }
 
 namespace {
-/// The JSON text of a profile named by `base`: a shipped profile's name or a .json file.
-nlohmann::json base_profile_json(const std::string& base, const std::string& ctx) {
-  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0) return json_util::read_file(base);
+/// The JSON of the profile `name_or_path` names (a shipped profile or a .json file) and the context its errors
+/// carry; ConfigError "<prefix>unknown software stack '<name>' (known: ...)" for any other name.
+std::pair<nlohmann::json, std::string> profile_json(const std::string& n, const std::string& prefix) {
+  if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0)
+    return {json_util::read_file(n), "stack profile '" + n + "'"};
   for (const auto& [name, text] : detail::builtin_stacks())
-    if (name == base) return nlohmann::json::parse(text);
+    if (name == n) return {nlohmann::json::parse(text), "built-in stack profile '" + name + "'"};
   std::string known;
-  for (const auto& n : stack_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError(ctx + ": 'base' names an unknown software stack '" + base + "' (known: " + known +
-                    ", or a .json profile file)");
+  for (const auto& s : stack_names()) known += (known.empty() ? "" : ", ") + s;
+  throw ConfigError(prefix + "unknown software stack '" + n + "' (known: " + known + ", or a .json profile file)");
 }
 
 /// `j` with its "base" resolved: the base profile's fields (its own base resolved first), then `j`'s on top; a
@@ -51,7 +52,8 @@ nlohmann::json resolve_base(const nlohmann::json& j, const std::string& top_ctx,
                       " profiles (a profile that is its own base?)");
   const std::string base = j.at("base").get<std::string>();
   const std::string base_ctx = ctx + ": base '" + base + "'";
-  nlohmann::json merged = resolve_base(base_profile_json(base, ctx), top_ctx, base_ctx, depth + 1);
+  nlohmann::json merged =
+      resolve_base(profile_json(base, ctx + ": 'base' names an ").first, top_ctx, base_ctx, depth + 1);
   if (!merged.is_object()) throw ConfigError(base_ctx + ": not a JSON object");
   for (const auto& [key, value] : j.items()) {
     if (key == "base") continue;
@@ -137,14 +139,8 @@ std::vector<std::string> stack_names() {
 }
 
 StackProfile stack_profile(const std::string& name_or_path) {
-  const std::string& n = name_or_path.empty() ? std::string(kDefaultStack) : name_or_path;
-  if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0)
-    return stack_profile_from_json(json_util::read_file(n), "stack profile '" + n + "'");
-  for (const auto& [name, text] : detail::builtin_stacks())
-    if (name == n) return stack_profile_from_json(nlohmann::json::parse(text), "built-in stack profile '" + name + "'");
-  std::string known;
-  for (const auto& s : stack_names()) known += (known.empty() ? "" : ", ") + s;
-  throw ConfigError("unknown software stack '" + n + "' (known: " + known + ", or a .json profile file)");
+  const auto [j, ctx] = profile_json(name_or_path.empty() ? std::string(kDefaultStack) : name_or_path, "");
+  return stack_profile_from_json(j, ctx);
 }
 
 Calibration with_stack(const Calibration& hw, const StackProfile& s) {

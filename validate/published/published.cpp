@@ -435,8 +435,7 @@ std::vector<RowResult> predict_rows(const std::vector<PublishedRow>& rows,
     try {
       out[i] = predict_one(r, calibration_of(r), network);
     } catch (const Error& e) {
-      out[i] = RowResult{};
-      out[i].row = r;
+      out[i].row = r;  // predict_one threw before writing the slot
       out[i].failure = e.what();
     }
   };
