@@ -117,6 +117,11 @@ MultiJobResult simulate_jobs(const std::vector<Job>& jobs, const ClusterSpec& cl
       for (auto* s = g.succ_begin(i); s != g.succ_end(i); ++s) merged.depend(i + toff, *s + toff);
       if (g.release_s(i) > 0) merged.release_at_least(i + toff, g.release_s(i));
     }
+    for (Exchange x : g.exchanges()) {  // analytic network: all-to-alls as one task per member
+      for (auto& t : x.tasks) t += toff;
+      for (auto& r : x.ranks) r += roff;
+      merged.add_exchange(std::move(x));
+    }
     for (HostSpan h : g.host_spans()) {
       h.rank += roff;
       h.name = merged.intern(job.name + "/" + g.names()[h.name]);

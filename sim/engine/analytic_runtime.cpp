@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/model/exchange_timing.hpp"
 #include "sim/model/sort_runs.hpp"
 
 namespace dtsim::sim {
@@ -34,11 +35,39 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   // footprint estimate missed it by a quarter on Qwen3-235B-A22B at EP 8).
   std::vector<int> route;
   std::vector<std::int64_t> crossings(pf.links.size() + 1, 0);
+  // All-to-alls as one task per member (Exchange): each member's duration from its pieces' closed form, and each
+  // piece's start within its member's task, numbered after the tasks (piece k of all exchanges: n + k) for the link
+  // statistics below, which count the pieces as the flows they stand for.
+  const auto& xs = g.exchanges();
+  std::vector<std::vector<double>> member_s(xs.size());
+  std::vector<std::size_t> piece_base(xs.size() + 1, 0);
+  for (std::size_t e = 0; e < xs.size(); ++e)
+    piece_base[e + 1] = piece_base[e] + static_cast<std::size_t>(xs[e].n()) * static_cast<std::size_t>(xs[e].n());
+  DTSIM_ASSERT(n + piece_base.back() < static_cast<std::size_t>(INT32_MAX), "too many all-to-all pieces");
+  std::vector<double> piece_start(piece_base.back(), 0.0);
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    const auto nn = static_cast<std::size_t>(xs[e].n());
+    member_s[e] = time_exchange(
+        xs[e], g.tasks(), pf,
+        [&](int from, int to, const Task& f, double start, double, const std::vector<int>& links) {
+          piece_start[piece_base[e] + static_cast<std::size_t>(from) * nn + static_cast<std::size_t>(to)] = start;
+          ++res.activities;
+          for (int l : links) {
+            res.link_stats[l].bytes += f.bytes;
+            ++crossings[static_cast<std::size_t>(l) + 1];
+          }
+        },
+        &route);
+  }
   for (std::size_t k = 0; k < order.size(); ++k) {
     const std::int32_t id = order[k];
     const Task& t = g.tasks()[id];
     double dur = 0;
     if (t.kind == TaskKind::COMPUTE || t.kind == TaskKind::DELAY) dur = std::max(0.0, t.duration_s);
+    if (t.kind == TaskKind::DELAY && !xs.empty()) {
+      const auto [e, j] = g.exchange_of(id);
+      if (e >= 0) dur = member_s[static_cast<std::size_t>(e)][static_cast<std::size_t>(j)];
+    }
     if (t.kind == TaskKind::FLOW) {
       pf.route_into(t, &route);
       const double bw = pf.bandwidth_Bps(t), lat = pf.latency_s(route);
@@ -71,6 +100,16 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       for (int l : route)
         flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
     }
+    for (std::size_t e = 0; e < xs.size(); ++e) {
+      const int nn = xs[e].n();
+      for (int j = 0; j < nn; ++j)
+        for (int i = 0; i < nn; ++i) {
+          if (i == j || !xs[e].has_piece(j, i)) continue;
+          pf.route_into(exchange_piece(xs[e], g.tasks(), j, i), &route);
+          const auto id = static_cast<std::int32_t>(n + piece_base[e] + static_cast<std::size_t>(j * nn + i));
+          for (int l : route) flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = id;
+        }
+    }
   }
   // Busy time (at least one payload streaming) and peak load per link, from four sorted lists per link rather than
   // one list of every event (sorting that list took a fifth of a 15-million-task run): the flows' starts and ends
@@ -90,15 +129,33 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
     removes.clear();
     for (std::int64_t k = crossings[l]; k < crossings[l + 1]; ++k) {
       const std::int32_t id = flows[static_cast<std::size_t>(k)];
-      const Task& t = g.tasks()[id];
-      pf.route_into(t, &route);
-      const double bw = pf.bandwidth_Bps(t), lat = pf.latency_s(route);
+      double start = 0, end = 0, bw = 0, lat = 0;
+      if (static_cast<std::size_t>(id) < n) {
+        const Task& t = g.tasks()[id];
+        pf.route_into(t, &route);
+        bw = pf.bandwidth_Bps(t);
+        lat = pf.latency_s(route);
+        start = res.start_s[id];
+        end = res.end_s[id];
+      } else {  // an exchange's piece
+        const std::size_t p = static_cast<std::size_t>(id) - n;
+        const auto e = static_cast<std::size_t>(std::upper_bound(piece_base.begin(), piece_base.end(), p) -
+                                                piece_base.begin() - 1);
+        const int nn = xs[e].n(), from = static_cast<int>((p - piece_base[e]) / static_cast<std::size_t>(nn)),
+                  to = static_cast<int>((p - piece_base[e]) % static_cast<std::size_t>(nn));
+        const Task f = exchange_piece(xs[e], g.tasks(), from, to);
+        pf.route_into(f, &route);
+        bw = pf.bandwidth_Bps(f);
+        lat = pf.latency_s(route);
+        start = res.start_s[static_cast<std::size_t>(xs[e].tasks[static_cast<std::size_t>(from)])] + piece_start[p];
+        end = start + (lat + f.bytes / bw);
+      }
       // The payload streams at the bottleneck rate after the latency.
       const double load = bw * pf.links[l].multiplicity;  // every folded copy streams alike
-      starts.push_back(res.start_s[id]);
-      ends.push_back(res.end_s[id]);
-      adds.emplace_back(res.start_s[id] + lat, load);
-      removes.emplace_back(res.end_s[id], -load);
+      starts.push_back(start);
+      ends.push_back(end);
+      adds.emplace_back(start + lat, load);
+      removes.emplace_back(end, -load);
     }
     sort_runs(starts, runs);
     sort_runs(ends, runs);

@@ -415,6 +415,7 @@ EngineResult run_maxmin(const TaskGraph& g, const ClusterSpec& cluster, const Ca
                         const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
   EngineResult res;
   res.engine = "dtsim-maxmin";
+  DTSIM_ASSERT(g.exchanges().empty(), "all-to-alls as one task per member are timed by the analytic engine only");
   const Platform pf = describe_platform(cluster, cal, gpu_of_rank, share);
   MaxMin m(g, pf, res);
   m.run();

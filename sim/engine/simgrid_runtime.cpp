@@ -330,6 +330,7 @@ private:
 EngineResult run_on_simgrid(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
                             const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
   static bool used = false;
+  DTSIM_ASSERT(g.exchanges().empty(), "all-to-alls as one task per member are timed by the analytic engine only");
   DTSIM_ASSERT(!used, "run_on_simgrid called twice in one process (SimGrid's engine is a singleton)");
   used = true;
   // Exact flow-level model: CM02 max-min sharing, no latency/bandwidth correction, no TCP window, no cross

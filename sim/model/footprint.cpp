@@ -31,6 +31,11 @@ constexpr double kBytesPerTask = 70;  ///< graph, engine state, start/end times,
 /// changes were kept for the whole run (72 bytes per link crossed); sizes of the structures, checked against
 /// bench/footprint.sh rows O, T and V (issue Guard, 2026-11-28).
 constexpr double kBytesPerTaskAnalytic = 8;
+/// An all-to-all piece beside the graph (Exchange, analytic network): its payload and path in the graph (9), its start
+/// in the engine (8), its two links' entries in the engine's per-link lists (8); and per task, the graph's
+/// task-to-exchange map (8).
+constexpr double kBytesPerExchangePiece = 25;
+constexpr double kBytesPerTaskExchange = 8;
 constexpr double kBytesPerEdge = 4;  ///< per dependency edge as counted here (before de-duplication)
 /// Per host-issue span kept outside the graph (HostSpan, 24 bytes) and, with spans, each task's release time (8 bytes):
 /// sizes of the structures, not fitted.
@@ -60,14 +65,16 @@ using cost::CollectiveKind;
 /// `host`: host-issue spans kept outside the graph (TaskGraph::host_spans) when the host never waits for the device.
 struct Count {
   double tasks = 0, edges = 0, host = 0;
+  double pieces = 0;  ///< all-to-all pieces kept outside the graph's tasks (Exchange, analytic network)
   Count& operator+=(const Count& o) {
     tasks += o.tasks;
     edges += o.edges;
     host += o.host;
+    pieces += o.pieces;
     return *this;
   }
 };
-Count operator*(Count c, double k) { return {c.tasks * k, c.edges * k, c.host * k}; }
+Count operator*(Count c, double k) { return {c.tasks * k, c.edges * k, c.host * k, c.pieces * k}; }
 Count operator+(Count a, const Count& b) { return a += b; }
 
 /// One group seen from the representative rank of a stage: size, whether a folded axis crosses it, and the
@@ -169,6 +176,8 @@ private:
     std::sort(domains.begin(), domains.end());
     const double peers =
         static_cast<double>(std::unique(domains.begin(), domains.end()) - domains.begin()) - 1 + (local - 1);
+    if (!g.folded && compound_all_to_all())  // one task per member, its pieces beside the graph
+      return {1 + 1 / static_cast<double>(g.n), 3, 0, peers};
     Count c{2 + peers, 2 * peers + 2};
     if (!g.folded) c += {1 / static_cast<double>(g.n), 1 + peers};
     return c;
@@ -186,6 +195,8 @@ private:
                                                   : CollectiveAlgorithm::RING;
     return CollectiveAlgorithm::AUTO;
   }
+  /// Unfolded all-to-alls as one task per member (Lowerer::direct_all_to_all, Exchange).
+  bool compound_all_to_all() const { return opt_.network == NetworkMode::ANALYTIC && opt_.compound_all_to_all; }
   bool step_delays() const { return cal_.collective_step_overhead_s > 0 || !cal_.network_segments.empty(); }
   static int chunks(double bytes) {
     return std::max(1, std::min(64, static_cast<int>(std::ceil(bytes / (512.0 * 1024)))));
@@ -197,6 +208,7 @@ private:
     if (n <= 1) return {};
     const double nn = n;
     if (kind == CollectiveKind::ALL_TO_ALL) {  // direct_all_to_all
+      if (!folded && compound_all_to_all()) return {1 + 1 / nn, 3, 0, nn - 1};
       Count c{2 + (nn - 1), 2 * (nn - 1) + 2};
       if (!folded) c += {1 / nn, 1 + (nn - 1)};
       return c;
@@ -619,6 +631,7 @@ Footprint estimate_footprint(const TransformerSpec& model, const ClusterSpec& cl
   f.tasks = c.tasks;
   f.edges = c.edges;
   f.host_spans = c.host;
+  f.exchange_pieces = c.pieces;
   add_bytes(f, plan, opt, outputs);
   return f;
 }
@@ -632,6 +645,7 @@ Footprint estimate_collective_footprint(const TransformerSpec& model, const Clus
   const Count c = est.single_collective(kind, bytes);
   f.tasks = c.tasks;
   f.edges = c.edges;
+  f.exchange_pieces = c.pieces;
   f.concurrent_flows = est.single_collective_concurrency(kind);
   add_bytes(f, plan, opt, {});
   return f;
@@ -645,6 +659,7 @@ void add_bytes(Footprint& f, const ParallelPlan& plan, const SimOptions& opt, co
   if (opt.network == NetworkMode::ANALYTIC) {
     f.engine = "analytic";
     f.bytes += kBytesPerTaskAnalytic * f.tasks;
+    if (f.exchange_pieces > 0) f.bytes += kBytesPerExchangePiece * f.exchange_pieces + kBytesPerTaskExchange * f.tasks;
   } else if (opt.engine == FlowEngine::MAXMIN ||
              (opt.engine == FlowEngine::AUTO && f.simulated_ranks > kSimgridUpToRanks)) {
     f.engine = "dtsim-maxmin";

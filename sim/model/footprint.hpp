@@ -19,6 +19,7 @@ struct Footprint {
   double tasks = 0;             ///< tasks of the lowered graph (estimate)
   double edges = 0;             ///< dependency edges (estimate)
   double host_spans = 0;        ///< host-issue spans kept outside the graph (TaskGraph::host_spans; estimate)
+  double exchange_pieces = 0;   ///< all-to-all pieces kept beside the graph (Exchange, analytic network; estimate)
   double concurrent_flows = 0;  ///< flows in flight at once, where known (dtsim collective); 0 = not estimated
   int simulated_ranks = 0;
   int world = 0;  ///< ranks of the plan

@@ -948,6 +948,42 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   }
   auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
+  if (it == instances_.end() && sequential && opt_.compound_all_to_all) {
+    // One task per member (Exchange): the analytic engine times the pieces above in closed form from the members'
+    // common start, the same times without a task per piece.
+    Instance inst = new_instance(base, si);
+    Exchange x;
+    x.bytes.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n), 0.0);
+    x.piece.assign(x.bytes.size(), Exchange::kNoPiece);
+    for (int j = 0; j < n; ++j) {
+      const int m = members[static_cast<std::size_t>(j)];
+      const int msi = out_.sim_index_of[m];
+      DTSIM_ASSERT(out_.ranks[msi].global_rank == m, "member " << m << " of an all-to-all is not simulated");
+      Task d = base;
+      d.rank = msi;
+      d.kind = TaskKind::DELAY;
+      d.duration_s = std::max(0.0, cal_.collective_step_overhead_s);
+      const auto id = add_free(d);
+      g_.depend(inst.join, id);
+      inst.first.push_back(id);
+      inst.done.push_back(id);
+      inst.members_si.push_back(msi);
+      x.tasks.push_back(id);
+      x.ranks.push_back(msi);
+      for (int i = 0; i < n; ++i) {
+        const int other = members[static_cast<std::size_t>(i)];
+        if (i == j) continue;
+        const double b = piece_of(m, other);
+        if (b <= 0 && flex_) continue;  // not a peer of the flex kernels
+        const bool remote = flex_ && domain_pos.at(other).first != domain_pos.at(m).first;
+        const auto at = static_cast<std::size_t>(j * n + i);
+        x.bytes[at] = b;
+        x.piece[at] = static_cast<std::uint8_t>(static_cast<int>(path(m, other)) | (remote ? 4 : 0));
+      }
+    }
+    g_.add_exchange(std::move(x));
+    it = store_instance(key, std::move(inst), CollectiveKind::ALL_TO_ALL, bytes);
+  }
   if (it == instances_.end()) {
     Instance inst = new_instance(base, si);
     std::vector<std::vector<std::int32_t>> inbox(out_.ranks.size());

@@ -100,6 +100,9 @@ struct SimOptions {
   /// Keep one CollectiveRecord per collective instance (Lowered::collectives), for the Chakra export
   /// (sim/report/chakra_export.hpp). Off by default: large runs pay nothing for it.
   bool record_collectives = false;
+  /// On the analytic network, an unfolded all-to-all as one task per member whose pieces the engine times in closed
+  /// form (Exchange, task_graph.hpp); false: a FLOW task per piece. The same times; the tests compare the two forms.
+  bool compound_all_to_all = true;
 };
 
 /// The automatic all-reduce choice across `nodes` nodes of `per_node` GPUs with rings spread over every NIC

@@ -55,6 +55,21 @@ std::int32_t TaskGraph::add(const Task& t) {
   return static_cast<std::int32_t>(tasks_.size() - 1);
 }
 
+void TaskGraph::add_exchange(Exchange x) {
+  DTSIM_ASSERT(!finalized_, "add_exchange after finalize");
+  const auto n = static_cast<std::size_t>(x.n());
+  DTSIM_ASSERT(x.ranks.size() == n && x.bytes.size() == n * n && x.piece.size() == n * n, "malformed exchange");
+  exchange_of_.resize(tasks_.size(), {-1, -1});
+  const auto e = static_cast<std::int32_t>(exchanges_.size());
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto t = static_cast<std::size_t>(x.tasks[j]);
+    DTSIM_ASSERT(t < tasks_.size() && tasks_[t].kind == TaskKind::DELAY && exchange_of_[t].first < 0,
+                 "an exchange member's task must be a DELAY of no other exchange");
+    exchange_of_[t] = {e, static_cast<std::int32_t>(j)};
+  }
+  exchanges_.push_back(std::move(x));
+}
+
 void TaskGraph::depend(std::int32_t before, std::int32_t after) {
   DTSIM_ASSERT(before >= 0 && after >= 0 && before != after && static_cast<std::size_t>(before) < tasks_.size() &&
                    static_cast<std::size_t>(after) < tasks_.size(),

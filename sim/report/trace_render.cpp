@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "sim/model/exchange_timing.hpp"
 #include "sim/model/platform.hpp"
 #include "traces/chrome_trace.hpp"
 #include "traces/perfetto_trace.hpp"
@@ -27,9 +28,11 @@ const char* path_name(Path p) {
                                  : "nic+pod+core";
 }
 
-std::string task_name(const TaskGraph& g, const Task& t) {
+std::string task_name(const TaskGraph& g, std::int32_t id) {
+  const Task& t = g.tasks()[static_cast<std::size_t>(id)];
   std::string name = g.names()[t.name];
-  if (t.kind == TaskKind::DELAY) name += " (latency)";
+  // A start-up latency; an all-to-all member's task (Exchange) is the whole all-to-all of that member.
+  if (t.kind == TaskKind::DELAY && g.exchange_of(id).first < 0) name += " (latency)";
   return name;
 }
 
@@ -71,17 +74,28 @@ std::vector<std::vector<std::pair<std::int64_t, double>>> link_loads(const Input
   };
   std::vector<std::vector<Change>> changes(links.size());
   const auto& tasks = low.graph.tasks();
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const Task& t = tasks[i];
-    if (t.kind != TaskKind::FLOW || res.end_s[i] <= res.start_s[i]) continue;
-    const double rate = t.bytes / (res.end_s[i] - res.start_s[i]);
-    for (int l : pf.route(t)) {
+  auto add = [&](const Task& t, double start_s, double end_s, const std::vector<int>& route) {
+    if (end_s <= start_s) return;
+    const double rate = t.bytes / (end_s - start_s);
+    for (int l : route) {
       if (slot[l] < 0) continue;
       const double load = rate * pf.links[l].multiplicity;  // the folded copies' too
-      changes[slot[l]].push_back({units::s_to_ns(res.start_s[i]), load});
-      changes[slot[l]].push_back({units::s_to_ns(res.end_s[i]), -load});
+      changes[slot[l]].push_back({units::s_to_ns(start_s), load});
+      changes[slot[l]].push_back({units::s_to_ns(end_s), -load});
     }
-  }
+  };
+  for (std::size_t i = 0; i < tasks.size(); ++i)
+    if (tasks[i].kind == TaskKind::FLOW) add(tasks[i], res.start_s[i], res.end_s[i], pf.route(tasks[i]));
+  // The pieces of the all-to-alls lowered as one task per member, timed as the analytic engine times them.
+  std::vector<int> route;
+  for (const Exchange& x : low.graph.exchanges())
+    time_exchange(
+        x, tasks, pf,
+        [&](int from, int, const Task& f, double start, double end, const std::vector<int>& r) {
+          const double t0 = res.start_s[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(from)])];
+          add(f, t0 + start, t0 + end, r);
+        },
+        &route);
   for (std::size_t k = 0; k < links.size(); ++k) {
     auto& ch = changes[k];
     std::stable_sort(ch.begin(), ch.end(), [](const Change& a, const Change& b) { return a.t_ns < b.t_ns; });
@@ -127,8 +141,8 @@ std::string trace_json(const Inputs& in, const Lowered& low, const EngineResult&
       args.push_back(TraceArg::integer("to_rank", t.mirror ? -1 : low.ranks[t.peer].global_rank));
     }
     const auto s_ns = units::s_to_ns(res.start_s[i]);
-    w.complete(pid, static_cast<int>(t.stream), task_name(low.graph, t), stream_name(t.stream), s_ns,
-               units::s_to_ns(res.end_s[i]) - s_ns, args);
+    w.complete(pid, static_cast<int>(t.stream), task_name(low.graph, static_cast<std::int32_t>(i)),
+               stream_name(t.stream), s_ns, units::s_to_ns(res.end_s[i]) - s_ns, args);
   }
   for_each_host_span(low.graph, low.ranks.size(), [&](const HostSpan& h, double start_s) {
     if (!keep[h.rank]) return;
@@ -263,7 +277,7 @@ std::string perfetto_trace(const Inputs& in, const Lowered& low, const EngineRes
           args.push_back(TraceArg::integer("bytes", std::llround(t.bytes)));
           args.push_back(TraceArg::integer("to_rank", t.mirror ? -1 : low.ranks[t.peer].global_rank));
         }
-        w.slice_begin(lanes[k].uuid, sl.start, task_name(low.graph, t), cats, args);
+        w.slice_begin(lanes[k].uuid, sl.start, task_name(low.graph, sl.task), cats, args);
         lanes[k].open.push_back(sl.end);
       }
       for (auto& lane : lanes)

@@ -86,8 +86,8 @@ Lowered lower_plan(const TransformerSpec& m, const ClusterSpec& c, const Paralle
 std::map<int, double> flows_from(const Lowered& low, int g, const std::string& prefix) {
   std::map<int, double> out;
   const auto& names = low.graph.names();
-  for (const auto& t : low.graph.tasks()) {
-    if (t.kind != TaskKind::FLOW || t.layer != 1 || t.microbatch != 0) continue;
+  for (const auto& t : dtsim::testing::flows_and_pieces(low.graph)) {
+    if (t.layer != 1 || t.microbatch != 0) continue;
     if (low.ranks[t.rank].global_rank != g || names[t.name].rfind(prefix, 0) != 0) continue;
     out[low.ranks[t.peer].global_rank] += t.bytes;
   }

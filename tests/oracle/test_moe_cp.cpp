@@ -41,8 +41,8 @@ double makespan(const SimRun& r) { return *std::max_element(r.res.end_s.begin(),
 std::map<int, double> flows_from(const SimRun& r, int g, const std::string& prefix, int layer, int mb) {
   std::map<int, double> out;
   const auto& names = r.low.graph.names();
-  for (const auto& t : r.low.graph.tasks()) {
-    if (t.kind != sim::TaskKind::FLOW || t.layer != layer || t.microbatch != mb) continue;
+  for (const auto& t : flows_and_pieces(r.low.graph)) {
+    if (t.layer != layer || t.microbatch != mb) continue;
     if (r.low.ranks[t.rank].global_rank != g || names[t.name].rfind(prefix, 0) != 0) continue;
     out[r.low.ranks[t.peer].global_rank] += t.bytes;
   }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "sim/model/exchange_timing.hpp"
 #include "sim/simulate.hpp"
 
 namespace dtsim::testing {
@@ -165,6 +166,19 @@ inline double in_child(const std::function<double()>& fn) {
   int status = 0;
   waitpid(pid, &status, 0);
   return v;
+}
+
+/// Every FLOW task of `g` and every piece of its all-to-alls lowered as one task per member (Exchange, the analytic
+/// network), each piece as the FLOW task it stands for.
+inline std::vector<sim::Task> flows_and_pieces(const sim::TaskGraph& g) {
+  std::vector<sim::Task> out;
+  for (const auto& t : g.tasks())
+    if (t.kind == sim::TaskKind::FLOW) out.push_back(t);
+  for (const auto& x : g.exchanges())
+    for (int j = 0; j < x.n(); ++j)
+      for (int i = 0; i < x.n(); ++i)
+        if (i != j && x.has_piece(j, i)) out.push_back(sim::exchange_piece(x, g.tasks(), j, i));
+  return out;
 }
 
 }  // namespace dtsim::testing

@@ -1,0 +1,108 @@
+// An all-to-all as one task per member on the analytic network (issue Speed; Exchange, sim/model/task_graph.hpp).
+// The analytic engine gives every piece its route's latency and bandwidth alone, a member sending its pieces one
+// after another; all members start together at the rendezvous, so each member's end is a closed form of the pieces
+// (sim/model/exchange_timing.hpp). Exactness: every case is lowered both ways (SimOptions::compound_all_to_all) and
+// the iteration time, each member's end of each all-to-all, and each link's bytes, busy time and peak demand must
+// agree to 1e-9; balanced and skewed routing, node-local and across nodes, pipelined, the flex dispatchers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim/simulate.hpp"
+#include "tests/support/sim_fixture.hpp"
+
+namespace dtsim {
+namespace {
+using namespace dtsim::testing;
+
+struct Case {
+  const char* name;
+  int nodes, gpus_per_node, pp, dp, ep;
+  const char* routing = "balanced";
+  const char* dispatcher = "";
+};
+
+struct Outcome {
+  sim::Simulation sim;
+  std::vector<double> a2a_end_s;  ///< per all-to-all member, in lowering order: the end of its part
+};
+
+Outcome run(const Case& k, bool compound) {
+  const TransformerSpec m = tiny_moe(4, 16, 2);
+  const ClusterSpec c = uniform_cluster(k.nodes, k.gpus_per_node, 100e9, 2e-6);
+  ParallelPlan p;
+  p.pp = k.pp;
+  p.dp = k.dp;
+  p.ep = k.ep;
+  p.micro_batch_size = 1;
+  p.global_batch_size = 4 * k.dp;
+  p.routing = routing_from_string(k.routing, "test");
+  if (*k.dispatcher) p.dispatcher = dispatcher_from_string(k.dispatcher, "test");
+  Calibration cal = default_calibration("h100-sxm5-80gb");
+  sim::SimOptions opt;
+  opt.fold = sim::FoldMode::NONE;
+  opt.network = sim::NetworkMode::ANALYTIC;
+  opt.record_collectives = true;
+  opt.compound_all_to_all = compound;
+  sim::Inputs in{&m, &c, &p, &cal, &opt};
+  Outcome r{sim::simulate(in), {}};
+  for (const auto& rec : r.sim.lowered.collectives)
+    if (rec.kind == cost::CollectiveKind::ALL_TO_ALL)
+      for (auto d : rec.done) r.a2a_end_s.push_back(r.sim.engine.end_s[static_cast<std::size_t>(d)]);
+  return r;
+}
+
+class CompoundAllToAll : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CompoundAllToAll, SameTimesAsOneFlowPerPiece) {
+  const Case& k = GetParam();
+  const Outcome one = run(k, false), compound = run(k, true);
+  const double T = one.sim.report.iteration_time_s, tol = 1e-9 * T;
+  EXPECT_NEAR(compound.sim.report.iteration_time_s, T, tol);
+  EXPECT_FALSE(compound.sim.lowered.graph.exchanges().empty());
+  EXPECT_TRUE(one.sim.lowered.graph.exchanges().empty());
+  EXPECT_LT(compound.sim.lowered.graph.size(), one.sim.lowered.graph.size());
+  ASSERT_EQ(compound.a2a_end_s.size(), one.a2a_end_s.size());
+  ASSERT_FALSE(one.a2a_end_s.empty());
+  for (std::size_t i = 0; i < one.a2a_end_s.size(); ++i)
+    ASSERT_NEAR(compound.a2a_end_s[i], one.a2a_end_s[i], tol) << "all-to-all member " << i;
+  const auto& a = one.sim.engine.link_stats;
+  const auto& b = compound.sim.engine.link_stats;
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t l = 0; l < a.size(); ++l) {
+    EXPECT_NEAR(b[l].bytes, a[l].bytes, 1e-9 * std::max(1.0, a[l].bytes)) << a[l].name;
+    EXPECT_NEAR(b[l].busy_s, a[l].busy_s, tol) << a[l].name;
+    EXPECT_NEAR(b[l].peak_demand, a[l].peak_demand, 1e-9) << a[l].name;
+  }
+  // Each rank's compute and its end agree; the communication in flight may only grow (a member's task spans the wait
+  // for its last piece to arrive, which one flow per piece counts as bubble between the arriving pieces).
+  for (std::size_t r = 0; r < one.sim.report.ranks.size(); ++r) {
+    const auto& x = one.sim.report.ranks[r];
+    const auto& y = compound.sim.report.ranks[r];
+    EXPECT_NEAR(y.compute_s, x.compute_s, tol) << "rank " << r;
+    EXPECT_GE(y.exposed_comm_s, x.exposed_comm_s - tol) << "rank " << r;
+    EXPECT_NEAR(y.exposed_comm_s + y.bubble_s, x.exposed_comm_s + x.bubble_s, tol) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CompoundAllToAll,
+                         ::testing::Values(Case{"node-local, balanced", 1, 8, 1, 8, 8},
+                                           Case{"node-local, skewed", 1, 8, 2, 4, 4, "skew:1.2"},
+                                           Case{"two nodes, balanced", 2, 4, 1, 8, 8},
+                                           Case{"two nodes, skewed", 2, 4, 1, 8, 8, "skew:1.2"},
+                                           Case{"four nodes, pipelined, skewed", 4, 4, 2, 8, 8, "skew:0.8"},
+                                           Case{"deepep across two nodes", 2, 4, 1, 8, 8, "balanced", "deepep"},
+                                           Case{"hybridep across four nodes", 4, 2, 1, 8, 8, "balanced", "hybridep"}),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           std::string s = p.param.name;
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace dtsim
