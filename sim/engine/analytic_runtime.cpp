@@ -46,11 +46,10 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   DTSIM_ASSERT(n + piece_base.back() < static_cast<std::size_t>(INT32_MAX), "too many all-to-all pieces");
   std::vector<double> piece_start(piece_base.back(), 0.0);
   for (std::size_t e = 0; e < xs.size(); ++e) {
-    const auto nn = static_cast<std::size_t>(xs[e].n());
     member_s[e] = time_exchange(
         xs[e], g.tasks(), pf,
         [&](int from, int to, const Task& f, double start, double, const std::vector<int>& links) {
-          piece_start[piece_base[e] + static_cast<std::size_t>(from) * nn + static_cast<std::size_t>(to)] = start;
+          piece_start[piece_base[e] + xs[e].at(from, to)] = start;
           ++res.activities;
           for (int l : links) {
             res.link_stats[l].bytes += f.bytes;
@@ -101,12 +100,14 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
     }
     for (std::size_t e = 0; e < xs.size(); ++e) {
+      // In each member's sending order, so that its up-links' lists stay ascending runs (sort_runs).
       const int nn = xs[e].n();
       for (int j = 0; j < nn; ++j)
-        for (int i = 0; i < nn; ++i) {
-          if (i == j || !xs[e].has_piece(j, i)) continue;
+        for (int r = 1; r < nn; ++r) {
+          const int i = (j + r) % nn;
+          if (!xs[e].has_piece(j, i)) continue;
           pf.route_into(exchange_piece(xs[e], g.tasks(), j, i), &route);
-          const auto id = static_cast<std::int32_t>(n + piece_base[e] + static_cast<std::size_t>(j * nn + i));
+          const auto id = static_cast<std::int32_t>(n + piece_base[e] + xs[e].at(j, i));
           for (int l : route) flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = id;
         }
     }

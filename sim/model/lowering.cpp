@@ -976,8 +976,8 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
         const double b = piece_of(m, other);
         if (b <= 0 && flex_) continue;  // not a peer of the flex kernels
         const bool remote = flex_ && domain_pos.at(other).first != domain_pos.at(m).first;
-        const auto at = static_cast<std::size_t>(j * n + i);
-        x.bytes[at] = b;
+        const std::size_t at = static_cast<std::size_t>(j) * static_cast<std::size_t>(n) + static_cast<std::size_t>(i);
+        x.bytes[at] = b;  // Exchange::at once every member is in
         x.piece[at] = static_cast<std::uint8_t>(static_cast<int>(path(m, other)) | (remote ? 4 : 0));
       }
     }

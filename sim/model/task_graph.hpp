@@ -125,9 +125,13 @@ struct Exchange {
   std::vector<double> bytes;        ///< [from * n + to]: the piece's payload
   std::vector<std::uint8_t> piece;  ///< [from * n + to]: kNoPiece, or the path (bits 0-1) and the lane (bit 2)
   int n() const { return static_cast<int>(tasks.size()); }
-  Path path(int from, int to) const { return static_cast<Path>(piece[static_cast<std::size_t>(from * n() + to)] & 3); }
-  int lane(int from, int to) const { return (piece[static_cast<std::size_t>(from * n() + to)] >> 2) & 1; }
-  bool has_piece(int from, int to) const { return piece[static_cast<std::size_t>(from * n() + to)] != kNoPiece; }
+  /// The index of piece (from, to) in `bytes` and `piece`.
+  std::size_t at(int from, int to) const {
+    return static_cast<std::size_t>(from) * tasks.size() + static_cast<std::size_t>(to);
+  }
+  Path path(int from, int to) const { return static_cast<Path>(piece[at(from, to)] & 3); }
+  int lane(int from, int to) const { return (piece[at(from, to)] >> 2) & 1; }
+  bool has_piece(int from, int to) const { return piece[at(from, to)] != kNoPiece; }
 };
 
 /// A DAG of tasks. Dependencies are kept as an edge list while building and as CSR after finalize().
