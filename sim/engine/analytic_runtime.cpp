@@ -100,10 +100,12 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
     }
     for (std::size_t e = 0; e < xs.size(); ++e) {
-      // In each member's sending order, so that its up-links' lists stay ascending runs (sort_runs).
+      // Round by round (round r: member j to member j + r), so that a member's up-links get its pieces in sending
+      // order and its down-links get theirs in the order they were sent: ascending runs for sort_runs (in arrival
+      // order where the pieces are alike).
       const int nn = xs[e].n();
-      for (int j = 0; j < nn; ++j)
-        for (int r = 1; r < nn; ++r) {
+      for (int r = 1; r < nn; ++r)
+        for (int j = 0; j < nn; ++j) {
           const int i = (j + r) % nn;
           if (!xs[e].has_piece(j, i)) continue;
           pf.route_into(exchange_piece(xs[e], g.tasks(), j, i), &route);
