@@ -35,38 +35,58 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   // footprint estimate missed it by a quarter on Qwen3-235B-A22B at EP 8).
   std::vector<int> route;
   std::vector<std::int64_t> crossings(pf.links.size() + 1, 0);
-  // All-to-alls as one task per member (Exchange): each member's duration from its pieces' closed form, and each
-  // piece's start within its member's task, numbered after the tasks (piece k of all exchanges: n + k) for the link
-  // statistics below, which count the pieces as the flows they stand for.
+  // All-to-alls as one task per member (Exchange). A member's start is its own (the rendezvous, and its host's issue of
+  // the call where that comes later); its end needs every member's start (the pieces addressed to it leave on the
+  // senders' clocks), so a member's successors are released once all members have started, and the ends then come
+  // from the pieces' closed form (time_exchange). No cycle can follow: in the one-flow-per-piece form every member's
+  // end depends on every member's start already. Each piece's start is kept, numbered after the tasks (piece k of all
+  // exchanges: n + k), for the link statistics below, which count the pieces as the flows they stand for.
   const auto& xs = g.exchanges();
-  std::vector<std::vector<double>> member_s(xs.size());
   std::vector<std::size_t> piece_base(xs.size() + 1, 0);
   for (std::size_t e = 0; e < xs.size(); ++e)
     piece_base[e + 1] = piece_base[e] + static_cast<std::size_t>(xs[e].n()) * static_cast<std::size_t>(xs[e].n());
   DTSIM_ASSERT(n + piece_base.back() < static_cast<std::size_t>(INT32_MAX), "too many all-to-all pieces");
   std::vector<double> piece_start(piece_base.back(), 0.0);
-  for (std::size_t e = 0; e < xs.size(); ++e) {
-    member_s[e] = time_exchange(
-        xs[e], g.tasks(), pf,
-        [&](int from, int to, const Task& f, double start, double, const std::vector<int>& links) {
-          piece_start[piece_base[e] + xs[e].at(from, to)] = start;
-          ++res.activities;
-          for (int l : links) {
-            res.link_stats[l].bytes += f.bytes;
-            ++crossings[static_cast<std::size_t>(l) + 1];
-          }
-        },
-        &route);
-  }
+  std::vector<int> started(xs.size(), 0);
+  std::vector<double> member_start;
+  auto release = [&](std::int32_t id) {
+    for (auto* s = g.succ_begin(id); s != g.succ_end(id); ++s) {
+      res.start_s[*s] = std::max(res.start_s[*s], res.end_s[id]);
+      if (--pending[*s] == 0) order.push_back(*s);
+    }
+  };
   for (std::size_t k = 0; k < order.size(); ++k) {
     const std::int32_t id = order[k];
     const Task& t = g.tasks()[id];
+    if (t.kind == TaskKind::DELAY && !xs.empty()) {
+      if (const auto ex = g.exchange_of(id).first; ex >= 0) {
+        const auto e = static_cast<std::size_t>(ex);
+        const Exchange& x = xs[e];
+        if (++started[e] < x.n()) continue;  // its end waits for the other members' starts
+        member_start.clear();
+        for (auto m : x.tasks) member_start.push_back(res.start_s[static_cast<std::size_t>(m)]);
+        const auto ends = time_exchange(
+            x, g.tasks(), pf, member_start,
+            [&](int from, int to, const Task& f, double start, double, const std::vector<int>& links) {
+              piece_start[piece_base[e] + x.at(from, to)] = start;
+              ++res.activities;
+              for (int l : links) {
+                res.link_stats[l].bytes += f.bytes;
+                ++crossings[static_cast<std::size_t>(l) + 1];
+              }
+            },
+            &route);
+        for (int m = 0; m < x.n(); ++m) {
+          const auto mid = x.tasks[static_cast<std::size_t>(m)];
+          res.end_s[static_cast<std::size_t>(mid)] = ends[static_cast<std::size_t>(m)];
+          if (ends[static_cast<std::size_t>(m)] > res.start_s[static_cast<std::size_t>(mid)]) ++res.activities;
+          release(mid);
+        }
+        continue;
+      }
+    }
     double dur = 0;
     if (t.kind == TaskKind::COMPUTE || t.kind == TaskKind::DELAY) dur = std::max(0.0, t.duration_s);
-    if (t.kind == TaskKind::DELAY && !xs.empty()) {
-      const auto [e, j] = g.exchange_of(id);
-      if (e >= 0) dur = member_s[static_cast<std::size_t>(e)][static_cast<std::size_t>(j)];
-    }
     if (t.kind == TaskKind::FLOW) {
       pf.route_into(t, &route);
       const double bw = pf.bandwidth_Bps(t), lat = pf.latency_s(route);
@@ -80,10 +100,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       ++res.activities;
     }
     res.end_s[id] = res.start_s[id] + dur;
-    for (auto* s = g.succ_begin(id); s != g.succ_end(id); ++s) {
-      res.start_s[*s] = std::max(res.start_s[*s], res.end_s[id]);
-      if (--pending[*s] == 0) order.push_back(*s);
-    }
+    release(id);
   }
   DTSIM_ASSERT(order.size() == n, "task graph has a cycle");
   order = {};
@@ -150,7 +167,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         pf.route_into(f, &route);
         bw = pf.bandwidth_Bps(f);
         lat = pf.latency_s(route);
-        start = res.start_s[static_cast<std::size_t>(xs[e].tasks[static_cast<std::size_t>(from)])] + piece_start[p];
+        start = piece_start[p];
         end = start + (lat + f.bytes / bw);
       }
       // The payload streams at the bottleneck rate after the latency.

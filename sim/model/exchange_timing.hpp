@@ -24,19 +24,19 @@ inline Task exchange_piece(const Exchange& x, const std::vector<Task>& tasks, in
   return f;
 }
 
-/// Times exchange `x` from its members' common start: returns each member's duration (its start-up latency, then the
-/// later of its last piece sent and the last piece addressed to it arriving) and calls
-/// `each(from, to, flow, start_offset_s, end_offset_s, route)` for every piece, in member order and, within a member,
-/// in its sending order (round r = 1 .. n - 1: to member from + r).
+/// Times exchange `x` whose members start at `start_s` (per member; the rendezvous, or later where a member's host
+/// issues the call later): returns each member's end (its start-up latency, then the later of its last piece sent and
+/// the last piece addressed to it arriving) and calls `each(from, to, flow, start_s, end_s, route)` for every piece,
+/// in member order and, within a member, in its sending order (round r = 1 .. n - 1: to member from + r).
 template <class Each>
-std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& tasks, const Platform& pf, Each&& each,
-                                  std::vector<int>* route) {
+std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& tasks, const Platform& pf,
+                                  const std::vector<double>& start_s, Each&& each, std::vector<int>* route) {
   const int n = x.n();
-  std::vector<double> received(static_cast<std::size_t>(n), 0.0), sent(static_cast<std::size_t>(n), 0.0);
+  std::vector<double> end(start_s);
   for (int j = 0; j < n; ++j) {
-    const double startup =
-        std::max(0.0, tasks[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(j)])].duration_s);
-    double lane[2] = {startup, startup};
+    const auto& member = tasks[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(j)])];
+    const double t0 = start_s[static_cast<std::size_t>(j)] + std::max(0.0, member.duration_s);
+    double lane[2] = {t0, t0};
     for (int r = 1; r < n; ++r) {
       const int i = (j + r) % n;
       if (!x.has_piece(j, i)) continue;
@@ -45,15 +45,12 @@ std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& ta
       double& at = lane[x.lane(j, i)];
       const double start = at;
       at = start + (pf.latency_s(*route) + f.bytes / pf.bandwidth_Bps(f));
-      received[static_cast<std::size_t>(i)] = std::max(received[static_cast<std::size_t>(i)], at);
+      end[static_cast<std::size_t>(i)] = std::max(end[static_cast<std::size_t>(i)], at);
       each(j, i, f, start, at, *route);
     }
-    sent[static_cast<std::size_t>(j)] = std::max(lane[0], lane[1]);
+    end[static_cast<std::size_t>(j)] = std::max({end[static_cast<std::size_t>(j)], lane[0], lane[1]});
   }
-  for (int j = 0; j < n; ++j)
-    sent[static_cast<std::size_t>(j)] =
-        std::max(sent[static_cast<std::size_t>(j)], received[static_cast<std::size_t>(j)]);
-  return sent;
+  return end;
 }
 
 }  // namespace dtsim::sim

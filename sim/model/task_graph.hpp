@@ -113,11 +113,12 @@ static_assert(sizeof(HostSpan) <= 24, "HostSpan grew: a large unfolded run holds
 
 /// An all-to-all as one task per member (Lowerer::direct_all_to_all on the analytic network, unfolded): each member's
 /// task is a DELAY whose `duration_s` is the start-up latency; the analytic engine (and only it) times the member's
-/// pieces one after another on its lane (the sequential pairwise-exchange order: round r, member j to member j + r),
-/// and ends the task when its own pieces are sent and every piece addressed to it has arrived. All members start
-/// together (their tasks' only predecessor is the instance's rendezvous join), so that end is a closed form of the
-/// pieces' route latencies and bandwidths: the same times as one FLOW task per piece, without the n (n + 1) tasks
-/// and 3 n^2 edges (issue Speed: 16.8 of the 18.3 million tasks of DeepSeek-V3 on 2,048 H100s under skew).
+/// pieces one after another on its lane (the sequential pairwise-exchange order: round r, member j to member j + r)
+/// from the member's own start (the rendezvous, or its host's late issue of the call), and ends the task when its own
+/// pieces are sent and every piece addressed to it has arrived: a closed form of the members' starts and the pieces'
+/// route latencies and bandwidths (sim/model/exchange_timing.hpp), the same times as one FLOW task per piece without
+/// the n (n + 1) tasks and 3 n^2 edges (issue Speed: 16.8 of the 18.3 million tasks of DeepSeek-V3 on 2,048 H100s
+/// under skew).
 struct Exchange {
   static constexpr std::uint8_t kNoPiece = 0xff;
   std::vector<std::int32_t> tasks;  ///< per member: its task

@@ -88,14 +88,15 @@ std::vector<std::vector<std::pair<std::int64_t, double>>> link_loads(const Input
     if (tasks[i].kind == TaskKind::FLOW) add(tasks[i], res.start_s[i], res.end_s[i], pf.route(tasks[i]));
   // The pieces of the all-to-alls lowered as one task per member, timed as the analytic engine times them.
   std::vector<int> route;
-  for (const Exchange& x : low.graph.exchanges())
+  std::vector<double> starts;
+  for (const Exchange& x : low.graph.exchanges()) {
+    starts.clear();
+    for (auto m : x.tasks) starts.push_back(res.start_s[static_cast<std::size_t>(m)]);
     time_exchange(
-        x, tasks, pf,
-        [&](int from, int, const Task& f, double start, double end, const std::vector<int>& r) {
-          const double t0 = res.start_s[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(from)])];
-          add(f, t0 + start, t0 + end, r);
-        },
+        x, tasks, pf, starts,
+        [&](int, int, const Task& f, double start, double end, const std::vector<int>& r) { add(f, start, end, r); },
         &route);
+  }
   for (std::size_t k = 0; k < links.size(); ++k) {
     auto& ch = changes[k];
     std::stable_sort(ch.begin(), ch.end(), [](const Change& a, const Change& b) { return a.t_ns < b.t_ns; });
