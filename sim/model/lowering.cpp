@@ -949,8 +949,8 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
   if (it == instances_.end() && sequential && opt_.compound_all_to_all) {
-    // One task per member (Exchange): the analytic engine times the pieces above in closed form from the members'
-    // common start, the same times without a task per piece.
+    // One task per member (Exchange): the analytic engine times the pieces above in closed form from each member's
+    // start, the same times without a task per piece.
     Instance inst = new_instance(base, si);
     Exchange x;
     x.bytes.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n), 0.0);
