@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -46,7 +47,9 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   for (std::size_t e = 0; e < xs.size(); ++e)
     piece_base[e + 1] = piece_base[e] + static_cast<std::size_t>(xs[e].n()) * static_cast<std::size_t>(xs[e].n());
   DTSIM_ASSERT(n + piece_base.back() < static_cast<std::size_t>(INT32_MAX), "too many all-to-all pieces");
-  std::vector<double> piece_start(piece_base.back(), 0.0);
+  // Written for every piece before it is read, so left uninitialised (zeroing it was a pass over 134 MB of a skewed
+  // DeepSeek-V3 run's memory for nothing; the same for the per-link lists below).
+  const auto piece_start = std::make_unique_for_overwrite<double[]>(piece_base.back());
   std::vector<int> started(xs.size(), 0);
   std::vector<double> member_start;
   auto release = [&](std::int32_t id) {
@@ -89,7 +92,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
     if (t.kind == TaskKind::COMPUTE || t.kind == TaskKind::DELAY) dur = std::max(0.0, t.duration_s);
     if (t.kind == TaskKind::FLOW) {
       pf.route_into(t, &route);
-      const double bw = pf.bandwidth_Bps(t), lat = pf.latency_s(route);
+      const double bw = pf.bandwidth_Bps(route), lat = pf.latency_s(route);
       dur = lat + t.bytes / bw;
       ++res.activities;
       for (int l : route) {
@@ -106,7 +109,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   order = {};
   // The flows of each link (CSR, in task order).
   for (std::size_t l = 0; l < pf.links.size(); ++l) crossings[l + 1] += crossings[l];
-  std::vector<std::int32_t> flows(static_cast<std::size_t>(crossings.back()));
+  const auto flows = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(crossings.back()));
   {
     std::vector<std::int64_t> fill(crossings.begin(), crossings.end() - 1);
     for (std::size_t i = 0; i < n; ++i) {
@@ -125,7 +128,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         for (int j = 0; j < nn; ++j) {
           const int i = (j + r) % nn;
           if (!xs[e].has_piece(j, i)) continue;
-          pf.route_into(exchange_piece(xs[e], g.tasks(), j, i), &route);
+          pf.route_into(exchange_flow(xs[e], j, i), &route);
           const auto id = static_cast<std::int32_t>(n + piece_base[e] + xs[e].at(j, i));
           for (int l : route) flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = id;
         }
@@ -142,6 +145,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   // A link's flows come in task order, which is time order for each rank's streams: the lists are a few ascending
   // runs (268 in 9.3 million entries of Llama 3 405B on 576 GB200s), merged rather than sorted (sort_runs.hpp).
   std::vector<std::size_t> runs;
+  std::size_t e = 0;  // the exchange of the last piece seen
   for (std::size_t l = 0; l < pf.links.size(); ++l) {
     starts.clear();
     ends.clear();
@@ -153,19 +157,20 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       if (static_cast<std::size_t>(id) < n) {
         const Task& t = g.tasks()[id];
         pf.route_into(t, &route);
-        bw = pf.bandwidth_Bps(t);
+        bw = pf.bandwidth_Bps(route);
         lat = pf.latency_s(route);
         start = res.start_s[id];
         end = res.end_s[id];
-      } else {  // an exchange's piece
+      } else {  // an exchange's piece (a link's pieces of one exchange come together: the last one found first)
         const std::size_t p = static_cast<std::size_t>(id) - n;
-        const auto e = static_cast<std::size_t>(std::upper_bound(piece_base.begin(), piece_base.end(), p) -
-                                                piece_base.begin() - 1);
+        if (p < piece_base[e] || p >= piece_base[e + 1])
+          e = static_cast<std::size_t>(std::upper_bound(piece_base.begin(), piece_base.end(), p) - piece_base.begin() -
+                                       1);
         const int nn = xs[e].n(), from = static_cast<int>((p - piece_base[e]) / static_cast<std::size_t>(nn)),
                   to = static_cast<int>((p - piece_base[e]) % static_cast<std::size_t>(nn));
-        const Task f = exchange_piece(xs[e], g.tasks(), from, to);
+        const Task f = exchange_flow(xs[e], from, to);
         pf.route_into(f, &route);
-        bw = pf.bandwidth_Bps(f);
+        bw = pf.bandwidth_Bps(route);
         lat = pf.latency_s(route);
         start = piece_start[p];
         end = start + (lat + f.bytes / bw);

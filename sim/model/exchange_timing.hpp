@@ -24,6 +24,19 @@ inline Task exchange_piece(const Exchange& x, const std::vector<Task>& tasks, in
   return f;
 }
 
+/// Piece (from, to) of exchange `x` with only what routes and times it (rank, peer, path, payload): Platform's route,
+/// latency and bandwidth of it equal those of exchange_piece's, without reading the member's task (the engine's
+/// per-link sweep visits each piece once per link it crosses, in an order that would scatter those reads).
+inline Task exchange_flow(const Exchange& x, int from, int to) {
+  Task f;
+  f.kind = TaskKind::FLOW;
+  f.rank = x.ranks[static_cast<std::size_t>(from)];
+  f.peer = x.ranks[static_cast<std::size_t>(to)];
+  f.path = x.path(from, to);
+  f.bytes = x.bytes[x.at(from, to)];
+  return f;
+}
+
 /// Times exchange `x` whose members start at `start_s` (per member; the rendezvous, or later where a member's host
 /// issues the call later): returns each member's end (its start-up latency, then the later of its last piece sent and
 /// the last piece addressed to it arriving) and calls `each(from, to, flow, start_s, end_s, route)` for every piece,
@@ -44,7 +57,7 @@ std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& ta
       pf.route_into(f, route);
       double& at = lane[x.lane(j, i)];
       const double start = at;
-      at = start + (pf.latency_s(*route) + f.bytes / pf.bandwidth_Bps(f));
+      at = start + (pf.latency_s(*route) + f.bytes / pf.bandwidth_Bps(*route));
       end[static_cast<std::size_t>(i)] = std::max(end[static_cast<std::size_t>(i)], at);
       each(j, i, f, start, at, *route);
     }

@@ -86,10 +86,18 @@ public:
 
 private:
   // --- topology helpers
-  std::vector<int> group_members(int rank, GroupAxis ax) const { return sim::group_members(p_, rank, ax); }
+  /// The members of `rank`'s group over `ax` (sim::group_members), remembered: a rank's collectives ask for the same
+  /// groups once per layer and micro-batch, and each answer costs a rank-coordinate round trip per member (5% of the
+  /// skewed DeepSeek-V3 run on 2,048 H100s, bench/speed2026.sh dsv3-skew, before).
+  const std::vector<int>& group_members(int rank, GroupAxis ax) const {
+    const auto key = static_cast<std::int64_t>(rank) * kNumGroupAxes + static_cast<std::int64_t>(ax);
+    auto it = members_cache_.find(key);
+    if (it == members_cache_.end()) it = members_cache_.emplace(key, sim::group_members(p_, rank, ax)).first;
+    return it->second;
+  }
   /// The member after `rank` in its ring over `ax` (itself when alone).
   int ring_next(int rank, GroupAxis ax) const {
-    auto members = group_members(rank, ax);
+    const auto& members = group_members(rank, ax);
     auto it = std::find(members.begin(), members.end(), rank);
     DTSIM_ASSERT(it != members.end(), "rank " << rank << " not in its own group");
     return ++it == members.end() ? members.front() : *it;
@@ -311,6 +319,7 @@ private:
   const TransformerSpec& m_;
   const ClusterSpec& c_;
   const ParallelPlan& p_;
+  mutable std::unordered_map<std::int64_t, std::vector<int>> members_cache_;  ///< group_members
   const Calibration cal_;  ///< the hardware calibration with the plan's software stack filled in
   const SimOptions& opt_;
   const PassCosts& costs_;
@@ -493,7 +502,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, 
     std::vector<char> done(world);
     for (int r = 0; r < world; ++r) {
       if (done[r]) continue;
-      const auto members = group_members(r, GroupAxis::DP);
+      const auto& members = group_members(r, GroupAxis::DP);
       for (int m : members) done[m] = 1;
       if (!edp_rings_periodic(members)) return false;
     }
@@ -526,7 +535,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, 
         seen[r0] = 1;
         continue;
       }
-      const auto members = group_members(r0, ax);
+      const auto& members = group_members(r0, ax);
       // PP and EMB groups overlap (a rank's group depends on its replica index), and a rank may stand outside the
       // group it uses: then only that rank's own entry is written.
       const bool overlapping =
@@ -1681,7 +1690,7 @@ std::int32_t Lowerer::run_steps(int si, const std::vector<cost::Step>& steps, Ph
 std::int32_t Lowerer::ring_attention(int si, const cost::Step& st, Phase phase, int layer, int mb, std::int32_t pred,
                                      const std::string& prefix) {
   const int grank = out_.ranks[si].global_rank;
-  const auto members = group_members(grank, GroupAxis::CP);
+  const auto& members = group_members(grank, GroupAxis::CP);
   const auto me = std::find(members.begin(), members.end(), grank);
   DTSIM_ASSERT(me != members.end(), "rank " << grank << " not in its own CP group");
   const int succ = std::next(me) == members.end() ? members.front() : *std::next(me);

@@ -148,9 +148,11 @@ double Platform::latency_s(const std::vector<int>& route) const {
   return l;
 }
 
-double Platform::bandwidth_Bps(const Task& f) const {
+double Platform::bandwidth_Bps(const Task& f) const { return bandwidth_Bps(route(f)); }
+
+double Platform::bandwidth_Bps(const std::vector<int>& route) const {
   double b = 1e300;
-  for (int i : route(f)) b = std::min(b, links[i].bandwidth_Bps * links[i].multiplicity);
+  for (int i : route) b = std::min(b, links[i].bandwidth_Bps * links[i].multiplicity);
   return b;
 }
 

@@ -62,6 +62,8 @@ struct Platform {
   /// Bottleneck bandwidth of the route, at the links' real capacities (a flow alone: its folded copies do not
   /// count).
   double bandwidth_Bps(const Task& flow) const;
+  /// bandwidth_Bps of a route from route_into (no allocation).
+  double bandwidth_Bps(const std::vector<int>& route) const;
 };
 
 /// The simulated ranks of a lowering as the platform takes them: each one's GPU (first_gpu + the plan's GPU of its
