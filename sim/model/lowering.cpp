@@ -502,7 +502,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, 
     std::vector<char> done(world);
     for (int r = 0; r < world; ++r) {
       if (done[r]) continue;
-      const auto& members = group_members(r, GroupAxis::DP);
+      const auto members = sim::group_members(p_, r, GroupAxis::DP);  // every group once: not remembered
       for (int m : members) done[m] = 1;
       if (!edp_rings_periodic(members)) return false;
     }
@@ -535,7 +535,7 @@ bool Lowerer::fold_ok(bool tp, bool dp, std::vector<std::array<int, 2>>* share, 
         seen[r0] = 1;
         continue;
       }
-      const auto& members = group_members(r0, ax);
+      const auto members = sim::group_members(p_, r0, ax);  // every rank's group once: not remembered
       // PP and EMB groups overlap (a rank's group depends on its replica index), and a rank may stand outside the
       // group it uses: then only that rank's own entry is written.
       const bool overlapping =
