@@ -13,6 +13,12 @@
 
 namespace dtsim {
 
+namespace {
+/// Whether this thread runs inside a parallel_for: a nested one (a simulation's link sweep inside the harness's rows)
+/// then runs in order on it, instead of multiplying the threads.
+thread_local bool in_parallel_for = false;
+}  // namespace
+
 int worker_threads() {
   if (const char* v = std::getenv("DTSIM_THREADS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
@@ -25,7 +31,7 @@ int worker_threads() {
 }
 
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
-  const std::size_t workers = std::min(n, static_cast<std::size_t>(std::max(threads, 1)));
+  const std::size_t workers = in_parallel_for ? 1 : std::min(n, static_cast<std::size_t>(std::max(threads, 1)));
   if (workers <= 1) {
     for (std::size_t i = 0; i < n; ++i) fn(i);
     return;
@@ -34,6 +40,7 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
   std::exception_ptr first_error;
   std::mutex error_mu;
   auto work = [&] {
+    in_parallel_for = true;
     for (std::size_t i = next++; i < n; i = next++) {
       try {
         fn(i);
@@ -43,6 +50,7 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
         next = n;
       }
     }
+    in_parallel_for = false;
   };
   std::vector<std::thread> pool;
   pool.reserve(workers - 1);

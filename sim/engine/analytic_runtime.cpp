@@ -8,8 +8,20 @@
 
 #include "sim/model/exchange_timing.hpp"
 #include "sim/model/sort_runs.hpp"
+#include "traces/parallel.hpp"
 
 namespace dtsim::sim {
+
+namespace {
+/// The per-link sweep's unit of work on a thread, and the link crossings from which a second thread pays: spawning
+/// one costs ~0.1 ms, sweeping a million crossings ~40 ms on this project's 2-core machine (2026-12-07).
+constexpr std::size_t kLinksPerSweepBlock = 64;
+constexpr std::int64_t kCrossingsPerSweepThread = 1'000'000;
+/// The per-link lists are filled in 2 x kFillParts parts (the tasks' flows in kFillParts ranges of task ids, then the
+/// exchanges' pieces in kFillParts ranges of exchanges), each part writing its own stretch of every link's list, so
+/// that the parts can fill on several threads and every list still comes in the order of one pass: tasks, then pieces.
+constexpr std::size_t kFillParts = 4;
+}  // namespace
 
 EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
                           const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
@@ -34,8 +46,10 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   // link's events are built, sorted and swept alone. Keeping every link's events for the whole run cost 72 bytes per
   // link crossed and made the analytic engine the largest consumer of memory on MoE runs (issue Guard: the
   // footprint estimate missed it by a quarter on Qwen3-235B-A22B at EP 8).
+  // Counted per fill part (kFillParts above): part_crossings[part * num_links + link].
   std::vector<int> route;
-  std::vector<std::int64_t> crossings(pf.links.size() + 1, 0);
+  const std::size_t num_links = pf.links.size();
+  std::vector<std::int64_t> crossings(num_links + 1, 0), part_crossings(2 * kFillParts * num_links, 0);
   // All-to-alls as one task per member (Exchange). A member's start is its own (the rendezvous, and its host's issue of
   // the call where that comes later); its end needs every member's start (the pieces addressed to it leave on the
   // senders' clocks), so a member's successors are released once all members have started, and the ends then come
@@ -52,6 +66,10 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   const auto piece_start = std::make_unique_for_overwrite<double[]>(piece_base.back());
   std::vector<int> started(xs.size(), 0);
   std::vector<double> member_start;
+  // The fill part of task id and of exchange e; the first task id and exchange of a part.
+  auto task_part = [&](std::size_t id) { return id * kFillParts / n; };
+  auto exchange_part = [&](std::size_t e) { return kFillParts + e * kFillParts / xs.size(); };
+  auto part_begin = [](std::size_t part, std::size_t count) { return (part * count + kFillParts - 1) / kFillParts; };
   auto release = [&](std::int32_t id) {
     for (auto* s = g.succ_begin(id); s != g.succ_end(id); ++s) {
       res.start_s[*s] = std::max(res.start_s[*s], res.end_s[id]);
@@ -66,6 +84,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         const auto e = static_cast<std::size_t>(ex);
         const Exchange& x = xs[e];
         if (++started[e] < x.n()) continue;  // its end waits for the other members' starts
+        std::int64_t* part_count = &part_crossings[exchange_part(e) * num_links];
         member_start.clear();
         for (auto m : x.tasks) member_start.push_back(res.start_s[static_cast<std::size_t>(m)]);
         const auto ends = time_exchange(
@@ -75,7 +94,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
               ++res.activities;
               for (int l : links) {
                 res.link_stats[l].bytes += f.bytes;
-                ++crossings[static_cast<std::size_t>(l) + 1];
+                ++part_count[l];
               }
             },
             &route);
@@ -95,9 +114,10 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       const double bw = pf.bandwidth_Bps(route), lat = pf.latency_s(route);
       dur = lat + t.bytes / bw;
       ++res.activities;
+      std::int64_t* part_count = &part_crossings[task_part(static_cast<std::size_t>(id)) * num_links];
       for (int l : route) {
         res.link_stats[l].bytes += t.bytes;
-        ++crossings[static_cast<std::size_t>(l) + 1];
+        ++part_count[l];
       }
     } else if (t.kind != TaskKind::JOIN && dur > 0) {
       ++res.activities;
@@ -107,19 +127,33 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   }
   DTSIM_ASSERT(order.size() == n, "task graph has a cycle");
   order = {};
-  // The flows of each link (CSR, in task order).
-  for (std::size_t l = 0; l < pf.links.size(); ++l) crossings[l + 1] += crossings[l];
-  const auto flows = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(crossings.back()));
-  {
-    std::vector<std::int64_t> fill(crossings.begin(), crossings.end() - 1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const Task& t = g.tasks()[i];
-      if (t.kind != TaskKind::FLOW) continue;
-      pf.route_into(t, &route);
-      for (int l : route)
-        flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
+  // The flows of each link (CSR, in task order), and where each fill part starts in every link's list.
+  for (std::size_t l = 0; l < num_links; ++l) {
+    std::int64_t at = crossings[l];
+    for (std::size_t part = 0; part < 2 * kFillParts; ++part) {
+      const std::int64_t count = part_crossings[part * num_links + l];
+      part_crossings[part * num_links + l] = at;
+      at += count;
     }
-    for (std::size_t e = 0; e < xs.size(); ++e) {
+    crossings[l + 1] = at;
+  }
+  const auto flows = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(crossings.back()));
+  const int threads = crossings.back() >= kCrossingsPerSweepThread ? worker_threads() : 1;
+  parallel_for(2 * kFillParts, threads, [&](std::size_t part) {
+    std::int64_t* fill = &part_crossings[part * num_links];
+    std::vector<int> flow_route;
+    if (part < kFillParts) {
+      for (std::size_t i = part_begin(part, n), end = part_begin(part + 1, n); i < end; ++i) {
+        const Task& t = g.tasks()[i];
+        if (t.kind != TaskKind::FLOW) continue;
+        pf.route_into(t, &flow_route);
+        for (int l : flow_route)
+          flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = static_cast<std::int32_t>(i);
+      }
+      return;
+    }
+    for (std::size_t e = part_begin(part - kFillParts, xs.size()), end = part_begin(part + 1 - kFillParts, xs.size());
+         e < end; ++e) {
       // Round by round (round r: member j to member j + r), so that a member's up-links get its pieces in sending
       // order and its down-links get theirs in the order they were sent: ascending runs for sort_runs (in arrival
       // order where the pieces are alike).
@@ -128,85 +162,93 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         for (int j = 0; j < nn; ++j) {
           const int i = (j + r) % nn;
           if (!xs[e].has_piece(j, i)) continue;
-          pf.route_into(exchange_flow(xs[e], j, i), &route);
+          pf.route_into(exchange_flow(xs[e], j, i), &flow_route);
           const auto id = static_cast<std::int32_t>(n + piece_base[e] + xs[e].at(j, i));
-          for (int l : route) flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = id;
+          for (int l : flow_route) flows[static_cast<std::size_t>(fill[static_cast<std::size_t>(l)]++)] = id;
         }
     }
-  }
+  });
   // Busy time (at least one payload streaming) and peak load per link, from four sorted lists per link rather than
   // one list of every event (sorting that list took a fifth of a 15-million-task run): the flows' starts and ends
   // for the busy time, ends first at the same instant (back-to-back flows neither overlap nor leave a gap); and the
   // loads flows add after their latency and remove at their end for the peak, removals first at the same instant
   // (larger first), additions smaller first. That is the order of the single sorted list this replaced, so the
   // sums (and their rounding) are the same; equal entries are equal events, whose order changes nothing.
-  std::vector<double> starts, ends;
-  std::vector<std::pair<double, double>> adds, removes;  // (time, load), (time, -load)
-  // A link's flows come in task order, which is time order for each rank's streams: the lists are a few ascending
-  // runs (268 in 9.3 million entries of Llama 3 405B on 576 GB200s), merged rather than sorted (sort_runs.hpp).
-  std::vector<std::size_t> runs;
-  std::size_t e = 0;  // the exchange of the last piece seen
-  for (std::size_t l = 0; l < pf.links.size(); ++l) {
-    starts.clear();
-    ends.clear();
-    adds.clear();
-    removes.clear();
-    for (std::int64_t k = crossings[l]; k < crossings[l + 1]; ++k) {
-      const std::int32_t id = flows[static_cast<std::size_t>(k)];
-      double start = 0, end = 0, bw = 0, lat = 0;
-      if (static_cast<std::size_t>(id) < n) {
-        const Task& t = g.tasks()[id];
-        pf.route_into(t, &route);
-        bw = pf.bandwidth_Bps(route);
-        lat = pf.latency_s(route);
-        start = res.start_s[id];
-        end = res.end_s[id];
-      } else {  // an exchange's piece (a link's pieces of one exchange come together: the last one found first)
-        const std::size_t p = static_cast<std::size_t>(id) - n;
-        if (p < piece_base[e] || p >= piece_base[e + 1])
-          e = static_cast<std::size_t>(std::upper_bound(piece_base.begin(), piece_base.end(), p) - piece_base.begin() -
-                                       1);
-        const int nn = xs[e].n(), from = static_cast<int>((p - piece_base[e]) / static_cast<std::size_t>(nn)),
-                  to = static_cast<int>((p - piece_base[e]) % static_cast<std::size_t>(nn));
-        const Task f = exchange_flow(xs[e], from, to);
-        pf.route_into(f, &route);
-        bw = pf.bandwidth_Bps(route);
-        lat = pf.latency_s(route);
-        start = piece_start[p];
-        end = start + (lat + f.bytes / bw);
+  // The links are independent here: swept in blocks over worker threads (traces/parallel.hpp), each block with its
+  // own lists, every link's figures in its own slot, so the output is the same on any thread count. Not worth a thread
+  // below a million crossings.
+  const std::size_t blocks = (num_links + kLinksPerSweepBlock - 1) / kLinksPerSweepBlock;
+  parallel_for(blocks, threads, [&](std::size_t block) {
+    std::vector<double> starts, ends;
+    std::vector<std::pair<double, double>> adds, removes;  // (time, load), (time, -load)
+    // A link's flows come in task order, which is time order for each rank's streams: the lists are a few ascending
+    // runs (268 in 9.3 million entries of Llama 3 405B on 576 GB200s), merged rather than sorted (sort_runs.hpp).
+    std::vector<std::size_t> runs;
+    std::vector<int> flow_route;
+    std::size_t e = 0;  // the exchange of the last piece seen
+    const std::size_t last = std::min(num_links, (block + 1) * kLinksPerSweepBlock);
+    for (std::size_t l = block * kLinksPerSweepBlock; l < last; ++l) {
+      starts.clear();
+      ends.clear();
+      adds.clear();
+      removes.clear();
+      for (std::int64_t k = crossings[l]; k < crossings[l + 1]; ++k) {
+        const std::int32_t id = flows[static_cast<std::size_t>(k)];
+        double start = 0, end = 0, bw = 0, lat = 0;
+        if (static_cast<std::size_t>(id) < n) {
+          const Task& t = g.tasks()[id];
+          pf.route_into(t, &flow_route);
+          bw = pf.bandwidth_Bps(flow_route);
+          lat = pf.latency_s(flow_route);
+          start = res.start_s[id];
+          end = res.end_s[id];
+        } else {  // an exchange's piece (a link's pieces of one exchange come together: the last one found first)
+          const std::size_t p = static_cast<std::size_t>(id) - n;
+          if (p < piece_base[e] || p >= piece_base[e + 1])
+            e = static_cast<std::size_t>(std::upper_bound(piece_base.begin(), piece_base.end(), p) -
+                                         piece_base.begin() - 1);
+          const int nn = xs[e].n(), from = static_cast<int>((p - piece_base[e]) / static_cast<std::size_t>(nn)),
+                    to = static_cast<int>((p - piece_base[e]) % static_cast<std::size_t>(nn));
+          const Task f = exchange_flow(xs[e], from, to);
+          pf.route_into(f, &flow_route);
+          bw = pf.bandwidth_Bps(flow_route);
+          lat = pf.latency_s(flow_route);
+          start = piece_start[p];
+          end = start + (lat + f.bytes / bw);
+        }
+        // The payload streams at the bottleneck rate after the latency.
+        const double load = bw * pf.links[l].multiplicity;  // every folded copy streams alike
+        starts.push_back(start);
+        ends.push_back(end);
+        adds.emplace_back(start + lat, load);
+        removes.emplace_back(end, -load);
       }
-      // The payload streams at the bottleneck rate after the latency.
-      const double load = bw * pf.links[l].multiplicity;  // every folded copy streams alike
-      starts.push_back(start);
-      ends.push_back(end);
-      adds.emplace_back(start + lat, load);
-      removes.emplace_back(end, -load);
-    }
-    sort_runs(starts, runs);
-    sort_runs(ends, runs);
-    sort_runs(adds, runs);
-    sort_runs(removes, runs);
-    double since = 0;
-    int active = 0;
-    for (std::size_t i = 0, j = 0; i < starts.size() || j < ends.size();) {
-      if (j < ends.size() && (i == starts.size() || ends[j] <= starts[i])) {
-        if (--active == 0) res.link_stats[l].busy_s += ends[j] - since;
-        ++j;
-      } else {
-        if (active++ == 0) since = starts[i];
-        ++i;
+      sort_runs(starts, runs);
+      sort_runs(ends, runs);
+      sort_runs(adds, runs);
+      sort_runs(removes, runs);
+      double since = 0;
+      int active = 0;
+      for (std::size_t i = 0, j = 0; i < starts.size() || j < ends.size();) {
+        if (j < ends.size() && (i == starts.size() || ends[j] <= starts[i])) {
+          if (--active == 0) res.link_stats[l].busy_s += ends[j] - since;
+          ++j;
+        } else {
+          if (active++ == 0) since = starts[i];
+          ++i;
+        }
       }
+      double load = 0, peak = 0;
+      for (std::size_t i = 0, j = 0; i < adds.size() || j < removes.size();) {
+        if (j < removes.size() && (i == adds.size() || removes[j].first <= adds[i].first)) load += removes[j++].second;
+        else load += adds[i++].second;
+        peak = std::max(peak, load);
+      }
+      // Unshared flows: the demand may pass the capacity; the utilisation cannot (issue Guard).
+      res.link_stats[l].peak_demand = peak / res.link_stats[l].bandwidth_Bps;
+      res.link_stats[l].peak_utilization = std::min(1.0, res.link_stats[l].peak_demand);
     }
-    double load = 0, peak = 0;
-    for (std::size_t i = 0, j = 0; i < adds.size() || j < removes.size();) {
-      if (j < removes.size() && (i == adds.size() || removes[j].first <= adds[i].first)) load += removes[j++].second;
-      else load += adds[i++].second;
-      peak = std::max(peak, load);
-    }
-    // Unshared flows: the demand may pass the capacity; the utilisation cannot (issue Guard).
-    res.link_stats[l].peak_demand = peak / res.link_stats[l].bandwidth_Bps;
-    res.link_stats[l].peak_utilization = std::min(1.0, res.link_stats[l].peak_demand);
-  }
+  });
   count_folded_copies(pf, &res);
   return res;
 }

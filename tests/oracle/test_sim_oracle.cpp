@@ -2,7 +2,9 @@
 // Each TEST runs in its own process (gtest_discover_tests), as SimGrid allows one engine per process; tests that
 // compare several simulations run each one in a forked child.
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <vector>
@@ -464,6 +466,78 @@ TEST(LinkSharing, AnalyticIgnoresSharingAndReportsOversubscription) {
       ++seen;
     }
   EXPECT_EQ(seen, 1);
+}
+
+// The analytic engine lists and sweeps its links on several threads once a run crosses them a million times
+// (analytic_runtime.cpp): its link figures and times are then those of one thread, bit for bit. 8 single-GPU nodes;
+// per round, one all-to-all of the 8 (56 pieces of uneven sizes, each crossing an up- and a down-link) and then a flow
+// per GPU to its neighbour: 8,000 rounds, 896,000 crossings by pieces and 128,000 by flows.
+TEST(LinkSharing, AnalyticLinkFiguresTheSameOnAnyNumberOfThreads) {
+  const double B = 50e9, alpha = 3e-6;
+  const int gpus = 8;
+  const std::size_t pieces = static_cast<std::size_t>(gpus) * gpus;
+  ClusterSpec c = uniform_cluster(gpus, 1, B, alpha);
+  TaskGraph g;
+  const auto name = g.intern("a2a");
+  std::vector<std::int32_t> last(gpus, -1);
+  const int rounds = 8000;
+  for (int r = 0; r < rounds; ++r) {
+    Exchange x;
+    x.bytes.assign(pieces, 0.0);
+    x.piece.assign(pieces, Exchange::kNoPiece);
+    for (int j = 0; j < gpus; ++j) {
+      Task d;
+      d.kind = TaskKind::DELAY;
+      d.rank = j;
+      d.duration_s = 1e-6 * ((r + j) % 5);
+      d.name = name;
+      const auto id = g.add(d);
+      if (last[j] >= 0) g.depend(last[j], id);
+      x.tasks.push_back(id);
+      x.ranks.push_back(j);
+      for (int i = 0; i < gpus; ++i) {
+        if (i == j) continue;
+        const std::size_t at = static_cast<std::size_t>(j) * gpus + static_cast<std::size_t>(i);  // before x.at works
+        x.bytes[at] = 1e6 * (1 + (r * 7 + j * 3 + i) % 11);
+        x.piece[at] = static_cast<std::uint8_t>(path_between(c, j, i));
+      }
+    }
+    std::vector<std::int32_t> members = x.tasks;
+    g.add_exchange(std::move(x));
+    for (int j = 0; j < gpus; ++j) {
+      Task f;
+      f.kind = TaskKind::FLOW;
+      f.rank = j;
+      f.peer = (j + 1) % gpus;
+      f.path = path_between(c, j, f.peer);
+      f.bytes = 2e6 * (1 + (r + j) % 3);
+      f.name = name;
+      last[j] = g.add(f);
+      g.depend(members[static_cast<std::size_t>(j)], last[j]);
+    }
+  }
+  g.finalize();
+  std::vector<int> ranks(gpus);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  auto run_on = [&](const char* threads) {
+    ::setenv("DTSIM_THREADS", threads, 1);
+    EngineResult r = run_analytic(g, c, ideal_calibration(), ranks);
+    ::unsetenv("DTSIM_THREADS");
+    return r;
+  };
+  const EngineResult one = run_on("1"), two = run_on("2");
+  ASSERT_EQ(one.link_stats.size(), two.link_stats.size());
+  double busiest = 0;
+  for (std::size_t l = 0; l < one.link_stats.size(); ++l) {
+    SCOPED_TRACE(one.link_stats[l].name);
+    EXPECT_EQ(one.link_stats[l].bytes, two.link_stats[l].bytes);
+    EXPECT_EQ(one.link_stats[l].busy_s, two.link_stats[l].busy_s);
+    EXPECT_EQ(one.link_stats[l].peak_demand, two.link_stats[l].peak_demand);
+    busiest = std::max(busiest, one.link_stats[l].busy_s);
+  }
+  EXPECT_EQ(one.end_s, two.end_s);
+  // Each up-link carries its GPU's 7 pieces and one flow per round: at least their bytes at the link's rate.
+  EXPECT_GT(busiest, rounds * 7 * 1e6 / B);
 }
 
 // ---- Fabrics: oversubscribed fat-tree and rail-optimised leaves.
