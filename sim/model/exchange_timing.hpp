@@ -20,7 +20,7 @@ inline Task exchange_piece(const Exchange& x, const std::vector<Task>& tasks, in
   f.peer = x.ranks[static_cast<std::size_t>(to)];
   f.path = x.path(from, to);
   f.mirror = false;
-  f.bytes = x.bytes[x.at(from, to)];
+  f.bytes = x.bytes(from, to);
   return f;
 }
 
@@ -33,7 +33,7 @@ inline Task exchange_flow(const Exchange& x, int from, int to) {
   f.rank = x.ranks[static_cast<std::size_t>(from)];
   f.peer = x.ranks[static_cast<std::size_t>(to)];
   f.path = x.path(from, to);
-  f.bytes = x.bytes[x.at(from, to)];
+  f.bytes = x.bytes(from, to);
   return f;
 }
 

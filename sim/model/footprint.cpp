@@ -31,10 +31,12 @@ constexpr double kBytesPerTask = 70;  ///< graph, engine state, start/end times,
 /// changes were kept for the whole run (72 bytes per link crossed); sizes of the structures, checked against
 /// bench/footprint.sh rows O, T and V (issue Guard, 2026-11-28).
 constexpr double kBytesPerTaskAnalytic = 8;
-/// An all-to-all piece beside the graph (Exchange, analytic network): its payload and path in the graph (9), its start
-/// in the engine (8), its two links' entries in the engine's per-link lists (8); and per task, the graph's
-/// task-to-exchange map (8).
-constexpr double kBytesPerExchangePiece = 25;
+/// An all-to-all piece beside the graph (Exchange, analytic network): its start in the engine (8), its two links'
+/// entries in the engine's per-link lists (8); its payload and path in the graph's piece tables (9), which the
+/// micro-batches share (the lowering interns them: a layer's all-to-all moves the same pieces in every micro-batch);
+/// and per task, the graph's task-to-exchange map (8).
+constexpr double kBytesPerExchangePiece = 16;
+constexpr double kBytesPerExchangePieceTable = 9;
 constexpr double kBytesPerTaskExchange = 8;
 constexpr double kBytesPerEdge = 4;  ///< per dependency edge as counted here (before de-duplication)
 /// Per host-issue span kept outside the graph (HostSpan, 24 bytes) and, with spans, each task's release time (8 bytes):
@@ -659,7 +661,12 @@ void add_bytes(Footprint& f, const ParallelPlan& plan, const SimOptions& opt, co
   if (opt.network == NetworkMode::ANALYTIC) {
     f.engine = "analytic";
     f.bytes += kBytesPerTaskAnalytic * f.tasks;
-    if (f.exchange_pieces > 0) f.bytes += kBytesPerExchangePiece * f.exchange_pieces + kBytesPerTaskExchange * f.tasks;
+    if (f.exchange_pieces > 0) {
+      // One piece table per micro-batch's worth of exchanges (a lone collective's plan has no batch: one each).
+      const int shared_by = plan.micro_batch_size > 0 && plan.dp > 0 ? std::max(1, plan.num_microbatches()) : 1;
+      f.bytes += (kBytesPerExchangePiece + kBytesPerExchangePieceTable / shared_by) * f.exchange_pieces +
+                 kBytesPerTaskExchange * f.tasks;
+    }
   } else if (opt.engine == FlowEngine::MAXMIN ||
              (opt.engine == FlowEngine::AUTO && f.simulated_ranks > kSimgridUpToRanks)) {
     f.engine = "dtsim-maxmin";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -414,6 +415,22 @@ private:
     return done;
   }
   Instances instances_;  // (group leader, axis, sequence): instances some members have not reached yet
+  /// The all-to-all piece tables given to exchanges so far, by a hash of their contents: an exchange moving the same
+  /// pieces as an earlier one shares its table (Exchange::Pieces).
+  std::unordered_map<std::uint64_t, std::vector<std::shared_ptr<const Exchange::Pieces>>> exchange_pieces_;
+  Exchange::Pieces pieces_scratch_;  ///< the table being built, before it is looked up
+  std::shared_ptr<const Exchange::Pieces> intern_pieces() {
+    // FNV-1a over the payloads' bits and the paths.
+    std::uint64_t h = 1469598103934665603ULL;
+    auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+    for (double b : pieces_scratch_.bytes) mix(std::bit_cast<std::uint64_t>(b));
+    for (std::uint8_t p : pieces_scratch_.piece) mix(p);
+    auto& same_hash = exchange_pieces_[h];
+    for (const auto& t : same_hash)
+      if (*t == pieces_scratch_) return t;
+    same_hash.push_back(std::make_shared<const Exchange::Pieces>(pieces_scratch_));
+    return same_hash.back();
+  }
   /// The EP all-to-all being lowered under skewed routing: per-EP-rank loads and its shape (see cost::Step).
   const std::vector<double>* a2a_loads_ = nullptr;
   bool a2a_combine_ = false;
@@ -962,8 +979,9 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     // start, the same times without a task per piece.
     Instance inst = new_instance(base, si);
     Exchange x;
-    x.bytes.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n), 0.0);
-    x.piece.assign(x.bytes.size(), Exchange::kNoPiece);
+    Exchange::Pieces& table = pieces_scratch_;
+    table.bytes.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n), 0.0);
+    table.piece.assign(table.bytes.size(), Exchange::kNoPiece);
     for (int j = 0; j < n; ++j) {
       const int m = members[static_cast<std::size_t>(j)];
       const int msi = out_.sim_index_of[m];
@@ -986,10 +1004,11 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
         if (b <= 0 && flex_) continue;  // not a peer of the flex kernels
         const bool remote = flex_ && domain_pos.at(other).first != domain_pos.at(m).first;
         const std::size_t at = static_cast<std::size_t>(j) * static_cast<std::size_t>(n) + static_cast<std::size_t>(i);
-        x.bytes[at] = b;  // Exchange::at once every member is in
-        x.piece[at] = static_cast<std::uint8_t>(static_cast<int>(path(m, other)) | (remote ? 4 : 0));
+        table.bytes[at] = b;  // Exchange::at once every member is in
+        table.piece[at] = static_cast<std::uint8_t>(static_cast<int>(path(m, other)) | (remote ? 4 : 0));
       }
     }
+    x.pieces = intern_pieces();
     g_.add_exchange(std::move(x));
     it = store_instance(key, std::move(inst), CollectiveKind::ALL_TO_ALL, bytes);
   }

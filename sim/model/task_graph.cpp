@@ -58,7 +58,8 @@ std::int32_t TaskGraph::add(const Task& t) {
 void TaskGraph::add_exchange(Exchange x) {
   DTSIM_ASSERT(!finalized_, "add_exchange after finalize");
   const auto n = static_cast<std::size_t>(x.n());
-  DTSIM_ASSERT(x.ranks.size() == n && x.bytes.size() == n * n && x.piece.size() == n * n, "malformed exchange");
+  DTSIM_ASSERT(x.ranks.size() == n && x.pieces && x.pieces->bytes.size() == n * n && x.pieces->piece.size() == n * n,
+               "malformed exchange");
   exchange_of_.resize(tasks_.size(), {-1, -1});
   const auto e = static_cast<std::int32_t>(exchanges_.size());
   for (std::size_t j = 0; j < n; ++j) {

@@ -91,6 +91,14 @@ TEST_P(CompoundAllToAll, SameTimesAsOneFlowPerPiece) {
                              compound.sim.engine.start_s[static_cast<std::size_t>(x.tasks[0])];
     EXPECT_TRUE(apart);
   }
+  // The lowering interns the piece tables: equal tables are one object, which the 4 micro-batches share.
+  std::vector<const sim::Exchange::Pieces*> tables;
+  for (const auto& x : compound.sim.lowered.graph.exchanges()) tables.push_back(x.pieces.get());
+  std::sort(tables.begin(), tables.end());
+  tables.erase(std::unique(tables.begin(), tables.end()), tables.end());
+  EXPECT_LE(4 * tables.size(), compound.sim.lowered.graph.exchanges().size());
+  for (std::size_t i = 0; i < tables.size(); ++i)
+    for (std::size_t j = i + 1; j < tables.size(); ++j) EXPECT_FALSE(*tables[i] == *tables[j]) << i << ", " << j;
   ASSERT_EQ(compound.a2a_end_s.size(), one.a2a_end_s.size());
   ASSERT_FALSE(one.a2a_end_s.empty());
   for (std::size_t i = 0; i < one.a2a_end_s.size(); ++i)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -483,8 +484,9 @@ TEST(LinkSharing, AnalyticLinkFiguresTheSameOnAnyNumberOfThreads) {
   const int rounds = 8000;
   for (int r = 0; r < rounds; ++r) {
     Exchange x;
-    x.bytes.assign(pieces, 0.0);
-    x.piece.assign(pieces, Exchange::kNoPiece);
+    Exchange::Pieces table;
+    table.bytes.assign(pieces, 0.0);
+    table.piece.assign(pieces, Exchange::kNoPiece);
     for (int j = 0; j < gpus; ++j) {
       Task d;
       d.kind = TaskKind::DELAY;
@@ -498,10 +500,11 @@ TEST(LinkSharing, AnalyticLinkFiguresTheSameOnAnyNumberOfThreads) {
       for (int i = 0; i < gpus; ++i) {
         if (i == j) continue;
         const std::size_t at = static_cast<std::size_t>(j) * gpus + static_cast<std::size_t>(i);  // before x.at works
-        x.bytes[at] = 1e6 * (1 + (r * 7 + j * 3 + i) % 11);
-        x.piece[at] = static_cast<std::uint8_t>(path_between(c, j, i));
+        table.bytes[at] = 1e6 * (1 + (r * 7 + j * 3 + i) % 11);
+        table.piece[at] = static_cast<std::uint8_t>(path_between(c, j, i));
       }
     }
+    x.pieces = std::make_shared<const Exchange::Pieces>(std::move(table));
     std::vector<std::int32_t> members = x.tasks;
     g.add_exchange(std::move(x));
     for (int j = 0; j < gpus; ++j) {
