@@ -11,19 +11,6 @@
 
 namespace dtsim::sim {
 
-/// The FLOW task piece (from, to) of exchange `x` stands for (the member task's stream, phase, name and position).
-inline Task exchange_piece(const Exchange& x, const std::vector<Task>& tasks, int from, int to) {
-  Task f = tasks[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(from)])];
-  f.kind = TaskKind::FLOW;
-  f.duration_s = 0;
-  f.rank = x.ranks[static_cast<std::size_t>(from)];
-  f.peer = x.ranks[static_cast<std::size_t>(to)];
-  f.path = x.path(from, to);
-  f.mirror = false;
-  f.bytes = x.bytes(from, to);
-  return f;
-}
-
 /// Piece (from, to) of exchange `x` with only what routes and times it (rank, peer, path, payload): Platform's route,
 /// latency and bandwidth of it equal those of exchange_piece's, without reading the member's task (the engine's
 /// per-link sweep visits each piece once per link it crosses, in an order that would scatter those reads).
@@ -34,6 +21,21 @@ inline Task exchange_flow(const Exchange& x, int from, int to) {
   f.peer = x.ranks[static_cast<std::size_t>(to)];
   f.path = x.path(from, to);
   f.bytes = x.bytes(from, to);
+  return f;
+}
+
+/// The FLOW task piece (from, to) of exchange `x` stands for: exchange_flow's, with the member task's stream, phase,
+/// name and position.
+inline Task exchange_piece(const Exchange& x, const std::vector<Task>& tasks, int from, int to) {
+  Task f = tasks[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(from)])];
+  const Task route = exchange_flow(x, from, to);
+  f.kind = route.kind;
+  f.duration_s = 0;
+  f.rank = route.rank;
+  f.peer = route.peer;
+  f.path = route.path;
+  f.mirror = false;
+  f.bytes = route.bytes;
   return f;
 }
 

@@ -96,13 +96,6 @@ private:
     if (it == members_cache_.end()) it = members_cache_.emplace(key, sim::group_members(p_, rank, ax)).first;
     return it->second;
   }
-  /// The member after `rank` in its ring over `ax` (itself when alone).
-  int ring_next(int rank, GroupAxis ax) const {
-    const auto& members = group_members(rank, ax);
-    auto it = std::find(members.begin(), members.end(), rank);
-    DTSIM_ASSERT(it != members.end(), "rank " << rank << " not in its own group");
-    return ++it == members.end() ? members.front() : *it;
-  }
   bool uniform_replicas() const {
     for (int s = 0; s < p_.pp; ++s)
       if (p_.replicas(s) != p_.replicas(0)) return false;
