@@ -84,7 +84,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         const auto e = static_cast<std::size_t>(ex);
         const Exchange& x = xs[e];
         if (++started[e] < x.n()) continue;  // its end waits for the other members' starts
-        std::int64_t* part_count = &part_crossings[exchange_part(e) * num_links];
+        std::int64_t* part_count = part_crossings.data() + exchange_part(e) * num_links;
         member_start.clear();
         for (auto m : x.tasks) member_start.push_back(res.start_s[static_cast<std::size_t>(m)]);
         const auto ends = time_exchange(
@@ -114,7 +114,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
       const double bw = pf.bandwidth_Bps(route), lat = pf.latency_s(route);
       dur = lat + t.bytes / bw;
       ++res.activities;
-      std::int64_t* part_count = &part_crossings[task_part(static_cast<std::size_t>(id)) * num_links];
+      std::int64_t* part_count = part_crossings.data() + task_part(static_cast<std::size_t>(id)) * num_links;
       for (int l : route) {
         res.link_stats[l].bytes += t.bytes;
         ++part_count[l];
@@ -140,7 +140,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
   const auto flows = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(crossings.back()));
   const int threads = crossings.back() >= kCrossingsPerSweepThread ? worker_threads() : 1;
   parallel_for(2 * kFillParts, threads, [&](std::size_t part) {
-    std::int64_t* fill = &part_crossings[part * num_links];
+    std::int64_t* fill = part_crossings.data() + part * num_links;
     std::vector<int> flow_route;
     if (part < kFillParts) {
       for (std::size_t i = part_begin(part, n), end = part_begin(part + 1, n); i < end; ++i) {
