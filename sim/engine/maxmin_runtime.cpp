@@ -33,6 +33,7 @@ struct Variable {
   std::vector<std::int32_t> cons;
   double remaining = 0;
   double rate = 0;
+  double was = 0;  ///< solver: the rate before this solve
   double weight = 1;
   double since = 0;        ///< time `remaining` was last brought up to date
   std::int32_t task = -1;  ///< -1: a rank's interference shadow (never completes)
@@ -54,8 +55,13 @@ struct Event {
 enum : std::uint8_t { VAR_DONE = 0, LATENCY_DONE = 1, RELEASED = 2 };
 
 class MaxMin {
+  using Level = std::pair<double, std::pair<int, std::uint32_t>>;  ///< (level, (constraint, stamp))
+  /// solve scans while constraints^2 <= this x variables (either way the same rates; see solve)
+  static constexpr std::size_t kScanPerVariable = 16;
+
 public:
-  MaxMin(const TaskGraph& g, const Platform& pf, EngineResult& res) : g_(g), pf_(pf), res_(res) {
+  MaxMin(const TaskGraph& g, const Platform& pf, EngineResult& res, MaxMinSolver solver)
+      : g_(g), pf_(pf), res_(res), solver_(solver) {
     nr_ = static_cast<int>(pf.nvl.size());
     // Hosts: each rank's compute host, then its timer host per communication stream (as the SimGrid adapter).
     cons_.resize(static_cast<std::size_t>(nr_) * kNumStreams + pf.links.size());
@@ -305,67 +311,114 @@ private:
       ++var_epoch_;
       cons_[c0].mark = epoch_ + 1;
       comp_cons_.push_back(c0);
-      for (std::size_t k = 0; k < comp_cons_.size(); ++k)
-        for (std::int32_t v : cons_[comp_cons_[k]].vars) {
-          if (vars_[v].mark == var_epoch_) continue;
-          vars_[v].mark = var_epoch_;
+      // The search also readies the solve (one pass over the component, not three): each constraint's capacity,
+      // stamp and its variables' weight (summed in the order of its list), each variable brought up to now.
+      for (std::size_t k = 0; k < comp_cons_.size(); ++k) {
+        Constraint& con = cons_[comp_cons_[k]];
+        con.left = con.capacity;
+        con.weight = 0;
+        con.unfixed = static_cast<int>(con.vars.size());
+        ++con.stamp;
+        for (std::int32_t v : con.vars) {
+          Variable& x = vars_[v];
+          con.weight += x.weight;
+          if (x.mark == var_epoch_) continue;
+          x.mark = var_epoch_;
           comp_vars_.push_back(v);
-          for (int c : vars_[v].cons)
+          if (x.task >= 0) x.remaining = std::max(0.0, x.remaining - x.rate * (now_ - x.since));
+          x.since = now_;
+          x.was = x.rate;
+          x.fixed = false;
+          for (int c : x.cons)
             if (cons_[c].mark != epoch_ + 1) {
               cons_[c].mark = epoch_ + 1;
               comp_cons_.push_back(c);
             }
         }
+      }
       solve();
     }
     dirty_.clear();
     ++epoch_;
   }
 
-  // Weighted max-min fair rates (progressive filling) for the component in comp_cons_ / comp_vars_, then the new
-  // completion dates.
-  void solve() {
-    for (std::int32_t v : comp_vars_) {
+  /// One round of progressive filling: constraint `c`'s unfixed variables take `level` times their weight, and
+  /// every other constraint they cross gives that rate out (a fresh heap entry each, when `heap` is given).
+  void fix(int c, double level, std::vector<Level>* heap) {
+    Constraint& k = cons_[c];
+    for (std::int32_t v : k.vars) {
       Variable& x = vars_[v];
-      if (x.task >= 0) x.remaining = std::max(0.0, x.remaining - x.rate * (now_ - x.since));
-      x.since = now_;
-      x.fixed = false;
-    }
-    using Level = std::pair<double, std::pair<int, std::uint32_t>>;  // (level, (constraint, stamp))
-    heap_.clear();
-    for (int c : comp_cons_) {
-      Constraint& k = cons_[c];
-      k.left = k.capacity;
-      k.weight = 0;
-      k.unfixed = static_cast<int>(k.vars.size());
-      for (std::int32_t v : k.vars) k.weight += vars_[v].weight;
-      ++k.stamp;
-      if (k.unfixed > 0) heap_.push_back({k.left / k.weight, {c, k.stamp}});
-    }
-    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-      const Level top = heap_.back();
-      heap_.pop_back();
-      Constraint& k = cons_[top.second.first];
-      if (k.stamp != top.second.second || k.unfixed == 0) continue;
-      const double level = std::max(0.0, top.first);
-      for (std::int32_t v : k.vars) {
-        Variable& x = vars_[v];
-        if (x.fixed) continue;
-        x.fixed = true;
-        x.rate = x.weight * level;
-        for (int c : x.cons) {
-          Constraint& o = cons_[c];
-          o.left -= x.rate;
-          o.weight -= x.weight;
-          --o.unfixed;
-          if (&o != &k && o.unfixed > 0) {
-            ++o.stamp;
-            heap_.push_back({std::max(0.0, o.left) / o.weight, {c, o.stamp}});
-            std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
-          }
+      if (x.fixed) continue;
+      x.fixed = true;
+      x.rate = x.weight * level;
+      for (int oc : x.cons) {
+        Constraint& o = cons_[oc];
+        o.left -= x.rate;
+        o.weight -= x.weight;
+        --o.unfixed;
+        if (heap != nullptr && &o != &k && o.unfixed > 0) {
+          ++o.stamp;
+          heap->push_back({std::max(0.0, o.left) / o.weight, {oc, o.stamp}});
+          std::push_heap(heap->begin(), heap->end(), std::greater<>());
         }
+      }
+    }
+  }
+
+  // Weighted max-min fair rates (progressive filling) for the component in comp_cons_ / comp_vars_ (readied by
+  // resolve's search), then the new completion dates. Each round, the constraint of lowest level (capacity not yet
+  // given out / weight of its unfixed variables; ties to the lower index) fixes its unfixed variables at that level.
+  // Two ways to find it, which pick the same constraint every round (the same expression of the same values, the same
+  // tie-break), so the rates are the same to the bit whichever runs:
+  //  - a heap of (level, constraint, stamp), a fresh entry each time a constraint's level moves and stale entries
+  //    skipped: O(V log V) for V variables, for components of many constraints with few variables each;
+  //  - a scan of the constraints still unfixed each round: O(C^2 + V) for C constraints, for components of few
+  //    constraints with many variables each (an all-to-all: its members' links, each shared by every pair through
+  //    it), where the heap's entries, one per variable fixed, had been two thirds of a skewed MoE run's time.
+  void solve() {
+    const auto level_of = [&](const Constraint& o) { return std::max(0.0, o.left) / o.weight; };
+    const std::size_t nc = comp_cons_.size();
+    const bool scan =
+        solver_ == MaxMinSolver::AUTO ? nc * nc <= kScanPerVariable * comp_vars_.size() : solver_ == MaxMinSolver::SCAN;
+    if (scan) {
+      open_.clear();
+      for (int c : comp_cons_)
+        if (cons_[c].unfixed > 0) open_.push_back(c);
+      for (;;) {
+        int best = -1;
+        double best_level = 0;
+        for (std::size_t i = 0; i < open_.size();) {
+          const int c = open_[i];
+          const Constraint& o = cons_[c];
+          if (o.unfixed == 0) {  // fixed by other constraints' rounds: drop it (order does not matter, ties do)
+            open_[i] = open_.back();
+            open_.pop_back();
+            continue;
+          }
+          const double level = level_of(o);
+          if (best < 0 || level < best_level || (level == best_level && c < best)) {
+            best = c;
+            best_level = level;
+          }
+          ++i;
+        }
+        if (best < 0) break;
+        fix(best, std::max(0.0, best_level), nullptr);
+      }
+    } else {
+      heap_.clear();
+      for (int c : comp_cons_) {
+        const Constraint& k = cons_[c];
+        if (k.unfixed > 0) heap_.push_back({level_of(k), {c, k.stamp}});
+      }
+      std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+      while (!heap_.empty()) {
+        std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+        const Level top = heap_.back();
+        heap_.pop_back();
+        const Constraint& k = cons_[top.second.first];
+        if (k.stamp != top.second.second || k.unfixed == 0) continue;
+        fix(top.second.first, std::max(0.0, top.first), &heap_);
       }
     }
     for (int c : comp_cons_) {
@@ -376,9 +429,13 @@ private:
       auto& st = res_.link_stats[k.link];
       st.peak_utilization = std::max(st.peak_utilization, load / pf_.links[k.link].bandwidth_Bps);
     }
+    // New completion dates, where the rate moved. A variable whose rate came out the same keeps the event it has
+    // (every variable with a positive rate has one, of its current version): its date is the same, and re-dating it
+    // would only round it again. In an all-to-all's component most rates stay when one flow ends (93% of the skewed
+    // DeepSeek-V3 run's 443 million), and re-dating them had been a third of that run's time.
     for (std::int32_t v : comp_vars_) {
       Variable& x = vars_[v];
-      if (x.task < 0) continue;
+      if (x.task < 0 || (x.rate == x.was && x.was > 0)) continue;
       ++x.version;
       if (x.remaining <= 0) push(now_, VAR_DONE, v, x.version);
       else if (x.rate > 0) push(now_ + x.remaining / x.rate, VAR_DONE, v, x.version);
@@ -388,6 +445,7 @@ private:
   const TaskGraph& g_;
   const Platform& pf_;
   EngineResult& res_;
+  MaxMinSolver solver_;
   int nr_ = 0;
   double now_ = 0;
   std::vector<Constraint> cons_;
@@ -400,7 +458,8 @@ private:
   std::uint64_t seq_ = 0;
   std::vector<int> dirty_, comp_cons_, route_;
   std::vector<std::int32_t> comp_vars_;
-  std::vector<std::pair<double, std::pair<int, std::uint32_t>>> heap_;
+  std::vector<Level> heap_;
+  std::vector<int> open_;  ///< solve's scan: the component's constraints not yet fixed
   std::uint32_t epoch_ = 0, var_epoch_ = 0;
   std::vector<int> link_active_;
   std::vector<double> link_since_;
@@ -412,12 +471,12 @@ private:
 }  // namespace
 
 EngineResult run_maxmin(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                        const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share) {
+                        const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share, MaxMinSolver solver) {
   EngineResult res;
   res.engine = "dtsim-maxmin";
   DTSIM_ASSERT(g.exchanges().empty(), "all-to-alls as one task per member are timed by the analytic engine only");
   const Platform pf = describe_platform(cluster, cal, gpu_of_rank, share);
-  MaxMin m(g, pf, res);
+  MaxMin m(g, pf, res, solver);
   m.run();
   count_folded_copies(pf, &res);
   return res;

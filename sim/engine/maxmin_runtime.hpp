@@ -18,8 +18,14 @@
 
 namespace dtsim::sim {
 
+/// How the engine finds each round's bottleneck when it re-solves rates: by a heap, by a scan of the component's
+/// constraints, or (AUTO) by whichever is cheaper for the component's shape. The rates are the same to the bit
+/// (maxmin_runtime.cpp, MaxMin::solve); the choice is there so that tests can hold the two to that.
+enum class MaxMinSolver { AUTO, HEAP, SCAN };
+
 /// Runs `g` like run_on_simgrid (same platform, same sharing model); may be called any number of times.
 EngineResult run_maxmin(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
-                        const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share = {});
+                        const std::vector<int>& gpu_of_rank, const std::vector<RankShare>& share = {},
+                        MaxMinSolver solver = MaxMinSolver::AUTO);
 
 }  // namespace dtsim::sim

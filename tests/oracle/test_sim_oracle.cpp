@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/engine/analytic_runtime.hpp"
+#include "sim/engine/maxmin_runtime.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/estimator.hpp"
 #include "tests/support/sim_fixture.hpp"
@@ -541,6 +542,67 @@ TEST(LinkSharing, AnalyticLinkFiguresTheSameOnAnyNumberOfThreads) {
   EXPECT_EQ(one.end_s, two.end_s);
   // Each up-link carries its GPU's 7 pieces and one flow per round: at least their bytes at the link's rate.
   EXPECT_GT(busiest, rounds * 7 * 1e6 / B);
+}
+
+// The flow engine finds each round's bottleneck by a heap or by a scan of the component's constraints (its choice by
+// the component's shape); both must give the same rates to the bit, so the same schedule. Rounds of all-to-alls over
+// two nodes (NVLink and NIC flows: unequal sharing weights, 1 / route latency), with ring flows between them and
+// piece sizes that repeat (ties in level between constraints, which the two must break alike).
+TEST(LinkSharing, FlowEngineHeapAndScanGiveTheSameSchedule) {
+  const double B = 50e9, alpha = 3e-6;
+  const int gpus = 8, rounds = 40;
+  ClusterSpec c = uniform_cluster(2, gpus / 2, B, alpha);
+  TaskGraph g;
+  const auto name = g.intern("a2a");
+  auto task = [&](TaskKind kind, int rank) {
+    Task t;
+    t.kind = kind;
+    t.rank = rank;
+    t.name = name;
+    return t;
+  };
+  std::vector<std::int32_t> last;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<std::int32_t> ready, done;
+    for (int j = 0; j < gpus; ++j) {
+      Task d = task(TaskKind::DELAY, j);
+      d.duration_s = 1e-6 * ((r + j) % 3);
+      ready.push_back(g.add(d));
+      if (!last.empty()) g.depend(last[ready.size() - 1], ready.back());
+    }
+    for (int j = 0; j < gpus; ++j) done.push_back(g.add(task(TaskKind::JOIN, j)));
+    for (int j = 0; j < gpus; ++j)
+      for (int i = 0; i < gpus; ++i) {
+        if (i == j && r % 2 == 0) continue;
+        Task f = task(TaskKind::FLOW, j);
+        f.peer = i == j ? (j + gpus / 2) % gpus : i;  // odd rounds: a ring step to the other node as well
+        f.path = path_between(c, j, f.peer);
+        f.bytes = 1e6 * (1 + (r * 5 + j * 3 + i) % 4);
+        const auto id = g.add(f);
+        g.depend(ready[static_cast<std::size_t>(j)], id);
+        g.depend(id, done[static_cast<std::size_t>(f.peer)]);
+      }
+    last = done;
+  }
+  g.finalize();
+  std::vector<int> ranks(gpus);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  const Calibration cal = ideal_calibration();
+  const EngineResult heap = run_maxmin(g, c, cal, ranks, {}, MaxMinSolver::HEAP);
+  const EngineResult scan = run_maxmin(g, c, cal, ranks, {}, MaxMinSolver::SCAN);
+  const EngineResult mixed = run_maxmin(g, c, cal, ranks, {}, MaxMinSolver::AUTO);
+  EXPECT_EQ(heap.start_s, scan.start_s);
+  EXPECT_EQ(heap.end_s, scan.end_s);
+  EXPECT_EQ(heap.end_s, mixed.end_s);
+  ASSERT_EQ(heap.link_stats.size(), scan.link_stats.size());
+  for (std::size_t l = 0; l < heap.link_stats.size(); ++l) {
+    SCOPED_TRACE(heap.link_stats[l].name);
+    EXPECT_EQ(heap.link_stats[l].busy_s, scan.link_stats[l].busy_s);
+    EXPECT_EQ(heap.link_stats[l].peak_utilization, scan.link_stats[l].peak_utilization);
+  }
+  // Max-min at all: a round moves at least the busiest NIC's bytes at its rate, so the run is no faster than that.
+  const double last_end = *std::max_element(heap.end_s.begin(), heap.end_s.end());
+  EXPECT_GT(last_end, rounds * 4 * 1e6 / B);
 }
 
 // ---- Fabrics: oversubscribed fat-tree and rail-optimised leaves.
