@@ -51,12 +51,14 @@ constexpr double kBytesPerTaskPerfetto = 35;  ///< trace.pftrace, per task or ho
 /// gpt3-1.3b on 64 A100s, 127 k tasks, +58 MB; megatron-18b on 128 A100s, 758 k tasks, +341 MB; Mixtral EP 2 on 16
 /// H100s, 244 k tasks, +117 MB over the same runs' estimates without it): 450-480 bytes per task.
 constexpr double kBytesPerTaskChakra = 460;
-/// Flows in flight at once, per flow: dtsim's max-min engine keeps a Variable (88 bytes), its constraint list (4 bytes
-/// a link, heap-allocated), its entry in each link's list and up to two pending completion events (32 bytes each);
+/// Flows in flight at once, per flow: dtsim's max-min engine keeps a Variable (112 bytes since 2026-12-07, its route's
+/// links inside up to six; 88 bytes and a heap block for them before), its entry in each link's list and up to two
+/// pending completion events (32 bytes each);
 /// SimGrid keeps a CommImpl and its network action. Counted only where the estimate knows the concurrency (dtsim
 /// collective: an all-to-all starts every flow at once). Measured 2026-11-28 on all-to-alls of 1 MiB on dgx-h100
 /// (Release): max-min 256 ranks, 65 k flows, +13 MB and 1,024 ranks, 1.05 M flows, +218 MB over the per-task
-/// estimate (200-210 bytes a flow); SimGrid 128 ranks, 16 k flows, +39 MB (heaptrack: 2.4 kB a flow).
+/// estimate (200-210 bytes a flow; 1,024 ranks 347.8 -> 334.2 MB peak RSS with the routes inside, 2026-12-07); SimGrid
+/// 128 ranks, 16 k flows, +39 MB (heaptrack: 2.4 kB a flow).
 constexpr double kBytesPerConcurrentFlowMaxmin = 210;
 constexpr double kBytesPerConcurrentFlowSimgrid = 2400;
 /// trace.json's default selection (sim/report/trace_select.hpp, kTraceAllRanksUpTo): every rank up to this many.
