@@ -13,14 +13,109 @@
 namespace dtsim::sim {
 
 namespace {
-/// The per-link sweep's unit of work on a thread, and the link crossings from which a second thread pays: spawning
-/// one costs ~0.1 ms, sweeping a million crossings ~40 ms on this project's 2-core machine (2026-12-07).
+/// The per-link sweep's unit of work on a thread, and the link crossings from which the listing and the sweep take
+/// more than one thread: spawning one costs ~0.1 ms, sweeping a million crossings ~40 ms on this project's 2-core
+/// machine (2026-12-07).
 constexpr std::size_t kLinksPerSweepBlock = 64;
-constexpr std::int64_t kCrossingsPerSweepThread = 1'000'000;
+constexpr std::int64_t kCrossingsPerExtraThread = 1'000'000;
 /// The per-link lists are filled in 2 x kFillParts parts (the tasks' flows in kFillParts ranges of task ids, then the
 /// exchanges' pieces in kFillParts ranges of exchanges), each part writing its own stretch of every link's list, so
 /// that the parts can fill on several threads and every list still comes in the order of one pass: tasks, then pieces.
 constexpr std::size_t kFillParts = 4;
+
+/// One link's busy time (at least one payload streaming) and peak load, from the flows listed for it: ids below the
+/// task count are flow tasks, the rest exchange pieces (n + k: piece k of all exchanges, started at piece_start[k]).
+/// Four sorted lists per link rather than one list of every event (sorting that list took a fifth of a
+/// 15-million-task run): the flows' starts and ends for the busy time, ends first at the same instant (back-to-back
+/// flows neither overlap nor leave a gap); and the loads flows add after their latency and remove at their end for
+/// the peak, removals first at the same instant (larger first), additions smaller first. That is the order of the
+/// single sorted list this replaced, so the sums (and their rounding) are the same; equal entries are equal events,
+/// whose order changes nothing. One per block of links on a thread: its lists are reused from link to link.
+class LinkSweep {
+public:
+  LinkSweep(const TaskGraph& g, const Platform& pf, const EngineResult& res, const std::vector<std::size_t>& piece_base,
+            const double* piece_start)
+      : g_(g), pf_(pf), res_(res), piece_base_(piece_base), piece_start_(piece_start) {}
+
+  void operator()(std::size_t l, const std::int32_t* first, const std::int32_t* last, LinkStats* out) {
+    const std::size_t n = g_.size();
+    const auto& xs = g_.exchanges();
+    starts_.clear();
+    ends_.clear();
+    adds_.clear();
+    removes_.clear();
+    for (const std::int32_t* it = first; it != last; ++it) {
+      const std::int32_t id = *it;
+      double start = 0, end = 0, bw = 0, lat = 0;
+      if (static_cast<std::size_t>(id) < n) {
+        const Task& t = g_.tasks()[id];
+        pf_.route_into(t, &route_);
+        bw = pf_.bandwidth_Bps(route_);
+        lat = pf_.latency_s(route_);
+        start = res_.start_s[static_cast<std::size_t>(id)];
+        end = res_.end_s[static_cast<std::size_t>(id)];
+      } else {  // an exchange's piece (a link's pieces of one exchange come together: the last one found first)
+        const std::size_t p = static_cast<std::size_t>(id) - n;
+        if (p < piece_base_[e_] || p >= piece_base_[e_ + 1])
+          e_ = static_cast<std::size_t>(std::upper_bound(piece_base_.begin(), piece_base_.end(), p) -
+                                        piece_base_.begin() - 1);
+        const int nn = xs[e_].n(), from = static_cast<int>((p - piece_base_[e_]) / static_cast<std::size_t>(nn)),
+                  to = static_cast<int>((p - piece_base_[e_]) % static_cast<std::size_t>(nn));
+        const Task f = exchange_flow(xs[e_], from, to);
+        pf_.route_into(f, &route_);
+        bw = pf_.bandwidth_Bps(route_);
+        lat = pf_.latency_s(route_);
+        start = piece_start_[p];
+        end = start + (lat + f.bytes / bw);
+      }
+      // The payload streams at the bottleneck rate after the latency.
+      const double load = bw * pf_.links[l].multiplicity;  // every folded copy streams alike
+      starts_.push_back(start);
+      ends_.push_back(end);
+      adds_.emplace_back(start + lat, load);
+      removes_.emplace_back(end, -load);
+    }
+    // A link's flows come in task order, which is time order for each rank's streams: the lists are a few ascending
+    // runs (268 in 9.3 million entries of Llama 3 405B on 576 GB200s), merged rather than sorted (sort_runs.hpp).
+    sort_runs(starts_, runs_);
+    sort_runs(ends_, runs_);
+    sort_runs(adds_, runs_);
+    sort_runs(removes_, runs_);
+    double since = 0;
+    int active = 0;
+    for (std::size_t i = 0, j = 0; i < starts_.size() || j < ends_.size();) {
+      if (j < ends_.size() && (i == starts_.size() || ends_[j] <= starts_[i])) {
+        if (--active == 0) out->busy_s += ends_[j] - since;
+        ++j;
+      } else {
+        if (active++ == 0) since = starts_[i];
+        ++i;
+      }
+    }
+    double load = 0, peak = 0;
+    for (std::size_t i = 0, j = 0; i < adds_.size() || j < removes_.size();) {
+      if (j < removes_.size() && (i == adds_.size() || removes_[j].first <= adds_[i].first))
+        load += removes_[j++].second;
+      else load += adds_[i++].second;
+      peak = std::max(peak, load);
+    }
+    // Unshared flows: the demand may pass the capacity; the utilisation cannot (issue Guard).
+    out->peak_demand = peak / out->bandwidth_Bps;
+    out->peak_utilization = std::min(1.0, out->peak_demand);
+  }
+
+private:
+  const TaskGraph& g_;
+  const Platform& pf_;
+  const EngineResult& res_;  ///< the tasks' start and end times (its link figures are written through `out`)
+  const std::vector<std::size_t>& piece_base_;
+  const double* piece_start_;
+  std::vector<double> starts_, ends_;
+  std::vector<std::pair<double, double>> adds_, removes_;  // (time, load), (time, -load)
+  std::vector<std::size_t> runs_;
+  std::vector<int> route_;
+  std::size_t e_ = 0;  ///< the exchange of the last piece seen
+};
 }  // namespace
 
 EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const Calibration& cal,
@@ -138,7 +233,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
     crossings[l + 1] = at;
   }
   const auto flows = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(crossings.back()));
-  const int threads = crossings.back() >= kCrossingsPerSweepThread ? worker_threads() : 1;
+  const int threads = crossings.back() >= kCrossingsPerExtraThread ? worker_threads() : 1;
   parallel_for(2 * kFillParts, threads, [&](std::size_t part) {
     std::int64_t* fill = part_crossings.data() + part * num_links;
     std::vector<int> flow_route;
@@ -168,86 +263,15 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
         }
     }
   });
-  // Busy time (at least one payload streaming) and peak load per link, from four sorted lists per link rather than
-  // one list of every event (sorting that list took a fifth of a 15-million-task run): the flows' starts and ends
-  // for the busy time, ends first at the same instant (back-to-back flows neither overlap nor leave a gap); and the
-  // loads flows add after their latency and remove at their end for the peak, removals first at the same instant
-  // (larger first), additions smaller first. That is the order of the single sorted list this replaced, so the
-  // sums (and their rounding) are the same; equal entries are equal events, whose order changes nothing.
   // The links are independent here: swept in blocks over worker threads (traces/parallel.hpp), each block with its
   // own lists, every link's figures in its own slot, so the output is the same on any thread count. Not worth a thread
   // below a million crossings.
   const std::size_t blocks = (num_links + kLinksPerSweepBlock - 1) / kLinksPerSweepBlock;
   parallel_for(blocks, threads, [&](std::size_t block) {
-    std::vector<double> starts, ends;
-    std::vector<std::pair<double, double>> adds, removes;  // (time, load), (time, -load)
-    // A link's flows come in task order, which is time order for each rank's streams: the lists are a few ascending
-    // runs (268 in 9.3 million entries of Llama 3 405B on 576 GB200s), merged rather than sorted (sort_runs.hpp).
-    std::vector<std::size_t> runs;
-    std::vector<int> flow_route;
-    std::size_t e = 0;  // the exchange of the last piece seen
+    LinkSweep sweep(g, pf, res, piece_base, piece_start.get());
     const std::size_t last = std::min(num_links, (block + 1) * kLinksPerSweepBlock);
-    for (std::size_t l = block * kLinksPerSweepBlock; l < last; ++l) {
-      starts.clear();
-      ends.clear();
-      adds.clear();
-      removes.clear();
-      for (std::int64_t k = crossings[l]; k < crossings[l + 1]; ++k) {
-        const std::int32_t id = flows[static_cast<std::size_t>(k)];
-        double start = 0, end = 0, bw = 0, lat = 0;
-        if (static_cast<std::size_t>(id) < n) {
-          const Task& t = g.tasks()[id];
-          pf.route_into(t, &flow_route);
-          bw = pf.bandwidth_Bps(flow_route);
-          lat = pf.latency_s(flow_route);
-          start = res.start_s[id];
-          end = res.end_s[id];
-        } else {  // an exchange's piece (a link's pieces of one exchange come together: the last one found first)
-          const std::size_t p = static_cast<std::size_t>(id) - n;
-          if (p < piece_base[e] || p >= piece_base[e + 1])
-            e = static_cast<std::size_t>(std::upper_bound(piece_base.begin(), piece_base.end(), p) -
-                                         piece_base.begin() - 1);
-          const int nn = xs[e].n(), from = static_cast<int>((p - piece_base[e]) / static_cast<std::size_t>(nn)),
-                    to = static_cast<int>((p - piece_base[e]) % static_cast<std::size_t>(nn));
-          const Task f = exchange_flow(xs[e], from, to);
-          pf.route_into(f, &flow_route);
-          bw = pf.bandwidth_Bps(flow_route);
-          lat = pf.latency_s(flow_route);
-          start = piece_start[p];
-          end = start + (lat + f.bytes / bw);
-        }
-        // The payload streams at the bottleneck rate after the latency.
-        const double load = bw * pf.links[l].multiplicity;  // every folded copy streams alike
-        starts.push_back(start);
-        ends.push_back(end);
-        adds.emplace_back(start + lat, load);
-        removes.emplace_back(end, -load);
-      }
-      sort_runs(starts, runs);
-      sort_runs(ends, runs);
-      sort_runs(adds, runs);
-      sort_runs(removes, runs);
-      double since = 0;
-      int active = 0;
-      for (std::size_t i = 0, j = 0; i < starts.size() || j < ends.size();) {
-        if (j < ends.size() && (i == starts.size() || ends[j] <= starts[i])) {
-          if (--active == 0) res.link_stats[l].busy_s += ends[j] - since;
-          ++j;
-        } else {
-          if (active++ == 0) since = starts[i];
-          ++i;
-        }
-      }
-      double load = 0, peak = 0;
-      for (std::size_t i = 0, j = 0; i < adds.size() || j < removes.size();) {
-        if (j < removes.size() && (i == adds.size() || removes[j].first <= adds[i].first)) load += removes[j++].second;
-        else load += adds[i++].second;
-        peak = std::max(peak, load);
-      }
-      // Unshared flows: the demand may pass the capacity; the utilisation cannot (issue Guard).
-      res.link_stats[l].peak_demand = peak / res.link_stats[l].bandwidth_Bps;
-      res.link_stats[l].peak_utilization = std::min(1.0, res.link_stats[l].peak_demand);
-    }
+    for (std::size_t l = block * kLinksPerSweepBlock; l < last; ++l)
+      sweep(l, flows.get() + crossings[l], flows.get() + crossings[l + 1], &res.link_stats[l]);
   });
   count_folded_copies(pf, &res);
   return res;
