@@ -371,6 +371,10 @@ private:
     ++epoch_;
   }
 
+  /// A constraint's level: capacity not yet given out per weight of its unfixed variables (the heap's key and the
+  /// scan's, one expression so that both pick the same constraint).
+  static double level_of(const Constraint& o) { return std::max(0.0, o.left) / o.weight; }
+
   /// One round of progressive filling: constraint `c`'s unfixed variables take `level` times their weight, and
   /// every other constraint they cross gives that rate out (a fresh heap entry each, when `heap` is given).
   void fix(int c, double level, std::vector<Level>* heap) {
@@ -387,7 +391,7 @@ private:
         --o.unfixed;
         if (heap != nullptr && &o != &k && o.unfixed > 0) {
           ++o.stamp;
-          heap->push_back({std::max(0.0, o.left) / o.weight, {oc, o.stamp}});
+          heap->push_back({level_of(o), {oc, o.stamp}});
           std::push_heap(heap->begin(), heap->end(), std::greater<>());
         }
       }
@@ -405,7 +409,6 @@ private:
   //    constraints with many variables each (an all-to-all: its members' links, each shared by every pair through
   //    it), where the heap's entries, one per variable fixed, had been two thirds of a skewed MoE run's time.
   void solve() {
-    const auto level_of = [&](const Constraint& o) { return std::max(0.0, o.left) / o.weight; };
     const std::size_t nc = comp_cons_.size();
     const bool scan =
         solver_ == MaxMinSolver::AUTO ? nc * nc <= kScanPerVariable * comp_vars_.size() : solver_ == MaxMinSolver::SCAN;
