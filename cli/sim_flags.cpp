@@ -19,6 +19,7 @@ SimulateOptions simulate_options(const po::variables_map& vm, const std::string&
   o.channels = vm["channels"].as<int>();
   o.spread_rings = vm.count("single-nic-rings") == 0;
   o.interference = vm.count("no-interference") == 0;
+  o.receive_bound = vm.count("no-receive-bound") == 0;
   return o;
 }
 

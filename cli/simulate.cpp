@@ -306,6 +306,7 @@ int cmd_simulate(int argc, char** argv, std::ostream& out) {
      "layer's size (--fsdp-double-buffer; prefetches one layer ahead at most)")
     ("cuda-graphs", "capture every layer pass in a CUDA graph: one host launch per layer pass")
     ("no-interference", "overlapped kernels and collectives do not slow each other down")
+    ("no-receive-bound", "analytic network: an all-to-all member's down-links take the pieces addressed to it all at once")
     ("nccl-proto", po::value<std::string>(),
      "ring collectives' NCCL protocol: auto (NCCL's tuning model picks LL, LL128 or Simple by size; its latency is a "
      "floor) | off (route latencies and the calibration's step overheads only) | ll | ll128 | simple (forced, as "

@@ -163,6 +163,7 @@ sim::SimOptions sim_options(const SimulateOptions& o) {
   opt.channels = o.channels;
   opt.spread_rings = o.spread_rings;
   opt.interference = o.interference;
+  opt.receive_bound = o.receive_bound;
   if (opt.channels < 1 || opt.channels > 64) throw ConfigError(cmd + ": --channels must be between 1 and 64");
   return opt;
 }

@@ -83,9 +83,10 @@ struct SimulateOptions {
   /// Rings over several GPUs on each of several nodes cross every node through each member's NIC, as NCCL's
   /// channels do; false (--single-nic-rings): through one NIC per node, to see what the mechanism changes.
   bool spread_rings = true;
-  bool interference = true;  ///< overlapped kernels and collectives slow each other (flow engine)
-  bool trace = true;         ///< render trace.json into the result's files
-  bool trace_links = false;  ///< one load counter track per link in trace.json (and trace.pftrace)
+  bool interference = true;   ///< overlapped kernels and collectives slow each other (flow engine)
+  bool receive_bound = true;  ///< analytic all-to-all: a member's down-links take its pieces one after another
+  bool trace = true;          ///< render trace.json into the result's files
+  bool trace_links = false;   ///< one load counter track per link in trace.json (and trace.pftrace)
   /// Ranks in trace.json: auto (every simulated rank up to 64, else per pipeline stage its representative, busiest
   /// and fullest-memory ranks) | all | a list of global ranks and ranges such as "0-7,64".
   std::string trace_ranks = "auto";

@@ -149,6 +149,7 @@ SimulateOptions simulate_options_of(const py::handle& d, const std::string& comm
        {"channels", [&](const py::object& v) { o.channels = v.cast<int>(); }},
        {"spread_rings", [&](const py::object& v) { o.spread_rings = v.cast<bool>(); }},
        {"interference", [&](const py::object& v) { o.interference = v.cast<bool>(); }},
+       {"receive_bound", [&](const py::object& v) { o.receive_bound = v.cast<bool>(); }},
        {"trace", [&](const py::object& v) { o.trace = v.cast<bool>(); }},
        {"trace_links", [&](const py::object& v) { o.trace_links = v.cast<bool>(); }},
        {"trace_ranks", [&](const py::object& v) { o.trace_ranks = v.cast<std::string>(); }},

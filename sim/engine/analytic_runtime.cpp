@@ -192,7 +192,7 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
                 ++part_count[l];
               }
             },
-            &route);
+            &route, g.exchange_receive_bound);
         for (int m = 0; m < x.n(); ++m) {
           const auto mid = x.tasks[static_cast<std::size_t>(m)];
           res.end_s[static_cast<std::size_t>(mid)] = ends[static_cast<std::size_t>(m)];

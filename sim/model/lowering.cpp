@@ -2526,6 +2526,7 @@ Lowered Lowerer::finish() {
     if (t.kind == TaskKind::COMPUTE) hw += t.flops * out_.ranks[t.rank].class_size;
   out_.hardware_flops_per_iteration = hw;
   g_.interference_on = opt_.interference;
+  g_.exchange_receive_bound = opt_.receive_bound;
   g_.collective_slowdown = opt_.interference ? cal_.interference_collective_slowdown : 0;
   g_.finalize();
   out_.collectives_recorded = opt_.record_collectives;

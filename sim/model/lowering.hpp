@@ -103,6 +103,8 @@ struct SimOptions {
   /// On the analytic network, an unfolded all-to-all as one task per member whose pieces the engine times in closed
   /// form (Exchange, task_graph.hpp); false: a FLOW task per piece. The same times; the tests compare the two forms.
   bool compound_all_to_all = true;
+  /// The compound all-to-all's receive-side bound (TaskGraph::exchange_receive_bound); `--no-receive-bound`.
+  bool receive_bound = true;
 };
 
 /// The automatic all-reduce choice across `nodes` nodes of `per_node` GPUs with rings spread over every NIC

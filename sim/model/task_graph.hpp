@@ -210,6 +210,9 @@ public:
   /// interference_on() false: no interference (the engines then skip the bookkeeping).
   double collective_slowdown = 0;
   bool interference_on = false;
+  /// An all-to-all as one task per member (Exchange) ends no earlier than its members' down-links could take the
+  /// pieces addressed to them (time_exchange, exchange_timing.hpp); false: only the sends are serialised.
+  bool exchange_receive_bound = true;
 
 private:
   std::vector<Task> tasks_;

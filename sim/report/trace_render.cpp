@@ -95,7 +95,7 @@ std::vector<std::vector<std::pair<std::int64_t, double>>> link_loads(const Input
     time_exchange(
         x, tasks, pf, starts,
         [&](int, int, const Task& f, double start, double end, const std::vector<int>& r) { add(f, start, end, r); },
-        &route);
+        &route, low.graph.exchange_receive_bound);
   }
   for (std::size_t k = 0; k < links.size(); ++k) {
     auto& ch = changes[k];
