@@ -249,13 +249,13 @@ EngineResult run_analytic(const TaskGraph& g, const ClusterSpec& cluster, const 
     }
     for (std::size_t e = part_begin(part - kFillParts, xs.size()), end = part_begin(part + 1 - kFillParts, xs.size());
          e < end; ++e) {
-      // Round by round (round r: member j to member j + r), so that a member's up-links get its pieces in sending
-      // order and its down-links get theirs in the order they were sent: ascending runs for sort_runs (in arrival
-      // order where the pieces are alike).
+      // Step by step (step k: each member's k-th piece, Exchange::target), so that a member's up-links get its pieces
+      // in sending order and its down-links get theirs in the order they were sent: ascending runs for sort_runs (in
+      // arrival order where the pieces are alike).
       const int nn = xs[e].n();
-      for (int r = 1; r < nn; ++r)
+      for (int k = 0; k + 1 < nn; ++k)
         for (int j = 0; j < nn; ++j) {
-          const int i = (j + r) % nn;
+          const int i = xs[e].target(j, k);
           if (!xs[e].has_piece(j, i)) continue;
           pf.route_into(exchange_flow(xs[e], j, i), &flow_route);
           const auto id = static_cast<std::int32_t>(n + piece_base[e] + xs[e].at(j, i));

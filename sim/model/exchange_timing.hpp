@@ -44,27 +44,34 @@ inline Task exchange_piece(const Exchange& x, const std::vector<Task>& tasks, in
 /// issues the call later): returns each member's end (its start-up latency, then the later of its last piece sent and
 /// the last piece addressed to it arriving, and with `receive_bound` no earlier than its down-links could take the
 /// pieces addressed to it) and calls `each(from, to, flow, start_s, end_s, route)` for every piece,
-/// in member order and, within a member, in its sending order (round r = 1 .. n - 1: to member from + r).
+/// in member order and, within a member, in its sending order (Exchange::target).
 template <class Each>
 std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& tasks, const Platform& pf,
                                   const std::vector<double>& start_s, Each&& each, std::vector<int>* route,
                                   bool receive_bound = true) {
   const int n = x.n();
   std::vector<double> end(start_s);
-  // The receive side (TaskGraph::exchange_receive_bound): a member's pieces on one lane (NVLink, NIC) cannot arrive
-  // faster than its down-link takes them, one after another from the first one's start: its end is at least that
-  // start + the lane's lowest latency + the sum of the pieces' bytes / bandwidth. The sends alone leave the receives
+  // The receive side (TaskGraph::exchange_receive_bound): the pieces addressed to a member that end on one of its
+  // down-links (its route's last link: NVLink for a piece from its node, its NIC for the others) cannot arrive faster
+  // than that link takes them, one after another from the first one's start: its end is at least that start + their
+  // lowest route latency + the sum of their bytes / that link's bandwidth. A lower bound on what the flow network
+  // gives (where a route's bottleneck is elsewhere its pieces are slower still). The sends alone leave the receives
   // unshared: under skewed routing the senders fall out of step and a loaded member's NIC down-link took up to 56
   // pieces at full rate at once (DeepSeek-V3, 2,048 H100s, skew:1.0: 81.7 s against 125.1 s on the flow network).
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::vector<double> recv_first(2 * static_cast<std::size_t>(n), kInf),
-      recv_lat(2 * static_cast<std::size_t>(n), kInf), recv_busy(2 * static_cast<std::size_t>(n), 0.0);
+  // Keyed by the sender's lane instead, a member's NVLink and NIC pieces were summed on one link where the lowering
+  // chains both on one lane, and the bound overshot the flow network (two nodes of four GPUs, skewed: +4.3%).
+  struct Receive {
+    int link = -1;  ///< the down-link; -2: pieces of this kind ended on different links (an explicit graph): no bound
+    double first_s = std::numeric_limits<double>::infinity(), latency_s = std::numeric_limits<double>::infinity();
+    double busy_s = 0;
+  };
+  std::vector<Receive> recv(receive_bound ? 2 * static_cast<std::size_t>(n) : 0);
   for (int j = 0; j < n; ++j) {
     const auto& member = tasks[static_cast<std::size_t>(x.tasks[static_cast<std::size_t>(j)])];
     const double t0 = start_s[static_cast<std::size_t>(j)] + std::max(0.0, member.duration_s);
     double lane[2] = {t0, t0};
-    for (int r = 1; r < n; ++r) {
-      const int i = (j + r) % n;
+    for (int k = 0; k + 1 < n; ++k) {
+      const int i = x.target(j, k);
       if (!x.has_piece(j, i)) continue;
       const Task f = exchange_piece(x, tasks, j, i);
       pf.route_into(f, route);
@@ -72,23 +79,29 @@ std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& ta
       const double start = at;
       const double lat = pf.latency_s(*route), busy = f.bytes / pf.bandwidth_Bps(*route);
       at = start + (lat + busy);
-      const std::size_t rk = 2 * static_cast<std::size_t>(i) + static_cast<std::size_t>(x.lane(j, i));
-      recv_first[rk] = std::min(recv_first[rk], start);
-      recv_lat[rk] = std::min(recv_lat[rk], lat);
-      recv_busy[rk] += busy;
+      if (receive_bound) {
+        Receive& rc = recv[2 * static_cast<std::size_t>(i) + (f.path == Path::INTRA_NODE ? 0 : 1)];
+        const int down = route->empty() ? -2 : route->back();
+        if (rc.link == -1) rc.link = down;
+        if (rc.link == down && down >= 0) {
+          const auto& l = pf.links[static_cast<std::size_t>(down)];
+          rc.first_s = std::min(rc.first_s, start);
+          rc.latency_s = std::min(rc.latency_s, lat);
+          rc.busy_s += f.bytes / (l.bandwidth_Bps * l.multiplicity);
+        } else {
+          rc.link = -2;
+        }
+      }
       end[static_cast<std::size_t>(i)] = std::max(end[static_cast<std::size_t>(i)], at);
       each(j, i, f, start, at, *route);
     }
     end[static_cast<std::size_t>(j)] = std::max({end[static_cast<std::size_t>(j)], lane[0], lane[1]});
   }
-  if (receive_bound)
-    for (int i = 0; i < n; ++i)
-      for (std::size_t ln = 0; ln < 2; ++ln) {
-        const std::size_t rk = 2 * static_cast<std::size_t>(i) + ln;
-        if (recv_first[rk] < kInf)
-          end[static_cast<std::size_t>(i)] =
-              std::max(end[static_cast<std::size_t>(i)], recv_first[rk] + recv_lat[rk] + recv_busy[rk]);
-      }
+  for (std::size_t k = 0; k < recv.size(); ++k)
+    if (recv[k].link >= 0) {
+      double& e = end[k / 2];
+      e = std::max(e, recv[k].first_s + recv[k].latency_s + recv[k].busy_s);
+    }
   return end;
 }
 

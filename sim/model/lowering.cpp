@@ -297,6 +297,13 @@ private:
   std::int32_t chain_collective(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
                                 Stream stream, CollectiveKind kind, double bytes, Phase phase, std::int32_t name_id,
                                 int layer, int mb, std::int32_t pred, std::int32_t* first_out);
+  /// The order in which each member of an all-to-all sends to the others, [j * (n - 1) + k]: member indices. NCCL's
+  /// p2p schedule (src/init.cc, comm->p2pSchedule, NCCL 2.19 on): the members grouped by node, round by node delta,
+  /// then by local delta, member (node g, local l) sends to (node g + dg, local l + dl); so at every step each member
+  /// receives from exactly one other, on each of its lanes. NCCL steps the node deltas quadratically ((x^2 + x) / 2
+  /// mod a power of two) where this steps them in turn: the same pairs at each step, in another order of steps.
+  /// Members not spread evenly over nodes: the pairwise-exchange order (round r: member j to member j + r).
+  std::vector<std::int32_t> send_order(const std::vector<int>& members) const;
   /// Direct (pairwise, all at once) all-to-all: after one start-up latency every member sends S/n to every
   /// other member; it is done when its own sends and everything addressed to it have arrived.
   std::int32_t direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
@@ -418,6 +425,7 @@ private:
     auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
     for (double b : pieces_scratch_.bytes) mix(std::bit_cast<std::uint64_t>(b));
     for (std::uint8_t p : pieces_scratch_.piece) mix(p);
+    for (std::int32_t t : pieces_scratch_.order) mix(static_cast<std::uint64_t>(t));
     auto& same_hash = exchange_pieces_[h];
     for (const auto& t : same_hash)
       if (*t == pieces_scratch_) return t;
@@ -876,6 +884,42 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
   return join_instance(it, si, stream, pred, first_out);
 }
 
+std::vector<std::int32_t> Lowerer::send_order(const std::vector<int>& members) const {
+  const int n = static_cast<int>(members.size());
+  std::vector<std::int32_t> order;
+  order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(std::max(0, n - 1)));
+  // Each member's node among the members' nodes (ascending) and its place among that node's members.
+  std::map<int, std::vector<int>> by_node;
+  for (int j = 0; j < n; ++j) by_node[gpu(members[static_cast<std::size_t>(j)]) / c_.gpus_per_node].push_back(j);
+  const int groups = static_cast<int>(by_node.size());
+  const int per = static_cast<int>(by_node.begin()->second.size());
+  bool even = groups * per == n;
+  for (const auto& [node, js] : by_node) even = even && static_cast<int>(js.size()) == per;
+  if (!even) {
+    for (int j = 0; j < n; ++j)
+      for (int r = 1; r < n; ++r) order.push_back((j + r) % n);
+    return order;
+  }
+  std::vector<const std::vector<int>*> group_members;
+  std::vector<int> group_of(static_cast<std::size_t>(n)), local_of(static_cast<std::size_t>(n));
+  for (const auto& [node, js] : by_node) {
+    for (std::size_t l = 0; l < js.size(); ++l) {
+      group_of[static_cast<std::size_t>(js[l])] = static_cast<int>(group_members.size());
+      local_of[static_cast<std::size_t>(js[l])] = static_cast<int>(l);
+    }
+    group_members.push_back(&js);
+  }
+  for (int j = 0; j < n; ++j) {
+    const int g = group_of[static_cast<std::size_t>(j)], l = local_of[static_cast<std::size_t>(j)];
+    for (int dg = 0; dg < groups; ++dg) {
+      const std::vector<int>& to = *group_members[static_cast<std::size_t>((g + dg) % groups)];
+      for (int dl = 0; dl < per; ++dl)
+        if (dg != 0 || dl != 0) order.push_back(to[static_cast<std::size_t>((l + dl) % per)]);
+    }
+  }
+  return order;
+}
+
 std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members, bool folded, int key_code, int seq,
                                         Stream stream, double bytes, Phase phase, std::int32_t name_id, int layer,
                                         int mb, std::int32_t pred, std::int32_t* first_out) {
@@ -916,16 +960,31 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     if (!a2a_loads_) return piece;
     return bytes * (*a2a_loads_)[static_cast<std::size_t>(ep_index(a2a_combine_ ? from : to))];
   };
+  // A member's two lanes, each sending its pieces one after another: the flex kernels' NVLink and RDMA pieces, and
+  // otherwise the pieces to its own node (NVLink) and those to other nodes (its NIC), which NCCL moves at once on
+  // different transports (P2P and NET).
+  auto remote_lane = [&](int from, int to) {
+    if (flex_) return domain_pos.at(to).first != domain_pos.at(from).first;
+    return path(from, to) != Path::INTRA_NODE;
+  };
   const Task base = collective_base(stream, phase, name_id, layer, mb);
   // One member's tasks: a start-up delay, then a flow to each other member (to the mirror when folded: by
   // symmetry every member sends and receives n-1 pieces through its own links).
   // The analytic engine gives every flow its route's bandwidth as if it were alone: a member's n-1 concurrent flows
   // would each get the whole port (a 16-GPU all-to-all across two DGX H100s: 0.28 ms for 201 MB, where the flow
   // engines give 2.2 ms, the off-node half over each GPU's 50 GB/s NIC). There a member sends its pieces one after
-  // the other in the pairwise-exchange order (round r: member i to member i+r), so that each port carries one flow
-  // per direction at a time; the time is then the sum over peers of piece / route bandwidth, what the flow engines
-  // give when one link tier (the NIC) dominates, and a little more when NVLink and NIC pieces could overlap.
+  // the other in NCCL's p2p order (send_order) on each of its two lanes (remote_lane: NVLink and NIC), so that each
+  // port carries one flow per direction at a time; a lane's time is then the sum over
+  // its peers of piece / route bandwidth, what the flow engines give. (Until 2026-12-07 both kinds of pieces went on
+  // one lane, the NVLink pieces' time added to the NIC's: 2.50 ms against the flow engines' 2.24 ms above.)
   const bool sequential = opt_.network == NetworkMode::ANALYTIC;
+  // The order matters only where a member's pieces go one after another to other simulated members; the flow engines'
+  // lowering (all at once) and folded members (mirrored pieces) keep the pairwise-exchange order.
+  std::vector<std::int32_t> order;  // once per all-to-all, by whichever member creates it (send_order is O(n^2))
+  auto target = [&](std::ptrdiff_t self, int k) {
+    if (order.empty()) return static_cast<std::int32_t>((self + k + 1) % n);
+    return order[static_cast<std::size_t>(self) * static_cast<std::size_t>(n - 1) + static_cast<std::size_t>(k)];
+  };
   auto member = [&](int msi, int mglobal, std::vector<std::int32_t>* inbox) -> std::pair<std::int32_t, std::int32_t> {
     Task d = base;
     d.rank = msi;
@@ -938,8 +997,8 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     auto end = add_free(done);
     const auto self = std::find(members.begin(), members.end(), mglobal) - members.begin();
     std::int32_t prev_local = delay, prev_remote = delay;  // flex: the NVLink and the RDMA pieces, each in turn
-    for (int r = 1; r < n; ++r) {
-      const int other = members[static_cast<std::size_t>((self + r) % n)];
+    for (int k = 0; k + 1 < n; ++k) {
+      const int other = members[static_cast<std::size_t>(target(self, k))];
       Task f = base;
       f.rank = msi;
       f.kind = TaskKind::FLOW;
@@ -949,8 +1008,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
       f.bytes = piece_of(mglobal, other);
       if (f.bytes <= 0 && flex_) continue;  // not a peer of the flex kernels
       auto flow = add_free(f);
-      std::int32_t& prev =
-          flex_ && domain_pos.at(other).first != domain_pos.at(mglobal).first ? prev_remote : prev_local;
+      std::int32_t& prev = remote_lane(mglobal, other) ? prev_remote : prev_local;
       g_.depend(sequential ? prev : delay, flow);
       prev = flow;
       g_.depend(flow, end);
@@ -962,11 +1020,12 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   if (first_out) *first_out = pred;
   if (n <= 1) return pred;
   if (folded) {
-    auto [first, done] = member(si, grank, nullptr);
+    auto [first, done] = member(si, grank, nullptr);  // mirrored pieces: the order does not change a lane's sum
     return attach(si, stream, pred, first, done, first_out);
   }
   auto key = std::make_tuple(members[0], key_code, seq);
   auto it = instances_.find(key);
+  if (it == instances_.end() && sequential) order = send_order(members);
   if (it == instances_.end() && sequential && opt_.compound_all_to_all) {
     // One task per member (Exchange): the analytic engine times the pieces above in closed form from each member's
     // start, the same times without a task per piece.
@@ -975,6 +1034,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     Exchange::Pieces& table = pieces_scratch_;
     table.bytes.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n), 0.0);
     table.piece.assign(table.bytes.size(), Exchange::kNoPiece);
+    table.order = order;
     for (int j = 0; j < n; ++j) {
       const int m = members[static_cast<std::size_t>(j)];
       const int msi = out_.sim_index_of[m];
@@ -995,7 +1055,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
         if (i == j) continue;
         const double b = piece_of(m, other);
         if (b <= 0 && flex_) continue;  // not a peer of the flex kernels
-        const bool remote = flex_ && domain_pos.at(other).first != domain_pos.at(m).first;
+        const bool remote = remote_lane(m, other);
         const std::size_t at = static_cast<std::size_t>(j) * static_cast<std::size_t>(n) + static_cast<std::size_t>(i);
         table.bytes[at] = b;  // Exchange::at once every member is in
         table.piece[at] = static_cast<std::uint8_t>(static_cast<int>(path(m, other)) | (remote ? 4 : 0));

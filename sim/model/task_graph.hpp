@@ -114,7 +114,7 @@ static_assert(sizeof(HostSpan) <= 24, "HostSpan grew: a large unfolded run holds
 
 /// An all-to-all as one task per member (Lowerer::direct_all_to_all on the analytic network, unfolded): each member's
 /// task is a DELAY whose `duration_s` is the start-up latency; the analytic engine (and only it) times the member's
-/// pieces one after another on its lane (the sequential pairwise-exchange order: round r, member j to member j + r)
+/// pieces one after another on each of its lanes (in NCCL's p2p order, Pieces::order)
 /// from the member's own start (the rendezvous, or its host's late issue of the call), and ends the task when its own
 /// pieces are sent and every piece addressed to it has arrived: a closed form of the members' starts and the pieces'
 /// route latencies and bandwidths (sim/model/exchange_timing.hpp), the same times as one FLOW task per piece without
@@ -128,6 +128,9 @@ struct Exchange {
   struct Pieces {
     std::vector<double> bytes;        ///< the piece's payload
     std::vector<std::uint8_t> piece;  ///< kNoPiece, or the path (bits 0-1) and the lane (bit 2)
+    /// Per member j, the n - 1 others in the order it sends to them: [j * (n - 1) + k] (the lowering's send order,
+    /// NCCL's p2p schedule); empty: the pairwise-exchange order (step k: member j to member j + k + 1)
+    std::vector<std::int32_t> order;
     bool operator==(const Pieces&) const = default;
   };
   std::vector<std::int32_t> tasks;  ///< per member: its task
@@ -142,6 +145,11 @@ struct Exchange {
   Path path(int from, int to) const { return static_cast<Path>(pieces->piece[at(from, to)] & 3); }
   int lane(int from, int to) const { return (pieces->piece[at(from, to)] >> 2) & 1; }
   bool has_piece(int from, int to) const { return pieces->piece[at(from, to)] != kNoPiece; }
+  /// The member `from` sends its k-th piece to (k = 0 .. n - 2; whether there is a piece: has_piece).
+  int target(int from, int k) const {
+    if (pieces->order.empty()) return (from + k + 1) % n();
+    return pieces->order[static_cast<std::size_t>(from) * (tasks.size() - 1) + static_cast<std::size_t>(k)];
+  }
 };
 
 /// A DAG of tasks. Dependencies are kept as an edge list while building and as CSR after finalize().
