@@ -84,10 +84,9 @@ std::vector<double> time_exchange(const Exchange& x, const std::vector<Task>& ta
         const int down = route->empty() ? -2 : route->back();
         if (rc.link == -1) rc.link = down;
         if (rc.link == down && down >= 0) {
-          const auto& l = pf.links[static_cast<std::size_t>(down)];
           rc.first_s = std::min(rc.first_s, start);
           rc.latency_s = std::min(rc.latency_s, lat);
-          rc.busy_s += f.bytes / (l.bandwidth_Bps * l.multiplicity);
+          rc.busy_s += f.bytes / pf.link_bandwidth_Bps(down);
         } else {
           rc.link = -2;
         }

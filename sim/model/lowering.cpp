@@ -302,7 +302,7 @@ private:
   /// then by local delta, member (node g, local l) sends to (node g + dg, local l + dl); so at every step each member
   /// receives from exactly one other, on each of its lanes. NCCL steps the node deltas quadratically ((x^2 + x) / 2
   /// mod a power of two) where this steps them in turn: the same pairs at each step, in another order of steps.
-  /// Members not spread evenly over nodes: the pairwise-exchange order (round r: member j to member j + r).
+  /// Members not spread evenly over nodes: empty, the pairwise-exchange order (Exchange::send_target).
   std::vector<std::int32_t> send_order(const std::vector<int>& members) const;
   /// Direct (pairwise, all at once) all-to-all: after one start-up latency every member sends S/n to every
   /// other member; it is done when its own sends and everything addressed to it have arrived.
@@ -887,7 +887,6 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
 std::vector<std::int32_t> Lowerer::send_order(const std::vector<int>& members) const {
   const int n = static_cast<int>(members.size());
   std::vector<std::int32_t> order;
-  order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(std::max(0, n - 1)));
   // Each member's node among the members' nodes (ascending) and its place among that node's members.
   std::map<int, std::vector<int>> by_node;
   for (int j = 0; j < n; ++j) by_node[gpu(members[static_cast<std::size_t>(j)]) / c_.gpus_per_node].push_back(j);
@@ -895,11 +894,8 @@ std::vector<std::int32_t> Lowerer::send_order(const std::vector<int>& members) c
   const int per = static_cast<int>(by_node.begin()->second.size());
   bool even = groups * per == n;
   for (const auto& [node, js] : by_node) even = even && static_cast<int>(js.size()) == per;
-  if (!even) {
-    for (int j = 0; j < n; ++j)
-      for (int r = 1; r < n; ++r) order.push_back((j + r) % n);
-    return order;
-  }
+  if (!even) return order;  // empty: the pairwise-exchange order (Exchange::send_target)
+  order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n - 1));
   std::vector<const std::vector<int>*> group_members;
   std::vector<int> group_of(static_cast<std::size_t>(n)), local_of(static_cast<std::size_t>(n));
   for (const auto& [node, js] : by_node) {
@@ -981,10 +977,6 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
   // The order matters only where a member's pieces go one after another to other simulated members; the flow engines'
   // lowering (all at once) and folded members (mirrored pieces) keep the pairwise-exchange order.
   std::vector<std::int32_t> order;  // once per all-to-all, by whichever member creates it (send_order is O(n^2))
-  auto target = [&](std::ptrdiff_t self, int k) {
-    if (order.empty()) return static_cast<std::int32_t>((self + k + 1) % n);
-    return order[static_cast<std::size_t>(self) * static_cast<std::size_t>(n - 1) + static_cast<std::size_t>(k)];
-  };
   auto member = [&](int msi, int mglobal, std::vector<std::int32_t>* inbox) -> std::pair<std::int32_t, std::int32_t> {
     Task d = base;
     d.rank = msi;
@@ -998,7 +990,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     const auto self = std::find(members.begin(), members.end(), mglobal) - members.begin();
     std::int32_t prev_local = delay, prev_remote = delay;  // flex: the NVLink and the RDMA pieces, each in turn
     for (int k = 0; k + 1 < n; ++k) {
-      const int other = members[static_cast<std::size_t>(target(self, k))];
+      const int other = members[static_cast<std::size_t>(Exchange::send_target(order, n, self, k))];
       Task f = base;
       f.rank = msi;
       f.kind = TaskKind::FLOW;

@@ -152,7 +152,7 @@ double Platform::bandwidth_Bps(const Task& f) const { return bandwidth_Bps(route
 
 double Platform::bandwidth_Bps(const std::vector<int>& route) const {
   double b = 1e300;
-  for (int i : route) b = std::min(b, links[i].bandwidth_Bps * links[i].multiplicity);
+  for (int i : route) b = std::min(b, link_bandwidth_Bps(i));
   return b;
 }
 

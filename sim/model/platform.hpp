@@ -64,6 +64,11 @@ struct Platform {
   double bandwidth_Bps(const Task& flow) const;
   /// bandwidth_Bps of a route from route_into (no allocation).
   double bandwidth_Bps(const std::vector<int>& route) const;
+  /// What one flow gets of link `l` alone: its bandwidth times its multiplicity (a route's is the least of these).
+  double link_bandwidth_Bps(int l) const {
+    const auto& k = links[static_cast<std::size_t>(l)];
+    return k.bandwidth_Bps * k.multiplicity;
+  }
 };
 
 /// The simulated ranks of a lowering as the platform takes them: each one's GPU (first_gpu + the plan's GPU of its

@@ -146,9 +146,11 @@ struct Exchange {
   int lane(int from, int to) const { return (pieces->piece[at(from, to)] >> 2) & 1; }
   bool has_piece(int from, int to) const { return pieces->piece[at(from, to)] != kNoPiece; }
   /// The member `from` sends its k-th piece to (k = 0 .. n - 2; whether there is a piece: has_piece).
-  int target(int from, int k) const {
-    if (pieces->order.empty()) return (from + k + 1) % n();
-    return pieces->order[static_cast<std::size_t>(from) * (tasks.size() - 1) + static_cast<std::size_t>(k)];
+  int target(int from, int k) const { return send_target(pieces->order, n(), from, k); }
+  /// Member `from`'s k-th target under `order` (Pieces::order's layout; empty: the pairwise-exchange order).
+  static int send_target(const std::vector<std::int32_t>& order, int n, std::ptrdiff_t from, int k) {
+    if (order.empty()) return static_cast<int>((from + k + 1) % n);
+    return order[static_cast<std::size_t>(from) * static_cast<std::size_t>(n - 1) + static_cast<std::size_t>(k)];
   }
 };
 
