@@ -78,6 +78,7 @@ void Calibration::validate(const std::string& ctx) const {
   in_range(collective_step_overhead_s, "network.collective_step_overhead_s", limits::kOverhead);
   in_range(p2p_overhead_s, "network.p2p_overhead_s", limits::kOverhead);
   check_p2p_sync(p2p_sync, ctx + ": network.p2p_sync");
+  check_pp_scatter_gather(pp_scatter_gather, ctx + ": network.pp_scatter_gather");
   if (nccl_protocol != "auto" && nccl_protocol != "off" && nccl_protocol != "ll" && nccl_protocol != "ll128" &&
       nccl_protocol != "simple")
     throw ConfigError(ctx + ": network.nccl_protocol '" + nccl_protocol +
@@ -178,6 +179,7 @@ nlohmann::json to_json(const Calibration& c) {
                         {"collective_step_overhead_s", c.collective_step_overhead_s},
                         {"p2p_overhead_s", c.p2p_overhead_s},
                         {"p2p_sync", c.p2p_sync},
+                        {"pp_scatter_gather", c.pp_scatter_gather},
                         {"nccl_protocol", c.nccl_protocol},
                         {"segments", segments_json(c.network_segments)},
                         {"collective_algorithms",
@@ -310,14 +312,16 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
   c.gpu_speed_reference_gpus = get_or<double>(cj, cc, "gpu_speed_reference_gpus", c.gpu_speed_reference_gpus);
   auto nj = get<nlohmann::json>(j, ctx, "network");
   const std::string nc = ctx + ".network";
-  json_util::reject_unknown(nj, nc,
-                            {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency", "collective_step_overhead_s",
-                             "p2p_overhead_s", "p2p_sync", "nccl_protocol", "segments", "collective_algorithms"});
+  json_util::reject_unknown(
+      nj, nc,
+      {"intra_bandwidth_efficiency", "inter_bandwidth_efficiency", "collective_step_overhead_s", "p2p_overhead_s",
+       "p2p_sync", "pp_scatter_gather", "nccl_protocol", "segments", "collective_algorithms"});
   c.intra_bandwidth_efficiency = get<double>(nj, nc, "intra_bandwidth_efficiency");
   c.inter_bandwidth_efficiency = get<double>(nj, nc, "inter_bandwidth_efficiency");
   c.collective_step_overhead_s = get<double>(nj, nc, "collective_step_overhead_s");
   software(nj, nc, "p2p_overhead_s", c.p2p_overhead_s);
   software(nj, nc, "p2p_sync", c.p2p_sync);
+  software(nj, nc, "pp_scatter_gather", c.pp_scatter_gather);
   c.nccl_protocol = get_or<std::string>(nj, nc, "nccl_protocol", "auto");
   auto aj = get_or<nlohmann::json>(nj, nc, "collective_algorithms", nlohmann::json::array());
   if (!aj.is_array()) throw ConfigError(nc + ": 'collective_algorithms' must be a list");
@@ -370,6 +374,15 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& ct
 void check_p2p_sync(const std::string& value, const std::string& ctx) {
   if (value != "none" && value != "non_interleaved" && value != "all")
     throw ConfigError(ctx + " '" + value + "' is not known (known: none, non_interleaved, all)");
+}
+
+void check_pp_scatter_gather(const std::string& value, const std::string& ctx) {
+  if (value != "none" && value != "without_sp" && value != "always")
+    throw ConfigError(ctx + " '" + value + "' is not known (known: none, without_sp, always)");
+}
+
+bool pp_scatter_gather(const Calibration& c, bool sequence_parallel) {
+  return c.pp_scatter_gather == "always" || (c.pp_scatter_gather == "without_sp" && !sequence_parallel);
 }
 
 bool p2p_blocking(const Calibration& c, bool interleaved) {

@@ -206,6 +206,13 @@ struct Calibration {
   /// computes nothing more until it has ended: Megatron's batched isend/irecv followed by req.wait() and
   /// torch.cuda.synchronize() (megatron/core/pipeline_parallel/p2p_communication.py, batch_p2p_sync).
   std::string p2p_sync = "none";
+  /// How pipeline stages with TP pass activations (software-stack value): "none" (each TP rank sends its own copy:
+  /// the sequence-parallel shard with sequence parallelism, the whole tensor without; Megatron-Core's
+  /// p2p_communication.py since 39b83c7953, 2023-01-31), "without_sp" (each TP rank sends 1/t of the tensor and the
+  /// receivers all-gather it over TP, except under sequence parallelism, whose shard is sent as it is: Megatron-LM's
+  /// scatter_gather_tensors_in_pipeline, megatron/p2p_communication.py from 27fc468964, 2021-01, to 2023-01) or
+  /// "always" (1/t and an all-gather whatever the plan: DeepSpeed's pipe_partitioned PartitionedTensor).
+  std::string pp_scatter_gather = "none";
 
   std::vector<NetworkSegment> network_segments;      ///< sorted by link, then max_bytes
   std::vector<AlgorithmRule> collective_algorithms;  ///< in order; empty = choose by group shape
@@ -235,6 +242,7 @@ inline const std::vector<std::string> kSoftwareFields = {"host_issue_s",
                                                          "host_collective_issue_s",
                                                          "p2p_overhead_s",
                                                          "p2p_sync",
+                                                         "pp_scatter_gather",
                                                          "fa2_attention",
                                                          "eager_rmsnorm",
                                                          "fused_projections",
@@ -282,6 +290,11 @@ struct P2pWait {
 P2pWait p2p_wait(const Calibration& c, const ParallelPlan& plan);
 /// ConfigError unless `value` is a p2p_sync value ("none", "non_interleaved", "all"); `ctx` names the field.
 void check_p2p_sync(const std::string& value, const std::string& ctx);
+/// ConfigError unless `value` is a pp_scatter_gather value ("none", "without_sp", "always"); `ctx` names the field.
+void check_pp_scatter_gather(const std::string& value, const std::string& ctx);
+/// Whether a stage of TP degree > 1 receives 1/t of each pipeline transfer per TP rank and all-gathers it over TP
+/// (Calibration::pp_scatter_gather) under a plan with or without sequence parallelism.
+bool pp_scatter_gather(const Calibration& c, bool sequence_parallel);
 
 /// The default calibration shipped for a GPU preset (compiled in from traces/calibration/<gpu>.json).
 Calibration default_calibration(const std::string& gpu_name);

@@ -19,6 +19,7 @@ void StackProfile::validate(const std::string& ctx) const {
   limits::check(host_collective_issue_s, limits::kOverhead, ctx, "host_collective_issue_s");
   limits::check(p2p_overhead_s, limits::kOverhead, ctx, "p2p_overhead_s");
   check_p2p_sync(p2p_sync, ctx + ": p2p_sync");
+  check_pp_scatter_gather(pp_scatter_gather, ctx + ": pp_scatter_gather");
   limits::check(per_iteration_s, limits::kIterationOverhead, ctx, "per_iteration_s");
   limits::check(dp_bucket_min_params, limits::kBucketParams, ctx, "dp_bucket_min_params");
   limits::check(dp_bucket_params_per_dp, limits::kBucketParams, ctx, "dp_bucket_params_per_dp");
@@ -88,6 +89,7 @@ StackProfile stack_profile_from_json(const nlohmann::json& raw, const std::strin
   s.host_collective_issue_s = get<double>(j, ctx, "host_collective_issue_s");
   s.p2p_overhead_s = get<double>(j, ctx, "p2p_overhead_s");
   s.p2p_sync = get_or<std::string>(j, ctx, "p2p_sync", "none");
+  s.pp_scatter_gather = get_or<std::string>(j, ctx, "pp_scatter_gather", "none");
   s.fa2_attention = get_or<bool>(j, ctx, "fa2_attention", false);
   s.eager_rmsnorm = get_or<bool>(j, ctx, "eager_rmsnorm", false);
   s.fused_projections = get_or<bool>(j, ctx, "fused_projections", true);
@@ -116,6 +118,7 @@ nlohmann::json to_json(const StackProfile& s) {
           {"host_collective_issue_s", s.host_collective_issue_s},
           {"p2p_overhead_s", s.p2p_overhead_s},
           {"p2p_sync", s.p2p_sync},
+          {"pp_scatter_gather", s.pp_scatter_gather},
           {"fa2_attention", s.fa2_attention},
           {"eager_rmsnorm", s.eager_rmsnorm},
           {"fused_projections", s.fused_projections},
@@ -153,6 +156,7 @@ Calibration with_stack(const Calibration& hw, const StackProfile& s) {
   fill("host_collective_issue_s", c.host_collective_issue_s, s.host_collective_issue_s);
   fill("p2p_overhead_s", c.p2p_overhead_s, s.p2p_overhead_s);
   fill("p2p_sync", c.p2p_sync, s.p2p_sync);
+  fill("pp_scatter_gather", c.pp_scatter_gather, s.pp_scatter_gather);
   fill("fa2_attention", c.fa2_attention, s.fa2_attention);
   fill("eager_rmsnorm", c.eager_rmsnorm, s.eager_rmsnorm);
   fill("fused_projections", c.fused_projections, s.fused_projections);

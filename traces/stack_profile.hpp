@@ -43,6 +43,9 @@ struct StackProfile {
   /// Which pipeline schedules' sends and receives block the rank (Calibration::p2p_sync): "none",
   /// "non_interleaved" or "all".
   std::string p2p_sync = "none";
+  /// How pipeline stages with TP pass activations (Calibration::pp_scatter_gather): "none", "without_sp" or
+  /// "always".
+  std::string pp_scatter_gather = "none";
   /// The stack's fused attention is FlashAttention-2 (PyTorch SDPA's flash backend), which on Hopper and later reaches
   /// far less than cuDNN's or FlashAttention-3's kernels (Calibration::fa2_attention_efficiency); false = the best.
   bool fa2_attention = false;

@@ -499,7 +499,8 @@ private:
         f += Count{off, 3 * off, 0};
         b += Count{off, 4 * off, 0};
       }
-      // Pipeline: receive point, pp-gather (TP all-gather of the 1/t piece), send (delay + flow).
+      // Pipeline: receive point, pp-gather (TP all-gather of the 1/t piece where the stack scatters), send (delay +
+      // flow).
       const double act_msg =
           static_cast<double>(p_.micro_batch_size) / p_.replicas(s) * m_.seq_len / p_.cp * m_.hidden * e;
       // Heterogeneous plans: an all-to-all re-shards what comes from a stage of another TP layout.
@@ -514,7 +515,8 @@ private:
         f += Count{1, 1};
       } else if (p_.has_prev_chunk(k)) {
         const int from = p_.stage_of_chunk(k - 1);
-        f += Count{1, 1} + (tp_s > 1 ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
+        const bool gathered = tp_s > 1 && pp_scatter_gather(cal_, p_.stage_strategy(s).sequence_parallel);
+        f += Count{1, 1} + (gathered ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
         if (tp_s > 1 && p_.stage_layouts_differ(from, s)) f += reshard;
         b += Count{2, 3} * pieces(rc, from) + wait(pieces(rc, from));
       }

@@ -1846,8 +1846,12 @@ void Lowerer::lower_rank(int si) {
   // This stage's TP degree and weight copies inside its TP group (heterogeneous plans: its own).
   const StageStrategy strategy = p_.stage_strategy(s);
   const int tp_s = p_.stage_tp(s), weight_replicas = strategy.tp_layout == TpLayout::D2_5 ? strategy.tp_depth : 1;
-  // Megatron sends 1/t of the activation between stages (scatter-gather) and all-gathers it over NVLink.
-  const bool scatter_gather = tp_s > 1;
+  // What a TP rank sends to the next stage (the stack's pp_scatter_gather): 1/t of the activation, all-gathered over
+  // TP after the receive (Megatron-LM's scatter-gather without sequence parallelism, DeepSpeed's partitioned
+  // activations); its own (seq / t) shard under sequence parallelism, nothing gathered; otherwise its own whole copy
+  // (Megatron-Core: megatron/core/pipeline_parallel/schedules.py get_tensor_shapes).
+  const bool scatter_gather = tp_s > 1 && pp_scatter_gather(cal_, strategy.sequence_parallel);
+  const bool whole_copy = tp_s > 1 && !scatter_gather && !strategy.sequence_parallel;
   const bool split = p_.split_backward();
   const int zero = strategy.zero_stage;
   // Stage boundaries inside layers: the stage's first layer from atom a_in on, and the next stage's first layer up
@@ -1866,8 +1870,9 @@ void Lowerer::lower_rank(int si) {
   };
   // Pipeline transfers to model chunk k: this replica's share of the micro-batch goes to every replica of the
   // receiving stage whose share overlaps it (split/concat between stages of different widths). Inside a share,
-  // TP rank i of a stage of degree t sends the slice [i/t, (i+1)/t) of it (Megatron's scatter-gather; the whole
-  // share without TP) to each receiving TP rank whose slice overlaps it: rank i to rank i between equal degrees.
+  // TP rank i of a stage of degree t sends the slice [i/t, (i+1)/t) of it (scatter-gather or its sequence-parallel
+  // shard; the whole share without TP) to each receiving TP rank whose slice overlaps it: rank i to rank i between
+  // equal degrees, which is also where a whole copy goes (whole_copy).
   // Blocking exchanges (calibration p2p_sync): after its sends, the rank computes nothing more until they have ended.
   // ... and, in GPipe and 1F1B, a transfer starts once its receiver has posted the receive: Megatron exchanges after
   // each pass what that pass sent with what the rank's next pass needs, which is this pass order. The interleaved
@@ -1891,7 +1896,9 @@ void Lowerer::lower_rank(int si) {
       const double overlap = std::min(hi, (j + 1) * b / to_r) - std::max(lo, j * b / to_r);
       if (overlap <= 0) continue;
       for (int u = 0; u < to_t; ++u) {
-        const double slice = std::min(t_hi, (u + 1.0) / to_t) - std::max(t_lo, static_cast<double>(u) / to_t);
+        const double slice = whole_copy && to_t == tp_s
+                                 ? (u == r.coord.tp ? 1.0 : 0.0)
+                                 : std::min(t_hi, (u + 1.0) / to_t) - std::max(t_lo, static_cast<double>(u) / to_t);
         if (slice <= 1e-12) continue;
         RankCoord c = r.coord;
         c.pp = to_stage;

@@ -308,7 +308,7 @@ expect_error "--max-memory unknown unit"     "--max-memory '8GBs' has an unknown
 expect_error "--max-memory zero"             "--max-memory '0' must be positive" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 0
 # Refused before lowering: the estimate (tasks, ranks, bytes) over --max-memory, with what to change.
 expect_error "run over --max-memory"         "but --max-memory is 1.0 MB: use fewer micro-batches (a smaller --gbs or a larger --mbs), or raise --max-memory" simulate "${M[@]}" "${C[@]}" "${P[@]}" --max-memory 1MB
-expect_error "--fold none over --max-memory" "(20.6 M tasks over 1,024 simulated ranks) but --max-memory is 2.0 GB: drop --fold none" simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536 --fold none --max-memory 2GB
+expect_error "--fold none over --max-memory" "(20.4 M tasks over 1,024 simulated ranks) but --max-memory is 2.0 GB: drop --fold none" simulate --model gpt3-175b --cluster dgx-a100:1024 --tp 8 --pp 8 --dp 16 --gbs 1536 --fold none --max-memory 2GB
 expect_error "unfoldable run over --max-memory" "16,384 simulated ranks; not folded: symmetric ranks sit under different leaf (rail) switches" simulate --model gpt3-175b --cluster dgx-a100:16384:rail:16:4 --tp 8 --pp 8 --dp 256 --gbs 24576 --max-memory 8GB
 # Out of memory although the estimate let the run start (here: no limit, 400 MB of address space): std::bad_alloc
 # ends in one error line, exit 2, no output. Not under AddressSanitizer, which reserves far more address space
@@ -445,6 +445,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 sed '0,/"host_issue_s"/s/"host_issue_s": [0-9.e-]*/"host_issue_s": 1e308/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_1e308.json"
 sed '0,/"p2p_overhead_s"/s/"p2p_overhead_s": [0-9.e-]*/"p2p_overhead_s": -1e-6/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_negative.json"
 sed '0,/"p2p_sync"/s/"p2p_sync": "[a-z_]*"/"p2p_sync": "sometimes"/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_p2p_sync.json"
+sed '0,/"pp_scatter_gather"/s/"pp_scatter_gather": "[a-z_]*"/"pp_scatter_gather": "half"/' "$REPO/traces/stacks/torchtitan.json" >"$TMP/stack_pp_sg.json"
 printf '{"schema_version": 1, "name": "ours", "base": "nemo-25.09", "host_issue_s": 2e-05}\n' >"$TMP/stack_bad_base.json"
 printf '{"schema_version": 1, "name": "loop", "base": "%s"}\n' "$TMP/stack_loop.json" >"$TMP/stack_loop.json"
 sed '0,/"kernel_launch_s"/s/"kernel_launch_s": [0-9.e-]*/"kernel_launch_s": 1e308/' "$REPO/traces/calibration/h100-sxm5-80gb.json" >"$TMP/calib_launch_1e308.json"
@@ -468,6 +469,7 @@ MX=(--model mixtral-8x7b --cluster dgx-h100:16 --tp 2 --ep 2 --sequence-parallel
 H8=(--model gpt3-1.3b --cluster dgx-h100:8 --gbs 16 --mbs 1)
 expect_error "stack host_issue_s 1e308"       "host_issue_s = 1e+308 is outside its range [0, 1] s" simulate "${H8[@]}" --stack "$TMP/stack_1e308.json"
 expect_error "stack p2p_sync unknown"         "p2p_sync 'sometimes' is not known (known: none, non_interleaved, all)" simulate "${H8[@]}" --stack "$TMP/stack_p2p_sync.json"
+expect_error "stack pp_scatter_gather unknown" "pp_scatter_gather 'half' is not known (known: none, without_sp, always)" simulate "${H8[@]}" --stack "$TMP/stack_pp_sg.json"
 expect_error "stack p2p overhead negative"    "p2p_overhead_s = -1e-06 is outside its range" simulate "${H8[@]}" --stack "$TMP/stack_negative.json"
 expect_error "stack base unknown"             "'base' names an unknown software stack 'nemo-25.09'" simulate "${H8[@]}" --stack "$TMP/stack_bad_base.json"
 expect_error "stack base chain endless"       "'base' chain longer than 8 profiles" simulate "${H8[@]}" --stack "$TMP/stack_loop.json"

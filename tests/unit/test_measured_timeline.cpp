@@ -185,7 +185,8 @@ TEST(ExecutorH100, CommittedRunsAlignAndArePredicted) {
     r.cal.host_collective_issue_s = 0;
     r.cal.p2p_overhead_s = 4.228e-07;
     r.cal.grad_clip = false;
-    r.cal.gpu_speed_cv = 0;  // and without the wait for the slowest GPU (a task the graphs did not have)
+    r.cal.gpu_speed_cv = 0;              // and without the wait for the slowest GPU (a task the graphs did not have)
+    r.cal.pp_scatter_gather = "always";  // every pipeline transfer was then all-gathered over TP after its receive
     for (const auto& f : kSoftwareFields) r.cal.pin(f);
     const auto pred = r.summary();
     const auto meas = exec::load_measurements(std::string(DTSIM_SOURCE_DIR) + "/tests/data/h100/exec/" + c.file +

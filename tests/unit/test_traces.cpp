@@ -1144,6 +1144,7 @@ TEST(StackProfile, FillsOnlyWhatTheCalibrationDoesNotPin) {
   j["compute"].erase("dp_buckets_first_chunk_only");
   j["network"].erase("p2p_overhead_s");
   j["network"].erase("p2p_sync");
+  j["network"].erase("pp_scatter_gather");
   j["compute"]["host_issue_s"] = 1e-5;
   const auto pinned = dtsim::calibration_from_json(j, "file");
   EXPECT_EQ(pinned.pinned_software, std::vector<std::string>{"host_issue_s"});

@@ -440,6 +440,7 @@ RunsFit fit_runs(const std::vector<PublishedRow>& rows, const Calibration& hardw
   fit.stack.per_iteration_s = fit.calibration.per_iteration_s;
   fit.stack.host_sync_each_pass = fit.calibration.host_sync_each_pass;
   fit.stack.p2p_sync = fit.calibration.p2p_sync;
+  fit.stack.pp_scatter_gather = fit.calibration.pp_scatter_gather;
   fit.stack.fa2_attention = fit.calibration.fa2_attention;
   fit.stack.grad_clip = fit.calibration.grad_clip;
   fit.stack.tf32_matmul = fit.calibration.tf32_matmul;
