@@ -571,8 +571,7 @@ Estimate estimate(const TransformerSpec& m, const ClusterSpec& c, const Calibrat
   // A TP rank sends 1/t of the activation (its sequence-parallel shard, or the stack's scatter-gather), else its
   // whole copy (Calibration::pp_scatter_gather; the lowering's send_pieces).
   const bool sp_first = plan.stage_strategy(0).sequence_parallel;
-  const int p2p_split =
-      sp_first || pp_scatter_gather(cal, sp_first) ? std::max(plan.stage_tp(0), plan.stage_tp(p - 1)) : 1;
+  const int p2p_split = pp_transfer_sliced(cal, sp_first) ? std::max(plan.stage_tp(0), plan.stage_tp(p - 1)) : 1;
   const double p2p = p > 1 ? pp_link.alpha + cal.p2p_overhead_s +
                                  static_cast<double>(plan.micro_batch_size) * m.seq_len / plan.cp * m.hidden *
                                      dtype_bytes(m.dtype) / p2p_split / pp_link.bw

@@ -385,6 +385,10 @@ bool pp_scatter_gather(const Calibration& c, bool sequence_parallel) {
   return c.pp_scatter_gather == "always" || (c.pp_scatter_gather == "without_sp" && !sequence_parallel);
 }
 
+bool pp_transfer_sliced(const Calibration& c, bool sequence_parallel) {
+  return sequence_parallel || pp_scatter_gather(c, sequence_parallel);
+}
+
 bool p2p_blocking(const Calibration& c, bool interleaved) {
   return c.p2p_sync == "all" || (c.p2p_sync == "non_interleaved" && !interleaved);
 }

@@ -295,6 +295,9 @@ void check_pp_scatter_gather(const std::string& value, const std::string& ctx);
 /// Whether a stage of TP degree > 1 receives 1/t of each pipeline transfer per TP rank and all-gathers it over TP
 /// (Calibration::pp_scatter_gather) under a plan with or without sequence parallelism.
 bool pp_scatter_gather(const Calibration& c, bool sequence_parallel);
+/// Whether a TP rank sends 1/t of each pipeline transfer (its sequence-parallel shard, or the stack's scatter-gather)
+/// rather than its own whole copy: the one rule the lowering's send_pieces and the estimator's transfer share.
+bool pp_transfer_sliced(const Calibration& c, bool sequence_parallel);
 
 /// The default calibration shipped for a GPU preset (compiled in from traces/calibration/<gpu>.json).
 Calibration default_calibration(const std::string& gpu_name);

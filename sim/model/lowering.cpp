@@ -1851,7 +1851,7 @@ void Lowerer::lower_rank(int si) {
   // activations); its own (seq / t) shard under sequence parallelism, nothing gathered; otherwise its own whole copy
   // (Megatron-Core: megatron/core/pipeline_parallel/schedules.py get_tensor_shapes).
   const bool scatter_gather = tp_s > 1 && pp_scatter_gather(cal_, strategy.sequence_parallel);
-  const bool whole_copy = tp_s > 1 && !scatter_gather && !strategy.sequence_parallel;
+  const bool whole_copy = tp_s > 1 && !pp_transfer_sliced(cal_, strategy.sequence_parallel);
   const bool split = p_.split_backward();
   const int zero = strategy.zero_stage;
   // Stage boundaries inside layers: the stage's first layer from atom a_in on, and the next stage's first layer up
