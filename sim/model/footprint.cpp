@@ -511,13 +511,12 @@ private:
       const int rendezvous = p2p.receiver ? 1 : 0;
       auto wait = [&](int n) { return p2p.sender ? Count{1, 1.0 + (1 + rendezvous) * n, 0} : Count{}; };
       // DualPipeV's turn on the last stage: a chunk's neighbour on the same rank (a receive point, no transfer).
-      const bool gathered = tp_s > 1 && pp_scatter_gather(cal_, p_.stage_strategy(s).sequence_parallel);
-      const Count gather = gathered ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{};
       if (p_.has_prev_chunk(k) && p_.stage_of_chunk(k - 1) == s) {
         f += Count{1, 1};
       } else if (p_.has_prev_chunk(k)) {
         const int from = p_.stage_of_chunk(k - 1);
-        f += Count{1, 1} + gather;
+        const bool gathered = tp_s > 1 && pp_scatter_gather(cal_, p_.stage_strategy(s).sequence_parallel);
+        f += Count{1, 1} + (gathered ? collective(tp, CollectiveKind::ALL_GATHER, act_msg) : Count{});
         if (tp_s > 1 && p_.stage_layouts_differ(from, s)) f += reshard;
         b += Count{2, 3} * pieces(rc, from) + wait(pieces(rc, from));
       }
@@ -526,7 +525,7 @@ private:
       } else if (p_.has_next_chunk(k)) {
         const int to = p_.stage_of_chunk(k + 1);
         f += Count{2, 3} * pieces(rc, to) + wait(pieces(rc, to));
-        b += Count{1, 1} + gather;
+        b += {1, 1};
         if (tp_s > 1 && p_.stage_layouts_differ(to, s)) b += reshard;
       }
       if (p_.precision == Precision::FP8_DELAYED) {

@@ -2335,11 +2335,6 @@ void Lowerer::lower_rank(int si) {
       bool listed = false;
       if (p_.has_next_chunk(k)) {
         first = cur = take_received(Phase::BACKWARD, mb, k, 1, "recv-gradient", &listed);
-        // The gradient comes scattered as the activation went (Megatron-LM's _communicate splits and gathers both
-        // directions; DeepSpeed's grad_partitioned).
-        if (scatter_gather && p_.stage_of_chunk(k + 1) != s)
-          cur = collective(si, GroupAxis::TP, Stream::TP, CollectiveKind::ALL_GATHER, act_msg, Phase::BACKWARD,
-                           "pp-gather-gradient", -1, mb, cur);
         cur = reshard(p_.stage_of_chunk(k + 1), Phase::BACKWARD, mb, cur);
       }
       auto& ends = b_ends[{mb, k}];
