@@ -175,8 +175,9 @@ double steps_time(const std::vector<cost::Step>& steps, const ClusterSpec& c, co
   auto op_s = [&](const cost::Op& op) { return cost::op_time_s(op, c.gpu, dt, cal); };
   auto piece_s = [&](const cost::Op& op, int pieces) { return op_s(cost::gemm_piece(op, pieces)); };
   auto coll_s = [&](double bytes) {
-    // Transformer Engine's userbuffers, not NCCL: no protocol latency (as Lowerer::overlapped_compute).
-    return ring_time_s(false, tl.size[0], bytes, tl.axis[0].alpha, tl.axis[0].bw, cal.collective_step_overhead_s);
+    // Transformer Engine's userbuffers, not NCCL: neither NCCL's protocol latency nor its per-step software cost
+    // (Calibration::collective_step_overhead_s, fitted on NCCL rings), as Lowerer::overlapped_compute.
+    return ring_time_s(false, tl.size[0], bytes, tl.axis[0].alpha, tl.axis[0].bw, 0.0);
   };
   auto overlapped = [&](const cost::Step& st, const cost::Step* ag, const cost::Step* rs) {
     const int first = ag ? cost::gemm_index(st.ops, true) : -1;

@@ -104,6 +104,9 @@ Calibration device_model_calibration(const Calibration& reference, const GpuSpec
        "and the reference's large GEMMs at its board power limit"}};
   if (reference.provenance.is_object() && reference.provenance.contains("status"))
     p["reference_status"] = reference.provenance.at("status");
+  // The network section is copied: so is what it says of itself.
+  if (reference.provenance.is_object() && reference.provenance.contains("network"))
+    p["network"] = reference.provenance.at("network");
   c.provenance = p;
   c.validate("device model of '" + target.name + "'");
   return c;

@@ -333,6 +333,9 @@ private:
   /// Set while the pieces of a TP-overlapped collective are lowered: Transformer Engine's userbuffers move them with
   /// copy-engine / SM point-to-point exchanges, not NCCL kernels, so NCCL's protocol latencies do not apply.
   bool userbuffers_ = false;
+  /// NCCL's software cost per ring step (Calibration::collective_step_overhead_s, fitted on NCCL rings); none for the
+  /// pieces of Transformer Engine's userbuffers overlap, which are not NCCL's (each pays its hop's latency).
+  double step_overhead_s() const { return userbuffers_ ? 0.0 : cal_.collective_step_overhead_s; }
 
   TaskGraph g_;
   Lowered out_;
@@ -866,7 +869,7 @@ std::int32_t Lowerer::chain_collective(int si, const std::vector<int>& members, 
           Task d = base;
           d.kind = TaskKind::DELAY;
           d.rank = f.rank;
-          d.duration_s = cal_.collective_step_overhead_s;
+          d.duration_s = step_overhead_s();
           head = add_free(d);
           g_.depend(head, id);
         }
@@ -981,7 +984,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
     Task d = base;
     d.rank = msi;
     d.kind = TaskKind::DELAY;
-    d.duration_s = std::max(0.0, cal_.collective_step_overhead_s);  // each flow then pays its own route latency
+    d.duration_s = std::max(0.0, step_overhead_s());  // each flow then pays its own route latency
     auto delay = add_free(d);
     Task done = base;
     done.rank = msi;
@@ -1034,7 +1037,7 @@ std::int32_t Lowerer::direct_all_to_all(int si, const std::vector<int>& members,
       Task d = base;
       d.rank = msi;
       d.kind = TaskKind::DELAY;
-      d.duration_s = std::max(0.0, cal_.collective_step_overhead_s);
+      d.duration_s = std::max(0.0, step_overhead_s());
       const auto id = add_free(d);
       g_.depend(inst.join, id);
       inst.first.push_back(id);
@@ -1118,7 +1121,7 @@ std::int32_t Lowerer::tree_all_reduce(int si, const std::vector<int>& members, i
           Task d = base;
           d.kind = TaskKind::DELAY;
           d.rank = f.rank;
-          d.duration_s = cal_.collective_step_overhead_s;
+          d.duration_s = step_overhead_s();
           auto delay = add_free(d);
           g_.depend(delay, id);
           return std::make_pair(delay, id);
@@ -1173,7 +1176,7 @@ std::int32_t Lowerer::nvls_all_reduce(int si, const std::vector<int>& members, b
     Task d = base;
     d.kind = TaskKind::DELAY;
     d.rank = msi;
-    d.duration_s = std::max(0.0, cal_.collective_step_overhead_s);
+    d.duration_s = std::max(0.0, step_overhead_s());
     auto delay = add_free(d);
     Task f = base;
     f.kind = TaskKind::FLOW;
@@ -1406,7 +1409,7 @@ std::int32_t Lowerer::ring_collective(int si, const std::vector<int>& members, b
     }
     // Message-size factors of the calibration (per ring step of `chunk` bytes), applied as extra latency.
     const double extra = segment_extra_s(next_hop, member_global, slow_to, hop_alpha(slow_to), chunk);
-    double per_step = std::max(0.0, cal_.collective_step_overhead_s + extra);
+    double per_step = std::max(0.0, step_overhead_s() + extra);
     // NCCL's estimate of the ring's time as a floor on dtsim's (strategies/nccl_model.hpp): what it exceeds it by,
     // spread evenly over the steps. Where NCCL would run a tree or PAT that it times faster, the ring stands in for
     // it: its latency (one delay task: the flow mode) becomes that algorithm's (nccl::latency_adjust_s < 0). The

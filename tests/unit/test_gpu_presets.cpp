@@ -398,6 +398,24 @@ TEST(GpuPresets, DefaultCalibrationForEveryPresetName) {
   }
 }
 
+// The presets no collective was measured on take the A100 fit's in-situ NCCL values (the share of the NVLink port a
+// ring collective moves inside a training step, the software cost per ring step), as the software costs are
+// transferred: a refit of the A100 that leaves them behind fails here (the H100 held the superseded 2026-11-24 fit's
+// 0.52 us per step until 2026-12-07). The inter-node efficiency stays each file's estimate.
+TEST(GpuPresets, UnmeasuredNetworksTakeTheA100FitsInSituValues) {
+  const auto a100 = dtsim::default_calibration("a100-sxm4-80gb");
+  for (const char* gpu : {"h100-sxm5-80gb", "h200-sxm-141gb", "h800-sxm5-80gb", "gh200", "h100-96gb-500w", "b200",
+                          "b300", "gb200", "gb300"}) {
+    SCOPED_TRACE(gpu);
+    const auto c = dtsim::default_calibration(gpu);
+    EXPECT_EQ(c.intra_bandwidth_efficiency, a100.intra_bandwidth_efficiency);
+    EXPECT_EQ(c.collective_step_overhead_s, a100.collective_step_overhead_s);
+  }
+  const auto fitted = a100.provenance.at("fitted");
+  EXPECT_NE(std::find(fitted.begin(), fitted.end(), "network.intra_bandwidth_efficiency"), fitted.end());
+  EXPECT_NE(std::find(fitted.begin(), fitted.end(), "network.collective_step_overhead_s"), fitted.end());
+}
+
 // The closed form of traces/device_model.hpp on the B200: sustained BF16 = 0.812 x 989 TFLOP/s on the 700 W H100,
 // x 1,000 / 700 W = 1,147 TFLOP/s, 0.510 of the B200's 2,250 peak; fused attention by the same factor; the GEMM
 // curve's half size by the throughput ratio; memory-bound and host values unchanged.
